@@ -1,0 +1,314 @@
+"""TrainConfig: the one currency between studies, the trainer and export.
+
+A tree of dataclasses, loaded from and dumped to YAML. Every field is checked on
+load; errors name the file, the dotted field and what is allowed (exit code 2 in
+the CLI), in the spirit of scikit-learn's parameter validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value that is wrong; ``str()`` names the source and the field."""
+
+    def __init__(self, field_name: str, message: str, source: str | None = None):
+        self.field = field_name
+        self.message = message
+        self.source = source
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}{self.field}: {self.message}" if self.field else f"{where}{self.message}"
+
+    def with_source(self, source: str) -> ConfigError:
+        return ConfigError(self.field, self.message, source)
+
+
+def spec(default: Any = dataclasses.MISSING, *, choices=None, low=None, high=None,
+         low_open=False, high_open=False, factory=None, help: str = ""):
+    """A dataclass field with its allowed values attached."""
+    meta = {"choices": choices, "low": low, "high": high, "low_open": low_open,
+            "high_open": high_open, "help": help}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
+MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck")
+OPTIMIZERS = ("sgd", "adamw", "sgdw")
+SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
+PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
+DEVICES = ("auto", "cpu", "cuda")
+LOADERS = ("torch", "ffcv")
+SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "craig", "craig-pb",
+              "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
+
+
+@dataclass
+class DatasetConfig:
+    name: str = spec("digits", choices=DATASETS)
+    data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True,
+                                help="stratified share of the training set used")
+    val_fraction: float = spec(0.1, low=0.0, high=0.5, low_open=True,
+                               help="held-out validation share carved from the training set")
+    split_seed: int = spec(0, low=0)
+    image_size: int | None = spec(None, low=8, high=512,
+                                  help="resize images to this side (digits defaults to 32)")
+    flip: bool | None = spec(None, help="random horizontal flips (default: on for CIFAR only)")
+    crop_padding: int = spec(2, low=0, high=16, help="random pad-and-crop; 0 switches it off")
+    synthetic_size: int = spec(512, low=16, high=1_000_000,
+                               help="number of images of the synthetic dataset")
+
+
+@dataclass
+class ModelConfig:
+    name: str = spec("tiny-cnn", choices=MODELS)
+    width: int = spec(0, low=0, high=1024, help="base channel width (0: the model's default)")
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = spec("sgd", choices=OPTIMIZERS)
+    lr: float = spec(0.05, low=0.0, high=10.0, low_open=True)
+    weight_decay: float = spec(5e-4, low=0.0, high=1.0)
+    momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True)
+    nesterov: bool = spec(True)
+    beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True)
+    scale_lr_with_batch: bool = spec(False, help="multiply lr by batch_size/128")
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = spec("cosine", choices=SCHEDULES)
+    warmup_fraction: float = spec(0.0, low=0.0, high=0.5, help="share of training spent warming up")
+    milestones: list = spec(factory=lambda: [0.5, 0.75],
+                            help="multistep: fractions of training where lr drops")
+    gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True)
+    final_lr_fraction: float = spec(0.0, low=0.0, high=1.0, help="lr at the end / peak lr")
+
+
+@dataclass
+class SparsityConfig:
+    target: float = spec(0.0, low=0.0, high=0.99, help="share of conv/linear weights set to zero")
+    schedule: str = spec("polynomial", choices=("constant", "polynomial"))
+    start: float = spec(0.1, low=0.0, high=1.0, high_open=True, help="fraction of training")
+    end: float = spec(0.75, low=0.0, high=1.0, low_open=True, help="fraction of training")
+    update_every: int = spec(20, low=1, high=100_000, help="steps between mask updates")
+
+
+@dataclass
+class SelectionConfig:
+    strategy: str = spec("full", choices=SELECTIONS)
+    fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True)
+    select_every: int = spec(5, low=1, high=10_000, help="epochs between selections")
+    kappa: float = spec(0.0, low=0.0, high=1.0, high_open=True,
+                        help="share of training on full data before selection starts")
+    eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER step size")
+    lam: float = spec(0.5, low=0.0, high=100.0, help="GradMatch regularisation (lambda)")
+    greedy: str = spec("auto", choices=("auto", "Naive", "Stochastic", "LazyGreedy", "RandomGreedy"),
+                       help="greedy method for GLISTER/CRAIG")
+    omp_eps: float = spec(1e-100, low=0.0, high=1.0, help="GradMatch OMP tolerance")
+
+
+@dataclass
+class TrainConfig:
+    dataset: DatasetConfig = spec(factory=DatasetConfig)
+    model: ModelConfig = spec(factory=ModelConfig)
+    epochs: float = spec(5, low=0.0, high=10_000, low_open=True, help="training budget in epochs")
+    batch_size: int = spec(128, low=1, high=65_536)
+    optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
+    schedule: ScheduleConfig = spec(factory=ScheduleConfig)
+    algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters")
+    sparsity: SparsityConfig = spec(factory=SparsityConfig)
+    selection: SelectionConfig = spec(factory=SelectionConfig)
+    loader: str = spec("torch", choices=LOADERS)
+    precision: str = spec("fp32", choices=PRECISIONS)
+    compile: bool = spec(False, help="wrap the model in torch.compile")
+    channels_last: bool = spec(False)
+    device: str = spec("auto", choices=DEVICES)
+    seed: int = spec(0, low=0)
+    target_accuracy: float = spec(0.9, low=0.0, high=1.0)
+    eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
+                             help="epochs between evaluations (fractions allowed)")
+
+    # -- I/O ---------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+    def hash(self) -> str:
+        """Stable short hash of the config (same config -> same hash)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> TrainConfig:
+        try:
+            cfg = _build(cls, data, "")
+            validate(cfg)
+        except ConfigError as e:
+            raise e.with_source(source) if source else e
+        return cfg
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+        data = read_yaml(path)
+        for item in overrides or []:
+            apply_override(data, item, source=str(path))
+        return cls.from_dict(data, source=str(path))
+
+    def dump(self, path: str | Path, header: str = "") -> None:
+        text = self.to_yaml()
+        if header:
+            text = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines()) + text
+        Path(path).write_text(text)
+
+    def replace(self, **dotted: Any) -> TrainConfig:
+        """Copy with dotted keys replaced, validated: ``cfg.replace(**{"optimizer.lr": 0.1})``."""
+        data = self.to_dict()
+        for key, value in dotted.items():
+            _set_dotted(data, key, value)
+        return TrainConfig.from_dict(data)
+
+
+def read_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("", f"no such file: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError("", f"not valid YAML: {e}", str(p)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("", f"expected a mapping at the top level, got {type(data).__name__}", str(p))
+    return data
+
+
+def apply_override(data: dict, item: str, source: str | None = None) -> None:
+    """Apply one ``KEY=VALUE`` (dotted key, YAML value) to a raw config dict."""
+    if "=" not in item:
+        raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}", source)
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    _set_dotted(data, key.strip(), value)
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[part] = nxt
+        node = nxt
+    node[parts[-1]] = value
+
+
+# -- checking -----------------------------------------------------------------
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
+
+
+def _build(cls, data: Any, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(prefix.rstrip(".") or "<root>",
+                          f"expected a mapping, got {type(data).__name__} {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ConfigError(prefix + str(unknown[0]),
+                          f"unknown key; allowed keys here: {', '.join(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            continue
+        kwargs[name] = _coerce(hints[name], data[name], prefix + name, f.metadata)
+    return cls(**kwargs)
+
+
+def _coerce(tp, value, name: str, meta):
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value if value is not None else {}, name + ".")
+    args = typing.get_args(tp)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), tp) if args else tp
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(name, f"must be a {_type_name(base)}, got null")
+    if base is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"must be true or false, got {value!r}")
+    elif base is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ConfigError(name, f"must be an integer, got {value!r}")
+    elif base is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(name, f"must be a number, got {value!r}")
+        value = float(value)
+    elif base is str:
+        if not isinstance(value, str):
+            raise ConfigError(name, f"must be a string, got {value!r}")
+    elif base is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(name, f"must be a mapping, got {value!r}")
+    elif base is list:
+        if not isinstance(value, list):
+            raise ConfigError(name, f"must be a list, got {value!r}")
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
+    low, high = meta.get("low"), meta.get("high")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        bad_low = low is not None and (value <= low if meta.get("low_open") else value < low)
+        bad_high = high is not None and (value >= high if meta.get("high_open") else value > high)
+        if bad_low or bad_high:
+            lo = "(" if meta.get("low_open") else "["
+            hi = ")" if meta.get("high_open") else "]"
+            raise ConfigError(name, f"must be in {lo}{low}, {high}{hi}; got {value!r}")
+    return value
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Rules that span fields. Algorithm and device rules live with the trainer."""
+    s = cfg.schedule
+    if s.name == "multistep":
+        ms = s.milestones
+        if not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms):
+            raise ConfigError("schedule.milestones", f"must be fractions in (0, 1); got {ms!r}")
+    sp = cfg.sparsity
+    if sp.target > 0 and sp.schedule == "polynomial" and sp.end <= sp.start:
+        raise ConfigError("sparsity.end", f"must be after sparsity.start ({sp.start}); got {sp.end}")
+    sel = cfg.selection
+    if sel.strategy == "full" and sel.fraction != 1.0:
+        raise ConfigError("selection.fraction",
+                          "only applies with a selection strategy; set selection.strategy "
+                          f"(one of {', '.join(SELECTIONS[1:])}) or fraction to 1.0")
+    # Algorithm names and parameters are checked against Composer's signatures.
+    from effsearch.trainer.algorithms import check_algorithms
+    check_algorithms(cfg)

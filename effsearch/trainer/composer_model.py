@@ -1,0 +1,48 @@
+"""The ComposerModel wrapper: batches are (x, y) or (x, y, weights)."""
+
+from __future__ import annotations
+
+import torch
+from composer.loss import soft_cross_entropy
+from composer.metrics import CrossEntropy
+from composer.models import ComposerModel
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class EffModel(ComposerModel):
+    """No train metrics (they cost per batch); validation accuracy and loss only.
+
+    A third batch element holds per-sample weights (CORDS CRAIG/GradMatch); the
+    loss is their weighted mean. Targets may be class indices or soft
+    distributions (LabelSmoothing, MixUp, CutMix).
+    """
+
+    def __init__(self, module: torch.nn.Module, num_classes: int):
+        super().__init__()
+        self.module = module
+        self.num_classes = num_classes
+        self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")
+        self.val_ce = CrossEntropy()
+
+    def forward(self, batch):
+        return self.module(batch[0])
+
+    def loss(self, outputs, batch, *args, reduction: str = "mean", **kwargs):
+        target = batch[1]
+        weights = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 else None
+        if weights is None:
+            return soft_cross_entropy(outputs, target, reduction=reduction)
+        per_sample = soft_cross_entropy(outputs, target, reduction="none") * weights
+        if reduction == "none":
+            return per_sample
+        total = per_sample.sum()
+        return total / weights.sum().clamp_min(1e-12) if reduction == "mean" else total
+
+    def get_metrics(self, is_train: bool = False):
+        return {} if is_train else {"MulticlassAccuracy": self.val_acc, "CrossEntropy": self.val_ce}
+
+    def eval_forward(self, batch, outputs=None):
+        return outputs if outputs is not None else self.module(batch[0])
+
+    def update_metric(self, batch, outputs, metric) -> None:
+        metric.update(outputs, batch[1])

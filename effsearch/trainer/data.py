@@ -1,0 +1,302 @@
+"""Datasets held in memory as uint8 tensors, split and augmented in batches.
+
+Train/validation/test: the validation split is carved (stratified, seeded) from
+the training set; the search only ever looks at validation accuracy.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from effsearch.config import ConfigError
+
+DATA_ENV = "EFFSEARCH_DATA_DIR"
+
+
+class DataMissing(ConfigError):
+    pass
+
+
+def data_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """--data-dir, else $EFFSEARCH_DATA_DIR, else a per-user cache folder."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "effsearch" / "data"
+
+
+@dataclass
+class Splits:
+    name: str
+    train_x: torch.Tensor  # uint8 N,C,H,W
+    train_y: torch.Tensor  # int64
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    train_index: np.ndarray  # positions in the source training set, for FFCV and CORDS lookups
+
+    @property
+    def channels(self) -> int:
+        return int(self.train_x.shape[1])
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.train_x.float().mean(dim=(0, 2, 3)) / 255.0
+
+    @property
+    def std(self) -> torch.Tensor:
+        return self.train_x.float().std(dim=(0, 2, 3)).clamp_min(1e-3) / 255.0
+
+
+# -- raw datasets -------------------------------------------------------------
+
+def _digits(_root: Path, _cfg):
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
+    y = d.target.astype(np.int64)
+    # digits ships no test split: hold out a fixed, stratified 20%.
+    from sklearn.model_selection import train_test_split
+
+    tr, te = train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=1234)
+    return x[tr], y[tr], x[te], y[te], 10
+
+
+def _read_idx(path: Path, offset: int) -> np.ndarray:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        return np.frombuffer(f.read(), np.uint8, offset=offset)
+
+
+def _find_idx(root: Path, stem: str) -> Path | None:
+    for folder in (root / "fashion-mnist", root / "FashionMNIST" / "raw", root):
+        for name in (stem + ".gz", stem):
+            if (folder / name).is_file():
+                return folder / name
+    return None
+
+
+def _fashion_mnist(root: Path, _cfg):
+    stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+    paths = [_find_idx(root, s) for s in stems]
+    if None in paths:
+        try:  # a network may exist: let torchvision fetch its usual layout
+            import torchvision
+
+            torchvision.datasets.FashionMNIST(str(root), download=True)
+            paths = [_find_idx(root, s) for s in stems]
+        except Exception:
+            pass
+    if None in paths:
+        raise DataMissing("dataset.name", f"Fashion-MNIST not found in {root} (looked for "
+                          f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
+                          "be downloaded. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
+                          f"or point --data-dir / ${DATA_ENV} at the folder that holds them.")
+    xtr = _read_idx(paths[0], 16).reshape(-1, 1, 28, 28)
+    ytr = _read_idx(paths[1], 8).astype(np.int64)
+    xte = _read_idx(paths[2], 16).reshape(-1, 1, 28, 28)
+    yte = _read_idx(paths[3], 8).astype(np.int64)
+    return xtr, ytr, xte, yte, 10
+
+
+def _cifar(root: Path, cfg):
+    import torchvision
+
+    cls = torchvision.datasets.CIFAR10 if cfg.dataset.name == "cifar10" else torchvision.datasets.CIFAR100
+    try:
+        tr = cls(str(root), train=True, download=False)
+    except RuntimeError:
+        try:
+            tr = cls(str(root), train=True, download=True)
+        except Exception as e:
+            raise DataMissing("dataset.name", f"{cfg.dataset.name} not found in {root} and the download "
+                              f"failed ({type(e).__name__}). Put the torchvision layout (e.g. "
+                              f"{root}/cifar-10-batches-py) there or point --data-dir / ${DATA_ENV} at it.") from None
+    te = cls(str(root), train=False, download=False)
+    n = 10 if cfg.dataset.name == "cifar10" else 100
+    return (tr.data.transpose(0, 3, 1, 2).copy(), np.asarray(tr.targets, np.int64),
+            te.data.transpose(0, 3, 1, 2).copy(), np.asarray(te.targets, np.int64), n)
+
+
+def _synthetic(_root: Path, cfg):
+    """Learnable but not trivial: class templates plus noise, 3x16x16."""
+    rng = np.random.default_rng(12345)
+    classes = 10
+    templates = rng.uniform(40, 215, size=(classes, 3, 16, 16))
+    n = cfg.dataset.synthetic_size
+    n_test = max(classes * 4, n // 5)
+
+    def make(count, seed):
+        r = np.random.default_rng(seed)
+        y = np.arange(count) % classes
+        x = templates[y] + r.normal(0, 60, size=(count, 3, 16, 16))
+        return np.clip(x, 0, 255).astype(np.uint8), y.astype(np.int64)
+
+    xtr, ytr = make(n, 1)
+    xte, yte = make(n_test, 2)
+    return xtr, ytr, xte, yte, classes
+
+
+LOADERS = {"digits": _digits, "fashion-mnist": _fashion_mnist, "cifar10": _cifar,
+           "cifar100": _cifar, "synthetic": _synthetic}
+
+_CACHE: dict = {}
+
+
+def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
+    """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
+    d = cfg.dataset
+    folder = data_dir(root)
+    key = (d.name, d.data_fraction, d.val_fraction, d.split_seed, d.image_size, d.synthetic_size, str(folder))
+    if key in _CACHE:
+        return _CACHE[key]
+    xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
+    idx = np.arange(len(ytr))
+    from sklearn.model_selection import train_test_split
+
+    tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
+    if d.data_fraction < 1.0:
+        keep = max(classes, int(round(d.data_fraction * len(tr_idx))))
+        if keep < len(tr_idx):
+            tr_idx, _ = train_test_split(tr_idx, train_size=keep, stratify=ytr[tr_idx],
+                                         random_state=d.split_seed + 1)
+    tr_idx = np.sort(tr_idx)
+    val_idx = np.sort(val_idx)
+    size = d.image_size or (32 if d.name == "digits" else None)
+
+    def t(x):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+        if size and x.shape[-1] != size:
+            x = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear",
+                                                align_corners=False).round().clamp(0, 255).to(torch.uint8)
+        return x.contiguous()
+
+    splits = Splits(d.name, t(xtr[tr_idx]), torch.from_numpy(ytr[tr_idx]), t(xtr[val_idx]),
+                    torch.from_numpy(ytr[val_idx]), t(xte), torch.from_numpy(yte), classes, tr_idx)
+    _CACHE[key] = splits
+    return splits
+
+
+# -- batches ------------------------------------------------------------------
+
+try:
+    from torchvision.datasets import VisionDataset as _Base
+except Exception:  # pragma: no cover - torchvision is a dependency
+    _Base = torch.utils.data.Dataset
+
+
+class TensorImages(_Base):
+    """uint8 images in memory, fetched a batch at a time.
+
+    A torchvision ``VisionDataset`` so that Composer's RandAugment/AugMix can add
+    their per-image transforms; without them, batches are sliced, not collated.
+    ``weights`` (one per sample) are returned with the batch when set (CORDS).
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        super().__init__(root="")
+        self.x, self.y = x, y
+        self.weights: torch.Tensor | None = None
+        self.transform = None
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.__getitems__([i])
+
+    def __getitems__(self, idx):
+        idx = torch.as_tensor(idx, dtype=torch.long)
+        x = self.x[idx]
+        if self.transform is not None:
+            x = self._per_image(x)
+        if self.weights is not None:
+            return x, self.y[idx], self.weights[idx]
+        return x, self.y[idx]
+
+    def _per_image(self, x: torch.Tensor) -> torch.Tensor:
+        from PIL import Image
+        from torchvision.transforms.functional import pil_to_tensor
+
+        out = []
+        for img in x:
+            arr = img.numpy()
+            pil = Image.fromarray(arr[0] if arr.shape[0] == 1 else arr.transpose(1, 2, 0))
+            res = self.transform(pil)
+            res = res if isinstance(res, torch.Tensor) else pil_to_tensor(res)
+            if res.dtype != torch.uint8:  # AugMix returns floats in [0, 1] or [0, 255]
+                res = (res * (255.0 if res.max() <= 1.0 else 1.0)).round().clamp(0, 255).to(torch.uint8)
+            out.append(res.reshape(img.shape))
+        return torch.stack(out)
+
+
+def _passthrough(batch):
+    return batch
+
+
+def make_loader(x, y, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
+                sampler=None):
+    ds = TensorImages(x, y)
+    if sampler is None and shuffle:
+        g = torch.Generator()
+        g.manual_seed(seed)
+        sampler = torch.utils.data.RandomSampler(ds, generator=g)
+    elif sampler is None:
+        sampler = torch.utils.data.SequentialSampler(ds)
+    return torch.utils.data.DataLoader(ds, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+                                       collate_fn=_passthrough, num_workers=0)
+
+
+class BatchAugment:
+    """Move a uint8 batch to the device, scale, flip, pad-crop and normalise it.
+
+    Runs as Composer's ``batch_transforms`` (before AFTER_DATALOADER), so every
+    algorithm sees normalised float images; done on whole batches on the device.
+    """
+
+    def __init__(self, mean, std, device, flip: bool, crop_padding: int, train: bool,
+                 channels_last: bool = False, seed: int = 0):
+        self.mean = torch.as_tensor(mean).view(1, -1, 1, 1).to(device)
+        self.std = torch.as_tensor(std).view(1, -1, 1, 1).to(device)
+        self.device = device
+        self.flip = flip and train
+        self.pad = crop_padding if train else 0
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed + 7)
+
+    def __call__(self, batch):
+        x, *rest = batch
+        x = x.to(self.device, non_blocking=True).float().div_(255.0)
+        n = x.shape[0]
+        if self.flip:
+            mask = torch.rand(n, 1, 1, 1, device=self.device, generator=self.gen) < 0.5
+            x = torch.where(mask, x.flip(-1), x)
+        if self.pad:
+            x = random_crop(x, self.pad, self.gen)
+        x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
+        return (x, *[r.to(self.device, non_blocking=True) for r in rest])
+
+
+def random_crop(x: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
+    """Pad by ``pad`` (reflect) and take one random crop per image, in one gather."""
+    n, c, h, w = x.shape
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="reflect")
+    dy = torch.randint(0, 2 * pad + 1, (n, 1), device=x.device, generator=gen)
+    dx = torch.randint(0, 2 * pad + 1, (n, 1), device=x.device, generator=gen)
+    rows = (dy + torch.arange(h, device=x.device)).view(n, 1, h, 1).expand(n, c, h, w + 2 * pad)
+    cols = (dx + torch.arange(w, device=x.device)).view(n, 1, 1, w).expand(n, c, h, w)
+    padded = padded.gather(2, rows)
+    return padded.gather(3, cols)

@@ -1,0 +1,129 @@
+"""Models. Each has the interface CORDS needs: ``forward(x, last=False,
+freeze=False)`` returns ``(logits, embedding)`` when ``last`` and
+``get_embedding_dim()``; ``freeze`` computes the embedding without gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision.models.resnet import Bottleneck
+
+
+class Classifier(nn.Module):
+    """A feature extractor followed by one linear layer."""
+
+    def __init__(self, features: nn.Module, dim: int, num_classes: int):
+        super().__init__()
+        self.features = features
+        self.embDim = dim
+        self.linear = nn.Linear(dim, num_classes)
+
+    def forward(self, x, last: bool = False, freeze: bool = False):
+        if freeze:
+            with torch.no_grad():
+                emb = self.features(x)
+        else:
+            emb = self.features(x)
+        out = self.linear(emb)
+        return (out, emb) if last else out
+
+    def get_embedding_dim(self) -> int:
+        return self.embDim
+
+
+def conv_bn(cin, cout, stride=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+def tiny_cnn(channels: int, num_classes: int, width: int = 0) -> Classifier:
+    w = width or 32
+    feats = nn.Sequential(conv_bn(channels, w), nn.MaxPool2d(2), conv_bn(w, 2 * w), nn.MaxPool2d(2),
+                          conv_bn(2 * w, 4 * w), nn.AdaptiveMaxPool2d(1), nn.Flatten())
+    return Classifier(feats, 4 * w, num_classes)
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.block = nn.Sequential(conv_bn(c, c), conv_bn(c, c))
+
+    def forward(self, x):
+        return x + self.block(x)
+
+
+def resnet9(channels: int, num_classes: int, width: int = 0) -> Classifier:
+    """cifar10-fast's ResNet-9 (Page, 2018), width-scalable."""
+    w = width or 64
+    feats = nn.Sequential(
+        conv_bn(channels, w),
+        conv_bn(w, 2 * w), nn.MaxPool2d(2), Residual(2 * w),
+        conv_bn(2 * w, 4 * w), nn.MaxPool2d(2),
+        conv_bn(4 * w, 8 * w), nn.MaxPool2d(2), Residual(8 * w),
+        nn.AdaptiveMaxPool2d(1), nn.Flatten())
+    return Classifier(feats, 8 * w, num_classes)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+def cifar_resnet(channels: int, num_classes: int, depth: int, width: int = 0) -> Classifier:
+    """He et al. 2016's CIFAR ResNet (basic blocks, 6n+2 layers)."""
+    n = (depth - 2) // 6
+    w = width or 16
+    layers = [nn.Conv2d(channels, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+    cin = w
+    for stage, cout in enumerate((w, 2 * w, 4 * w)):
+        for i in range(n):
+            layers.append(BasicBlock(cin, cout, 2 if (i == 0 and stage > 0) else 1))
+            cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return Classifier(nn.Sequential(*layers), cin, num_classes)
+
+
+def resnet_bottleneck(channels: int, num_classes: int, width: int = 0, blocks=(2, 2, 2)) -> Classifier:
+    """A CIFAR ResNet of torchvision ``Bottleneck`` blocks (the blocks Composer's
+    StochasticDepth replaces): 3 stages, expansion 4."""
+    w = width or 16
+    layers = [nn.Conv2d(channels, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+    cin = w
+    for stage, planes in enumerate((w, 2 * w, 4 * w)):
+        for i in range(blocks[stage]):
+            stride = 2 if (i == 0 and stage > 0) else 1
+            down = None
+            if stride != 1 or cin != planes * Bottleneck.expansion:
+                down = nn.Sequential(nn.Conv2d(cin, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4))
+            layers.append(Bottleneck(cin, planes, stride=stride, downsample=down))
+            cin = planes * Bottleneck.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return Classifier(nn.Sequential(*layers), cin, num_classes)
+
+
+def build_model(name: str, channels: int, num_classes: int, width: int = 0) -> Classifier:
+    if name == "tiny-cnn":
+        return tiny_cnn(channels, num_classes, width)
+    if name == "resnet9":
+        return resnet9(channels, num_classes, width)
+    if name == "resnet20":
+        return cifar_resnet(channels, num_classes, 20, width)
+    if name == "resnet56":
+        return cifar_resnet(channels, num_classes, 56, width)
+    if name == "resnet-bottleneck":
+        return resnet_bottleneck(channels, num_classes, width)
+    raise ValueError(f"unknown model {name!r}")
