@@ -166,7 +166,8 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         algorithms.append(gmp)
     if selection is not None:
         algorithms.append(selection)
-    clock = Clock(cfg, device, result, on_eval, progress, bpe)
+    clock = Clock(cfg, device, result, on_eval, progress, bpe,
+                  point_extras=[selection.point_extra] if selection is not None else [])
     optimizer = build_optimizer(cfg, model.parameters())
     trainer = Trainer(
         model=model,

@@ -16,8 +16,10 @@ class Clock(Callback):
     val_loss}`` to the history, then asks ``on_eval`` whether to stop.
     """
 
-    def __init__(self, cfg, device: str, result, on_eval, progress: bool, batches_per_epoch: int):
+    def __init__(self, cfg, device: str, result, on_eval, progress: bool, batches_per_epoch: int,
+                 point_extras=()):
         self.cfg, self.result, self.on_eval = cfg, result, on_eval
+        self.point_extras = list(point_extras)  # callables returning more fields for each history point
         self.cuda = device == "cuda"
         self.bpe = batches_per_epoch
         self.setup_seconds = 0.0
@@ -77,8 +79,7 @@ class Clock(Callback):
             "val_accuracy": acc,
             "val_loss": loss,
         }
-        extra = getattr(state, "effsearch_point_extra", None)
-        if extra:
+        for extra in self.point_extras:
             point.update(extra())
         self.result.history.append(point)
         if self.bar is not None:
