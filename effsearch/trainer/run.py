@@ -12,6 +12,7 @@ import logging
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -127,8 +128,23 @@ def _device_name(device: str) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None) -> None:
+@dataclass
+class Prepared:
+    """A built run, before ``trainer.fit()``: what ``train`` and the tests work with."""
+
+    trainer: object
+    clock: object
+    gmp: object
+    selection: object
+    val_loader: object
+    test_loader: object
+    eval_transform: object
+    train_loader: object
+
+
+def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
+            on_eval: EvalHook | None = None, callbacks=()) -> Prepared:
+    """Build model, loaders, algorithms and Composer's Trainer for ``cfg``."""
     warnings.filterwarnings("ignore", module="composer")
     warnings.filterwarnings("ignore", message=".*torch.utils._pytree.*")
     logging.getLogger("composer").setLevel(logging.ERROR)
@@ -137,7 +153,7 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
 
     from effsearch.trainer.algorithms import build_algorithms
     from effsearch.trainer.composer_model import EffModel
-    from effsearch.trainer.sparsity import GradualMagnitudePruning, measure
+    from effsearch.trainer.sparsity import GradualMagnitudePruning
     from effsearch.trainer.timing import Clock
 
     torch.manual_seed(cfg.seed)
@@ -180,7 +196,7 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         schedulers=build_scheduler(cfg),
         step_schedulers_every_batch=True,
         algorithms=algorithms,
-        callbacks=[clock],
+        callbacks=[clock, *callbacks],
         loggers=[],
         progress_bar=False,
         log_to_console=False,
@@ -192,24 +208,33 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         python_log_level=None,
     )
     clock.setup_seconds = time.perf_counter() - t_setup
+    test_loader = D.make_loader(splits.test_x, splits.test_y, 512, False)
+    return Prepared(trainer, clock, gmp, selection, val_loader, test_loader, aug(False), train_loader)
+
+
+def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
+         on_eval: EvalHook | None) -> None:
+    from effsearch.trainer.sparsity import measure
+
+    run = prepare(cfg, splits, device, result, progress, on_eval)
     try:
-        trainer.fit()
+        run.trainer.fit()
     finally:
-        clock.finish()
-        result.final.update(clock.summary())
-    if gmp is not None:  # EMA/SWA may have swapped unmasked averages in at FIT_END
-        gmp.apply_masks()
-    final_model = trainer.state.model.module
+        run.clock.finish()
+        result.final.update(run.clock.summary())
+        if run.selection is not None:
+            result.final["selection_seconds"] = run.selection.seconds
+    if run.gmp is not None:  # EMA/SWA may have swapped unmasked averages in at FIT_END
+        run.gmp.apply_masks()
+    final_model = run.trainer.state.model.module
     t_eval = time.perf_counter()
-    val_acc, val_loss = evaluate(final_model, val_loader, aug(False))
-    test_acc, _ = evaluate(final_model, D.make_loader(splits.test_x, splits.test_y, 512, False), aug(False))
+    val_acc, val_loss = evaluate(final_model, run.val_loader, run.eval_transform)
+    test_acc, _ = evaluate(final_model, run.test_loader, run.eval_transform)
     result.final.update(
         val_accuracy=val_acc, val_loss=val_loss, test_accuracy=test_acc,
         final_eval_seconds=time.perf_counter() - t_eval, **measure(final_model))
-    if selection is not None:
-        result.final["selection_seconds"] = selection.seconds
-    if clock.stop_reason:
-        result.status, result.reason = clock.stop_status, clock.stop_reason
+    if run.clock.stop_reason:
+        result.status, result.reason = run.clock.stop_status, run.clock.stop_reason
     elif not math.isfinite(val_loss):
         result.status, result.reason = "diverged", "validation loss is not finite"
     else:
