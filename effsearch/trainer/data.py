@@ -177,7 +177,7 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     size = d.image_size or (32 if d.name == "digits" else None)
 
     def t(x):
-        x = torch.from_numpy(np.ascontiguousarray(x))
+        x = torch.from_numpy(np.array(x))  # a writable copy
         if size and x.shape[-1] != size:
             x = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear",
                                                 align_corners=False).round().clamp(0, 255).to(torch.uint8)

@@ -1,0 +1,42 @@
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def tiny(**overrides) -> dict:
+    """A raw TrainConfig dict that trains in about a second on CPU."""
+    d = {
+        "dataset": {"name": "synthetic", "synthetic_size": 160, "val_fraction": 0.2, "crop_padding": 0},
+        "model": {"name": "tiny-cnn", "width": 8},
+        "epochs": 2,
+        "batch_size": 32,
+        "optimizer": {"name": "sgd", "lr": 0.05},
+        "schedule": {"name": "constant"},
+        "device": "cpu",
+        "target_accuracy": 0.5,
+    }
+    for key, value in overrides.items():
+        node = d
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return d
+
+
+@pytest.fixture
+def fashion_dir():
+    """The offline Fashion-MNIST copy beside the checkout."""
+    if not (SHARED / "fashion-mnist").is_dir():
+        pytest.fail(f"offline Fashion-MNIST missing at {SHARED}/fashion-mnist")
+    return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _no_network_data_dir(tmp_path, monkeypatch):
+    # Tests never read a user's cache; datasets they need come from SHARED explicitly.
+    monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
+    os.environ.setdefault("TQDM_DISABLE", "1")
