@@ -1,0 +1,123 @@
+"""Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
+
+Optuna cannot prune multi-objective studies (``Trial.report`` raises), so
+effsearch decides itself. Rungs sit at geometric fractions of the epoch budget
+(``min_fraction * eta**k``). When a trial reaches a rung, it is ranked among all
+trials that reached that rung so far by non-dominated sorting, ties broken by
+crowding distance so the front stays spread; it goes on if it is in the best
+``1/eta``, and only once ``min_trials`` trials have been seen there.
+
+What the time objective means at a rung: time to target is not known yet for a
+trial still below the target, but the train seconds spent so far are a lower
+bound on it. Ranking on (that bound, accuracy so far) means a slow but accurate
+trial is pruned only if another trial is both faster *and* more accurate at
+the same point of the budget, never for being slow alone.
+
+State lives in the study's storage as trial user attributes (``rung_K``), so
+every worker and machine sees the same rungs, and a resumed study too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class RungPoint:
+    time_bound: float  # time to target if reached, else train seconds so far
+    accuracy: float
+    reached: bool
+
+    def objectives(self) -> tuple[float, float]:
+        """Both minimised. An unreached trial's bound is optimistic: it is never
+        dominated in time by a trial that only reached the target later."""
+        return (self.time_bound, -self.accuracy)
+
+    def to_attr(self) -> list:
+        return [self.time_bound, self.accuracy, self.reached]
+
+    @classmethod
+    def from_attr(cls, v) -> RungPoint:
+        return cls(float(v[0]), float(v[1]), bool(v[2]))
+
+
+class MOASHAPruner:
+    def __init__(self, eta: float = 3.0, min_fraction: float = 1 / 9, min_trials: int = 4):
+        if eta <= 1:
+            raise ValueError(f"pruner.eta must be > 1, got {eta}")
+        if not 0 < min_fraction < 1:
+            raise ValueError(f"pruner.min_fraction must be in (0, 1), got {min_fraction}")
+        if min_trials < 1:
+            raise ValueError(f"pruner.min_trials must be >= 1, got {min_trials}")
+        self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
+
+    def rungs(self) -> list[float]:
+        """Rung positions as fractions of the budget (the end itself is no rung)."""
+        out, r = [], self.min_fraction
+        while r < 1 - 1e-9:
+            out.append(r)
+            r *= self.eta
+        return out
+
+    def rung_of(self, fraction_done: float) -> int | None:
+        """The highest rung at or below ``fraction_done``."""
+        hit = [k for k, r in enumerate(self.rungs()) if fraction_done >= r - 1e-9]
+        return hit[-1] if hit else None
+
+    def decide(self, me: RungPoint, peers: list[RungPoint]) -> bool:
+        """True: keep ``me``. ``peers`` are the other trials' points at the same rung."""
+        points = [me, *peers]
+        if len(points) < self.min_trials:
+            return True
+        from effsearch.search.pareto import rank
+
+        order = rank([p.objectives() for p in points])
+        keep = max(1, math.ceil(len(points) / self.eta))
+        return 0 in order[:keep]
+
+    # -- the study side: state in trial attributes ------------------------------------
+    def check(self, study, trial, point: dict, budget_epochs: float, target: float) -> str | None:
+        """Called at each evaluation of a running ``trial``; returns a reason to prune, or None."""
+        k = self.rung_of(point["epoch"] / budget_epochs)
+        if k is None:
+            return None
+        key = f"rung_{k}"
+        if key in getattr(trial, "user_attrs", {}):
+            return None  # decided before (a retried or resumed trial keeps its first verdict)
+        reached = point.get("reached_seconds")
+        me = RungPoint(reached if reached is not None else point["train_seconds"], point["val_accuracy"],
+                       reached is not None)
+        trial.set_user_attr(key, me.to_attr())
+        peers = []
+        for t in study.get_trials(deepcopy=False):
+            if t.number == trial.number:
+                continue
+            v = t.user_attrs.get(key)
+            if v is not None:
+                peers.append(RungPoint.from_attr(v))
+        if self.decide(me, peers):
+            return None
+        return (f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
+                f"of {len(peers) + 1} trials by non-dominated rank (time bound {me.time_bound:.1f}s, "
+                f"val accuracy {me.accuracy:.4f})")
+
+
+class RungTracker:
+    """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
+
+    def __init__(self, pruner: MOASHAPruner, study, trial, budget_epochs: float, target: float):
+        self.pruner, self.study, self.trial = pruner, study, trial
+        self.budget, self.target = budget_epochs, target
+        self.reached_seconds = None
+        self.seen: set[int] = set()
+
+    def __call__(self, point: dict) -> str | None:
+        if self.reached_seconds is None and point["val_accuracy"] >= self.target:
+            self.reached_seconds = point["train_seconds"]
+        k = self.pruner.rung_of(point["epoch"] / self.budget)
+        if k is None or k in self.seen:
+            return None
+        self.seen.add(k)
+        return self.pruner.check(self.study, self.trial, {**point, "reached_seconds": self.reached_seconds},
+                                 self.budget, self.target)
