@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     t.set_defaults(func=_cmd_train)
+
+    from effsearch.data_cli import add_data_parser  # `effsearch data prepare` (FFCV .beton files)
+
+    add_data_parser(sub)
     return p
 
 
