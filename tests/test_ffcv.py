@@ -80,11 +80,14 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(F
     assert "val.beton has" in F.stale_reason(out, F.expected_meta(other, D.load_splits(other, fashion_dir)))
 
 
+@pytest.mark.timeout(300)
 def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(F, tmp_path):
     cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 400}))  # 3x16x16, 320 train images
     splits = D.load_splits(cfg)
     info = F.ensure_betons(cfg, splits, folder=tmp_path / "b")
     assert info.written and not F.ensure_betons(cfg, splits, folder=tmp_path / "b").written
+    with pytest.raises(RuntimeError, match="writing"):  # a failing writer raises, it does not hang
+        F.write_beton(tmp_path / "bad.beton", splits.train_x[:10], splits.train_y[:12])
     n = len(splits.train_y)
     loader = F.FFCVTrainLoader(info.path("train"), n, batch_size=32, seed=0)
     pipeline, compiled = loader.loader, loader.loader.code
@@ -98,7 +101,7 @@ def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(F, t
     assert torch.equal(torch.cat([b[1] for b in batches]), splits.train_y[torch_order])
 
     def epoch():
-        seen, weights, images, labels = [], [], [], []
+        seen, images, labels = [], [], []
         for x, y, w in loader:
             seen.append(w.clone())  # weights are 1 + index/2: exact in float32, name the sample
             images.append(x.clone())
@@ -123,11 +126,20 @@ def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(F, t
     loader.close()
     assert loader.loader is pipeline and loader.loader.code is compiled  # nothing was rebuilt
 
+    # A failure in ffcv's pipeline thread ends the epoch with an error (ffcv alone would wait forever).
+    def broken(**_):
+        raise ValueError("boom")
+
+    loader.loader.code = ([(broken, [])], [])
+    with pytest.raises(RuntimeError, match="boom"):
+        list(loader)
+
 
 def test_ffcv_run_completes_timed_and_sees_the_torch_batches(F, tmp_path):
     from effsearch.trainer.run import train
 
-    over = {"dataset.crop_padding": 2, "dataset.flip": True, "epochs": 2}
+    # 128 training images in batches of 24: a short last batch, as in most real runs.
+    over = {"dataset.crop_padding": 2, "dataset.flip": True, "epochs": 3, "batch_size": 24}
     results = {}
     for loader in ("torch", "ffcv"):
         cfg = TrainConfig.from_dict(tiny(loader=loader, **over))
@@ -135,7 +147,7 @@ def test_ffcv_run_completes_timed_and_sees_the_torch_batches(F, tmp_path):
     ffcv_run, torch_run = results["ffcv"], results["torch"]
     assert ffcv_run.status == "completed", ffcv_run.reason
     f = ffcv_run.final
-    assert f["train_seconds"] > 0 and f["setup_seconds"] > 0 and len(ffcv_run.history) == 2
+    assert f["train_seconds"] > 0 and f["setup_seconds"] > 0 and len(ffcv_run.history) == 3
     assert (tmp_path / "ffcv" / "result.json").is_file()
     # The run wrote its .beton files next to the dataset first.
     assert list((D.data_dir() / "ffcv" / "synthetic").glob("*/train.beton"))

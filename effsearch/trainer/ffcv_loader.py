@@ -46,7 +46,9 @@ import json
 import math
 import os
 import shutil
+import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,9 +69,8 @@ try:  # ffcv needs its C extension (built against OpenCV and libjpeg-turbo), num
     from ffcv.fields.decoders import IntDecoder, NDArrayDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.loader.epoch_iterator import EpochIterator
-    from ffcv.reader import Reader
     from ffcv.transforms import ToDevice, ToTensor
-except Exception as _e:  # ImportError, or OSError when a system library is missing
+except Exception as _e:  # noqa: BLE001 - ImportError, or OSError when a system library is missing
     raise ConfigError("loader", f"is 'ffcv' but ffcv cannot be imported here ({type(_e).__name__}: {_e}); "
                       + INSTALL_HINT) from None
 finally:
@@ -122,7 +123,7 @@ def expected_meta(cfg, splits: D.Splits) -> dict:
         "dataset": {"name": d.name, "val_fraction": d.val_fraction, "split_seed": d.split_seed,
                     "data_fraction": d.data_fraction, "image_size": d.image_size,
                     "synthetic_size": d.synthetic_size if d.name == "synthetic" else None},
-        "splits": {name: {"count": int(len(y)), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
+        "splits": {name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
                    for name, (x, y) in _arrays(splits).items()},
     }
 
@@ -168,9 +169,13 @@ class _Indexed:
         return self.x[i], int(self.y[i]), int(i)
 
 
-def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, workers: int = 1,
-                progress: bool = False) -> None:
-    """Write one split (uint8 N,C,H,W images, labels) as a .beton with an ``index`` field."""
+def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progress: bool = False) -> None:
+    """Write one split (uint8 N,C,H,W images, labels) as a .beton with an ``index`` field.
+
+    ffcv's writer forks worker processes; here its one worker runs as a thread
+    instead (no fork of a process running torch and numba threads, which numba's
+    TBB pool warns about), and a failure in it is raised rather than waited on forever.
+    """
     import ffcv.writer as W
     from ffcv.writer import DatasetWriter
 
@@ -178,10 +183,39 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, worke
               "label": IntField(), "index": IntField()}
     sample_bytes = int(np.prod(x.shape[1:]))
     page = max(W.MIN_PAGE_SIZE, 1 << (4 * sample_bytes - 1).bit_length())  # ffcv's default is 8 MiB
-    writer = DatasetWriter(str(path), fields, page_size=page, num_workers=workers)
+    writer = DatasetWriter(str(path), fields, page_size=page, num_workers=1)
     quiet = functools.partial(W.tqdm, disable=not progress, desc=Path(path).name, leave=False)
-    with _patched(W, "tqdm", quiet):
+    count, errors, threads = len(y), [], []
+
+    class InThread(threading.Thread):
+        def __init__(self, target, args):
+            super().__init__(target=target, args=args, daemon=True)
+            self.worker_args = args  # Thread.run drops its own _args
+            threads.append(self)
+
+        def run(self):
+            try:
+                super().run()
+            except BaseException as e:  # noqa: BLE001 - raised below, after ffcv's loop ends
+                # text only: the traceback's frames hold views of ffcv's shared memory, which must close
+                errors.append("".join(traceback.format_exception_only(e)).strip())
+                done, allocations = self.worker_args[5], self.worker_args[6]  # see ffcv's _write_common
+                allocations.put([])
+                with done.get_lock():
+                    done.value = count  # ffcv waits for exactly this count
+
+    finalize = writer.finalize
+
+    def finalize_after_join(allocations):  # the worker's views of ffcv's shared memory are gone then
+        for t in threads:
+            t.join()
+        finalize(allocations)
+
+    writer.finalize = finalize_after_join
+    with _patched(W, "tqdm", quiet), _patched(W, "Process", InThread):
         writer.from_indexed_dataset(_Indexed(x, y), chunksize=1000)
+    if errors:
+        raise RuntimeError(f"writing {path} failed: {errors[0]}")
 
 
 @contextlib.contextmanager
@@ -222,7 +256,7 @@ def ensure_betons(cfg, splits: D.Splits, folder: str | os.PathLike | None = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         lock_path = folder.parent / f".{folder.name}.lock"
-        lock = open(lock_path, "a")
+        lock = open(lock_path, "a")  # noqa: SIM115 - closed by the `with lock` below
     except OSError:
         if explicit:
             raise
@@ -293,15 +327,34 @@ def _pipelines(device: str) -> dict:
     return {"image": image, "label": label, "index": [IntDecoder(), ToTensor()]}
 
 
+class _Epoch(EpochIterator):
+    """ffcv's epoch thread, but a failure in it ends the epoch with the error instead
+    of leaving the consumer waiting forever on its queue."""
+
+    error: BaseException | None = None
+
+    def run(self):
+        try:
+            super().run()
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            self.error = e
+            self.output_queue.put(None)
+
+
 class EpochOrder(torch.utils.data.Sampler):
     """The default order: each epoch a permutation of all ``n`` samples, the very
-    order of the PyTorch path (its ``RandomSampler`` draws one ``randperm`` from a
-    generator seeded with ``seed`` per epoch, as Composer reads exactly
-    ``len(loader)`` batches); after :meth:`set_subset`, a fresh permutation of
-    exactly the subset."""
+    order of the PyTorch path; after :meth:`set_subset`, a fresh permutation of
+    exactly the subset.
 
-    def __init__(self, n: int, seed: int):
-        self.n = n
+    The PyTorch path's ``RandomSampler`` (generator seeded with ``seed``) draws one
+    ``randperm(n)`` per epoch, plus a second one, sliced to nothing, when its
+    ``BatchSampler`` reads past the last full batch to fill a short one (``n`` not
+    a multiple of ``batch_size``); Composer reads exactly ``len(loader)`` batches.
+    The same draws here keep both paths on the same batches, epoch after epoch.
+    """
+
+    def __init__(self, n: int, seed: int, batch_size: int | None = None):
+        self.n, self.batch_size = n, batch_size
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
         self.subset: torch.Tensor | None = None
@@ -314,7 +367,10 @@ class EpochOrder(torch.utils.data.Sampler):
 
     def __iter__(self):
         if self.subset is None:
-            return iter(torch.randperm(self.n, generator=self.gen).tolist())
+            order = torch.randperm(self.n, generator=self.gen)
+            if self.batch_size and self.n % self.batch_size:
+                torch.randperm(self.n, generator=self.gen)  # RandomSampler's trailing draw
+            return iter(order.tolist())
         return iter(self.subset[torch.randperm(len(self.subset), generator=self.gen)].tolist())
 
 
@@ -335,7 +391,7 @@ class FFCVTrainLoader:
                  sampler=None, weights: torch.Tensor | None = None, num_workers: int | None = None,
                  batches_ahead: int = 3, warm_up: bool = True):
         self.path, self.n, self.batch_size, self.device = str(path), n, batch_size, device
-        self.sampler = sampler if sampler is not None else EpochOrder(n, seed)
+        self.sampler = sampler if sampler is not None else EpochOrder(n, seed, batch_size)
         self.weights = weights
         self.drop_last = False  # every sample of the order is served, the last batch may be short
         # ffcv sets torch's intra-op thread count to its worker count (Compiler.set_num_threads):
@@ -349,13 +405,16 @@ class FFCVTrainLoader:
             raise ValueError(f"{self.path} holds {self.loader.reader.num_samples} samples, expected {n}")
         self._current = None
         self.epochs = 0
+        self.prepared: Prepared | None = None  # set by make_train_loader: where the files came from
         self.compile_seconds = 0.0
         if warm_up:  # numba compiles the pipeline at its first batch: do it now, in set-up
             order = np.arange(min(batch_size, n), dtype=np.uint64)
-            it = EpochIterator(self.loader, order)
+            it = _Epoch(self.loader, order)
             for _ in it:
                 pass
             it.close()
+            if it.error is not None:
+                raise RuntimeError(f"ffcv pipeline failed on {self.path}: {it.error}") from it.error
         self.compile_seconds = time.perf_counter() - t0
 
     # what CORDS selection calls
@@ -363,8 +422,9 @@ class FFCVTrainLoader:
         """Serve exactly ``indices`` (positions in the split) from the next epoch on.
 
         With ``weights`` (one per index), batches carry them as their third
-        element; a repeated index keeps the sum of its weights. Costs a scatter
-        of ``len(indices)`` floats: the compiled pipeline is kept.
+        element; a repeated index keeps the sum of its weights (without, a
+        weighted loader gives each weight 1). Costs a scatter of ``len(indices)``
+        floats, milliseconds: the Loader and its compiled pipeline are kept.
         """
         idx = torch.as_tensor(np.asarray(indices), dtype=torch.long).reshape(-1)
         if len(idx) == 0:
@@ -383,6 +443,9 @@ class FFCVTrainLoader:
             self.weights[idx] = summed
         else:
             idx = torch.unique(idx)
+            if self.weights is not None:  # a weighted loader stays weighted: weight 1 each
+                self.weights.zero_()
+                self.weights[idx] = 1.0
         self.sampler.set_subset(idx)
 
     # the iterable Composer drives
@@ -402,7 +465,7 @@ class FFCVTrainLoader:
         self.epochs += 1
         if len(order) == 0:
             return
-        it = EpochIterator(self.loader, order)
+        it = _Epoch(self.loader, order)
         self._current = it
         weights = self.weights
         if weights is not None and self.device == "cuda":
@@ -420,6 +483,8 @@ class FFCVTrainLoader:
                     if self.device == "cuda":
                         index = index.to(self.device, non_blocking=True)
                     yield x, y, weights[index]
+            if it.error is not None:
+                raise RuntimeError(f"ffcv pipeline failed on {self.path}: {it.error}") from it.error
         finally:
             it.close()
             if self._current is it:
