@@ -40,6 +40,61 @@ def _cmd_train(args) -> int:
     return 0 if result.status == "completed" else 1
 
 
+def _cmd_run(args) -> int:
+    import time
+
+    t0 = time.time()
+    from effsearch.search.studyfile import load
+
+    # Everything is checked before the storage is opened: a bad file writes nothing.
+    spec = load(args.study, storage=args.storage, n_trials=args.n_trials, timeout=args.timeout,
+                workers=args.workers)
+    from effsearch.search.runner import run
+
+    return run(spec, data_root=args.data_dir, t0=t0)
+
+
+def _cmd_status(args) -> int:
+    import optuna
+
+    from effsearch.search import report
+    from effsearch.search.studyfile import locate, redact
+
+    name, storage_url = locate(args.study, args.storage)
+    if "://" not in storage_url and not Path(storage_url).is_file():
+        print(f"effsearch status: no study storage at {storage_url} yet (run `effsearch run` first)",
+              file=sys.stderr)
+        return 1
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    from effsearch.search.storage import open_url
+
+    storage = open_url(storage_url)
+    if name not in optuna.get_all_study_names(storage):
+        known = ", ".join(optuna.get_all_study_names(storage)) or "none"
+        print(f"effsearch status: no study {name!r} in {redact(storage_url)} (studies there: {known})",
+              file=sys.stderr)
+        return 1
+    study = optuna.load_study(study_name=name, storage=storage)
+    objectives = study.user_attrs.get("objectives") or [f"objective {i}" for i in range(len(study.directions))]
+    target = study.user_attrs.get("target_accuracy")
+    print(f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
+          + (f"; target val accuracy {target:g}" if target is not None else ""))
+    print(report.status_table(study, objectives, show_all=not args.front))
+    return 0
+
+
+def _cmd_space_show(args) -> int:
+    from effsearch.search.studyfile import load
+
+    spec = load(args.study)
+    space = spec.space
+    print(f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
+          f"searched, {len(space.fixed)} fixed; other fields come from `base`")
+    print("a dimension is sampled only when its `when` holds; conflicting algorithms are never both on\n")
+    print(space.table(show_all=args.all))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="effsearch",
@@ -60,6 +115,35 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     t.set_defaults(func=_cmd_train)
+
+    r = sub.add_parser("run", help="run or resume a study: the Pareto front of time to target vs accuracy",
+                       description="Run an Optuna multi-objective study over how the base config is trained. "
+                                   "Running it again resumes: finished trials are kept and N is the study's total.")
+    r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")
+    r.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db, sqlite:///x.db or a "
+                                     "journal file (default: the study file's, else STEM.journal beside it)")
+    r.add_argument("--n-trials", type=int, metavar="N", help="the study's total number of trials")
+    r.add_argument("--timeout", type=float, metavar="S", help="start no new trial after S seconds")
+    r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine")
+    r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
+    r.set_defaults(func=_cmd_run)
+
+    st = sub.add_parser("status", help="trials and the Pareto front of a study",
+                        description="A table of a study's trials and its current Pareto front.")
+    st.add_argument("study", help="study file, or a study name (with --storage)")
+    st.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    st.add_argument("--front", action="store_true", help="show the Pareto front only")
+    st.set_defaults(func=_cmd_status)
+
+    sp = sub.add_parser("space", help="inspect a study's search space")
+    sp_sub = sp.add_subparsers(dest="space_command", metavar="SUBCOMMAND")
+    sp_sub.required = True
+    show = sp_sub.add_parser("show", help="print the search space as a table",
+                             description="Print the dimensions a study searches, their ranges and conditions.")
+    show.add_argument("study", help="study file")
+    show.add_argument("--all", action="store_true", help="also list dimensions left at the base value or "
+                                                         "unavailable on this machine")
+    show.set_defaults(func=_cmd_space_show)
 
     from effsearch.data_cli import add_data_parser  # `effsearch data prepare` (FFCV .beton files)
 

@@ -1,0 +1,124 @@
+"""What each trial leaves in the study: attributes, artifacts and a note.
+
+User attributes hold the facts (config YAML, history, reached flag, test
+accuracy, sparsity, timings, device, versions); the artifact store holds files
+optuna-dashboard shows (the learning curve and the config); the note is the
+one-paragraph summary the dashboard puts on the trial's page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import warnings
+from pathlib import Path
+
+from effsearch.search.storage import STATUS_KEY
+
+FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
+              "data_seconds", "selection_seconds", "sparsity", "nonzero_params", "nonzero_param_bytes")
+
+
+def clean(obj):
+    """JSON-safe: NaN and infinities become None (PostgreSQL's JSON has no NaN)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v) for v in obj]
+    return obj
+
+
+def set_attrs(trial, attrs: dict) -> None:
+    for key, value in attrs.items():
+        trial.set_user_attr(key, clean(value))
+
+
+def result_attrs(result, speedup: float | None) -> dict:
+    f = result.final
+    attrs = {
+        STATUS_KEY: result.status,
+        "reason": result.reason,
+        "reached_target": result.reached_target,
+        "time_to_target": result.time_to_target,
+        "target_accuracy": result.target_accuracy,
+        "history": result.history,
+        "device": result.device,
+        "versions": result.versions,
+        "speedup": speedup,
+    }
+    attrs.update({k: f[k] for k in FINAL_KEYS if k in f})
+    return attrs
+
+
+def upload_files(trial, store, result, config_yaml: str) -> list[str]:
+    """The learning curve (PNG), the config (YAML) and result.json, into the artifact store."""
+    if store is None:
+        return []
+    from optuna.artifacts import upload_artifact
+
+    ids = []
+    with tempfile.TemporaryDirectory(prefix="effsearch-") as tmp:
+        tmp = Path(tmp)
+        files = [tmp / "config.yaml", tmp / "result.json"]
+        files[0].write_text(config_yaml)
+        files[1].write_text(json.dumps(result.to_dict(), indent=2))
+        png = tmp / "learning_curve.png"
+        if result.history and plot_curve(result, png, title=f"trial {trial.number}"):
+            files.insert(0, png)
+        for f in files:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # artifacts are "experimental" in Optuna
+                ids.append(upload_artifact(artifact_store=store, file_path=str(f), study_or_trial=trial))
+    return ids
+
+
+def plot_curve(result, path: Path, title: str = "") -> bool:
+    """Validation accuracy against train seconds, with the target line (~0.1 s: no pyplot state)."""
+    try:
+        from matplotlib.figure import Figure
+    except Exception:
+        return False
+    xs = [p["train_seconds"] for p in result.history]
+    ys = [p["val_accuracy"] for p in result.history]
+    fig = Figure(figsize=(5, 3.2), dpi=90)
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.15, top=0.9)
+    ax.plot(xs, ys, marker="o", label="validation accuracy")
+    ax.axhline(result.target_accuracy, color="grey", linestyle="--", label=f"target {result.target_accuracy:g}")
+    if result.time_to_target is not None:
+        ax.axvline(result.time_to_target, color="green", linestyle=":",
+                   label=f"reached at {result.time_to_target:.2f} s")
+    ax.set_xlabel("train seconds (evaluation excluded)")
+    ax.set_ylabel("validation accuracy")
+    ax.set_title(f"{title} ({result.status})")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.savefig(path)
+    return True
+
+
+def note_text(trial_number: int, result, summary: str, speedup: float | None, baseline: bool) -> str:
+    f = result.final
+    ttt = f"{result.time_to_target:.2f} s" if result.time_to_target is not None else "not reached"
+    lines = [f"### Trial {trial_number}{' (baseline)' if baseline else ''}: {result.status}",
+             f"{result.reason}" if result.reason else "",
+             f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
+             + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
+             f"- val accuracy {f.get('val_accuracy', float('nan')):.4f}, test accuracy "
+             f"{f.get('test_accuracy', float('nan')):.4f} (recorded, never optimised)",
+             f"- train {f.get('train_seconds', 0):.2f} s, selection {f.get('selection_seconds', 0):.2f} s, "
+             f"sparsity {f.get('sparsity', 0):.2f}",
+             f"- {summary}",
+             f"- device: {result.device}"]
+    return "\n".join(line for line in lines if line)
+
+
+def save_note(trial, text: str) -> None:
+    try:
+        from optuna_dashboard import save_note as _save
+    except Exception:  # the dashboard is optional at run time
+        return
+    _save(trial, text)

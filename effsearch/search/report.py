@@ -1,0 +1,171 @@
+"""Reading a study: counts, the Pareto front, one line per trial, the status table.
+
+Only Optuna is imported here, so `effsearch status` answers in a second or two.
+"""
+
+from __future__ import annotations
+
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.objectives import MISS_PENALTY_SECONDS
+from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
+from effsearch.spaces.space import format_table
+
+# Finished trials that count toward n_trials. A FAIL counts only if effsearch
+# recorded why (a real failure); a killed or interrupted trial is re-queued instead.
+COUNTED_FAIL = ("failed", "diverged", "invalid")
+ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size"}
+
+
+def counted(trial) -> bool:
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and trial.user_attrs.get(STATUS_KEY) in COUNTED_FAIL
+
+
+def counts(trials) -> dict:
+    c = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "done": 0}
+    for t in trials:
+        if t.state == TrialState.COMPLETE:
+            c["complete"] += 1
+        elif t.state == TrialState.PRUNED:
+            c["pruned"] += 1
+        elif t.state == TrialState.FAIL:
+            c["failed"] += 1
+        elif t.state == TrialState.RUNNING:
+            c["running"] += 1
+        elif t.state == TrialState.WAITING:
+            c["waiting"] += 1
+        c["done"] += counted(t)
+    return c
+
+
+def summary(cfg: dict) -> str:
+    """A config in a few words: what differs across trials."""
+    o, s, sel, sp = cfg["optimizer"], cfg["schedule"], cfg["selection"], cfg["sparsity"]
+    lr = o["lr"] * (cfg["batch_size"] / 128 if o.get("scale_lr_with_batch") else 1.0)
+    parts = [f"{cfg['epochs']:g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
+    if sel["strategy"] != "full":
+        parts.append(f"{sel['strategy']} {sel['fraction']:.2f}")
+    if sp["target"] > 0:
+        parts.append(f"sparsity {sp['target']:.2f}")
+    if cfg.get("precision", "fp32") != "fp32":
+        parts.append(cfg["precision"])
+    if cfg.get("channels_last"):
+        parts.append("channels_last")
+    if cfg.get("compile"):
+        parts.append("compile")
+    if cfg.get("loader", "torch") != "torch":
+        parts.append(cfg["loader"])
+    algos = list(cfg.get("algorithms") or {})
+    if algos:
+        parts.append("+".join(algos))
+    return ", ".join(parts)
+
+
+def config_of(trial) -> dict | None:
+    text = trial.user_attrs.get("config")
+    try:
+        return yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return None
+
+
+def fmt_value(name: str, value) -> str:
+    if value is None:
+        return "-"
+    if name == "time_to_accuracy":
+        return "miss" if value >= MISS_PENALTY_SECONDS else f"{value:.2f}"
+    if name == "model_size":
+        return f"{value / 1024:.1f}K"
+    if name == "final_accuracy":
+        return f"{value:.4f}"
+    return f"{value:.2f}"
+
+
+def baseline_trial(trials):
+    for t in trials:
+        if t.user_attrs.get(BASELINE_KEY) and t.state == TrialState.COMPLETE:
+            return t
+    return None
+
+
+def speedup(trial, base) -> float | None:
+    if base is None or trial.user_attrs.get("time_to_target") is None:
+        return None
+    b = base.user_attrs.get("time_to_target")
+    t = trial.user_attrs["time_to_target"]
+    return b / t if b and t else None
+
+
+def front(study, trials=None) -> list:
+    """The Pareto front (complete trials only)."""
+    try:
+        return sorted(study.best_trials, key=lambda t: t.values)
+    except Exception:
+        return []
+
+
+def best_tta(trials) -> float | None:
+    times = [t.user_attrs.get("time_to_target") for t in trials if t.state == TrialState.COMPLETE]
+    times = [x for x in times if x is not None]
+    return min(times, default=None)
+
+
+def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None = None) -> str:
+    """One progress line for a finished trial, with the study's standing."""
+    c = counts(trials)
+    state = trial.user_attrs.get(STATUS_KEY) or trial.state.name.lower()
+    if trial.state == TrialState.COMPLETE:
+        vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v)}" for n, v in zip(objectives, trial.values))
+        sp = speedup(trial, baseline_trial(trials))
+        what = vals + (f" ({sp:.2f}x)" if sp else "")
+    else:
+        what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:100]
+    cfg = config_of(trial)
+    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else ""
+    best = best_tta(trials)
+    total = f"{c['done']}/{n_trials}" if n_trials else f"{c['done']}"
+    clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
+    return (f"{clock}trial {trial.number:>3}{tag} {state}: {what}" + (f"  [{summary(cfg)}]" if cfg else "")
+            + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
+              f"front {len(front(study))}, best time to target "
+            + (f"{best:.2f} s" if best is not None else "none yet"))
+
+
+def status_table(study, objectives, show_all: bool = True) -> str:
+    trials = study.get_trials(deepcopy=False)
+    base = baseline_trial(trials)
+    head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up", "test acc", "train s", "config / reason"]
+
+    def row(t):
+        vals = list(t.values) if t.values else [None] * len(objectives)
+        sp = speedup(t, base)
+        cfg = config_of(t)
+        tail = summary(cfg) if cfg and t.state == TrialState.COMPLETE else \
+            (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+        state = t.state.name
+        if t.user_attrs.get(BASELINE_KEY):
+            state += "*"
+        test = t.user_attrs.get("test_accuracy")
+        train = t.user_attrs.get("train_seconds")
+        return ([t.number, state] + [fmt_value(n, v) for n, v in zip(objectives, vals)]
+                + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
+                   f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
+
+    c = counts(trials)
+    lines = [f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
+             f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"]
+    if show_all and trials:
+        lines += ["", format_table(head, [row(t) for t in trials])]
+    pareto = front(study)
+    lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}):"]
+    if pareto:
+        lines.append(format_table(head, [row(t) for t in pareto]))
+    return "\n".join(lines)
+
+
+def _short(name: str) -> str:
+    return {"time_to_accuracy": "time to target s", "final_accuracy": "val acc",
+            "train_time": "train time s", "model_size": "size"}.get(name, name)

@@ -1,0 +1,290 @@
+"""The default search space: every dimension effsearch knows, in sampling order.
+
+Order matters: a dimension's condition looks at the config built so far, so
+parents come before children, and the system and optimizer choices come before
+the algorithms whose compatibility depends on them. The compatibility rules are
+the ones ``TrainConfig.from_dict`` and ``check_algorithms`` enforce, so an invalid
+combination is never sampled (a test samples thousands of trials to hold that).
+"""
+
+from __future__ import annotations
+
+import math
+
+from effsearch import config as C
+from effsearch.config import TrainConfig
+from effsearch.spaces.dims import Dim, get_path, set_path
+from effsearch.spaces.machine import Machine
+from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK
+
+GROUPS = ("system", "budget", "optimizer", "schedule", "data", "sparsity", "algorithms")
+
+# Strategies offered by default: the per-batch CORDS variants are the affordable ones.
+STRATEGIES = ("full", "random", "random-online", "glister-pb", "craig-pb", "gradmatch-pb")
+ADAPTIVE_OFF = ("full", "random")  # no periodic re-selection: select_every/kappa do not apply
+
+# Each algorithm's searched parameters: name -> (kind, low, high, log) or ("cat", choices).
+# Ranges stay inside ALGORITHMS' own ranges and away from Composer's cross-parameter
+# rules (e.g. ProgressiveResizing needs delay_fraction + finetune_fraction <= 1).
+ALGO_PARAMS: dict[str, dict] = {
+    "label_smoothing": {"smoothing": ("float", 0.01, 0.3, False)},
+    "mixup": {"alpha": ("float", 0.05, 1.0, True)},
+    "cutmix": {"alpha": ("float", 0.1, 2.0, True)},
+    "cutout": {"length": ("float", 0.1, 0.6, False)},
+    "colout": {"p_row": ("float", 0.05, 0.3, False), "p_col": ("float", 0.05, 0.3, False)},
+    "progressive_resizing": {"initial_scale": ("float", 0.3, 0.9, False),
+                             "finetune_fraction": ("float", 0.0, 0.4, False),
+                             "delay_fraction": ("float", 0.0, 0.6, False)},
+    "ema": {"half_life": ("int", 10, 1000, True)},  # in batches
+    "swa": {"swa_start": ("float", 0.5, 0.9, False)},  # fraction of training
+    "sam": {"rho": ("float", 0.01, 0.5, True), "interval": ("int", 1, 10, False)},
+    "selective_backprop": {"keep": ("float", 0.3, 0.9, False)},
+    "layer_freezing": {"freeze_start": ("float", 0.3, 0.9, False), "freeze_level": ("float", 0.2, 1.0, False)},
+    "stochastic_depth": {"drop_rate": ("float", 0.0, 0.5, False)},
+    "gradient_clipping": {"clipping_threshold": ("float", 0.1, 10.0, True)},
+    "randaugment": {"severity": ("int", 1, 10, False), "depth": ("int", 1, 3, False)},
+    "augmix": {"severity": ("int", 1, 10, False)},
+    "ghost_batchnorm": {"ghost_batch_size": ("cat", (16, 32, 64))},
+    "blurpool": {},
+    "squeeze_excite": {},
+    "weight_standardization": {},
+}
+# Composer takes these as time strings; the search sees plain numbers.
+TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
+
+
+def why_not(algo: str, cfg: dict) -> str | None:
+    """Why ``algo`` cannot be switched on in ``cfg`` (None: it can). Mirrors check_algorithms."""
+    spec = ALGORITHMS[algo]
+    if spec.needs_bottleneck and get_path(cfg, "model.name") not in MODELS_WITH_BOTTLENECK:
+        return f"needs model.name in {{{', '.join(MODELS_WITH_BOTTLENECK)}}}"
+    if spec.needs_torch_loader and cfg.get("loader") != "torch":
+        return "needs loader torch"
+    if algo == "sam" and cfg.get("precision") == "amp_fp16":
+        return "needs precision other than amp_fp16"
+    if algo == "selective_backprop" and get_path(cfg, "selection.strategy") in _weighted():
+        return "needs an unweighted selection strategy"
+    on = set(cfg.get("algorithms") or {})
+    for pair in CONFLICTS:
+        if algo in pair:
+            (other,) = pair - {algo}
+            if other in on:
+                return f"{other} is off"
+    return None
+
+
+def _weighted() -> tuple:
+    # Strategies whose per-sample weights SelectiveBackprop would drop (config's rule).
+    return getattr(C, "WEIGHTED_SELECTIONS", ())
+
+
+def _model_based() -> tuple:
+    # Strategies that look at the model; without a warm start they must select before the end.
+    return getattr(C, "MODEL_SELECTIONS", ())
+
+
+def _switch(algo: str):
+    def setter(cfg: dict, on: bool) -> None:
+        algos = cfg.setdefault("algorithms", {})
+        if on:
+            algos.setdefault(algo, {})
+        else:
+            algos.pop(algo, None)
+    return setter
+
+
+def _time_string(unit: str):
+    def to_config(v):
+        return f"{int(v)}{unit}" if unit == "ba" else f"{float(v):g}{unit}"
+
+    def from_config(s):
+        if not isinstance(s, str) or not s.endswith(unit):
+            raise ValueError(s)
+        x = float(s[: -len(unit)])
+        return int(x) if unit == "ba" else x
+    return to_config, from_config
+
+
+def algorithm_dims(model_name: str) -> list[Dim]:
+    dims = []
+    for algo, params in ALGO_PARAMS.items():
+        spec = ALGORITHMS[algo]
+        gate = Dim(f"algorithms.{algo}", "algorithms", "cat", choices=(False, True),
+                   when=lambda cfg, a=algo: why_not(a, cfg) is None,
+                   when_text=_when_text(algo), parents=_gate_parents(algo), off=False,
+                   help=spec.help or spec.composer_name,
+                   setter=_switch(algo), getter=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
+                   extra={"algorithm": algo})
+        missing = spec.needs_bottleneck and model_name not in MODELS_WITH_BOTTLENECK
+        if missing:
+            gate.extra["unavailable"] = f"model {model_name!r} has no bottleneck blocks"
+        dims.append(gate)
+        for param, rng in params.items():
+            to_cfg = from_cfg = None
+            if (algo, param) in TIME_PARAMS:
+                to_cfg, from_cfg = _time_string(TIME_PARAMS[(algo, param)])
+            default = spec.params[param]
+            common = dict(path=f"algorithms.{algo}.{param}",
+                          when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
+                          when_text=f"algorithms.{algo} on", parents=(f"algorithms.{algo}",),
+                          to_config=to_cfg, from_config=from_cfg,
+                          getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {})
+                          .get(a, {}).get(p, d),
+                          extra={"algorithm": algo, "param": param})
+            name = f"algorithms.{algo}.{param}"
+            if rng[0] == "cat":
+                dims.append(Dim(name, "algorithms", "cat", choices=rng[1], **common))
+            else:
+                kind, lo, hi, log = rng
+                dims.append(Dim(name, "algorithms", kind, low=lo, high=hi, log=log, **common))
+            if missing:
+                dims[-1].extra["unavailable"] = gate.extra["unavailable"]
+    return dims
+
+
+def _gate_parents(algo: str) -> tuple:
+    spec = ALGORITHMS[algo]
+    out = [f"algorithms.{next(iter(pair - {algo}))}" for pair in CONFLICTS if algo in pair]
+    if spec.needs_torch_loader:
+        out.append("loader")
+    if algo == "sam":
+        out.append("precision")
+    if algo == "selective_backprop":
+        out.append("selection.strategy")
+    return tuple(out)
+
+
+def _when_text(algo: str) -> str:
+    spec = ALGORITHMS[algo]
+    parts = []
+    if spec.needs_bottleneck:
+        parts.append("bottleneck model")
+    if spec.needs_torch_loader:
+        parts.append("loader torch")
+    if algo == "sam":
+        parts.append("precision != amp_fp16")
+    if algo == "selective_backprop":
+        parts.append("unweighted selection")
+    parts += [f"not {next(iter(pair - {algo}))}" for pair in CONFLICTS if algo in pair]
+    return ", ".join(parts)
+
+
+def _batch_setter(cfg: dict, value: int) -> None:
+    # The lr dimensions mean "lr at batch 128": searching the batch size scales lr linearly.
+    cfg["batch_size"] = value
+    set_path(cfg, "optimizer.scale_lr_with_batch", True)
+
+
+def _sparsity_setter(base_target: float):
+    def setter(cfg: dict, on: bool) -> None:
+        current = get_path(cfg, "sparsity.target", 0.0)
+        set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
+    return setter
+
+
+def _selection_setter(cfg: dict, strategy: str) -> None:
+    set_path(cfg, "selection.strategy", strategy)
+    if strategy == "full":  # validation: a fraction only applies with a strategy
+        set_path(cfg, "selection.fraction", 1.0)
+
+
+def _select_every_setter(cfg: dict, every: int) -> None:
+    # Without a warm start (int(kappa * epochs) == 0) a model-based strategy must get to
+    # select before training ends (config's rule): hold select_every below the budget.
+    epochs = float(cfg["epochs"])
+    if get_path(cfg, "selection.strategy") in _model_based() and int(get_path(cfg, "selection.kappa", 0) * epochs) == 0:
+        every = max(1, min(every, math.ceil(epochs) - 1))
+    set_path(cfg, "selection.select_every", every)
+
+
+def _sgd_family(cfg: dict) -> bool:
+    return get_path(cfg, "optimizer.name") in ("sgd", "sgdw")
+
+
+def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
+    """All dimensions, in sampling order; unavailable ones carry ``extra['unavailable']``
+    (a reason, or a callable that returns one or None)."""
+    e = float(base.epochs)
+    bs = base.batch_size
+    precisions = machine.precisions()
+
+    def precision_check(v):
+        if v not in precisions:
+            return f"this machine ({machine.describe()}) runs {', '.join(precisions)}"
+        return None
+
+    dims = [
+        # -- system: only what this device and install can do ---------------------
+        Dim("precision", "system", "cat", choices=precisions, machine_check=precision_check,
+            help="numeric precision (AMP needs CUDA)"),
+        Dim("channels_last", "system", "cat", choices=(False, True), help="NHWC memory format"),
+        Dim("compile", "system", "cat", choices=(False, True), help="torch.compile the model"),
+        Dim("loader", "system", "cat", choices=("torch", "ffcv"),
+            machine_check=lambda v: None if v == "torch" or machine.has_ffcv() else "`import ffcv` fails here",
+            help="data loader"),
+        # -- budget ------------------------------------------------------------
+        (Dim("epochs", "budget", "int", low=max(2, math.floor(e / 4)), high=max(3, math.ceil(1.5 * e)),
+             help="training budget in epochs (around the base budget)") if e >= 2 else
+         Dim("epochs", "budget", "float", low=e / 4, high=1.5 * e, help="training budget in epochs")),
+        Dim("batch_size", "budget", "cat", choices=tuple(b for b in (bs // 4, bs // 2, bs, bs * 2) if b >= 8),
+            setter=_batch_setter, extra={"field": "batch_size"},
+            help="batch size; lr scales linearly with it (lr is the lr at batch 128)"),
+        # -- optimizer ---------------------------------------------------------
+        Dim("optimizer.name", "optimizer", "cat", choices=("sgd", "adamw", "sgdw")),
+        Dim("optimizer.lr", "optimizer", "float", low=0.005, high=1.0, log=True, when=_sgd_family,
+            when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="peak lr (SGD family)"),
+        Dim("optimizer.lr@adamw", "optimizer", "float", low=1e-4, high=1e-2, log=True, path="optimizer.lr",
+            when=lambda cfg: get_path(cfg, "optimizer.name") == "adamw", when_text="optimizer adamw",
+            parents=("optimizer.name",),
+            help="peak lr (AdamW)"),
+        Dim("optimizer.momentum", "optimizer", "float", low=0.8, high=0.99, help="momentum (AdamW: beta1)"),
+        Dim("optimizer.weight_decay", "optimizer", "float", low=1e-6, high=1e-2, log=True),
+        # -- schedule ----------------------------------------------------------
+        Dim("schedule.name", "schedule", "cat", choices=("constant", "multistep", "cosine", "linear", "onecycle")),
+        Dim("schedule.warmup_fraction", "schedule", "float", low=0.0, high=0.3,
+            help="warmup share (onecycle: where the peak is; 0 means 0.25)"),
+        Dim("schedule.final_lr_fraction", "schedule", "float", low=0.0, high=0.2,
+            when=lambda cfg: get_path(cfg, "schedule.name") in ("cosine", "linear", "onecycle"),
+            when_text="schedule cosine, linear or onecycle", parents=("schedule.name",)),
+        Dim("schedule.gamma", "schedule", "float", low=0.05, high=0.5, log=True,
+            when=lambda cfg: get_path(cfg, "schedule.name") == "multistep", when_text="schedule multistep",
+            parents=("schedule.name",)),
+        # -- data: CORDS subsets -----------------------------------------------
+        Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 else
+            tuple(x for x in STRATEGIES if x not in _model_based()),
+            when=lambda cfg: cfg.get("loader") == "torch", when_text="loader torch", parents=("loader",), off="full",
+            setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
+        Dim("selection.fraction", "data", "float", low=0.1, high=0.9,
+            when=lambda cfg: get_path(cfg, "selection.strategy") != "full", when_text="selection on",
+            parents=("selection.strategy",),
+            help="share of the training set per epoch"),
+        Dim("selection.kappa", "data", "float", low=0.0, high=0.5,
+            when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
+            when_text="adaptive selection", parents=("selection.strategy",),
+            help="share of training on full data first"),
+        Dim("selection.select_every", "data", "int", low=1, high=max(2, min(10, math.ceil(e / 2))),
+            when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
+            when_text="adaptive selection", parents=("selection.strategy",), setter=_select_every_setter,
+            extra={"field": "selection.select_every"},
+            help="epochs between selections (held below the budget without a warm start)"),
+        # -- sparsity ----------------------------------------------------------
+        Dim("sparsity", "sparsity", "cat", choices=(False, True), setter=_sparsity_setter(base.sparsity.target),
+            getter=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, help="gradual magnitude pruning"),
+        Dim("sparsity.target", "sparsity", "float", low=0.3, high=0.9,
+            when=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, when_text="sparsity on", parents=("sparsity",)),
+        Dim("sparsity.schedule", "sparsity", "cat", choices=("constant", "polynomial"),
+            when=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, when_text="sparsity on", parents=("sparsity",)),
+    ]
+    dims += algorithm_dims(base.model.name)
+    by_name = {d.name: d for d in dims}
+    if len(precisions) < 2:
+        by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
+    if not machine.compile:
+        by_name["compile"].extra["unavailable"] = "offered on CUDA with triton only"
+    # Asked lazily (a callable): importing ffcv takes seconds, so only when the loader is searched.
+    by_name["loader"].extra["unavailable"] = \
+        lambda: None if machine.has_ffcv() else "`import ffcv` fails here (only torch)"
+    if not machine.selection:
+        for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
+            by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.selection) is not installed"
+    return dims

@@ -1,0 +1,182 @@
+"""One searchable dimension: an Optuna distribution bound to a TrainConfig field.
+
+Config values are handled as plain dicts (``TrainConfig.to_dict()``) while a
+trial is being sampled; the finished dict goes through ``TrainConfig.from_dict``
+once, so every rule of the config applies to every sampled trial.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from effsearch.config import ConfigError, TrainConfig, _coerce
+from effsearch.trainer.algorithms import ALGORITHMS, _check_param
+
+
+def get_path(cfg: dict, path: str, default: Any = None) -> Any:
+    node = cfg
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def set_path(cfg: dict, path: str, value: Any) -> None:
+    parts = path.split(".")
+    node = cfg
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+@dataclass
+class Dim:
+    name: str  # the Optuna parameter name; keep it stable, the history is keyed on it
+    group: str
+    kind: str  # "float" | "int" | "cat"
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple = ()
+    path: str = ""  # the TrainConfig field it sets (default: the name)
+    when: Callable[[dict], bool] | None = None  # sampled only if this holds on the config so far
+    when_text: str = ""
+    parents: tuple = ()  # dimensions the condition reads (to tell "sometimes" from "never")
+    off: Any = None  # applied when ``when`` fails (algorithm switches: off)
+    help: str = ""
+    to_config: Callable[[Any], Any] | None = None  # parameter -> config value
+    from_config: Callable[[Any], Any] | None = None  # config value -> parameter (None: as is)
+    setter: Callable[[dict, Any], None] | None = None  # custom write (switches)
+    getter: Callable[[dict], Any] | None = None  # custom read
+    machine_check: Callable[[Any], str | None] | None = None  # value -> why this machine cannot
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.path = self.path or self.name
+        self.choices = tuple(self.choices)
+        self.parents = tuple(self.parents)
+
+    # -- Optuna ---------------------------------------------------------------
+    def distribution(self):
+        import optuna.distributions as od
+
+        if self.kind == "cat":
+            return od.CategoricalDistribution(list(self.choices))
+        if self.kind == "int":
+            return od.IntDistribution(int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
+        return od.FloatDistribution(float(self.low), float(self.high), log=self.log, step=self.step)
+
+    def suggest(self, trial) -> Any:
+        if self.kind == "cat":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.kind == "int":
+            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log,
+                                     step=int(self.step or 1))
+        return trial.suggest_float(self.name, float(self.low), float(self.high), log=self.log, step=self.step)
+
+    def contains(self, value: Any) -> bool:
+        if self.kind == "cat":
+            return any(value == c and type(value) is type(c) for c in self.choices)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.kind == "int" and not float(value).is_integer():
+            return False
+        return self.low <= value <= self.high
+
+    # -- config ---------------------------------------------------------------
+    def apply(self, cfg: dict, value: Any) -> None:
+        if self.setter is not None:
+            self.setter(cfg, value)
+        else:
+            set_path(cfg, self.path, self.to_config(value) if self.to_config else value)
+
+    def read(self, cfg: dict) -> Any:
+        """The parameter value that ``cfg`` holds (None if it cannot be expressed)."""
+        value = self.getter(cfg) if self.getter is not None else get_path(cfg, self.path)
+        if self.from_config is not None and value is not None:
+            try:
+                value = self.from_config(value)
+            except (TypeError, ValueError):
+                return None
+        return value
+
+    def check_value(self, value: Any, field_name: str) -> None:
+        """Raise ConfigError (naming ``field_name``) if ``value`` is not allowed for the field."""
+        if self.kind == "cat" and isinstance(value, (list, dict)):
+            raise ConfigError(field_name, f"must be a single value; got {value!r}")
+        if self.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            if not (isinstance(value, float) and value.is_integer()):
+                raise ConfigError(field_name, f"must be an integer; got {value!r}")
+        if self.kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(field_name, f"must be a number; got {value!r}")
+        if "algorithm" in self.extra:  # an algorithm's switch or parameter
+            algo, param = self.extra["algorithm"], self.extra.get("param")
+            if param is None:
+                if not isinstance(value, bool):
+                    raise ConfigError(field_name, f"must be true or false (switches {algo} on or off); "
+                                                  f"got {value!r}")
+            else:
+                try:
+                    _check_param(ALGORITHMS[algo], f"algorithms.{algo}", param,
+                                 self.to_config(value) if self.to_config else value)
+                except ConfigError as e:
+                    raise ConfigError(field_name, e.message) from None
+        elif self.setter is None or self.extra.get("field"):
+            check_field(self.extra.get("field", self.path), value, field_name)
+        elif not isinstance(value, bool):
+            raise ConfigError(field_name, f"must be true or false; got {value!r}")
+        if self.machine_check is not None:
+            why = self.machine_check(value)
+            if why:
+                raise ConfigError(field_name, f"{value!r} is not possible here: {why}")
+
+    def describe(self) -> str:
+        if self.kind == "cat":
+            return "{" + ", ".join(_fmt(c) for c in self.choices) + "}"
+        lo, hi = _fmt(self.low), _fmt(self.high)
+        text = f"[{lo}, {hi}]"
+        if self.kind == "int":
+            text += " int"
+        if self.log:
+            text += " log"
+        if self.step:
+            text += f" step {_fmt(self.step)}"
+        return text
+
+    def with_range(self, **changes) -> Dim:
+        d = copy.copy(self)
+        for k, v in changes.items():
+            setattr(d, k, v)
+        d.choices = tuple(d.choices)
+        return d
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def check_field(path: str, value: Any, field_name: str) -> None:
+    """Check ``value`` against the TrainConfig field at ``path`` (type, choices, bounds)."""
+    cls: Any = TrainConfig
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        f = fields[part]
+        hint = typing.get_type_hints(cls)[part]
+        if i == len(parts) - 1:
+            try:
+                _coerce(hint, value, path, f.metadata)
+            except ConfigError as e:
+                raise ConfigError(field_name, f"not allowed for {path}: {e.message}") from None
+            return
+        cls = hint

@@ -1,0 +1,268 @@
+"""A study's search space: the default catalogue narrowed by the study file.
+
+The ``space:`` section of a study file::
+
+    space:
+      include: [budget, optimizer, algorithms.mixup]   # groups or dimensions (default: all)
+      exclude: [algorithms.sam]                        # taken out: the base config's value holds
+      ranges:                                          # replace a range or the choices
+        optimizer.lr: {low: 0.01, high: 0.4, log: true}
+        batch_size: {choices: [32, 64, 128]}
+      fixed:                                           # taken out, held at this value
+        algorithms.label_smoothing: true
+
+A fixed value applies wherever its condition holds (a fixed ``algorithms.mixup.alpha``
+applies to the trials that switch mixup on). Everything is checked here, before
+any storage is touched: unknown names, empty ranges, values a field does not
+allow, and fixed values that cannot hold together or on this machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.spaces.default import GROUPS, catalogue
+from effsearch.spaces.dims import Dim, _fmt
+from effsearch.spaces.machine import Machine
+
+SECTION_KEYS = ("include", "exclude", "ranges", "fixed")
+
+
+@dataclass
+class Space:
+    base: TrainConfig
+    dims: list[Dim]  # every dimension, in sampling order (ranges already replaced)
+    active: set[str]  # searched
+    fixed: dict[str, Any] = field(default_factory=dict)
+    machine: Machine = field(default_factory=Machine)
+
+    # -- building and checking -------------------------------------------------
+    @classmethod
+    def build(cls, base: TrainConfig, section: Any, machine: Machine, source: str | None = None,
+              prefix: str = "space") -> Space:
+        try:
+            return cls._build(base, section, machine, prefix)
+        except ConfigError as e:
+            raise (e.with_source(source) if source else e) from None
+
+    @classmethod
+    def _build(cls, base: TrainConfig, section: Any, machine: Machine, prefix: str) -> Space:
+        section = {} if section is None else section
+        if not isinstance(section, dict):
+            raise ConfigError(prefix, f"must be a mapping with keys {', '.join(SECTION_KEYS)}; got {section!r}")
+        for key in section:
+            if key not in SECTION_KEYS:
+                raise ConfigError(f"{prefix}.{key}", f"unknown key; allowed keys here: {', '.join(SECTION_KEYS)}")
+        dims = catalogue(base, machine)
+        by_name = {d.name: d for d in dims}
+
+        def names(key: str, default) -> set[str]:
+            items = section.get(key, default)
+            if items in ("all", None) and key == "include":
+                items = list(GROUPS)
+            if isinstance(items, str):
+                items = [items]
+            if not isinstance(items, list):
+                raise ConfigError(f"{prefix}.{key}", f"must be a list of groups or dimensions; got {items!r}")
+            out = set()
+            for i, item in enumerate(items):
+                if item in GROUPS:
+                    out |= {d.name for d in dims if d.group == item}
+                elif item in by_name:
+                    out.add(item)
+                    if item.startswith("algorithms.") and item.count(".") == 1:  # a switch brings its parameters
+                        out |= {d.name for d in dims if d.name.startswith(item + ".")}
+                else:
+                    raise ConfigError(f"{prefix}.{key}[{i}]", f"unknown group or dimension {item!r}; groups: "
+                                      f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`")
+            return out
+
+        chosen = names("include", list(GROUPS)) - names("exclude", [])
+
+        ranges = section.get("ranges") or {}
+        if not isinstance(ranges, dict):
+            raise ConfigError(f"{prefix}.ranges", f"must be a mapping of dimension -> range; got {ranges!r}")
+        explicit = set()
+        for name, rng in ranges.items():
+            where = f"{prefix}.ranges.{name}"
+            if name not in by_name:
+                raise ConfigError(where, _unknown(name, by_name))
+            new = _parse_range(by_name[name], rng, where)
+            by_name[name] = new
+            explicit.add(name)
+        dims = [by_name[d.name] for d in dims]
+
+        fixed = section.get("fixed") or {}
+        if not isinstance(fixed, dict):
+            raise ConfigError(f"{prefix}.fixed", f"must be a mapping of dimension -> value; got {fixed!r}")
+        for name, value in fixed.items():
+            where = f"{prefix}.fixed.{name}"
+            if name not in by_name:
+                raise ConfigError(where, _unknown(name, by_name) +
+                                  "; other TrainConfig fields are set in `base`")
+            by_name[name].check_value(value, where)
+            if name in explicit:
+                raise ConfigError(where, f"is also given a range in {prefix}.ranges; fix it or search it, not both")
+
+        active = {d.name for d in dims if d.name in chosen and d.name not in fixed
+                  and (d.name in explicit or not unavailable(d))}
+        space = cls(base, dims, active, dict(fixed), machine)
+        space._check_fixed(prefix)
+        return space
+
+    def _check_fixed(self, prefix: str) -> None:
+        """Fixed values must be able to hold, together and with the base config, on this machine.
+
+        A fixed value whose condition reads a searched dimension holds wherever the
+        condition does (e.g. a fixed mixup alpha, with mixup itself searched); one
+        whose condition can never hold is an error.
+        """
+        cfg = self.base.to_dict()
+        for d in self.dims:
+            ok = d.when is None or d.when(cfg)
+            if d.name in self.fixed:
+                value = self.fixed[d.name]
+                if not ok and not (d.off is not None and value == d.off):
+                    if any(p in self.active for p in d.parents):
+                        continue
+                    raise ConfigError(f"{prefix}.fixed.{d.name}",
+                                      f"cannot be {_fmt(value)} here: it needs {d.when_text or 'its parent on'}, "
+                                      "which the base config and the other fixed values rule out")
+                d.apply(cfg, value)
+            elif not ok and d.off is not None:
+                d.apply(cfg, d.off)
+        try:
+            TrainConfig.from_dict(cfg)
+        except ConfigError as e:
+            names = ", ".join(self.fixed) or "none"
+            raise ConfigError(f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not "
+                                                 f"valid: {e}") from None
+
+    # -- sampling ----------------------------------------------------------------
+    def sample(self, trial) -> dict:
+        """Suggest every active dimension whose condition holds; return the config dict."""
+        cfg = self.base.to_dict()
+        for d in self.dims:
+            if d.when is not None and not d.when(cfg):
+                if d.off is not None:
+                    d.apply(cfg, d.off)
+                continue
+            if d.name in self.fixed:
+                d.apply(cfg, self.fixed[d.name])
+            elif d.name in self.active:
+                d.apply(cfg, d.suggest(trial))
+        return cfg
+
+    def config(self, trial) -> TrainConfig:
+        return TrainConfig.from_dict(self.sample(trial), source=f"trial {trial.number}")
+
+    def encode(self, cfg: TrainConfig) -> dict:
+        """The parameters of the active dimensions that ``cfg`` holds (to enqueue a baseline).
+
+        Values the space cannot express (outside a range, not among the choices) are
+        left out; the sampler fills those in, while the baseline still trains ``cfg``.
+        """
+        data = cfg.to_dict()
+        if "batch_size" in self.active and not cfg.optimizer.scale_lr_with_batch:
+            data["optimizer"]["lr"] = cfg.optimizer.lr * 128 / cfg.batch_size  # lr here is lr at batch 128
+        params = {}
+        for d in self.dims:
+            if d.name not in self.active or (d.when is not None and not d.when(data)):
+                continue
+            value = d.read(data)
+            if value is not None and d.contains(value):
+                params[d.name] = value
+        return params
+
+    # -- showing -----------------------------------------------------------------
+    def rows(self, show_all: bool = True) -> list[dict]:
+        out = []
+        for d in self.dims:
+            if not show_all and d.name not in self.active and d.name not in self.fixed:
+                continue
+            if d.name in self.active:
+                state, values = "search", d.describe()
+            elif d.name in self.fixed:
+                state, values = "fixed", _fmt(self.fixed[d.name])
+            elif unavailable(d):
+                state, values = "n/a", unavailable(d)
+            else:
+                state, values = "base", _fmt(d.read(self.base.to_dict()))
+            out.append({"dimension": d.name, "group": d.group, "state": state, "values": values,
+                        "when": d.when_text, "help": d.help})
+        return out
+
+    def table(self, show_all: bool = False) -> str:
+        rows = self.rows(show_all)
+        head = ["dimension", "group", "state", "values", "when"]
+        return format_table(head, [[r[h] for h in head] for r in rows])
+
+
+def unavailable(d: Dim) -> str | None:
+    """Why this machine cannot search ``d`` (None: it can)."""
+    why = d.extra.get("unavailable")
+    return why() if callable(why) else why
+
+
+def _unknown(name: str, by_name: dict) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(by_name), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown dimension {name!r}{hint} (all dimensions: `effsearch space show --all`)"
+
+
+def _parse_range(d: Dim, rng: Any, where: str) -> Dim:
+    """A new Dim with the study file's range or choices, checked against the field."""
+    if isinstance(rng, list):
+        rng = {"choices": rng} if d.kind == "cat" or len(rng) != 2 else {"low": rng[0], "high": rng[1]}
+    if not isinstance(rng, dict):
+        raise ConfigError(where, "must be {low: L, high: H[, log: true, step: S]} or {choices: [...]}; "
+                                 f"got {rng!r}")
+    allowed = ("choices",) if d.kind == "cat" else ("low", "high", "log", "step", "choices")
+    for key in rng:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}", f"unknown key; allowed for this dimension: {', '.join(allowed)}")
+    if "choices" in rng:
+        choices = rng["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"{where}.choices", f"empty range: give a non-empty list; got {choices!r}")
+        if len(rng) > 1:
+            raise ConfigError(where, "give either choices or low/high, not both")
+        for i, c in enumerate(choices):
+            d.check_value(c, f"{where}.choices[{i}]")
+        if len({repr(c) for c in choices}) != len(choices):
+            raise ConfigError(f"{where}.choices", f"lists a value twice: {choices!r}")
+        return d.with_range(kind="cat", choices=tuple(choices), low=None, high=None, log=False, step=None)
+    for key in ("low", "high"):
+        if key not in rng:
+            raise ConfigError(f"{where}.{key}", f"missing; a range needs low and high (current: {d.describe()})")
+        d.check_value(rng[key], f"{where}.{key}")
+    low, high = rng["low"], rng["high"]
+    if not low < high:
+        raise ConfigError(where, f"empty range: low ({low}) must be below high ({high}); "
+                                 "to hold one value, put it under space.fixed")
+    log = rng.get("log", d.log if d.low is not None and d.low > 0 else False)
+    if not isinstance(log, bool):
+        raise ConfigError(f"{where}.log", f"must be true or false; got {log!r}")
+    if log and low <= 0:
+        raise ConfigError(f"{where}.low", f"must be > 0 on a log scale; got {low}")
+    step = rng.get("step")
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+            raise ConfigError(f"{where}.step", f"must be a positive number; got {step!r}")
+        if log:
+            raise ConfigError(f"{where}.step", "cannot be combined with log: true")
+    if d.kind == "int" and (int(low) != low or int(high) != high):
+        raise ConfigError(where, f"must be integers for this dimension; got {low}, {high}")
+    return d.with_range(low=low, high=high, log=log, step=step)
+
+
+def format_table(head: list[str], rows: list[list]) -> str:
+    cells = [[str(c) for c in head]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""The search space: conditional sampling, compatibility rules, checks of the
+``space:`` section. No training: configs are sampled and validated only."""
+
+import optuna
+import pytest
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.spaces import Machine, Space
+from effsearch.trainer.algorithms import CONFLICTS, MODELS_WITH_BOTTLENECK
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+CPU = Machine()
+GPU = Machine("cuda", bf16=True, ffcv=True, compile=True)
+
+
+def base(**kw):
+    d = {"model": {"name": "tiny-cnn"}, "epochs": 8, "device": "cpu"}
+    d.update(kw)
+    return TrainConfig.from_dict(d)
+
+
+def sample(space, n, sampler=None):
+    study = optuna.create_study(directions=["minimize", "maximize"],
+                                sampler=sampler or optuna.samplers.RandomSampler(seed=0))
+    out = []
+    for i in range(n):
+        trial = study.ask()
+        cfg = space.config(trial)  # raises ConfigError on an invalid combination
+        out.append((dict(trial.params), cfg))
+        study.tell(trial, [float(i % 7), cfg.optimizer.lr])
+    return out
+
+
+def test_children_are_sampled_only_when_their_parent_is_on():
+    space = Space.build(base(), {}, CPU)
+    for params, cfg in sample(space, 300):
+        for name in ("mixup", "cutmix", "ema", "sam", "progressive_resizing"):
+            children = [p for p in params if p.startswith(f"algorithms.{name}.")]
+            assert bool(children) == bool(params.get(f"algorithms.{name}")), (name, params)
+            assert (name in cfg.algorithms) == bool(params.get(f"algorithms.{name}", False))
+        assert ("optimizer.lr" in params) == (params["optimizer.name"] in ("sgd", "sgdw"))
+        assert ("optimizer.lr@adamw" in params) == (params["optimizer.name"] == "adamw")
+        assert ("schedule.gamma" in params) == (params["schedule.name"] == "multistep")
+        assert ("selection.fraction" in params) == (params["selection.strategy"] != "full")
+        assert ("sparsity.target" in params) == params["sparsity"] == (cfg.sparsity.target > 0)
+        if "batch_size" in params:  # lr is "lr at batch 128": the batch dimension scales it
+            assert cfg.optimizer.scale_lr_with_batch
+
+
+@pytest.mark.parametrize("machine, model, epochs", [
+    (CPU, "tiny-cnn", 8), (GPU, "resnet-bottleneck", 3), (Machine("cuda"), "resnet9", 1.5),
+    (Machine("cuda", ffcv=True), "resnet20", 2)])
+def test_invalid_combinations_are_never_sampled(machine, model, epochs):
+    space = Space.build(base(model={"name": model}, epochs=epochs, device="auto"), {}, machine)
+    seen = set()
+    for _, cfg in sample(space, 250):
+        on = set(cfg.algorithms)
+        seen |= on | {cfg.precision, cfg.loader, cfg.selection.strategy}
+        assert not any(pair <= on for pair in CONFLICTS)
+        assert cfg.precision in machine.precisions()
+        assert not ("sam" in on and cfg.precision == "amp_fp16")
+        assert "stochastic_depth" not in on or model in MODELS_WITH_BOTTLENECK
+        if cfg.loader == "ffcv":
+            assert not on & {"randaugment", "augmix"} and cfg.selection.strategy == "full"
+    # ...while the space still covers what the machine can do.
+    assert {"mixup", "cutmix", "sam", "ema"} <= seen
+    assert ("amp_fp16" in seen) == (machine.device == "cuda")
+    assert ("ffcv" in seen) == machine.ffcv
+    assert ("stochastic_depth" in seen) == (model in MODELS_WITH_BOTTLENECK)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_tpe_and_nsga2_sample_valid_configs_too():
+    space = Space.build(base(), {"exclude": ["data"]}, CPU)
+    sample(space, 25, optuna.samplers.TPESampler(seed=1, multivariate=True, group=True, n_startup_trials=5))
+    sample(space, 25, optuna.samplers.NSGAIISampler(seed=1, population_size=6))
+
+
+def test_include_exclude_ranges_and_fixed():
+    section = {"include": ["budget", "optimizer", "algorithms.mixup"], "exclude": ["optimizer.momentum"],
+               "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}, "batch_size": [32, 64]},
+               "fixed": {"optimizer.name": "sgd", "algorithms.mixup.alpha": 0.3}}
+    space = Space.build(base(), section, CPU)
+    assert space.active == {"epochs", "batch_size", "optimizer.lr", "optimizer.lr@adamw",
+                            "optimizer.weight_decay", "algorithms.mixup"}
+    for params, cfg in sample(space, 60):
+        assert cfg.optimizer.name == "sgd" and "optimizer.name" not in params
+        assert 0.01 <= cfg.optimizer.lr <= 0.2 and cfg.batch_size in (32, 64)
+        assert cfg.optimizer.momentum == 0.9  # excluded: the base value
+        if "mixup" in cfg.algorithms:
+            assert cfg.algorithms["mixup"] == {"alpha": 0.3}
+    table = space.table()
+    assert "optimizer.lr" in table and "[0.01, 0.2]" in table and "fixed" in table
+
+
+def test_encode_reproduces_the_baseline():
+    b = base(batch_size=64, optimizer={"name": "adamw", "lr": 0.002, "scale_lr_with_batch": True},
+             algorithms={"mixup": {"alpha": 0.4}, "ema": {"half_life": "100ba"}}, sparsity={"target": 0.5})
+    space = Space.build(base(), {"exclude": ["data"]}, CPU)
+    params = space.encode(b)
+    assert params["optimizer.name"] == "adamw" and params["optimizer.lr@adamw"] == 0.002
+    assert params["algorithms.mixup"] is True and params["algorithms.mixup.alpha"] == 0.4
+    assert params["algorithms.ema.half_life"] == 100 and params["algorithms.sam"] is False
+    assert "algorithms.cutmix" not in params  # never sampled while mixup is on
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.enqueue_trial(params)
+    cfg = space.config(study.ask())
+    assert cfg.optimizer.name == "adamw" and cfg.optimizer.lr == 0.002 and cfg.batch_size == 64
+    assert cfg.algorithms["mixup"]["alpha"] == 0.4 and cfg.algorithms["ema"]["half_life"] == "100ba"
+    assert cfg.sparsity.target == 0.5
+
+
+@pytest.mark.parametrize("section, field, words", [
+    ({"bogus": 1}, "space.bogus", "allowed keys here: include, exclude, ranges, fixed"),
+    ({"include": ["optimiser"]}, "space.include[0]", "unknown group or dimension"),
+    ({"ranges": {"optimizer.lr": {"low": 0.5, "high": 0.1}}}, "space.ranges.optimizer.lr", "empty range"),
+    ({"ranges": {"batch_size": {"choices": []}}}, "space.ranges.batch_size.choices", "empty range"),
+    ({"ranges": {"optimizer.lr": {"low": 0.1, "high": 20}}}, "space.ranges.optimizer.lr.high", "(0.0, 10.0]"),
+    ({"ranges": {"schedule.name": ["cosine", "exponential"]}}, "space.ranges.schedule.name.choices[1]",
+     "constant, multistep"),
+    ({"ranges": {"optimizer.lrate": [0.1, 0.2]}}, "space.ranges.optimizer.lrate", "did you mean optimizer.lr"),
+    ({"fixed": {"precision": "amp_fp16"}}, "space.fixed.precision", "runs fp32"),
+    ({"fixed": {"algorithms.stochastic_depth": True}}, "space.fixed.algorithms.stochastic_depth", "needs"),
+    ({"fixed": {"algorithms.mixup": True, "algorithms.cutmix": True}}, "space.fixed.algorithms.cutmix", "not mixup"),
+    ({"fixed": {"algorithms.mixup.alpha": -1}}, "space.fixed.algorithms.mixup.alpha", "must be in"),
+    ({"fixed": {"dataset.name": "digits"}}, "space.fixed.dataset.name", "set in `base`"),
+])
+def test_bad_space_sections_name_the_field(section, field, words):
+    with pytest.raises(ConfigError) as e:
+        Space.build(base(), section, CPU, source="s.yaml")
+    assert e.value.field == field, str(e.value)
+    assert words in e.value.message, str(e.value)
+    assert str(e.value).startswith("s.yaml: ")
