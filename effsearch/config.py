@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,13 @@ SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
 DEVICES = ("auto", "cpu", "cuda")
 LOADERS = ("torch", "ffcv")
-SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "craig", "craig-pb",
+SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "glister-pc", "craig", "craig-pb",
               "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
+# CORDS strategies that return per-sample weights (the loss uses them).
+WEIGHTED_SELECTIONS = tuple(s for s in SELECTIONS if s.startswith(("craig", "gradmatch")))
+# Strategies that look at the model (their first subset is random unless kappa > 0, as in CORDS).
+MODEL_SELECTIONS = tuple(s for s in SELECTIONS if s.startswith(("glister", "craig", "gradmatch")))
+GREEDY = {"glister": ("auto", "naive", "stochastic"), "craig": ("auto", "lazy", "naive", "stochastic")}
 
 
 @dataclass
@@ -110,15 +116,17 @@ class SparsityConfig:
 
 @dataclass
 class SelectionConfig:
-    strategy: str = spec("full", choices=SELECTIONS)
-    fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True)
+    strategy: str = spec("full", choices=SELECTIONS,
+                         help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)")
+    fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="subset size / training set size")
     select_every: int = spec(5, low=1, high=10_000, help="epochs between selections")
     kappa: float = spec(0.0, low=0.0, high=1.0, high_open=True,
-                        help="share of training on full data before selection starts")
-    eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER step size")
-    lam: float = spec(0.5, low=0.0, high=100.0, help="GradMatch regularisation (lambda)")
-    greedy: str = spec("auto", choices=("auto", "Naive", "Stochastic", "LazyGreedy", "RandomGreedy"),
-                       help="greedy method for GLISTER/CRAIG")
+                        help="share of the budget trained on full data before selection starts (CORDS)")
+    eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER one-step learning rate")
+    lam: float = spec(0.5, low=0.0, high=100.0, help="GradMatch OMP regularisation (lambda)")
+    greedy: str = spec("auto", choices=("auto", "naive", "stochastic", "lazy"),
+                       help="GLISTER: naive or stochastic (auto: stochastic where it fits the data); "
+                            "CRAIG: lazy (auto), naive or stochastic")
     omp_eps: float = spec(1e-100, low=0.0, high=1.0, help="GradMatch OMP tolerance")
 
 
@@ -294,6 +302,25 @@ def _coerce(tp, value, name: str, meta):
     return value
 
 
+def _validate_selection(cfg: TrainConfig) -> None:
+    sel = cfg.selection
+    if cfg.loader != "torch":
+        raise ConfigError("selection.strategy", f"{sel.strategy!r} needs loader 'torch' (it serves the "
+                          f"subset through a sampler); loader is {cfg.loader!r}")
+    family = sel.strategy.split("-")[0]
+    if sel.greedy != "auto" and sel.greedy not in GREEDY.get(family, ()):
+        where = "; ".join(f"{f}: {', '.join(g)}" for f, g in GREEDY.items())
+        raise ConfigError("selection.greedy", f"{sel.greedy!r} does not apply to {sel.strategy!r} "
+                          f"(greedy methods by strategy: {where}; others take 'auto')")
+    if sel.strategy in MODEL_SELECTIONS and int(sel.kappa * cfg.epochs) == 0 \
+            and sel.select_every >= math.ceil(cfg.epochs):
+        raise ConfigError("selection.select_every",
+                          f"{sel.strategy!r} would never run: without a warm start (int(kappa * epochs) = 0) "
+                          f"the first subset is random, as in CORDS, and the strategy first selects after "
+                          f"select_every = {sel.select_every} epochs, but training lasts {cfg.epochs:g} epochs; "
+                          "lower selection.select_every or raise selection.kappa")
+
+
 def validate(cfg: TrainConfig) -> None:
     """Rules that span fields. Algorithm and device rules live with the trainer."""
     s = cfg.schedule
@@ -309,6 +336,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("selection.fraction",
                           "only applies with a selection strategy; set selection.strategy "
                           f"(one of {', '.join(SELECTIONS[1:])}) or fraction to 1.0")
+    if sel.strategy != "full":
+        _validate_selection(cfg)
     # Algorithm names and parameters are checked against Composer's signatures.
     from effsearch.trainer.algorithms import check_algorithms
     check_algorithms(cfg)

@@ -125,8 +125,29 @@ def check_algorithms(cfg) -> None:
         if pair <= set(algos):
             a, b = sorted(pair)
             raise ConfigError(f"algorithms.{b}", f"cannot be combined with {a}: {why}")
+    _check_selection(cfg)
     if "sam" in algos and cfg.precision == "amp_fp16":
         raise ConfigError("algorithms.sam", "Composer's SAM cannot run with precision amp_fp16 (use fp32 or amp_bf16)")
+
+
+def _check_selection(cfg) -> None:
+    """Algorithms with CORDS's weighted subsets (CRAIG, GradMatch).
+
+    MixUp, CutMix and LabelSmoothing only change inputs and targets, so each
+    sample's loss keeps its weight (EffModel.loss also weights MixUp's and
+    CutMix's ``interpolate_loss`` term). SelectiveBackprop keeps a loss-ranked
+    part of each batch but drops the weights of that part: refused.
+    """
+    from effsearch.config import WEIGHTED_SELECTIONS
+
+    strategy = getattr(getattr(cfg, "selection", None), "strategy", "full")
+    if "selective_backprop" in cfg.algorithms and strategy in WEIGHTED_SELECTIONS:
+        unweighted = ", ".join(s for s in ("random", "random-online", "glister", "glister-pb", "glister-pc"))
+        raise ConfigError("algorithms.selective_backprop",
+                          f"cannot be combined with selection.strategy {strategy!r}: SelectiveBackprop keeps a "
+                          "loss-ranked part of each batch but not the CORDS per-sample weights of that part, so "
+                          f"the weighted loss would be wrong; use an unweighted strategy ({unweighted}) or drop "
+                          "selective_backprop")
 
 
 def _check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:

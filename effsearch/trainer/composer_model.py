@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from composer.loss import soft_cross_entropy
 from composer.metrics import CrossEntropy
@@ -23,6 +25,12 @@ class EffModel(ComposerModel):
         self.num_classes = num_classes
         self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")
         self.val_ce = CrossEntropy()
+        self._weighted = None  # (weakref to the last weighted outputs, their weights)
+
+    def __getstate__(self):  # copies and pickles: the weak reference to the last outputs stays behind
+        state = self.__dict__.copy()
+        state["_weighted"] = None
+        return state
 
     def forward(self, batch):
         return self.module(batch[0])
@@ -30,6 +38,12 @@ class EffModel(ComposerModel):
     def loss(self, outputs, batch, *args, reduction: str = "mean", **kwargs):
         target = batch[1]
         weights = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 else None
+        if weights is not None:
+            self._weighted = (weakref.ref(outputs), weights)
+        elif self._weighted is not None and self._weighted[0]() is outputs:
+            # MixUp/CutMix with interpolate_loss call loss(outputs, (input, permuted_target)) on the same
+            # outputs, without the batch's weights: weight that term alike, as the first one.
+            weights = self._weighted[1]
         if weights is None:
             return soft_cross_entropy(outputs, target, reduction=reduction)
         per_sample = soft_cross_entropy(outputs, target, reduction="none") * weights
