@@ -112,6 +112,11 @@ class StopAtTotal:
     def reached(self, study) -> bool:
         if self.n is None:
             return False
+        # A dead worker's trial stays RUNNING until someone checks its heartbeat: check first,
+        # so it is failed (and re-queued) instead of counted as running.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            optuna.storages.fail_stale_trials(study)
         c = report.counts(study.get_trials(deepcopy=False))
         return c["done"] + c["running"] >= self.n
 
