@@ -151,6 +151,8 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
     from composer import Trainer
     from composer.core import DataSpec, Evaluator
 
+    _restore_ctrl_c()
+
     from effsearch.trainer.algorithms import build_algorithms
     from effsearch.trainer.composer_model import EffModel
     from effsearch.trainer.sparsity import GradualMagnitudePruning
@@ -239,6 +241,16 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         result.status, result.reason = "diverged", "validation loss is not finite"
     else:
         result.status = "completed"
+
+
+def _restore_ctrl_c() -> None:
+    """Composer's import installs a SIGINT handler that calls sys.exit(130); put Python's back
+    so Ctrl-C raises KeyboardInterrupt and the run ends as ``interrupted`` with its result."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str):
