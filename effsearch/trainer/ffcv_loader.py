@@ -499,18 +499,10 @@ class FFCVTrainLoader:
 
 # -- what effsearch.trainer.run calls ------------------------------------------------
 
-def _data_root_of(splits: D.Splits):
-    """The data folder ``splits`` were loaded from (run.py does not pass it on)."""
-    for key, value in D._CACHE.items():
-        if value is splits:
-            return key[-1]
-    return None
-
-
 def make_train_loader(cfg, splits: D.Splits, device: str, data_root=None):
     """``(train_loader, selection or None)`` for ``loader: ffcv``; writes the .beton files first
     when they are missing or stale."""
-    prepared = ensure_betons(cfg, splits, data_root=data_root or _data_root_of(splits))
+    prepared = ensure_betons(cfg, splits, data_root=data_root)
     n = len(splits.train_y)
     sampler, weights, selection = None, None, None
     if cfg.selection.strategy != "full":

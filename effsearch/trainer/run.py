@@ -108,7 +108,7 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -143,7 +143,7 @@ class Prepared:
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
-            on_eval: EvalHook | None = None, callbacks=()) -> Prepared:
+            on_eval: EvalHook | None = None, callbacks=(), data_root=None) -> Prepared:
     """Build model, loaders, algorithms and Composer's Trainer for ``cfg``."""
     warnings.filterwarnings("ignore", module="composer")
     warnings.filterwarnings("ignore", message=".*torch.utils._pytree.*")
@@ -169,7 +169,7 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
         return D.BatchAugment(mean, std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
                               train=train, channels_last=cfg.channels_last, seed=cfg.seed)
 
-    train_loader, selection = _train_loader(cfg, splits, device)
+    train_loader, selection = _train_loader(cfg, splits, device, data_root)
     val_loader = D.make_loader(splits.val_x, splits.val_y, batch_size=512, shuffle=False)
     bpe = len(train_loader)
     algorithms = build_algorithms(cfg)
@@ -215,10 +215,10 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None) -> None:
+         on_eval: EvalHook | None, data_root=None) -> None:
     from effsearch.trainer.sparsity import measure
 
-    run = prepare(cfg, splits, device, result, progress, on_eval)
+    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root)
     try:
         run.trainer.fit()
     finally:
@@ -253,12 +253,12 @@ def _restore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str):
+def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=None):
     """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it."""
     if cfg.loader == "ffcv":
         from effsearch.trainer.ffcv_loader import make_train_loader
 
-        return make_train_loader(cfg, splits, device)
+        return make_train_loader(cfg, splits, device, data_root)
     if cfg.selection.strategy == "full":
         return D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=True, seed=cfg.seed), None
     from effsearch.trainer.selection import make_selection
