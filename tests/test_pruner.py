@@ -77,3 +77,42 @@ def test_state_lives_in_storage_and_is_shared(tmp_path):
     assert reason and "rung 0" in reason
     stored = optuna.load_study(study_name="s", storage=url).trials[weak.number].user_attrs
     assert stored["rung_0"] == [30.0, 0.5, False]
+
+
+def _worker(url: str, points: list, ready=None) -> list:
+    """One worker process: its trials reach rung 0 with ``points``; returns the verdicts."""
+    from effsearch.search.storage import open_url
+
+    storage = open_url(url) if "://" not in url else url
+    study = optuna.load_study(study_name="s", storage=storage)
+    pruner = MOASHAPruner(eta=2, min_fraction=0.25, min_trials=3)
+    out = []
+    for secs, acc in points:
+        t = study.ask()
+        out.append(RungTracker(pruner, study, t, 4, 0.99)({"epoch": 1, "train_seconds": secs, "val_accuracy": acc}))
+        study.tell(t, state=optuna.trial.TrialState.PRUNED if out[-1] else None,
+                   values=None if out[-1] else [secs, acc])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite"])
+def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
+    """A second process's weak trials are judged against the first process's strong ones."""
+    import multiprocessing
+
+    from effsearch.search.storage import open_url
+
+    url = str(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path}/s.db"
+    optuna.create_study(study_name="s", storage=open_url(url) if kind == "journal" else url,
+                        directions=["minimize", "maximize"])
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        strong = pool.apply(_worker, (url, [(10, 0.9), (12, 0.92), (8, 0.88)]))
+    with ctx.Pool(1) as pool:
+        weak = pool.apply(_worker, (url, [(30, 0.5), (40, 0.4), (7, 0.95)]))
+    assert strong == [None, None, None]  # too few trials at the rung for the first two, then kept
+    assert weak[0] and weak[1] and "of 4 trials" in weak[0] and "of 5 trials" in weak[1]
+    assert weak[2] is None  # faster and more accurate than everyone: kept
+    study = optuna.load_study(study_name="s", storage=open_url(url))
+    assert [t.user_attrs["rung_0"][:2] for t in study.trials] == \
+        [[10, 0.9], [12, 0.92], [8, 0.88], [30, 0.5], [40, 0.4], [7, 0.95]]

@@ -16,6 +16,7 @@ import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import report, runner
+from effsearch.search.hooks import NoPruner
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.conftest import tiny
 
@@ -98,7 +99,7 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
             raise KeyboardInterrupt
         return real_train(cfg, *args, **kwargs)
 
-    class PruneThird:
+    class PruneThird(NoPruner):
         def on_eval(self, trial, point):
             return "pruned by the test" if len(calls) == 3 else None
 

@@ -1,31 +1,64 @@
-"""Hooks for the parts that come next: the pruner and the tuning phase.
+"""Study pruners: what the study file's ``pruner:`` turns into.
 
 Optuna's own pruning (``trial.report`` / ``should_prune``) is not implemented for
-multi-objective studies, so a study pruner here is effsearch's object: it sees
-every evaluation point of a running trial (through the trainer's ``on_eval``)
-and the trial, and returns a reason to stop it; the trial then ends as PRUNED.
+multi-objective studies, so a study pruner here is effsearch's object. The
+objective calls ``begin(trial, cfg)`` before a trial trains, then the trainer
+calls ``on_eval(trial, point)`` at every evaluation (its ``on_eval`` hook); a
+returned reason stops the run at that evaluation and the trial ends as PRUNED,
+keeping its curve and the reason.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from effsearch.config import ConfigError
+
 
 class StudyPruner(Protocol):
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline."""
+
     def on_eval(self, trial, point: dict) -> str | None:
         """``point``: {epoch, samples_seen, train_seconds, val_accuracy, val_loss}. A reason stops the trial."""
 
 
 class NoPruner:
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        return None
+
     def on_eval(self, trial, point: dict) -> str | None:
         return None
 
 
+class MOASHAStudyPruner:
+    """MO-ASHA on a study: one RungTracker per trial, its budget the trial's own epochs."""
+
+    def __init__(self, pruner, study):
+        self.pruner, self.study = pruner, study
+        self.trackers: dict[int, object] = {}
+
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        from effsearch.search.pruner import RungTracker
+
+        self.trackers = {trial.number: RungTracker(self.pruner, self.study, trial, cfg.epochs,
+                                                   cfg.target_accuracy, may_prune=may_prune)}
+
+    def on_eval(self, trial, point: dict) -> str | None:
+        tracker = self.trackers.get(trial.number)
+        return tracker(point) if tracker is not None else None
+
+
 def make_pruner(spec: dict, study=None) -> StudyPruner:
-    # Study files accept `pruner: none` only for now (studyfile.PRUNERS).
-    return NoPruner()
+    """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
+    if spec.get("name", "none") == "none":
+        return NoPruner()
+    from effsearch.search.pruner import MOASHAPruner
 
-
-def after_search(spec, study) -> None:
-    """The tuning phase (`tuning:` in the study file) runs here once it exists; `none` does nothing."""
-    return None
+    knobs = {k: v for k, v in spec.items() if k != "name"}
+    try:
+        pruner = MOASHAPruner(**knobs)
+    except ValueError as e:
+        field = next((f"pruner.{k}" for k in knobs if f"pruner.{k}" in str(e)), "pruner")
+        raise ConfigError(field, str(e).replace(f"{field} ", "", 1)) from None
+    return MOASHAStudyPruner(pruner, study)

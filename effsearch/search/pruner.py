@@ -77,8 +77,10 @@ class MOASHAPruner:
         return 0 in order[:keep]
 
     # -- the study side: state in trial attributes ------------------------------------
-    def check(self, study, trial, point: dict, budget_epochs: float, target: float) -> str | None:
-        """Called at each evaluation of a running ``trial``; returns a reason to prune, or None."""
+    def check(self, study, trial, point: dict, budget_epochs: float, target: float,
+              may_prune: bool = True) -> str | None:
+        """Called at each evaluation of a running ``trial``; returns a reason to prune, or None.
+        With ``may_prune`` False (the baseline) the point is recorded for the others only."""
         k = self.rung_of(point["epoch"] / budget_epochs)
         if k is None:
             return None
@@ -89,6 +91,8 @@ class MOASHAPruner:
         me = RungPoint(reached if reached is not None else point["train_seconds"], point["val_accuracy"],
                        reached is not None)
         trial.set_user_attr(key, me.to_attr())
+        if not may_prune:
+            return None
         peers = []
         for t in study.get_trials(deepcopy=False):
             if t.number == trial.number:
@@ -106,8 +110,9 @@ class MOASHAPruner:
 class RungTracker:
     """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
 
-    def __init__(self, pruner: MOASHAPruner, study, trial, budget_epochs: float, target: float):
-        self.pruner, self.study, self.trial = pruner, study, trial
+    def __init__(self, pruner: MOASHAPruner, study, trial, budget_epochs: float, target: float,
+                 may_prune: bool = True):
+        self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
         self.budget, self.target = budget_epochs, target
         self.reached_seconds = None
         self.seen: set[int] = set()
@@ -120,4 +125,4 @@ class RungTracker:
             return None
         self.seen.add(k)
         return self.pruner.check(self.study, self.trial, {**point, "reached_seconds": self.reached_seconds},
-                                 self.budget, self.target)
+                                 self.budget, self.target, self.may_prune)

@@ -23,8 +23,8 @@ from optuna.trial import TrialState
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import record, report
-from effsearch.search.hooks import after_search, make_pruner
+from effsearch.search import phases, record, report
+from effsearch.search.hooks import make_pruner
 from effsearch.search.samplers import make_sampler
 from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, open_storage, requeue,
                                       requeue_dead_local, worker_id)
@@ -49,12 +49,17 @@ class Objective:
             sampled = self.spec.space.sample(trial)
             # The baseline trains exactly the study file's config; its parameters are recorded
             # as far as the space can express them.
-            cfg = self.spec.baseline if is_baseline else TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            full = self.spec.baseline if is_baseline else \
+                phases.confirm_config(trial) or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained
             self._fail(trial, "invalid", f"invalid config: {e}")
         config_yaml = cfg.to_yaml()
         trial.set_user_attr("config", config_yaml)
+        if cfg != full:
+            trial.set_user_attr("full_config", full.to_yaml())
+        self.pruner.begin(trial, cfg, may_prune=not is_baseline)  # the baseline is the yardstick: never pruned
         try:
             result = train(cfg, data_root=self.data_root, progress=False,
                            on_eval=lambda point: self.pruner.on_eval(trial, point))
@@ -170,7 +175,7 @@ def ensure_study(spec, storage) -> optuna.Study:
         study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions,
                                     load_if_exists=True)
         study.set_user_attr("objectives", list(spec.objectives))
-        study.set_user_attr("target_accuracy", spec.base.target_accuracy)
+        study.set_user_attr("target_accuracy", phases.trial_config(spec, spec.base).target_accuracy)
         from effsearch.search.studyfile import dump
 
         study.set_user_attr("study_file", dump(spec))
@@ -239,7 +244,8 @@ def _worker_main(path: str, overrides: dict, index: int, data_root) -> None:
     from effsearch.search.studyfile import load
 
     try:
-        spec = load(path, **overrides)
+        phase = overrides.pop("phase")
+        spec = phases.phase_spec(load(path, **overrides), phase)
         sys.exit(130 if work(spec, index, data_root) == "interrupted" else 0)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -248,7 +254,7 @@ def _worker_main(path: str, overrides: dict, index: int, data_root) -> None:
 def run_workers(spec, study, data_root, out, t0=None) -> str:
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
     overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
-                 "workers": spec.workers}
+                 "workers": spec.workers, "phase": spec.phase}
     procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root),
                          name=f"effsearch-worker-{i}") for i in range(spec.workers)]
     for p in procs:
@@ -278,15 +284,19 @@ def header(spec, study) -> str:
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
     budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
     timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
+    pr = spec.pruner
+    pruner = ", ".join(f"{k} {v:g}" for k, v in pr.items() if k != "name")
+    phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
     return "\n".join([
-        f"effsearch run: study {spec.name!r} from {spec.source}",
+        f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
         f"  storage    {spec.storage_label()}",
         f"  artifacts  {spec.artifacts}",
         f"  objectives {objs}; target val accuracy {spec.base.target_accuracy:g}",
         f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
         f"(effsearch space show {spec.source})",
         f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}",
-    ])
+        f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
+    ] + ([f"  tuning     {phases.summary(spec)}"] if phases.enabled(spec) else []))
 
 
 def dashboard_hint(spec) -> str:
@@ -298,12 +308,34 @@ def dashboard_hint(spec) -> str:
 
 
 def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
-    """Run (or resume) a study; returns the exit code (130 after Ctrl-C). ``t0``: when the command started."""
+    """Run (or resume) a study, with its tuning phase if it has one; returns the exit code
+    (130 after Ctrl-C). ``t0``: when the command started."""
     out = out or sys.stderr
     t0 = t0 or time.time()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    if not phases.enabled(spec):
+        return run_phase(spec, data_root, out, t0)
+    tune = phases.tune_spec(spec)
+    code = run_phase(tune, data_root, out, t0)
+    if code:
+        return code
     storage = open_storage(spec)
-    study = ensure_study(spec, storage)
+    confirm = phases.confirm_spec(spec)
+    study = ensure_study(confirm, storage)
+    picked = phases.queue_confirm(spec, optuna.load_study(study_name=tune.name, storage=storage), study)
+    print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n",
+          file=out)
+    code = run_phase(confirm, data_root, out, t0, study)
+    text = phases.describe(study, spec.objectives)
+    if text:
+        print("\n" + text, file=out)
+    return code
+
+
+def run_phase(spec, data_root, out, t0, study=None) -> int:
+    """Run (or resume) one study to its n_trials."""
+    storage = open_storage(spec)
+    study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat["max_retry"])
     print(header(spec, study), file=out)
     if lost:
@@ -321,5 +353,4 @@ def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
     if outcome == "interrupted":
         print("interrupted: finished trials are kept; run the same command again to resume", file=out)
         return 130
-    after_search(spec, study)
     return 0

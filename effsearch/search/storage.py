@@ -69,10 +69,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
+KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config")
+
+
 def requeue(study: optuna.Study, trial, reason: str) -> None:
     """Queue ``trial``'s parameters again as a WAITING trial (as Optuna's retry callback does)."""
     history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
-    keep = {k: v for k, v in trial.user_attrs.items() if k == BASELINE_KEY}
+    keep = {k: v for k, v in trial.user_attrs.items() if k in KEEP_ON_RETRY}
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
         user_attrs={**keep, "retry_of": trial.number, "retry_reason": reason},

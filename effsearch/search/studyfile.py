@@ -17,8 +17,9 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     timeout: null               # seconds per `effsearch run`: no new trial starts after it
     seed: 0
     workers: 1                  # worker processes on this machine
-    pruner: none                # hook for the next release's multi-objective pruner
-    tuning: none                # hook for the tuning phase (next release)
+    pruner: none                # or {name: moasha, eta: 3, min_fraction: 0.111, min_trials: 4}
+    tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
+                                #     target_accuracy: T, n_trials: N, top_k: 5, seeds: 1}
     heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # RDB storages only
 """
 
@@ -33,6 +34,7 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, read_yaml
+from effsearch.search import phases
 from effsearch.spaces.dims import set_path
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
@@ -47,8 +49,9 @@ SAMPLERS: dict[str, dict[str, type]] = {
     "gp": {"n_startup_trials": int},
     "random": {},
 }
-PRUNERS: dict[str, dict[str, type]] = {"none": {}}  # MO-ASHA arrives with the next issue
-TUNING: dict[str, dict[str, type]] = {"none": {}}
+PRUNERS: dict[str, dict[str, type]] = {"none": {}, "moasha": {"eta": float, "min_fraction": float,
+                                                               "min_trials": int}}
+TUNING: dict[str, dict[str, type]] = {"none": {}, "subset": phases.OPTIONS}
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
 
 
@@ -72,6 +75,7 @@ class StudySpec:
     heartbeat: dict
     raw: dict = field(default_factory=dict)
     path: Path | None = None
+    phase: str = "search"  # "tune" / "confirm" with a tuning phase (effsearch.search.phases)
 
     @property
     def is_rdb(self) -> bool:
@@ -157,7 +161,10 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     sampler = _named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
     pruner = _named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    tuning = _named(raw.get("tuning", "none"), "tuning", TUNING)
+    from effsearch.search.hooks import make_pruner
+
+    make_pruner(pruner)  # checks the knobs' ranges
+    tuning = phases.check(_named(raw.get("tuning", "none"), "tuning", TUNING))
 
     n_trials = n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20)
     n_trials = _number(n_trials, "n_trials", int, low=1, allow_none=True)

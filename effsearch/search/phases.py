@@ -1,0 +1,195 @@
+"""The tuning phase: search cheaply on a subset of the data, then confirm the best on all of it.
+
+Phase 1 (``tune``) is the study ``NAME-tune``: every trial trains on a stratified
+``data_fraction`` of the training images (the validation split stays the same,
+so accuracies stay comparable) for ``epochs_fraction`` of its epochs, against
+the phase's own ``target_accuracy``. Phase 2 (``confirm``) is the study ``NAME``
+itself: the baseline plus the ``top_k`` phase-1 configurations by non-dominated
+sorting (crowding breaks ties, so the picks spread along the front), each re-run
+on the full data with ``seeds`` seeds. The final Pareto front is phase 2's.
+
+The studies are linked by attributes: the tune study names its ``confirm_study``,
+the confirm study its ``tune_study``; each confirm trial its ``tune_trial`` and
+that trial's values, which is what the rank correlations are computed from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.search.storage import BASELINE_KEY
+
+# Options of `tuning: {name: subset, ...}` (checked by studyfile._named, ranges here).
+# Phase 1 runs the study's n_trials; phase 2 runs the baseline plus top_k * seeds.
+OPTIONS = {"data_fraction": float, "epochs_fraction": float, "target_accuracy": float, "top_k": int,
+           "seeds": int}
+DEFAULTS = {"data_fraction": 0.2, "epochs_fraction": 1.0, "top_k": 5, "seeds": 1}
+TUNE_SUFFIX = "-tune"
+
+
+def check(tuning: dict) -> dict:
+    """Fill defaults and check ranges; ``{"name": "none"}`` passes through."""
+    if tuning["name"] == "none":
+        return tuning
+    t = {**DEFAULTS, **tuning}
+    for key in ("data_fraction", "epochs_fraction"):
+        if not 0 < t[key] <= 1:
+            raise ConfigError(f"tuning.{key}", f"must be in (0, 1]; got {t[key]!r}")
+    if "target_accuracy" in t and not 0 < t["target_accuracy"] <= 1:
+        raise ConfigError("tuning.target_accuracy", f"must be in (0, 1]; got {t['target_accuracy']!r}")
+    for key in ("top_k", "seeds"):
+        if key in t and t[key] < 1:
+            raise ConfigError(f"tuning.{key}", f"must be >= 1; got {t[key]!r}")
+    return t
+
+
+def enabled(spec) -> bool:
+    return spec.tuning["name"] != "none"
+
+
+def shrink(cfg: TrainConfig, tuning: dict) -> TrainConfig:
+    """A phase-1 config: a subset of the training data, a share of the epochs."""
+    changes = {"dataset.data_fraction": cfg.dataset.data_fraction * tuning["data_fraction"]}
+    if tuning["epochs_fraction"] < 1:
+        epochs = cfg.epochs * tuning["epochs_fraction"]
+        changes["epochs"] = max(1, round(epochs)) if float(cfg.epochs).is_integer() else epochs
+    if "target_accuracy" in tuning:
+        changes["target_accuracy"] = tuning["target_accuracy"]
+    return cfg.replace(**changes)
+
+
+def tune_spec(spec):
+    """Phase 1's StudySpec: its own study in the same storage, pruner as the file says."""
+    return dataclasses.replace(spec, name=spec.name + TUNE_SUFFIX, phase="tune")
+
+
+def confirm_spec(spec):
+    """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned."""
+    t = spec.tuning
+    return dataclasses.replace(spec, phase="confirm", n_trials=1 + t["top_k"] * t["seeds"], timeout=None,
+                               pruner={"name": "none"}, sampler={"name": "random"})
+
+
+def phase_spec(spec, phase: str):
+    return {"tune": tune_spec, "confirm": confirm_spec}.get(phase, lambda s: s)(spec)
+
+
+def trial_config(spec, cfg: TrainConfig) -> TrainConfig:
+    """What a trial of this phase trains, given the full-data config it sampled."""
+    return shrink(cfg, spec.tuning) if spec.phase == "tune" else cfg
+
+
+# -- picking and queueing phase 2 -----------------------------------------------------
+
+def minimised(values, directions) -> tuple:
+    return tuple(v if d == "minimize" else -v for v, d in zip(values, directions))
+
+
+def top_k(trials, directions, k: int) -> list:
+    """The best ``k`` complete non-baseline trials: front by front, spread first."""
+    from effsearch.search.pareto import rank
+
+    pool = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY)
+            and t.user_attrs.get("full_config")]
+    order = rank([minimised(t.values, directions) for t in pool])
+    return [pool[i] for i in order[:k]]
+
+
+def queue_confirm(spec, tune_study, study) -> list[int]:
+    """Enqueue phase 2 once (a rerun adds only what is missing); returns the tune trial numbers."""
+    t = spec.tuning
+    picked = top_k(tune_study.get_trials(deepcopy=False), spec.directions, t["top_k"])
+    have = {(x.user_attrs.get("tune_trial"), x.user_attrs.get("confirm_seed"))
+            for x in study.get_trials(deepcopy=False) if x.state != TrialState.FAIL}
+    for p in picked:
+        for s in range(t["seeds"]):
+            seed = spec.base.seed + s
+            if (p.number, seed) in have:
+                continue
+            study.enqueue_trial(dict(p.params), user_attrs={
+                "tune_trial": p.number, "tune_values": list(p.values), "confirm_seed": seed,
+                "confirm_config": p.user_attrs["full_config"]}, skip_if_exists=False)
+    study.set_user_attr("phase", "confirm")
+    study.set_user_attr("tune_study", tune_study.study_name)
+    study.set_user_attr("tuning", dict(t))
+    tune_study.set_user_attr("phase", "tune")
+    tune_study.set_user_attr("confirm_study", study.study_name)
+    return [p.number for p in picked]
+
+
+def confirm_config(trial) -> TrainConfig | None:
+    """The config a queued phase-2 trial re-runs (the tune trial's, on full data, with its seed)."""
+    text = trial.user_attrs.get("confirm_config")
+    if not text:
+        return None
+    cfg = TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
+    return cfg.replace(seed=trial.user_attrs["confirm_seed"])
+
+
+# -- how well phase 1 predicted phase 2 -----------------------------------------------
+
+def pairs(study) -> list[tuple[list, list]]:
+    """(phase-1 values, phase-2 values averaged over seeds) per confirmed configuration."""
+    by_tune: dict[int, list] = {}
+    tune_values = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        n = t.user_attrs.get("tune_trial")
+        if n is None:
+            continue
+        by_tune.setdefault(n, []).append(t.values)
+        tune_values[n] = t.user_attrs["tune_values"]
+    return [(tune_values[n], [sum(v[i] for v in vs) / len(vs) for i in range(len(vs[0]))])
+            for n, vs in sorted(by_tune.items())]
+
+
+def correlation(study, objectives) -> dict | None:
+    """Kendall tau and Spearman rho of phase-1 vs phase-2 values, per objective (None before phase 2)."""
+    from scipy.stats import kendalltau, spearmanr
+
+    ps = pairs(study)
+    if not ps:
+        return None
+    out = {"n": len(ps)}
+    for i, name in enumerate(objectives):
+        a, b = [p[0][i] for p in ps], [p[1][i] for p in ps]
+        if len(ps) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
+            out[name] = {"kendall_tau": None, "spearman_rho": None}
+            continue
+        tau, rho = kendalltau(a, b).statistic, spearmanr(a, b).statistic
+        out[name] = {"kendall_tau": _num(tau), "spearman_rho": _num(rho)}
+    return out
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def describe(study, objectives) -> str | None:
+    """Lines for `effsearch status`: the tune study and how well it predicted this one."""
+    tune = study.user_attrs.get("tune_study")
+    if not tune:
+        return None
+    corr = correlation(study, objectives)
+    lines = [f"phase 2 (confirm) of a tuning phase; phase 1 is study {tune!r} (effsearch status {tune} ...)"]
+    if not corr:
+        return "\n".join(lines + ["  no confirmed configuration yet"])
+    lines.append(f"  how phase 1 predicted phase 2, over {corr['n']} configurations:")
+    for name in objectives:
+        c = corr[name]
+        fmt = (lambda v: "-" if v is None else f"{v:+.2f}")
+        lines.append(f"    {name:18s} Kendall tau {fmt(c['kendall_tau'])}  Spearman rho {fmt(c['spearman_rho'])}")
+    return "\n".join(lines)
+
+
+def summary(spec) -> str:
+    t = spec.tuning
+    target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""
+    return (f"phase 1 ({spec.name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
+            f"{t['epochs_fraction']:g} of the epochs{target}; phase 2 ({spec.name}): baseline + top "
+            f"{t['top_k']} x {t['seeds']} seed(s) on the full data")

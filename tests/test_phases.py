@@ -1,0 +1,174 @@
+"""The pruner and the tuning phase inside real studies, with a scripted trainer.
+
+The trainer is replaced by a function that plays a learning curve decided by
+the config (accuracy grows with the learning rate, time with the epochs), so
+which trials the pruner stops and which configurations phase 2 confirms are
+known in advance, and the studies run in a second or two.
+"""
+
+import math
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+import effsearch.trainer.run as trainer_run
+from effsearch.cli import main
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.search import phases, studyfile
+from effsearch.search.storage import open_url
+from effsearch.trainer.result import RunResult, time_to_target
+from tests.conftest import tiny
+
+
+def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None):
+    """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an epoch."""
+    ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
+    result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
+    steps = int(round(cfg.epochs / cfg.eval_every))
+    for k in range(1, steps + 1):
+        epoch = k * cfg.eval_every
+        point = {"epoch": epoch, "samples_seen": 0, "train_seconds": epoch * cfg.dataset.data_fraction,
+                 "val_accuracy": ceiling * (1 - math.exp(-2 * epoch)), "val_loss": 1.0}
+        result.history.append(point)
+        reason = on_eval(point) if on_eval else None
+        if reason:
+            result.status, result.reason = "pruned", reason
+            break
+    last = result.history[-1]
+    result.final = {"val_accuracy": last["val_accuracy"], "test_accuracy": last["val_accuracy"],
+                    "train_seconds": last["train_seconds"]}
+    result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
+    return result
+
+
+def write(tmp_path, **kw):
+    d = {"name": "ph", "base": tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6}),
+         "n_trials": 10, "seed": 1, "sampler": "random",
+         "space": {"include": ["optimizer.lr"], "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}}}}
+    d.update(kw)
+    path = tmp_path / "ph.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return path
+
+
+def studies(path):
+    storage = open_url(str(path.with_suffix(".journal")))
+    return {n: optuna.load_study(study_name=n, storage=storage) for n in optuna.get_all_study_names(storage)}
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    monkeypatch.setattr(trainer_run, "train", scripted_train)
+
+
+def test_the_pruner_stops_weak_trials_and_keeps_their_curve(tmp_path, scripted, capsys):
+    path = write(tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3})
+    assert main(["run", str(path)]) == 0
+    assert "pruner     moasha (eta 3, min_fraction 0.125, min_trials 3)" in capsys.readouterr().err
+    trials = studies(path)["ph"].get_trials()
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert pruned and done and len(pruned) + len(done) == 10
+    assert trials[0].state == TrialState.COMPLETE  # the baseline is never pruned
+    for t in pruned:
+        assert t.user_attrs["reason"].startswith("pruned at rung")
+        assert t.user_attrs["status"] == "pruned"
+        assert 0 < len(t.user_attrs["history"]) < 8  # stopped at the deciding evaluation, curve kept
+        rung = int(t.user_attrs["reason"].split()[3])
+        assert f"rung_{rung}" in t.user_attrs
+    # Every pruned trial had a lower lr (so a lower curve) than the best trial that saw its rung.
+    best_lr = max(t.params["optimizer.lr"] for t in done)
+    assert all(t.params["optimizer.lr"] < best_lr for t in pruned)
+
+
+def test_no_pruner_prunes_nothing(tmp_path, scripted):
+    path = write(tmp_path, n_trials=5)
+    assert main(["run", str(path)]) == 0
+    assert all(t.state == TrialState.COMPLETE for t in studies(path)["ph"].get_trials())
+
+
+def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys):
+    tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "target_accuracy": 0.5,
+              "top_k": 3, "seeds": 2}
+    path = write(tmp_path, n_trials=6, tuning=tuning)
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "phase 1 of 2 (tune)" in err and "phase 2 of 2 (confirm)" in err and "Kendall tau" in err
+    s = studies(path)
+    tune, confirm = s["ph-tune"], s["ph"]
+    assert tune.user_attrs["confirm_study"] == "ph" and confirm.user_attrs["tune_study"] == "ph-tune"
+    assert tune.user_attrs["target_accuracy"] == 0.5 and confirm.user_attrs["target_accuracy"] == 0.6
+
+    t1 = tune.get_trials()
+    assert len(t1) == 6 and all(t.state == TrialState.COMPLETE for t in t1)
+    for t in t1:  # phase 1 trains a quarter of the data for half the epochs; full_config is the original
+        cfg = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
+        full = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["full_config"]))
+        assert cfg.dataset.data_fraction == 0.25 * full.dataset.data_fraction
+        assert (cfg.epochs, full.epochs, cfg.target_accuracy, full.target_accuracy) == (2, 4, 0.5, 0.6)
+
+    t2 = confirm.get_trials()
+    assert len(t2) == 1 + 3 * 2 and t2[0].user_attrs["baseline"]
+    picked = phases.top_k(t1, ["minimize", "maximize"], 3)
+    assert sorted({t.user_attrs["tune_trial"] for t in t2[1:]}) == sorted(p.number for p in picked)
+    for t in t2[1:]:
+        source = t1[t.user_attrs["tune_trial"]]
+        assert t.state == TrialState.COMPLETE and t.params == source.params
+        assert t.user_attrs["tune_values"] == list(source.values)
+        full = TrainConfig.from_dict(yaml.safe_load(source.user_attrs["full_config"]))
+        ran = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
+        assert ran == full.replace(seed=t.user_attrs["confirm_seed"])
+    assert sorted(t.user_attrs["confirm_seed"] for t in t2[1:]) == [0, 0, 0, 1, 1, 1]
+
+    # A rerun finds both phases done and adds nothing.
+    assert main(["run", str(path)]) == 0
+    s = studies(path)
+    assert len(s["ph-tune"].trials) == 6 and len(s["ph"].trials) == 7
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "how phase 1 predicted phase 2, over 3 configurations" in out, out[-600:]
+
+
+def test_top_k_spreads_along_the_front():
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    pts = [(1, 0.5), (2, 0.7), (3, 0.8), (4, 0.9), (2.5, 0.6), (5, 0.85)]
+    for v in pts:
+        study.add_trial(optuna.trial.create_trial(values=list(v), user_attrs={"full_config": "x"}))
+    picked = [t.number for t in phases.top_k(study.trials, ["minimize", "maximize"], 3)]
+    assert picked[:2] == [0, 3] and picked[2] in (1, 2)  # both ends of the front first, then the middle
+    assert sorted(t.number for t in phases.top_k(study.trials, ["minimize", "maximize"], 4)) == [0, 1, 2, 3]
+
+
+def test_rank_correlation_is_computed_right():
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    # Phase-1 time ranks 1 2 3 4, phase 2 (mean of two seeds) ranks 1 3 2 4: tau = 4/6, rho = 0.8.
+    tune_time, confirm_time = [1, 2, 3, 4], [10, 30, 20, 40]
+    tune_acc, confirm_acc = [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]  # reversed: -1 and -1
+    for i in range(4):
+        for d in (-1, 1):  # two seeds around the same mean
+            study.add_trial(optuna.trial.create_trial(
+                values=[confirm_time[i] + d, confirm_acc[i] + d * 0.01],
+                user_attrs={"tune_trial": i, "tune_values": [tune_time[i], tune_acc[i]], "confirm_seed": d}))
+    c = phases.correlation(study, ["time_to_accuracy", "final_accuracy"])
+    assert c["n"] == 4
+    assert c["time_to_accuracy"]["kendall_tau"] == pytest.approx(4 / 6, abs=1e-4)
+    assert c["time_to_accuracy"]["spearman_rho"] == pytest.approx(0.8, abs=1e-4)
+    assert c["final_accuracy"] == {"kendall_tau": -1.0, "spearman_rho": -1.0}
+    assert phases.correlation(optuna.create_study(directions=["minimize", "maximize"]), ["a", "b"]) is None
+
+
+@pytest.mark.parametrize("key,value,field", [
+    ("pruner", {"name": "moasha", "eta": 1}, "pruner.eta"),
+    ("pruner", {"name": "moasha", "min_fraction": 1.5}, "pruner.min_fraction"),
+    ("pruner", {"name": "moasha", "patience": 3}, "pruner.patience"),
+    ("tuning", {"name": "subset", "data_fraction": 1.5}, "tuning.data_fraction"),
+    ("tuning", {"name": "subset", "top_k": 0}, "tuning.top_k"),
+    ("tuning", "halving", "tuning"),
+])
+def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field):
+    path = write(tmp_path, **{key: value})
+    with pytest.raises(ConfigError) as e:
+        studyfile.load(path)
+    assert e.value.field == field
