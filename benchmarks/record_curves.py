@@ -2,7 +2,9 @@
 
 Each configuration is trained twice: at the recording fidelity (the replay
 study's base data fraction) and at the tuning phase's fidelity (a quarter of
-that data, same epochs). One JSON line per configuration is appended to the
+that data, same epochs). Test accuracy is measured on the first 1,000 test
+images only: the replay never uses it, and the full test set would triple the
+recording time on CPU. One JSON line per configuration is appended to the
 output, so the recording resumes where it stopped and loses nothing on a crash.
 
     EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/record_curves.py --n 200
@@ -11,6 +13,7 @@ output, so the recording resumes where it stopped and loses nothing on a crash.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -37,7 +40,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     from effsearch.search import studyfile
+    from effsearch.trainer import data as D
     from effsearch.trainer.run import train
+
+    load_splits = D.load_splits
+
+    def small_test(cfg, root=None):
+        s = load_splits(cfg, root)
+        return dataclasses.replace(s, test_x=s.test_x[:1000], test_y=s.test_y[:1000])
+
+    D.load_splits = small_test  # the trainer looks it up on the module at each run
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = studyfile.load(STUDY)
