@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from effsearch.config import ConfigError
+from effsearch.search.lookup import StudyNotFound
 
 EXIT_BAD_INPUT = 2
 
@@ -55,26 +56,12 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_status(args) -> int:
-    import optuna
-
     from effsearch.search import report
-    from effsearch.search.studyfile import locate, redact
+    from effsearch.search.lookup import open_study
+    from effsearch.search.studyfile import redact
 
-    name, storage_url = locate(args.study, args.storage)
-    if "://" not in storage_url and not Path(storage_url).is_file():
-        print(f"effsearch status: no study storage at {storage_url} yet (run `effsearch run` first)",
-              file=sys.stderr)
-        return 1
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    from effsearch.search.storage import open_url
-
-    storage = open_url(storage_url)
-    if name not in optuna.get_all_study_names(storage):
-        known = ", ".join(optuna.get_all_study_names(storage)) or "none"
-        print(f"effsearch status: no study {name!r} in {redact(storage_url)} (studies there: {known})",
-              file=sys.stderr)
-        return 1
-    study = optuna.load_study(study_name=name, storage=storage)
+    study, storage_url = open_study(args.study, args.storage)
+    name = study.study_name
     objectives = study.user_attrs.get("objectives") or [f"objective {i}" for i in range(len(study.directions))]
     target = study.user_attrs.get("target_accuracy")
     print(f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
@@ -159,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"effsearch: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StudyNotFound as e:
+        print(f"effsearch {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
