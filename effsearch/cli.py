@@ -70,6 +70,48 @@ def _cmd_status(args) -> int:
     return 0
 
 
+def _cmd_export(args) -> int:
+    from effsearch.search import export
+
+    fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
+    from effsearch.search.lookup import open_study
+    from effsearch.search.studyfile import redact
+
+    study, storage_url = open_study(args.study, args.storage)
+    n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all)
+    what = "complete trials" if args.all else "trials on the Pareto front"
+    print(f"effsearch export: {n} {what} of study {study.study_name!r} -> {args.out} ({fmt})", file=sys.stderr)
+    return 0
+
+
+def _cmd_best(args) -> int:
+    from effsearch.search import best
+
+    kind, acc = best.parse_pick(args.pick)
+    from effsearch.search.lookup import open_study
+
+    study, storage_url = open_study(args.study, args.storage)
+    trial = best.pick(study, kind, acc)
+    text = best.describe(kind, acc)
+    if trial is None:
+        why = "" if kind == "most-accurate" else " among the trials that reached the target"
+        print(f"effsearch best: no trial of study {study.study_name!r} satisfies --pick {text}{why}",
+              file=sys.stderr)
+        return 1
+    best.write(study, storage_url, trial, text, args.out)
+    print(f"effsearch best: trial {trial.number} ({text}) -> {args.out}; train it with "
+          f"`effsearch train {args.out}`", file=sys.stderr)
+    return 0
+
+
+def _cmd_dashboard(args) -> int:
+    from effsearch.search import dashboard
+
+    dashboard.check_port(args.port)
+    target = dashboard.resolve(args.study, args.storage, args.artifact_dir)
+    return dashboard.serve(target, args.host, args.port)
+
+
 def _cmd_space_show(args) -> int:
     from effsearch.search.studyfile import load
 
@@ -121,6 +163,46 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
     st.add_argument("--front", action="store_true", help="show the Pareto front only")
     st.set_defaults(func=_cmd_status)
+
+    ex = sub.add_parser("export", help="write a study's Pareto front as CSV, JSON, YAML, HTML or PNG",
+                        description="Write the Pareto front of a study (time to target vs final accuracy): "
+                                    "trial, objective values, test accuracy, speed-up over the baseline, "
+                                    "reached target, and the config. html and png draw it; trials that missed "
+                                    "the target are left off the drawing (the title counts them).")
+    ex.add_argument("study", help="study file, or a study name (with --storage)")
+    ex.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    ex.add_argument("--format", choices=("csv", "json", "yaml", "html", "png"),
+                    help="output format (default: from the suffix of -o)")
+    ex.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. front.csv")
+    ex.add_argument("--all", action="store_true", help="also the dominated complete trials (column on_front)")
+    ex.set_defaults(func=_cmd_export)
+
+    b = sub.add_parser("best", help="write one trial's TrainConfig YAML, for `effsearch train`",
+                       description="Pick a trial of a study and write its TrainConfig, with where it came from "
+                                   "as a comment header; `effsearch train FILE` trains exactly that config. "
+                                   "fastest, knee and fastest-above count only trials that reached the target; "
+                                   "knee: after min-max normalising time and accuracy over the front, the front "
+                                   "point farthest above the line joining its two ends.")
+    b.add_argument("study", help="study file, or a study name (with --storage)")
+    b.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    b.add_argument("--pick", default="knee", metavar="PICK",
+                   help="knee (default), fastest, most-accurate, or fastest-above:ACC (least time to target "
+                        "with final val accuracy >= ACC, e.g. fastest-above:0.95)")
+    b.add_argument("-o", "--out", required=True, metavar="FILE", help="output YAML, e.g. best.yaml")
+    b.set_defaults(func=_cmd_best)
+
+    d = sub.add_parser("dashboard", help="serve optuna-dashboard on a study, with each trial's files",
+                       description="Start optuna-dashboard on a study's storage with the artifact folder "
+                                   "`effsearch run` writes (learning curve, config, result per trial). "
+                                   "Listens on 127.0.0.1 unless --host says otherwise; Ctrl-C stops it.")
+    d.add_argument("study", metavar="STUDY_OR_STORAGE",
+                   help="study file, a study name (with --storage), or a storage by itself (all its studies)")
+    d.add_argument("--storage", help="Optuna storage URL or journal file, for a study name")
+    d.add_argument("--artifact-dir", metavar="DIR",
+                   help="artifact folder (default: the study file's, else STORAGE.artifacts beside a journal file)")
+    d.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    d.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    d.set_defaults(func=_cmd_dashboard)
 
     sp = sub.add_parser("space", help="inspect a study's search space")
     sp_sub = sp.add_subparsers(dest="space_command", metavar="SUBCOMMAND")

@@ -1,0 +1,142 @@
+"""`effsearch best`: one trial's TrainConfig as a YAML that `effsearch train` takes as it is.
+
+Picks, read on each complete trial's time to target and final validation accuracy
+(the study's objective values where it has them, else the recorded attributes):
+
+- ``fastest``: the least time to target.
+- ``most-accurate``: the highest final val accuracy (ties: the faster).
+- ``fastest-above:ACC``: the least time to target among those with final val accuracy >= ACC.
+- ``knee``: on the Pareto front, after min-max normalising time (0 fastest, 1 slowest)
+  and accuracy (0 least, 1 most accurate), the point farthest from the straight line
+  joining the front's two ends, on the side of the ideal corner (fast and accurate):
+  the trial that buys the most accuracy for its time. A front of one or two points,
+  or one with no point on that side, has no knee: then the point nearest the ideal
+  corner, ties to the faster.
+
+Only trials that reached the target count for ``fastest``, ``knee`` and
+``fastest-above``; ``most-accurate`` counts every complete trial.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.objectives import MISS_PENALTY_SECONDS
+from effsearch.search import pareto, report
+from effsearch.search.export import objectives_of
+from effsearch.search.studyfile import redact
+
+PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC")
+
+
+def parse_pick(text: str) -> tuple[str, float | None]:
+    if text in ("knee", "fastest", "most-accurate"):
+        return text, None
+    if text.startswith("fastest-above:"):
+        raw = text.split(":", 1)[1]
+        try:
+            acc = float(raw)
+        except ValueError:
+            acc = math.nan
+        if not 0 < acc <= 1:
+            raise ConfigError("--pick", f"fastest-above takes a val accuracy in (0, 1], e.g. fastest-above:0.95; "
+                                        f"got {raw!r}")
+        return "fastest-above", acc
+    raise ConfigError("--pick", f"expected one of {', '.join(PICKS)} (e.g. fastest-above:0.95); got {text!r}")
+
+
+def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
+    """(time to target or its miss penalty, final val accuracy, reached the target)."""
+    a = trial.user_attrs
+    values = dict(zip(objectives, trial.values))
+    tta = values.get("time_to_accuracy", a.get("time_to_target"))
+    acc = values.get("final_accuracy", a.get("val_accuracy"))
+    reached = a.get("reached_target")
+    if reached is None:
+        reached = tta is not None and tta < MISS_PENALTY_SECONDS
+    if tta is None:
+        tta = math.inf
+    return float(tta), float(acc) if acc is not None else -math.inf, bool(reached)
+
+
+def knee(points: list[tuple[float, float]]) -> int:
+    """Index of the knee of ``points`` (time, accuracy), all on one front (see the module doc)."""
+    ts, accs = [p[0] for p in points], [p[1] for p in points]
+
+    def norm(v, lo, hi):
+        return (v - lo) / (hi - lo) if hi > lo else 0.0
+
+    scaled = [(norm(t, min(ts), max(ts)), norm(a, min(accs), max(accs))) for t, a in points]
+    # Ends: the fastest (0, 0) and the most accurate (1, 1); the line between them is a = t.
+    above = [(a - t) / math.sqrt(2) for t, a in scaled]
+    ideal = [math.hypot(t, 1 - a) for t, a in scaled]
+    return max(range(len(points)), key=lambda i: (round(above[i], 12), -round(ideal[i], 12), -points[i][0]))
+
+
+def pick(study, kind: str, acc: float | None = None):
+    """The chosen trial, or None where no trial satisfies the pick."""
+    objectives = objectives_of(study)
+    trials = [t for t in study.get_trials(deepcopy=False)
+              if t.state == TrialState.COMPLETE and report.config_of(t) is not None]
+    m = {t.number: measures(t, objectives) for t in trials}
+    if kind == "most-accurate":
+        return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
+    hits = [t for t in trials if m[t.number][2]]
+    if kind == "fastest-above":
+        hits = [t for t in hits if m[t.number][1] >= acc]
+    if kind in ("fastest", "fastest-above"):
+        return min(hits, key=lambda t: (m[t.number][0], -m[t.number][1], t.number), default=None)
+    if not hits:
+        return None
+    points = [(m[t.number][0], -m[t.number][1]) for t in hits]
+    front = sorted((hits[i] for i in pareto.fronts(points)[0]), key=lambda t: (m[t.number][0], t.number))
+    return front[knee([m[t.number][:2] for t in front])]
+
+
+def describe(kind: str, acc: float | None) -> str:
+    return f"fastest-above:{acc:g}" if kind == "fastest-above" else kind
+
+
+def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
+    objectives = objectives_of(study)
+    a = trial.user_attrs
+    v = a.get("versions") or {}
+    values = ", ".join(f"{n} {report.fmt_value(n, x)}" for n, x in zip(objectives, trial.values))
+    test = a.get("test_accuracy")
+    sp = a.get("speedup")
+    lines = [
+        f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}",
+        f"storage: {redact(storage_url)}",
+        f"objectives: {values}" + (f"; test accuracy {test:.4f}" if test is not None else "")
+        + (f"; {sp:.2f}x the baseline" if sp else ""),
+        f"config: {report.summary(report.config_of(trial))}",
+        f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
+        f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.get('device', '?')}"
+        + (f", {trial.datetime_complete:%Y-%m-%d %H:%M}" if trial.datetime_complete else ""),
+        f"exported {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
+    ]
+    if a.get("full_config"):  # a tuning-phase trial trained a shrunk config
+        lines.append(f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
+                     f"{study.user_attrs.get('confirm_study') or 'NAME'!r}")
+    lines.append(f"train it: effsearch train {out}")
+    return "\n".join(lines)
+
+
+def write(study, storage_url: str, trial, pick_text: str, out: str | Path) -> TrainConfig:
+    """The trial's config, as it was trained, with the provenance as a comment."""
+    out = Path(out)
+    try:
+        cfg = TrainConfig.from_dict(report.config_of(trial), source=f"trial {trial.number}'s config")
+    except ConfigError as e:  # a config an older effsearch accepted
+        raise ConfigError("", f"{e}; it no longer loads in this effsearch") from None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cfg.dump(out, header=header(study, storage_url, trial, pick_text, out))
+    except OSError as e:
+        raise ConfigError("-o", f"cannot write {out}: {e.strerror or e}") from None
+    return cfg

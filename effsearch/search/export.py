@@ -1,0 +1,133 @@
+"""`effsearch export`: a study's Pareto front as CSV, JSON, YAML, HTML or PNG.
+
+One row per trial: its objective values, test accuracy, speed-up over the
+baseline trial, whether it reached the target, and what it trained (a summary and
+the sampled parameters). ``all_trials`` adds the dominated complete trials with
+``on_front`` false. Pruned and failed trials have no values and are left out.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError
+from effsearch.search import report
+from effsearch.search.record import clean
+from effsearch.search.storage import BASELINE_KEY
+
+FORMATS = ("csv", "json", "yaml", "html", "png")
+SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",
+            ".png": "png"}
+
+
+def objectives_of(study) -> list[str]:
+    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
+
+
+def format_of(path: str | Path, fmt: str | None) -> str:
+    """--format, else the output file's suffix."""
+    if fmt:
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ConfigError("--format", f"cannot tell the format from {str(path)!r}; give --format "
+                                      f"({', '.join(FORMATS)}) or an output file ending in "
+                                      f"{', '.join(SUFFIXES)}")
+    return SUFFIXES[suffix]
+
+
+def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
+    a = trial.user_attrs
+    cfg = report.config_of(trial)
+    sp = a.get("speedup")
+    r = {"trial": trial.number}
+    if on_front is not None:
+        r["on_front"] = on_front
+    r["baseline"] = bool(a.get(BASELINE_KEY))
+    r.update(zip(objectives, trial.values))
+    r.update({
+        "time_to_target": a.get("time_to_target"),
+        "reached_target": a.get("reached_target"),
+        "test_accuracy": a.get("test_accuracy"),
+        # Recorded when the trial ran; computed from the baseline for older trials without it.
+        "speedup": sp if sp is not None else report.speedup(trial, base),
+        "train_seconds": a.get("train_seconds"),
+        "summary": report.summary(cfg) if cfg else "",
+        "params": dict(trial.params),
+    })
+    return r
+
+
+def rows(study, all_trials: bool = False) -> list[dict]:
+    """The front (fastest first), or with ``all_trials`` every complete trial by number."""
+    objectives = objectives_of(study)
+    trials = study.get_trials(deepcopy=False)
+    base = report.baseline_trial(trials)
+    pareto = report.front(study)
+    if not all_trials:
+        return [row(t, objectives, base, None) for t in pareto]
+    on = {t.number for t in pareto}
+    return [row(t, objectives, base, t.number in on) for t in trials if t.state == TrialState.COMPLETE]
+
+
+def document(study, storage_label: str, all_trials: bool) -> dict:
+    """The JSON/YAML export: the study's facts, then the rows."""
+    trials = study.get_trials(deepcopy=False)
+    base = report.baseline_trial(trials)
+    front_numbers = {t.number for t in report.front(study)}
+    return {
+        "study": study.study_name,
+        "storage": storage_label,
+        "objectives": objectives_of(study),
+        "directions": [d.name.lower() for d in study.directions],
+        "target_accuracy": study.user_attrs.get("target_accuracy"),
+        "baseline_trial": base.number if base else None,
+        # Its full row too: the plots mark it even when it is not on the front.
+        "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
+        "trials": "all complete" if all_trials else "pareto front",
+        "rows": rows(study, all_trials),
+    }
+
+
+def flat(r: dict) -> dict:
+    """A CSV row: parameters as ``param.NAME`` columns."""
+    out = {k: v for k, v in r.items() if k != "params"}
+    out.update({f"param.{k}": v for k, v in r["params"].items()})
+    return out
+
+
+def write_csv(table: list[dict], path: Path) -> None:
+    flats = [flat(r) for r in table]
+    columns: list[str] = []
+    for r in flats:  # the union, in first-seen order: trials may sample different parameters
+        columns += [k for k in r if k not in columns]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(flats)
+
+
+def write(study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False) -> int:
+    """Write the export; returns the number of rows."""
+    path = Path(path)
+    doc = document(study, storage_label, all_trials)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "csv":
+            write_csv(doc["rows"], path)
+        elif fmt == "json":
+            path.write_text(json.dumps(clean(doc), indent=2) + "\n")
+        elif fmt == "yaml":
+            path.write_text(yaml.safe_dump(clean(doc), sort_keys=False))
+        else:
+            from effsearch.search import plots
+
+            (plots.write_html if fmt == "html" else plots.write_png)(doc, path)
+    except OSError as e:
+        raise ConfigError("-o", f"cannot write {path}: {e.strerror or e}") from None
+    return len(doc["rows"])
