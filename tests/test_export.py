@@ -18,6 +18,7 @@ from effsearch.objectives import MISS_PENALTY_SECONDS, miss_penalty
 from effsearch.search import best, dashboard, export, pareto, plots
 from effsearch.search.storage import open_url
 from effsearch.search.studyfile import load as load_study_file
+from effsearch.spaces.machine import Machine
 from tests.conftest import tiny
 from tests.tiny_study import built_study
 
@@ -293,5 +294,5 @@ def test_dashboard_finds_the_artifacts_where_the_runner_puts_them(tmp_path):
         path = tmp_path / "s.yaml"
         path.write_text(yaml.safe_dump({"name": "s", "base": tiny(), "n_trials": 1, **extra}))
         storage = storage.format(d=tmp_path) if storage else None
-        spec = load_study_file(path, storage=storage)
+        spec = load_study_file(path, storage=storage, machine=Machine())  # a CPU: no detection (seconds)
         assert dashboard.study_artifacts(path, spec.storage) == spec.artifacts, (extra, storage)
