@@ -140,11 +140,12 @@ class Search:
         from effsearch.search.phases import top_k as pick
 
         study, trace = self.run("tpe", seed, n, pruner, fidelity="tune", target=self.tune_target)
-        for t in study.trials:  # phase 1's trials stand for their full-data config
+        trials = study.trials
+        for t in trials:  # phase 1's trials stand for their full-data config
             t.user_attrs["full_config"] = "replay"
         used = trace[-1][0]
         trace = [(c, None) for c, _ in trace]  # phase-1 values are not on the full-data front
-        for t in pick(study.trials, ["minimize", "maximize"], top_k):
+        for t in pick(trials, ["minimize", "maximize"], top_k):
             curve = self.replay.rows[t.user_attrs["row"]]["full"]
             used += curve["history"][-1]["train_seconds"]
             trace.append((used, values(curve, self.target)))

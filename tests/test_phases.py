@@ -6,6 +6,7 @@ which trials the pruner stops and which configurations phase 2 confirms are
 known in advance, and the studies run in a second or two.
 """
 
+import json
 import math
 
 import optuna
@@ -129,6 +130,12 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
     assert main(["status", str(path)]) == 0
     out = capsys.readouterr().out
     assert "how phase 1 predicted phase 2, over 3 configurations" in out, out[-600:]
+    assert main(["export", str(path), "-o", str(tmp_path / "front.json")]) == 0
+    doc = json.loads((tmp_path / "front.json").read_text())
+    assert doc["tuning_phase"]["tune_study"] == "ph-tune"
+    assert doc["tuning_phase"]["rank_correlation"]["n"] == 3
+    assert set(doc["tuning_phase"]["rank_correlation"]["final_accuracy"]) == {"kendall_tau", "spearman_rho"}
+    assert all(r["tune_trial"] in {p.number for p in picked} for r in doc["rows"] if not r["baseline"])
 
 
 def test_top_k_spreads_along_the_front():

@@ -57,6 +57,7 @@ def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
         # Recorded when the trial ran; computed from the baseline for older trials without it.
         "speedup": sp if sp is not None else report.speedup(trial, base),
         "train_seconds": a.get("train_seconds"),
+        "tune_trial": a.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
         "summary": report.summary(cfg) if cfg else "",
         "params": dict(trial.params),
     })
@@ -90,8 +91,20 @@ def document(study, storage_label: str, all_trials: bool) -> dict:
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
         "trials": "all complete" if all_trials else "pareto front",
+        "tuning_phase": tuning_phase(study),
         "rows": rows(study, all_trials),
     }
+
+
+def tuning_phase(study) -> dict | None:
+    """For phase 2 of a tuning phase: phase 1's study and how well it predicted this one."""
+    from effsearch.search import phases
+
+    tune = study.user_attrs.get("tune_study")
+    if not tune:
+        return None
+    return {"tune_study": tune, "settings": study.user_attrs.get("tuning"),
+            "rank_correlation": phases.correlation(study, objectives_of(study))}
 
 
 def flat(r: dict) -> dict:
