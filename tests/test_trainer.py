@@ -64,6 +64,18 @@ def test_squeeze_excite_ghost_bn_and_weight_standardization_surgery():
     assert "WeightStandardizer" in names
 
 
+def test_ghost_batchnorm_trains_through_batches_smaller_than_a_ghost_batch():
+    # 128 training images in batches of 48: the last batch has 32 < ghost_batch_size 40;
+    # SelectiveBackprop then keeps a quarter of each batch (12 or 8 images).
+    cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 160, "batch_size": 48, "epochs": 2,
+                                        "algorithms": {"ghost_batchnorm": {"ghost_batch_size": 40},
+                                                       "selective_backprop": {"start": 0.0, "end": 1.0,
+                                                                              "keep": 0.25,
+                                                                              "interrupt": 1}}}))
+    result = train(cfg, progress=False)
+    assert result.status == "completed", result.reason
+
+
 def test_stochastic_depth_replaces_bottlenecks():
     run, _, _ = built(algo("stochastic_depth", {"drop_rate": 0.5}, **{"model.name": "resnet-bottleneck",
                                                                        "model.width": 4}))

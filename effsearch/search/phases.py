@@ -189,7 +189,8 @@ def describe(study, objectives) -> str | None:
 
 def summary(spec) -> str:
     t = spec.tuning
+    name = spec.name.removesuffix(TUNE_SUFFIX) if spec.phase == "tune" else spec.name
     target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""
-    return (f"phase 1 ({spec.name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
-            f"{t['epochs_fraction']:g} of the epochs{target}; phase 2 ({spec.name}): baseline + top "
+    return (f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
+            f"{t['epochs_fraction']:g} of the epochs{target}; phase 2 ({name}): baseline + top "
             f"{t['top_k']} x {t['seeds']} seed(s) on the full data")

@@ -291,7 +291,7 @@ def header(spec, study) -> str:
         f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
         f"  storage    {spec.storage_label()}",
         f"  artifacts  {spec.artifacts}",
-        f"  objectives {objs}; target val accuracy {spec.base.target_accuracy:g}",
+        f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
         f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
         f"(effsearch space show {spec.source})",
         f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}",
