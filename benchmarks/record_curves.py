@@ -8,6 +8,9 @@ recording time on CPU. One JSON line per configuration is appended to the
 output, so the recording resumes where it stopped and loses nothing on a crash.
 
     EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/record_curves.py --n 200
+
+Rows are in the order they were recorded; ``index`` is the configuration's place
+in the seeded sequence.
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ def main() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = studyfile.load(STUDY)
-    done = 0
+    done = set()  # indices already recorded (delete a line to record it again)
     if args.out.exists():
-        done = sum(1 for line in args.out.read_text().splitlines() if line.strip())
+        done = {json.loads(line)["index"] for line in args.out.read_text().splitlines() if line.strip()}
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed),
                                 directions=spec.directions)
     for i in range(args.n):
@@ -63,7 +66,7 @@ def main() -> None:
         cfg = spec.space.config(trial)
         params = dict(trial.params)
         study.tell(trial, [0.0] * len(spec.directions))
-        if i < done:  # same seed, same sequence: skip what is recorded
+        if i in done:  # same seed, same sequence: skip what is recorded
             continue
         row = {"index": i, "params": params, "config": cfg.to_dict()}
         t = time.perf_counter()
