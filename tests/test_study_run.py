@@ -19,21 +19,13 @@ from effsearch.search import report, runner
 from effsearch.search.hooks import NoPruner
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.conftest import tiny
+from tests.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_study(tmp_path, n_trials=3, **kw) -> Path:
-    d = {"name": "tiny", "base": tiny(**{"dataset.synthetic_size": 256, "epochs": 3}), "n_trials": n_trials,
-         "seed": 3,
-         "space": {"include": ["budget", "optimizer", "algorithms.label_smoothing"],
-                   "ranges": {"epochs": {"low": 2, "high": 3}, "optimizer.lr": {"low": 0.02, "high": 0.2},
-                              "batch_size": [32, 64]}},
-         "sampler": {"name": "tpe", "n_startup_trials": 2}}
-    d.update(kw)
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(d, sort_keys=False))
-    return path
+    return study_file(tmp_path, n_trials, **kw)
 
 
 def load(path: Path, name="tiny"):
