@@ -350,3 +350,17 @@ def test_apricot_kernels_compile_once():
     cords_compat.strategies()
     fl = sys.modules["apricot.functions.facilityLocation"]
     assert fl.calculate_gains(fl.dtypes, False, True, False) is fl.calculate_gains(fl.dtypes, False, True, False)
+
+
+def test_importing_cords_leaves_numpy_error_handling_alone():
+    """cords' helpers set np.seterr(all='raise') at import; an underflow in Optuna's TPE
+    (same process) would then raise and lose a trial."""
+    import importlib
+
+    from effsearch.trainer import cords_compat
+
+    before = np.geterr()
+    cords_compat.strategies()
+    importlib.import_module("cords.selectionstrategies.helpers.omp_solvers")
+    assert np.geterr() == before
+    assert np.exp(np.float64(-1000)) == 0.0  # underflow: no FloatingPointError

@@ -115,9 +115,13 @@ def strategies() -> types.SimpleNamespace:
     if _STRATEGIES is None:
         import warnings
 
+        numpy_errors = np.geterr()
         with _import_stand_ins(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # cgi, pkg_resources in apricot
             sl = importlib.import_module("cords.selectionstrategies.SL")
+        # Two cords helpers call np.seterr(all='raise') at import, for the whole process: an
+        # underflow in Optuna's TPE (same process) then raised and lost a trial.
+        np.seterr(**numpy_errors)
         craig = importlib.import_module("cords.selectionstrategies.SL.craigstrategy")
         craig.SubsetRandomSampler = InOrderSampler
         rnd = importlib.import_module("cords.selectionstrategies.SL.randomstrategy")
