@@ -294,9 +294,12 @@ def header(spec, study) -> str:
         f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
         f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
         f"(effsearch space show {spec.source})",
-        f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}",
+        f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
+        if spec.phase != "confirm" else
+        f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
+        f"queued; {spec.workers} worker(s); {budget}",
         f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
-    ] + ([f"  tuning     {phases.summary(spec)}"] if phases.enabled(spec) else []))
+    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []))
 
 
 def dashboard_hint(spec) -> str:
