@@ -1,0 +1,55 @@
+"""Time two TrainConfigs side by side: time to target and accuracies, alternating runs.
+
+A study measures each trial once, under whatever else the machine was doing; this
+re-measures a chosen config against the baseline in one process, alternating
+A, B, A, B, ... so slow drifts of the machine hit both alike. Prints each run,
+the medians, and ``speedup=X`` (median time to target of A / of B) last.
+
+    EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/compare_configs.py \\
+        docs/results/fashion-mnist-baseline.yaml docs/results/run2-fashion-mnist-best.yaml --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("a", type=Path, help="the reference config (e.g. the baseline)")
+    ap.add_argument("b", type=Path, help="the config to compare (e.g. an exported best.yaml)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--data-dir")
+    args = ap.parse_args()
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.run import train
+
+    cfgs = {"A": TrainConfig.from_yaml(args.a), "B": TrainConfig.from_yaml(args.b)}
+    runs: dict[str, list] = {"A": [], "B": []}
+    for r in range(args.rounds):
+        for key, cfg in cfgs.items():
+            res = train(cfg, data_root=args.data_dir, progress=False)
+            f = res.final
+            runs[key].append((res.time_to_target, f["train_seconds"], f["val_accuracy"], f["test_accuracy"]))
+            tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
+            print(f"round {r + 1} {key} ({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
+                  f"{tta}, train {f['train_seconds']:.1f}s, val {f['val_accuracy']:.4f}, "
+                  f"test {f['test_accuracy']:.4f}", flush=True)
+
+    def med(key, i):
+        vals = [x[i] for x in runs[key] if x[i] is not None]
+        return statistics.median(vals) if vals else None
+
+    for key, path in (("A", args.a), ("B", args.b)):
+        tta = med(key, 0)
+        print(f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s, train "
+              f"{med(key, 1):.1f} s, val {med(key, 2):.4f}, test {med(key, 3):.4f}")
+    a, b = med("A", 0), med("B", 0)
+    print(f"test_accuracy_delta={med('B', 3) - med('A', 3):+.4f}")
+    print(f"speedup={a / b:.2f}" if a and b else "speedup=n/a (a config missed the target)")
+
+
+if __name__ == "__main__":
+    main()
