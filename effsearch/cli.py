@@ -152,7 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run or resume a study: the Pareto front of time to target vs accuracy",
                        description="Run an Optuna multi-objective study over how the base config is trained. "
-                                   "Running it again resumes: finished trials are kept and N is the study's total.")
+                                   "Running it again resumes: finished trials are kept and N is the study's total. "
+                                   "With `pruner: moasha` weak trials stop at their rungs; with `tuning: subset` "
+                                   "the N trials run on a data subset as study NAME-tune, then the baseline and "
+                                   "the top_k are confirmed on all the data as study NAME.")
     r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")
     r.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db, sqlite:///x.db or a "
                                      "journal file (default: the study file's, else STEM.journal beside it)")
