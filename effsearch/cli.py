@@ -129,6 +129,11 @@ def _cmd_space_show(args) -> int:
     return 0
 
 
+def _study_args(parser) -> None:
+    parser.add_argument("study", help="study file, or a study name (with --storage)")
+    parser.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="effsearch",
@@ -167,8 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="trials and the Pareto front of a study",
                         description="A table of a study's trials and its current Pareto front.")
-    st.add_argument("study", help="study file, or a study name (with --storage)")
-    st.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    _study_args(st)
     st.add_argument("--front", action="store_true", help="show the Pareto front only")
     st.set_defaults(func=_cmd_status)
 
@@ -177,8 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "trial, objective values, test accuracy, speed-up over the baseline, "
                                     "reached target, and the config. html and png draw it; trials that missed "
                                     "the target are left off the drawing (the title counts them).")
-    ex.add_argument("study", help="study file, or a study name (with --storage)")
-    ex.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    _study_args(ex)
     ex.add_argument("--format", choices=("csv", "json", "yaml", "html", "png"),
                     help="output format (default: from the suffix of -o)")
     ex.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. front.csv")
@@ -191,8 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "fastest, knee and fastest-above count only trials that reached the target; "
                                    "knee: after min-max normalising time and accuracy over the front, the front "
                                    "point farthest above the line joining its two ends.")
-    b.add_argument("study", help="study file, or a study name (with --storage)")
-    b.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
+    _study_args(b)
     b.add_argument("--pick", default="knee", metavar="PICK",
                    help="knee (default), fastest, most-accurate, or fastest-above:ACC (least time to target "
                         "with final val accuracy >= ACC, e.g. fastest-above:0.95)")
