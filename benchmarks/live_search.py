@@ -13,7 +13,6 @@ rung; phase 1 and phase 2 for effsearch). Hypervolume is over (time to target,
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ STUDY = HERE / "data" / "replay-study.yaml"
 
 def study_file(out: Path, name: str, trials: int, **changes) -> Path:
     raw = yaml.safe_load(STUDY.read_text())
-    raw = copy.deepcopy(raw)
     raw.update(name=name, n_trials=trials, **changes)
     path = out / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -35,23 +33,12 @@ def study_file(out: Path, name: str, trials: int, **changes) -> Path:
 
 
 def consumed(study) -> list[tuple[float, tuple | None]]:
-    """(cumulative train seconds, (time, -accuracy) of a complete trial or None), in trial order."""
+    """(cumulative train seconds, (time, accuracy) of a complete trial or None), in trial order."""
     out, used = [], 0.0
     for t in study.get_trials(deepcopy=False):
         used += t.user_attrs.get("train_seconds") or 0.0
-        v = (t.values[0], -t.values[1]) if t.state == optuna.trial.TrialState.COMPLETE else None
+        v = tuple(t.values) if t.state == optuna.trial.TrialState.COMPLETE else None
         out.append((used, v))
-    return out
-
-
-def hv_trace(trace, ref):
-    from effsearch.search.pareto import hypervolume_2d
-
-    pts, out = [], []
-    for used, v in trace:
-        if v is not None:
-            pts.append(v)
-        out.append((used, hypervolume_2d(pts, ref)))
     return out
 
 
@@ -62,6 +49,9 @@ def main() -> None:
     ap.add_argument("--tune-target", type=float, default=0.4)
     ap.add_argument("--out", type=Path, default=Path("runs/live-search"))
     args = ap.parse_args()
+    from search_efficiency import compute_to_reach, hv_curve  # beside this script
+
+    from effsearch.objectives import MISS_PENALTY_SECONDS
     from effsearch.search import studyfile
     from effsearch.search.runner import run
     from effsearch.search.storage import open_url
@@ -77,7 +67,8 @@ def main() -> None:
     wall = {}
     for path in (nsga, eff):
         t = time.perf_counter()
-        code = run(studyfile.load(path), out=open(args.out / f"{path.stem}.log", "w"))
+        with open(args.out / f"{path.stem}.log", "w") as log:
+            code = run(studyfile.load(path), out=log)
         wall[path.stem] = time.perf_counter() - t
         if code:
             sys.exit(f"{path} ended with code {code}; see {args.out / (path.stem + '.log')}")
@@ -90,14 +81,13 @@ def main() -> None:
     confirm = consumed(load("live-effsearch", eff))
     spent = tune[-1][0]
     b = [(c, None) for c, _ in tune] + [(spent + c, v) for c, v in confirm]
-    hits = [v[0] for _, v in a + b if v is not None and v[0] < 1e6]
+    hits = [v[0] for _, v in a + b if v is not None and v[0] < MISS_PENALTY_SECONDS]
     if not hits:
         sys.exit("no trial reached the target; nothing to compare")
     ref = (1.1 * max(hits), -0.5)
-    ha, hb = hv_trace(a, ref), hv_trace(b, ref)
+    ha, hb = hv_curve(a, ref), hv_curve(b, ref)
     final = ha[-1][1]
-    need_a = next(c for c, h in ha if h >= final - 1e-12)
-    need_b = next((c for c, h in hb if h >= final - 1e-12), float("inf"))
+    need_a, need_b = compute_to_reach(ha, final), compute_to_reach(hb, final)
     print(f"NSGA-II: {len(a)} trials, {a[-1][0]:.0f} train-s ({wall['live-nsga2']:.0f} s wall), "
           f"final hypervolume {final:.2f} first reached after {need_a:.0f} train-s")
     print(f"effsearch: {len(tune)} phase-1 + {len(confirm)} phase-2 trials, {b[-1][0]:.0f} train-s "

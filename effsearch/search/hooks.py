@@ -36,17 +36,18 @@ class MOASHAStudyPruner:
 
     def __init__(self, pruner, study):
         self.pruner, self.study = pruner, study
-        self.trackers: dict[int, object] = {}
+        self.tracker = None  # the running trial's (a worker runs one trial at a time)
 
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
         from effsearch.search.pruner import RungTracker
 
-        self.trackers = {trial.number: RungTracker(self.pruner, self.study, trial, cfg.epochs,
-                                                   cfg.target_accuracy, may_prune=may_prune)}
+        self.tracker = RungTracker(self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy,
+                                   may_prune=may_prune)
 
     def on_eval(self, trial, point: dict) -> str | None:
-        tracker = self.trackers.get(trial.number)
-        return tracker(point) if tracker is not None else None
+        if self.tracker is None or self.tracker.trial.number != trial.number:
+            return None
+        return self.tracker(point)
 
 
 def make_pruner(spec: dict, study=None) -> StudyPruner:
