@@ -142,31 +142,31 @@ def algorithm_dims(model_name: str) -> list[Dim]:
     return dims
 
 
-def _gate_parents(algo: str) -> tuple:
+def _gate_rules(algo: str) -> list[tuple[str | None, str]]:
+    """What an algorithm's on/off switch depends on: (the field it reads or None, how to say it)."""
     spec = ALGORITHMS[algo]
-    out = [f"algorithms.{next(iter(pair - {algo}))}" for pair in CONFLICTS if algo in pair]
+    rules = []
+    if spec.needs_bottleneck:
+        rules.append((None, "bottleneck model"))  # the model is fixed by base, not searched
     if spec.needs_torch_loader:
-        out.append("loader")
+        rules.append(("loader", "loader torch"))
     if algo == "sam":
-        out.append("precision")
+        rules.append(("precision", "precision != amp_fp16"))
     if algo == "selective_backprop":
-        out.append("selection.strategy")
-    return tuple(out)
+        rules.append(("selection.strategy", "unweighted selection"))
+    for pair in CONFLICTS:
+        if algo in pair:
+            other = next(iter(pair - {algo}))
+            rules.append((f"algorithms.{other}", f"not {other}"))
+    return rules
+
+
+def _gate_parents(algo: str) -> tuple:
+    return tuple(field for field, _ in _gate_rules(algo) if field)
 
 
 def _when_text(algo: str) -> str:
-    spec = ALGORITHMS[algo]
-    parts = []
-    if spec.needs_bottleneck:
-        parts.append("bottleneck model")
-    if spec.needs_torch_loader:
-        parts.append("loader torch")
-    if algo == "sam":
-        parts.append("precision != amp_fp16")
-    if algo == "selective_backprop":
-        parts.append("unweighted selection")
-    parts += [f"not {next(iter(pair - {algo}))}" for pair in CONFLICTS if algo in pair]
-    return ", ".join(parts)
+    return ", ".join(text for _, text in _gate_rules(algo))
 
 
 def _batch_setter(cfg: dict, value: int) -> None:
