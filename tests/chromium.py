@@ -7,7 +7,6 @@ Skipped only outside CI when Chromium is missing; with CI set it is a failure.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -15,7 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
+from tests.conftest import missing_system_package
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
 
@@ -25,9 +24,7 @@ def find() -> str:
         path = shutil.which(name)
         if path:
             return path
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail("Chromium not found (CI must `apt-get install -y chromium`)")
-    pytest.skip("Chromium not found (apt-get install -y chromium)")
+    missing_system_package("Chromium", "chromium")
 
 
 class Browser:

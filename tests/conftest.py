@@ -1,4 +1,5 @@
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,16 @@ def _no_network_data_dir(tmp_path, monkeypatch):
     # Tests never read a user's cache; datasets they need come from SHARED explicitly.
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
     os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def missing_system_package(what: str, package: str):
+    """A test needing a system package: skipped on a developer's machine without it, failed in CI."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} not found (CI must `apt-get install -y {package}`)")
+    pytest.skip(f"{what} not found (apt-get install -y {package})")

@@ -3,7 +3,6 @@ subprocess, and a headless Chromium reading the pages as a user would. Also the
 exported HTML front, opened from disk (it must carry plotly itself)."""
 
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,10 @@ from effsearch.cli import main
 from effsearch.objectives import MISS_PENALTY_SECONDS
 from effsearch.search.storage import open_url
 from tests import chromium
+from tests.conftest import free_port
 from tests.tiny_study import built_study
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +44,7 @@ def study(study_path):
 @pytest.fixture(scope="module")
 def served(study_path, tmp_path_factory):
     """(the study page URL it printed, the server's root URL)"""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "effsearch.cli", "dashboard", str(study_path),

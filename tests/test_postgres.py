@@ -12,7 +12,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from optuna.trial import TrialState
 
 from effsearch.search import report
 from effsearch.search.storage import open_url
-from tests.conftest import tiny
+from tests.conftest import free_port, missing_system_package, tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,26 +38,18 @@ def _pg_bin() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def postgres_url():
     bin_dir = _pg_bin()
     if bin_dir is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("PostgreSQL binaries not found (CI must `apt-get install -y postgresql`)")
-        pytest.skip("PostgreSQL binaries not found (apt-get install -y postgresql)")
+        missing_system_package("PostgreSQL binaries", "postgresql")
     as_user: list[str] = []
     folder = Path(tempfile.mkdtemp(prefix="effsearch-pg-"))
     if os.geteuid() == 0:  # initdb refuses to run as root
         pg = pwd.getpwnam("postgres")
         os.chown(folder, pg.pw_uid, pg.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
+    port = free_port()
     data = folder / "data"
     subprocess.run(as_user + [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "effsearch",
                               "--no-sync"], check=True, capture_output=True)
