@@ -52,6 +52,7 @@ OPTIMIZERS = ("sgd", "adamw", "sgdw")
 SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
 DEVICES = ("auto", "cpu", "cuda")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 LOADERS = ("torch", "ffcv")
 SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "glister-pc", "craig", "craig-pb",
               "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
@@ -143,7 +144,9 @@ class TrainConfig:
     selection: SelectionConfig = spec(factory=SelectionConfig)
     loader: str = spec("torch", choices=LOADERS)
     precision: str = spec("fp32", choices=PRECISIONS)
-    compile: bool = spec(False, help="wrap the model in torch.compile")
+    compile: bool = spec(False, help="torch.compile the model (compile time counts as train time; "
+                                     "also in final.compile_seconds)")
+    compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
     channels_last: bool = spec(False)
     device: str = spec("auto", choices=DEVICES)
     seed: int = spec(0, low=0)

@@ -180,7 +180,7 @@ def test_ffcv_run_with_cords_selection(F):
     result = RunResult(status="running", config=cfg.to_dict())
     run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[served])
     assert isinstance(run.train_loader, F.FFCVTrainLoader) and run.selection.dataset is run.train_loader
-    run.trainer.fit()
+    run.fit()
     assert run.selection.selections == 3
     subset = run.train_loader.sampler.subset
     weights = run.train_loader.weights

@@ -39,8 +39,8 @@ def built(raw, callbacks=()):
     cfg = TrainConfig.from_dict(raw)
     result = RunResult(status="running", config=cfg.to_dict())
     run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=list(callbacks))
-    run.trainer.fit()
-    run.clock.finish()
+    run.fit()
+    run.loop.finish()
     return run, result, cfg
 
 
@@ -67,7 +67,7 @@ def test_each_strategy_selects_and_trains(strategy):
     assert result.history[-1]["selections"] == len(kinds)
     served = min(s.subset_size, batches * cfg.batch_size)
     assert result.history[-1]["samples_seen"] == result.history[-2]["samples_seen"] + served
-    assert 0 < s.seconds <= run.clock.train_seconds()
+    assert 0 < s.seconds <= run.loop.train_seconds()
     if strategy in WEIGHTED_SELECTIONS:
         w = run.train_loader.dataset.weights
         chosen = s.sampler.subset
@@ -77,7 +77,7 @@ def test_each_strategy_selects_and_trains(strategy):
         assert (w[outside] == 0).all()  # only the subset carries weight
     else:
         assert run.train_loader.dataset.weights is None
-    assert run.trainer.state.timestamp.epoch.value == 3
+    assert run.state.timestamp.epoch.value == 3
 
 
 def test_random_online_changes_its_subset_and_random_keeps_it():
@@ -196,7 +196,7 @@ def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
 
     monkeypatch.setattr(S.SubsetSelection, "_choose", timed)
     run, result, _ = built(sel("gradmatch-pb", epochs=2))
-    clock = run.clock
+    clock = run.loop
     assert len(spans) == 2
     assert all(clock.t0 <= a and b <= clock.t_end for a, b in spans)  # inside the training clock
     assert run.selection.seconds >= sum(b - a for a, b in spans) - 1e-6

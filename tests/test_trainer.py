@@ -37,12 +37,12 @@ def built(overrides, fit=True):
     result = RunResult(status="running", config=cfg.to_dict())
     run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[probe])
     if fit:
-        run.trainer.fit()
+        run.fit()
     return run, probe, cfg
 
 
 def modules(run):
-    return [type(m).__name__ for m in run.trainer.state.model.modules()]
+    return [type(m).__name__ for m in run.state.model.modules()]
 
 
 def algo(name, params=None, **more):
@@ -79,7 +79,7 @@ def test_ghost_batchnorm_trains_through_batches_smaller_than_a_ghost_batch():
 def test_stochastic_depth_replaces_bottlenecks():
     run, _, _ = built(algo("stochastic_depth", {"drop_rate": 0.5}, **{"model.name": "resnet-bottleneck",
                                                                        "model.width": 4}))
-    blocks = [m for m in run.trainer.state.model.modules() if type(m).__name__ == "Bottleneck"]
+    blocks = [m for m in run.state.model.modules() if type(m).__name__ == "Bottleneck"]
     # Composer rebinds each block's forward and gives it a drop rate, linear in depth.
     rates = [float(b.drop_rate) for b in blocks]
     assert len(blocks) == 6 and rates[-1] == pytest.approx(0.5) and rates[0] < rates[-1]
@@ -88,7 +88,7 @@ def test_stochastic_depth_replaces_bottlenecks():
 
 def test_channels_last():
     run, probe, _ = built(algo("channels_last"))
-    conv = next(m for m in run.trainer.state.model.modules() if isinstance(m, torch.nn.Conv2d))
+    conv = next(m for m in run.state.model.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
 
 
@@ -97,11 +97,11 @@ def test_mixup_and_cutmix_mix_the_batch():
         run, probe, _ = built(algo(name, {"alpha": 1.0}))
         plain, _, _ = built({})
         # Same seed and data: without mixing the forward pass would see the same first batch.
-        assert not torch.allclose(probe.inputs[0], plain.trainer and _first_input(plain)), name
+        assert not torch.allclose(probe.inputs[0], _first_input(plain)), name
 
 
 def _first_input(run):
-    return run.trainer.state.callbacks[-1].inputs[0]
+    return run.state.callbacks[-1].inputs[0]
 
 
 def test_label_smoothing_smooths_targets():
@@ -137,15 +137,15 @@ def test_randaugment_and_augmix_transform_images():
 
 def test_sam_wraps_the_optimizer():
     run, _, _ = built(algo("sam", {"rho": 0.1}))
-    assert type(run.trainer.state.optimizers[0]).__name__ == "SAMOptimizer"
+    assert type(run.state.optimizers[0]).__name__ == "SAMOptimizer"
 
 
 def test_ema_and_swa_keep_averaged_models():
     run, _, _ = built(algo("ema", {"half_life": "2ba"}))
-    ema = next(a for a in run.trainer.state.algorithms if type(a).__name__ == "EMA")
+    ema = next(a for a in run.state.algorithms if type(a).__name__ == "EMA")
     assert ema.ema_model is not None
     run, _, _ = built(algo("swa", {"swa_start": "0.25dur", "swa_end": "0.9dur", "update_interval": "1ba"}, epochs=4))
-    swa = next(a for a in run.trainer.state.algorithms if type(a).__name__ == "SWA")
+    swa = next(a for a in run.state.algorithms if type(a).__name__ == "SWA")
     assert swa.swa_started and swa.swa_model is not None
 
 
@@ -156,7 +156,7 @@ def test_selective_backprop_drops_samples():
 
 def test_layer_freezing_freezes_layers():
     run, _, _ = built(algo("layer_freezing", {"freeze_start": 0.0, "freeze_level": 1.0}, epochs=3))
-    assert any(not p.requires_grad for p in run.trainer.state.model.parameters())
+    assert any(not p.requires_grad for p in run.state.model.parameters())
 
 
 def test_gradient_clipping_bounds_gradients():
@@ -188,17 +188,17 @@ def test_sparsity_schedule_is_cubic():
 
 def test_result_file_and_time_accounting(tmp_path, monkeypatch):
     """Evaluation time is kept apart: a slow evaluation must not inflate train seconds."""
-    from effsearch.trainer import timing
+    from effsearch.trainer.loop import Loop
 
     cfg = TrainConfig.from_dict(tiny(epochs=3, target_accuracy=0.0))
     slow = 0.4
-    original = timing.Clock.eval_after_all
+    original = Loop.evaluate
 
-    def slow_eval(self, state, logger):
+    def slow_eval(self, *args):
         time.sleep(slow)
-        original(self, state, logger)
+        return original(self, *args)
 
-    monkeypatch.setattr(timing.Clock, "eval_after_all", slow_eval)
+    monkeypatch.setattr(Loop, "evaluate", slow_eval)
     r = train(cfg, out_dir=tmp_path, progress=False)
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["status"] == "completed"

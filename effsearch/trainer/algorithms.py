@@ -6,7 +6,7 @@ is checked against Composer's own signatures by a test, so it cannot drift.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from effsearch.config import ConfigError
@@ -23,6 +23,9 @@ class AlgoSpec:
     needs_torch_loader: bool = False  # edits a torchvision dataset's transforms
     mixes_targets: bool = False  # builds soft / permuted targets in the loss
     help: str = ""
+    # The per-batch events its ``match`` can accept (the loop fires only those; a test
+    # checks every other per-batch event is refused). Once-a-run events always fire.
+    batch_events: tuple = ()
 
 
 _P01 = (0.0, 1.0)
@@ -92,6 +95,25 @@ ALGORITHMS: dict[str, AlgoSpec] = {
                                        ranges={"n_last_layers_ignore": (0, 100)}),
 }
 
+# The per-batch events each algorithm's ``match`` can accept (Composer's Event values; kept as
+# strings so that validation does not import Composer). Unlisted algorithms act only on
+# once-a-run or once-an-epoch events (INIT, AFTER_LOAD, FIT_START, EPOCH_END, EVAL_*).
+_BATCH_EVENTS = {
+    "ema": ("batch_start", "batch_end"),  # update after each batch; training weights back before the next
+    "progressive_resizing": ("after_dataloader",),
+    "label_smoothing": ("before_loss", "after_loss"),
+    "mixup": ("before_forward", "before_loss", "before_backward"),
+    "cutmix": ("before_forward", "before_loss", "before_backward"),
+    "cutout": ("after_dataloader",),
+    "colout": ("after_dataloader",),
+    "swa": ("batch_end",),
+    "selective_backprop": ("after_dataloader",),
+    "stochastic_depth": ("batch_start",),
+    "gradient_clipping": ("after_train_batch",),
+}
+ALGORITHMS = {name: replace(spec, batch_events=_BATCH_EVENTS.get(name, ())) for name, spec in ALGORITHMS.items()}
+BY_COMPOSER_NAME = {spec.composer_name: spec for spec in ALGORITHMS.values()}
+
 # Pairs that cannot both be on, and why.
 CONFLICTS = {
     frozenset({"mixup", "cutmix"}): "both replace the targets with a mix; pick one",
@@ -99,6 +121,13 @@ CONFLICTS = {
 }
 
 MODELS_WITH_BOTTLENECK = ("resnet-bottleneck",)
+
+# Algorithms that change the batch's shape from step to step (a compiled model recompiles).
+RESHAPES_BATCHES = {
+    "progressive_resizing": "it grows the image size during training",
+    "colout": "it drops a random number of rows and columns each batch",
+    "selective_backprop": "it keeps a loss-ranked part of each batch",
+}
 
 
 def check_algorithms(cfg) -> None:
@@ -126,6 +155,11 @@ def check_algorithms(cfg) -> None:
             a, b = sorted(pair)
             raise ConfigError(f"algorithms.{b}", f"cannot be combined with {a}: {why}")
     _check_selection(cfg)
+    if cfg.compile:
+        for name in algos:
+            if name in RESHAPES_BATCHES:
+                raise ConfigError(f"algorithms.{name}", f"cannot be combined with compile: {RESHAPES_BATCHES[name]}, "
+                                                        "and every new shape compiles the model again")
     if "sam" in algos and cfg.precision == "amp_fp16":
         raise ConfigError("algorithms.sam", "Composer's SAM cannot run with precision amp_fp16 (use fp32 or amp_bf16)")
 

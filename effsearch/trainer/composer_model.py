@@ -26,14 +26,21 @@ class EffModel(ComposerModel):
         self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")
         self.val_ce = CrossEntropy()
         self._weighted = None  # (weakref to the last weighted outputs, their weights)
+        # torch.compile(module) when the run compiles: training steps use it. Kept out of the
+        # registered submodules (see ``use_compiled``) so surgery and state dicts see one model.
+        self.compiled = None
 
     def __getstate__(self):  # copies and pickles: the weak reference to the last outputs stays behind
         state = self.__dict__.copy()
         state["_weighted"] = None
+        state["compiled"] = None
         return state
 
+    def use_compiled(self, compiled) -> None:
+        self.__dict__["compiled"] = compiled  # nn.Module.__setattr__ would register it as a child
+
     def forward(self, batch):
-        return self.module(batch[0])
+        return (self.module if self.compiled is None else self.compiled)(batch[0])
 
     def loss(self, outputs, batch, *args, reduction: str = "mean", **kwargs):
         target = batch[1]

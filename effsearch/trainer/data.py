@@ -6,6 +6,8 @@ the training set; the search only ever looks at validation accuracy.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import gzip
 import os
 from dataclasses import dataclass
@@ -49,11 +51,12 @@ class Splits:
     def channels(self) -> int:
         return int(self.train_x.shape[1])
 
-    @property
+    # Cached: a float copy of the whole training set costs ~0.2 s, once per process, not per trial.
+    @functools.cached_property
     def mean(self) -> torch.Tensor:
         return self.train_x.float().mean(dim=(0, 2, 3)) / 255.0
 
-    @property
+    @functools.cached_property
     def std(self) -> torch.Tensor:
         return self.train_x.float().std(dim=(0, 2, 3)).clamp_min(1e-3) / 255.0
 
@@ -257,6 +260,69 @@ def make_loader(x, y, batch_size: int, shuffle: bool, seed: int = 0, drop_last: 
         sampler = torch.utils.data.SequentialSampler(ds)
     return torch.utils.data.DataLoader(ds, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                                        collate_fn=_passthrough, num_workers=0)
+
+
+class DeviceBatches:
+    """Training batches sliced from tensors that live on the device (cifar10-fast's habit).
+
+    No DataLoader, no collation, no host-to-device copy per batch: one index
+    permutation per epoch on the device, then one gather per batch. ``sampler``
+    (CORDS's subset sampler) replaces the permutation when set; ``weights`` (one
+    per sample, written in place by the selection) go with each batch. The
+    selection writes the weights of each subset in place.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, device: str,
+                 sampler=None, weights: torch.Tensor | None = None, drop_last: bool = False):
+        self.x, self.y = x, y
+        self.batch_size, self.device, self.sampler, self.weights = batch_size, device, sampler, weights
+        self.drop_last = drop_last
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed + 11)
+        # What code that asks a loader for its dataset sees (its length, the same weights tensor).
+        self.dataset = TensorImages(x, y)
+        self.dataset.weights = weights
+
+    def _count(self) -> int:
+        return len(self.sampler) if self.sampler is not None else len(self.y)
+
+    def __len__(self) -> int:
+        n, b = self._count(), self.batch_size
+        return n // b if self.drop_last and n >= b else -(-n // b)
+
+    def __iter__(self):
+        if self.sampler is not None:
+            order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long).to(self.device)
+        else:
+            order = torch.randperm(len(self.y), device=self.device, generator=self.gen)
+        weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch
+        n, b = len(order), self.batch_size
+        stop = n - n % b if self.drop_last and n >= b else n
+        for i in range(0, stop, b):
+            j = order[i:i + b]
+            if weights is not None:
+                yield self.x[j], self.y[j], weights[j]
+            else:
+                yield self.x[j], self.y[j]
+
+
+def to_device(splits: Splits, device: str, max_bytes: int = 4 << 30) -> Splits:
+    """``splits`` with its tensors on ``device``, kept for the process (a study's trials share
+    them: one copy per worker, not one per trial). Data larger than ``max_bytes`` stays on
+    the host, pinned, and is copied a batch at a time with ``non_blocking``."""
+    if device == "cpu":
+        return splits
+    key = (id(splits), device)
+    if key not in _ON_DEVICE:
+        tensors = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
+        size = sum(getattr(splits, t).numel() * getattr(splits, t).element_size() for t in tensors)
+        move = (lambda t: t.to(device)) if size <= max_bytes else (lambda t: t.pin_memory())
+        moved = dataclasses.replace(splits, **{t: move(getattr(splits, t)) for t in tensors})
+        _ON_DEVICE[key] = (splits, moved)  # holding ``splits`` keeps its id from being reused
+    return _ON_DEVICE[key][1]
+
+
+_ON_DEVICE: dict = {}
 
 
 class BatchAugment:

@@ -1,9 +1,9 @@
-"""One training run of one TrainConfig, on Composer's Trainer.
+"""One training run of one TrainConfig: set-up here, the steps in ``loop.py``.
 
-Composer drives the algorithms (its Algorithm + Event engine); effsearch keeps
-the per-batch work down (no train metrics, loggers or console output), moves
-uint8 batches to the device and augments them there, and keeps the clock:
-train seconds run from FIT_START and exclude evaluation (as DAWNBench does).
+Data stays on the device as uint8 and is augmented there in batches; Composer's
+algorithms run through its Engine inside effsearch's own loop (see ``loop.py``
+for why not Composer's Trainer). The result: history, final accuracies of the
+delivered model, and where the seconds went (setup, train, compile, eval).
 """
 
 from __future__ import annotations
@@ -47,54 +47,21 @@ def check_runnable(cfg: TrainConfig) -> str:
     return device
 
 
-def build_optimizer(cfg: TrainConfig, params):
+def build_optimizer(cfg: TrainConfig, params, device: str = "cpu"):
     o = cfg.optimizer
     lr = o.lr * (cfg.batch_size / 128 if o.scale_lr_with_batch else 1.0)
+    # One fused kernel for the whole update on a GPU (torch's default there is foreach: a few
+    # kernels per parameter group); CPU keeps torch's default.
+    fast = {"fused": True} if device == "cuda" else {}
     if o.name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                               weight_decay=o.weight_decay)
+                               weight_decay=o.weight_decay, **fast)
     if o.name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, betas=(o.momentum, o.beta2), weight_decay=o.weight_decay)
+        return torch.optim.AdamW(params, lr=lr, betas=(o.momentum, o.beta2), weight_decay=o.weight_decay, **fast)
     from composer.optim import DecoupledSGDW
 
     return DecoupledSGDW(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
                          nesterov=o.nesterov and o.momentum > 0)
-
-
-def build_scheduler(cfg: TrainConfig):
-    import composer.optim as co
-
-    s = cfg.schedule
-    warm = f"{s.warmup_fraction}dur"
-    if s.name == "constant":
-        return co.ConstantWithWarmupScheduler(t_warmup=warm)
-    if s.name == "multistep":
-        return co.MultiStepWithWarmupScheduler(t_warmup=warm, milestones=[f"{m}dur" for m in s.milestones],
-                                               gamma=s.gamma)
-    if s.name == "cosine":
-        return co.CosineAnnealingWithWarmupScheduler(t_warmup=warm, alpha_f=s.final_lr_fraction)
-    if s.name == "linear":
-        return co.LinearWithWarmupScheduler(t_warmup=warm, alpha_f=s.final_lr_fraction)
-    return OneCycle(s.warmup_fraction or 0.25, s.final_lr_fraction)
-
-
-class OneCycle:
-    """Linear ramp from ~0 to the peak, then linear decay (Smith's one-cycle, as in cifar10-fast)."""
-
-    def __init__(self, peak_at: float, final: float):
-        self.peak_at, self.final = peak_at, final
-
-    def __call__(self, state, ssr: float = 1.0) -> float:
-        p = float(state.get_elapsed_duration())
-        if p < self.peak_at:
-            return 0.05 + 0.95 * p / self.peak_at
-        return 1.0 - (1.0 - self.final) * (p - self.peak_at) / (1.0 - self.peak_at)
-
-
-def _duration(value: float, batches_per_epoch: int) -> str:
-    if float(value).is_integer():
-        return f"{int(value)}ep"
-    return f"{max(1, round(value * batches_per_epoch))}ba"
 
 
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
@@ -130,48 +97,50 @@ def _device_name(device: str) -> str:
 
 @dataclass
 class Prepared:
-    """A built run, before ``trainer.fit()``: what ``train`` and the tests work with."""
+    """A built run, before ``fit()``: what ``train`` and the tests work with."""
 
-    trainer: object
-    clock: object
+    loop: object
     gmp: object
     selection: object
-    val_loader: object
-    test_loader: object
-    eval_transform: object
+    splits: D.Splits  # on the run's device
     train_loader: object
+
+    @property
+    def state(self):
+        return self.loop.state
+
+    def fit(self) -> None:
+        self.loop.fit()
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
             on_eval: EvalHook | None = None, callbacks=(), data_root=None) -> Prepared:
-    """Build model, loaders, algorithms and Composer's Trainer for ``cfg``."""
+    """Build model, loader, algorithms and the loop for ``cfg``."""
     warnings.filterwarnings("ignore", module="composer")
     warnings.filterwarnings("ignore", message=".*torch.utils._pytree.*")
+    warnings.filterwarnings("ignore", message=".*GradScaler is enabled, but CUDA is not available.*")
     logging.getLogger("composer").setLevel(logging.ERROR)
-    from composer import Trainer
-    from composer.core import DataSpec, Evaluator
+    import composer  # noqa: F401  (installs a SIGINT handler, put back below)
 
     _restore_ctrl_c()
 
     from effsearch.trainer.algorithms import build_algorithms
     from effsearch.trainer.composer_model import EffModel
+    from effsearch.trainer.loop import Loop
     from effsearch.trainer.sparsity import GradualMagnitudePruning
-    from effsearch.trainer.timing import Clock
 
-    torch.manual_seed(cfg.seed)
     t_setup = time.perf_counter()
+    splits = D.to_device(splits, device)
+    torch.manual_seed(cfg.seed)
     module = build_model(cfg.model.name, splits.channels, splits.num_classes, cfg.model.width)
-    model = EffModel(module, splits.num_classes)
+    model = EffModel(module, splits.num_classes).to(device)
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
-    mean, std = splits.mean, splits.std
 
     def aug(train):
-        return D.BatchAugment(mean, std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
+        return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
                               train=train, channels_last=cfg.channels_last, seed=cfg.seed)
 
     train_loader, selection = _train_loader(cfg, splits, device, data_root)
-    val_loader = D.make_loader(splits.val_x, splits.val_y, batch_size=512, shuffle=False)
-    bpe = len(train_loader)
     algorithms = build_algorithms(cfg)
     if cfg.channels_last and "channels_last" not in cfg.algorithms:
         from composer.algorithms import ChannelsLast
@@ -184,34 +153,13 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
         algorithms.append(gmp)
     if selection is not None:
         algorithms.append(selection)
-    clock = Clock(cfg, device, result, on_eval, progress, bpe,
-                  point_extras=[selection.point_extra] if selection is not None else [])
-    optimizer = build_optimizer(cfg, model.parameters())
-    trainer = Trainer(
-        model=model,
-        train_dataloader=DataSpec(train_loader, batch_transforms=aug(True)),
-        eval_dataloader=Evaluator(label="eval", dataloader=DataSpec(val_loader, batch_transforms=aug(False)),
-                                  metric_names=["MulticlassAccuracy", "CrossEntropy"]),
-        eval_interval=_duration(cfg.eval_every, bpe),
-        max_duration=_duration(cfg.epochs, bpe),
-        optimizers=optimizer,
-        schedulers=build_scheduler(cfg),
-        step_schedulers_every_batch=True,
-        algorithms=algorithms,
-        callbacks=[clock, *callbacks],
-        loggers=[],
-        progress_bar=False,
-        log_to_console=False,
-        device=device,
-        precision=cfg.precision,
-        seed=cfg.seed,
-        device_train_microbatch_size=cfg.batch_size,
-        compile_config={} if cfg.compile else None,
-        python_log_level=None,
-    )
-    clock.setup_seconds = time.perf_counter() - t_setup
-    test_loader = D.make_loader(splits.test_x, splits.test_y, 512, False)
-    return Prepared(trainer, clock, gmp, selection, val_loader, test_loader, aug(False), train_loader)
+    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device), train_loader, aug(True), aug(False),
+                (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
+                on_eval=on_eval, progress=progress,
+                point_extras=[selection.point_extra] if selection is not None else [],
+                on_deliver=[gmp.apply_masks] if gmp is not None else [])
+    loop.setup_seconds = time.perf_counter() - t_setup
+    return Prepared(loop, gmp, selection, splits, train_loader)
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
@@ -219,24 +167,25 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
     from effsearch.trainer.sparsity import measure
 
     run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root)
+    loop = run.loop
+    result.final["setup_seconds"] = loop.setup_seconds
     try:
-        run.trainer.fit()
+        run.fit()
     finally:
-        run.clock.finish()
-        result.final.update(run.clock.summary())
+        result.final.update(loop.summary())
         if run.selection is not None:
             result.final["selection_seconds"] = run.selection.seconds
-    if run.gmp is not None:  # EMA/SWA may have swapped unmasked averages in at FIT_END
-        run.gmp.apply_masks()
-    final_model = run.trainer.state.model.module
+    # The delivered model: EMA's averages swapped in, sparsity masks applied (also to the
+    # averages EMA or SWA keep, which were never masked).
     t_eval = time.perf_counter()
-    val_acc, val_loss = evaluate(final_model, run.val_loader, run.eval_transform)
-    test_acc, _ = evaluate(final_model, run.test_loader, run.eval_transform)
-    result.final.update(
-        val_accuracy=val_acc, val_loss=val_loss, test_accuracy=test_acc,
-        final_eval_seconds=time.perf_counter() - t_eval, **measure(final_model))
-    if run.clock.stop_reason:
-        result.status, result.reason = run.clock.stop_status, run.clock.stop_reason
+    with loop.delivered() as model:
+        val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
+        test_acc, _ = loop.evaluate(run.splits.test_x, run.splits.test_y)
+        sizes = measure(model)
+    result.final.update(val_accuracy=val_acc, val_loss=val_loss, test_accuracy=test_acc,
+                        final_eval_seconds=time.perf_counter() - t_eval, **sizes)
+    if loop.stop_reason:
+        result.status, result.reason = loop.stop_status, loop.stop_reason
     elif not math.isfinite(val_loss):
         result.status, result.reason = "diverged", "validation loss is not finite"
     else:
@@ -254,29 +203,32 @@ def _restore_ctrl_c() -> None:
 
 
 def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=None):
-    """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it."""
+    """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it.
+
+    Batches come from tensors on the device (``DeviceBatches``) unless an algorithm needs
+    torchvision's per-image transforms (RandAugment, AugMix: a DataLoader on the host) or
+    the loader is FFCV's."""
     if cfg.loader == "ffcv":
         from effsearch.trainer.ffcv_loader import make_train_loader
 
         return make_train_loader(cfg, splits, device, data_root)
+    from effsearch.trainer.algorithms import ALGORITHMS
+
+    per_image = any(ALGORITHMS[name].needs_torch_loader for name in cfg.algorithms)
+    # A compiled model sees one batch shape: the last partial batch would compile a second graph.
+    drop_last = cfg.compile
     if cfg.selection.strategy == "full":
-        return D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=True, seed=cfg.seed), None
+        if per_image:
+            return D.make_loader(splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True,
+                                 seed=cfg.seed, drop_last=drop_last), None
+        return D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
+                               drop_last=drop_last), None
     from effsearch.trainer.selection import make_selection
 
-    return make_selection(cfg, splits, device)
-
-
-@torch.no_grad()
-def evaluate(module: torch.nn.Module, loader, transform) -> tuple[float, float]:
-    """Accuracy and mean loss of ``module`` over ``loader`` (eval mode, no grad)."""
-    was_training = module.training
-    module.eval()
-    correct, total, loss = 0, 0, 0.0
-    for batch in loader:
-        x, y = transform(batch)[:2]
-        out = module(x)
-        loss += torch.nn.functional.cross_entropy(out.float(), y, reduction="sum").item()
-        correct += int((out.argmax(1) == y).sum())
-        total += len(y)
-    module.train(was_training)
-    return correct / max(total, 1), loss / max(total, 1)
+    loader, selection = make_selection(cfg, splits, device)
+    if per_image:
+        return loader, selection
+    batches = D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
+                              sampler=loader.sampler, weights=loader.dataset.weights, drop_last=drop_last)
+    selection.dataset = batches  # it writes the weights of each new subset here
+    return batches, selection

@@ -222,6 +222,8 @@ def resolve_greedy(cfg, n: int, labels: np.ndarray, classes: int) -> str | None:
 class SubsetSelection(Algorithm):
     """Chooses the training subset at ``EPOCH_START`` (inside the train clock)."""
 
+    batch_events = ()  # nothing per batch
+
     def __init__(self, cfg, splits: D.Splits, device: str, dataset: D.TensorImages, sampler: SubsetSampler,
                  budget: int, greedy: str | None):
         self.cfg, self.device, self.budget, self.greedy = cfg, device, budget, greedy

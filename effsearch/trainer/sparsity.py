@@ -28,6 +28,8 @@ def prunable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 class GradualMagnitudePruning(Algorithm):
+    batch_events = ("batch_end",)  # masks re-applied after every step (effsearch's loop fires only these)
+
     def __init__(self, target: float, schedule: str = "polynomial", start: float = 0.1,
                  end: float = 0.75, update_every: int = 20):
         self.target, self.schedule = target, schedule

@@ -1,0 +1,324 @@
+"""effsearch's training loop: a hand-written hot path; Composer's algorithms through its Engine.
+
+Composer's ``Trainer`` costs about 2x a plain loop per step on an H100 (four host
+syncs a step: the loss for its logger, the batch size and wall time all-reduced
+across ranks, a closure's ``.item()``; a deep copy of every batch; twelve events
+walked through every algorithm and callback). Here a step is what a hand-written
+loop does, plus, only when an algorithm of the run listens to it, Composer's
+event at the same point, with Composer's own ``State`` and ``Engine``: Composer
+stays the source of the algorithms, and they see the state they expect.
+
+No host sync inside an epoch on a GPU: the loss accumulates on the device and is
+read at evaluation points (and once an epoch, to catch divergence); the clock
+synchronises only at fit start, evaluation boundaries and fit end. Train seconds
+run from FIT_START and exclude evaluation (as DAWNBench does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from composer.core import Engine, Event, State, Time, TimeUnit, Timestamp
+
+from effsearch.trainer.schedule import factors
+
+# Composer's per-batch events, in its order. Each ``run_event`` walks every algorithm's
+# ``match`` (~10 us); twelve of them a step would cost as much as a small GPU step, so
+# only the events some algorithm of the run listens to are fired (see ``listens``).
+BATCH_EVENTS = (
+    Event.AFTER_DATALOADER, Event.BATCH_START, Event.BEFORE_TRAIN_BATCH, Event.BEFORE_FORWARD,
+    Event.AFTER_FORWARD, Event.BEFORE_LOSS, Event.AFTER_LOSS, Event.BEFORE_BACKWARD, Event.AFTER_BACKWARD,
+    Event.AFTER_TRAIN_BATCH, Event.BATCH_END, Event.BATCH_CHECKPOINT,
+)
+EVAL_BATCH = 1024  # evaluation batches: large, no gradients
+
+
+def listens(algorithm) -> tuple:
+    """The per-batch events ``algorithm`` can act on: its ``batch_events``, else the
+    table in ``algorithms.ALGORITHMS`` (checked against each ``match`` by a test), else all."""
+    own = getattr(algorithm, "batch_events", None)
+    if own is None:
+        from effsearch.trainer.algorithms import BY_COMPOSER_NAME
+
+        spec = BY_COMPOSER_NAME.get(type(algorithm).__name__)
+        own = spec.batch_events if spec is not None else BATCH_EVENTS
+    return tuple(Event(e) for e in own)
+
+
+def composer_device(device: str):
+    """Composer's Device for effsearch's resolved device name ('cpu' or 'cuda')."""
+    from composer.devices import DeviceCPU, DeviceGPU
+
+    return DeviceGPU() if device == "cuda" else DeviceCPU()
+
+
+class Loop:
+    """One run: ``fit()`` trains, ``evaluate()`` measures the model a user would get now.
+
+    ``point_extras`` are callables adding fields to each history point; ``on_eval(point)``
+    may return a reason to stop (the study's pruner).
+    """
+
+    def __init__(self, cfg, model, optimizer, loader, augment, eval_augment, val, device: str, result,
+                 algorithms=(), callbacks=(), on_eval=None, progress: bool = False, point_extras=(),
+                 on_deliver=()):
+        self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
+        self.augment, self.eval_augment, self.val = augment, eval_augment, val
+        self.on_eval, self.progress, self.point_extras = on_eval, progress, list(point_extras)
+        self.on_deliver = list(on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
+        self.cuda = device == "cuda"
+        self.bpe = max(1, len(loader))
+        self.total = max(1, round(cfg.epochs * self.bpe))
+        every = max(1, round(cfg.eval_every * self.bpe))
+        self.eval_steps = set(range(every, self.total + 1, every)) | {self.total}
+        self.lr_factors = factors(cfg.schedule, self.total)
+
+        state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(device),
+                      max_duration=Time(self.total, TimeUnit.BATCH), device_train_microbatch_size=cfg.batch_size,
+                      precision=cfg.precision, optimizers=optimizer, algorithms=list(algorithms),
+                      callbacks=list(callbacks))
+        state.set_dataloader(loader, "train")
+        state.train_dataloader = loader
+        from composer.loggers import Logger
+
+        self.state, self.logger = state, Logger(state, [])
+        self.engine = Engine(state, self.logger)
+        model.logger = self.logger
+        self.engine.run_event(Event.INIT)  # model surgery (BlurPool, ChannelsLast, ...)
+        self.engine.run_event(Event.AFTER_LOAD)  # SAM wraps the optimizer here
+        from composer.utils import reproducibility
+
+        reproducibility.seed_all(cfg.seed)  # as Composer's Trainer: INIT's surgery may have drawn numbers
+
+        # Tests' probes are callbacks: they see every event. Otherwise only what algorithms use.
+        events = set(BATCH_EVENTS) if callbacks else {e for a in state.algorithms for e in listens(a)}
+        self.events = frozenset(events)
+        self.timed = bool(self.events)  # algorithms that act per batch read state.timestamp
+        self.optimizer = state.optimizers[0]
+        for group in self.optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        # Composer's SAM needs a closure (it runs forward and backward twice); nothing else gets one,
+        # since a closure's loss is read on the host every step.
+        self.closure = type(self.optimizer).__name__ == "SAMOptimizer"
+        self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
+        dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
+        self.autocast = torch.autocast("cuda", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+        self.eval_module = model.module  # evaluation stays eager (a compiled graph recompiles for eval)
+        self.compile_seconds = 0.0
+        if cfg.compile:
+            model.use_compiled(torch.compile(model.module, mode=cfg.compile_mode))
+        # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU.
+        self.check_every = 1 if not self.cuda else 0
+
+        self.step = self.epoch = self.batch_in_epoch = self.samples = self.samples_in_epoch = 0
+        self.loss_sum = torch.zeros((), device=device)
+        self.loss_steps = 0
+        self.t0 = self.t_end = None
+        self.eval_seconds = 0.0
+        self.stop_status = self.stop_reason = ""
+        self.bar = None
+
+    # -- the clock ------------------------------------------------------------------
+    def _now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def train_seconds(self, now: float | None = None) -> float:
+        if self.t0 is None:
+            return 0.0
+        end = now if now is not None else (self.t_end or self._now())
+        return end - self.t0 - self.eval_seconds
+
+    def _sync_time(self) -> None:
+        self.state.timestamp = Timestamp(epoch=self.epoch, batch=self.step, sample=self.samples,
+                                         batch_in_epoch=self.batch_in_epoch, sample_in_epoch=self.samples_in_epoch)
+
+    def _fire(self, event) -> None:
+        if event in self.events:
+            self.engine.run_event(event)
+
+    # -- training ---------------------------------------------------------------------
+    def fit(self) -> None:
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, unit="batch", desc="train", dynamic_ncols=True, leave=False)
+        if self.cuda:
+            torch.backends.cudnn.benchmark = True
+        self.model.train()
+        self._sync_time()
+        self.engine.run_event(Event.FIT_START)
+        self.t0 = self._now()
+        try:
+            while self.step < self.total and not self.stop_reason:
+                self._epoch()
+            self._sync_time()
+            self.engine.run_event(Event.FIT_END)  # sparsity's last pruning: inside the clock
+            self.t_end = self._now()
+        finally:
+            self.finish()
+
+    def _epoch(self) -> None:
+        self._sync_time()
+        self.engine.run_event(Event.EPOCH_START)  # CORDS selection: inside the clock
+        for batch in self.loader:
+            n = len(batch[1])
+            self._train_step(batch)
+            self.step += 1
+            self.batch_in_epoch += 1
+            self.samples += n
+            self.samples_in_epoch += n
+            if self.timed:
+                self._sync_time()
+                self._fire(Event.BATCH_END)
+                self._fire(Event.BATCH_CHECKPOINT)
+            if self.bar is not None:
+                self.bar.update(1)
+            if self.step in self.eval_steps:
+                self._eval_point()
+            if self.stop_reason or self.step >= self.total:
+                break
+        if self.batch_in_epoch >= len(self.loader) or self.step >= self.total:
+            self.epoch += 1
+            self.batch_in_epoch = self.samples_in_epoch = 0
+            if self.check_every == 0 and not self.stop_reason:
+                self._check_loss(float(self.loss_sum), f"by the end of epoch {self.epoch} (batch {self.step})")
+            self._sync_time()
+            self.engine.run_event(Event.EPOCH_END)  # LayerFreezing, SWA per epoch
+            self.engine.run_event(Event.EPOCH_CHECKPOINT)
+
+    def _train_step(self, batch) -> None:
+        st = self.state
+        st.batch = self.augment(batch)
+        self._fire(Event.AFTER_DATALOADER)
+        self._fire(Event.BATCH_START)
+        lr = self.lr_factors[self.step]
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["initial_lr"] * lr
+        first = self.cfg.compile and self.step == 0
+        if first:
+            t = self._now()
+        if self.closure:
+            current = st.batch
+            loss = self.optimizer.step(closure=lambda **kw: self._forward_backward(current).item())
+            loss = torch.as_tensor(loss if loss is not None else float("nan"), device=self.device)
+        else:
+            loss = self._forward_backward(st.batch)
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        if first:
+            self.compile_seconds = self._now() - t  # the first step compiles; the user pays it
+        loss = loss.detach()
+        self.loss_sum += loss
+        self.loss_steps += 1
+        if self.check_every and self.step % self.check_every == 0:
+            self._check_loss(float(loss), f"at batch {self.step + 1}")
+
+    def _forward_backward(self, batch) -> torch.Tensor:
+        st, fire = self.state, self._fire
+        st.batch = batch
+        fire(Event.BEFORE_TRAIN_BATCH)
+        self.optimizer.zero_grad(set_to_none=True)
+        fire(Event.BEFORE_FORWARD)
+        with self.autocast:
+            st.outputs = self.model(st.batch)
+        fire(Event.AFTER_FORWARD)
+        fire(Event.BEFORE_LOSS)
+        with self.autocast:
+            st.loss = self.model.loss(st.outputs, st.batch)
+        fire(Event.AFTER_LOSS)
+        fire(Event.BEFORE_BACKWARD)
+        loss = st.loss
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        fire(Event.AFTER_BACKWARD)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # Composer's order: unscaled before AFTER_TRAIN_BATCH
+        fire(Event.AFTER_TRAIN_BATCH)
+        return loss
+
+    def _check_loss(self, value: float, where: str) -> None:
+        if not math.isfinite(value):
+            self._stop("diverged", f"training loss became {value} {where}")
+
+    def _stop(self, status: str, reason: str) -> None:
+        if not self.stop_reason:
+            self.stop_status, self.stop_reason = status, reason
+
+    # -- evaluation ---------------------------------------------------------------------
+    def _eval_point(self) -> None:
+        t = self._now()
+        self._sync_time()
+        with self.delivered():
+            acc, loss = self.evaluate(*self.val)
+        train_loss = float(self.loss_sum) / max(self.loss_steps, 1)  # one read per point: the GPU is idle here
+        self.loss_sum.zero_()
+        self.loss_steps = 0
+        point = {"epoch": round(self.step / self.bpe, 4), "samples_seen": self.samples,
+                 "train_seconds": self.train_seconds(t), "val_accuracy": acc, "val_loss": loss,
+                 "train_loss": train_loss}
+        for extra in self.point_extras:
+            point.update(extra())
+        self.result.history.append(point)
+        if self.bar is not None:
+            self.bar.set_postfix(val_acc=f"{acc:.4f}", refresh=False)
+        if not math.isfinite(loss):
+            self._stop("diverged", "validation loss is not finite")
+        elif not math.isfinite(train_loss):
+            self._check_loss(train_loss, f"by batch {self.step}")
+        elif self.on_eval is not None and not self.stop_reason:
+            reason = self.on_eval(point)
+            if reason:
+                self._stop("pruned", reason)
+        self.eval_seconds += self._now() - t
+
+    @contextlib.contextmanager
+    def delivered(self):
+        """The model a user would get if training stopped now: EVAL_START/EVAL_END let EMA swap
+        its averaged weights in and back out, and ``on_deliver`` (sparsity masks) applies to them."""
+        self.engine.run_event(Event.EVAL_START)
+        try:
+            for hook in self.on_deliver:
+                hook()
+            yield self.eval_module
+        finally:
+            self.engine.run_event(Event.EVAL_END)
+
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """Accuracy and mean loss of the model on ``(x, y)``: large batches, no gradients, the
+        run's precision, one read back. Use inside ``delivered()``."""
+        module = self.eval_module
+        was_training = module.training
+        module.eval()
+        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        total_loss = torch.zeros((), device=self.device)
+        try:
+            with torch.no_grad(), self.autocast:
+                for i in range(0, len(y), EVAL_BATCH):
+                    xb, yb = self.eval_augment((x[i:i + EVAL_BATCH], y[i:i + EVAL_BATCH]))
+                    out = module(xb).float()
+                    total_loss += F.cross_entropy(out, yb, reduction="sum")
+                    correct += (out.argmax(1) == yb).sum()
+        finally:
+            module.train(was_training)
+        n = max(len(y), 1)
+        c, lsum = torch.stack([correct.float(), total_loss]).tolist()
+        return c / n, lsum / n
+
+    def finish(self) -> None:
+        if self.t_end is None and self.t0 is not None:
+            self.t_end = self._now()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def summary(self) -> dict:
+        return {"train_seconds": self.train_seconds(), "eval_seconds": self.eval_seconds,
+                "compile_seconds": self.compile_seconds}
