@@ -15,7 +15,7 @@ from effsearch import config as C
 from effsearch.config import TrainConfig
 from effsearch.spaces.dims import Dim, get_path, set_path
 from effsearch.spaces.machine import Machine
-from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK
+from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK, RESHAPES_BATCHES
 
 GROUPS = ("system", "budget", "optimizer", "schedule", "data", "sparsity", "algorithms")
 
@@ -62,6 +62,8 @@ def why_not(algo: str, cfg: dict) -> str | None:
         return "needs loader torch"
     if algo == "sam" and cfg.get("precision") == "amp_fp16":
         return "needs precision other than amp_fp16"
+    if algo in RESHAPES_BATCHES and cfg.get("compile"):
+        return "needs compile off (new batch shapes recompile)"
     if algo == "selective_backprop" and get_path(cfg, "selection.strategy") in _weighted():
         return "needs an unweighted selection strategy"
     on = set(cfg.get("algorithms") or {})
@@ -152,6 +154,8 @@ def _gate_rules(algo: str) -> list[tuple[str | None, str]]:
         rules.append(("loader", "loader torch"))
     if algo == "sam":
         rules.append(("precision", "precision != amp_fp16"))
+    if algo in RESHAPES_BATCHES:
+        rules.append(("compile", "compile off"))
     if algo == "selective_backprop":
         rules.append(("selection.strategy", "unweighted selection"))
     for pair in CONFLICTS:

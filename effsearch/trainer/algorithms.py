@@ -219,31 +219,12 @@ def build_algorithms(cfg) -> list:
     """Instantiate the Composer algorithms named in ``cfg.algorithms`` (imports Composer)."""
     import composer.algorithms as ca
 
-    if "ghost_batchnorm" in cfg.algorithms:
-        _ghost_batchnorm_takes_small_batches()
+    from effsearch.trainer import composer_compat
+
+    composer_compat.apply()
     out = []
     for name, params in cfg.algorithms.items():
         spec = ALGORITHMS[name]
         kwargs = {**spec.params, **(params or {}), **spec.fixed}
         out.append(getattr(ca, spec.composer_name)(**kwargs))
     return out
-
-
-def _ghost_batchnorm_takes_small_batches() -> None:
-    """Composer's GhostBatchNorm raises on a batch smaller than its ghost batch, which every
-    epoch's last partial batch, a CORDS subset's or SelectiveBackprop's kept part can be.
-    Such a batch is one ghost batch: normalise it whole, as the chunks would be."""
-    from composer.algorithms.ghost_batchnorm import ghost_batchnorm as g
-
-    cls = g._GhostBatchNorm
-    if getattr(cls, "_effsearch_small_batches", False):
-        return
-    forward = cls.forward
-
-    def tolerant(self, input):
-        if input.shape[0] < self.ghost_batch_size:
-            return self.batchnorm(input)
-        return forward(self, input)
-
-    cls.forward = tolerant
-    cls._effsearch_small_batches = True

@@ -49,11 +49,15 @@ def listens(algorithm) -> tuple:
     return tuple(Event(e) for e in own)
 
 
+# effsearch's device names -> Composer's (Composer refuses 'cuda': it wants 'gpu').
+COMPOSER_DEVICES = {"cpu": "cpu", "cuda": "gpu"}
+
+
 def composer_device(device: str):
     """Composer's Device for effsearch's resolved device name ('cpu' or 'cuda')."""
-    from composer.devices import DeviceCPU, DeviceGPU
+    from composer.utils import get_device
 
-    return DeviceGPU() if device == "cuda" else DeviceCPU()
+    return get_device(COMPOSER_DEVICES[device])
 
 
 class Loop:
@@ -321,4 +325,4 @@ class Loop:
 
     def summary(self) -> dict:
         return {"train_seconds": self.train_seconds(), "eval_seconds": self.eval_seconds,
-                "compile_seconds": self.compile_seconds}
+                "compile_seconds": self.compile_seconds, "steps": self.step}

@@ -44,8 +44,15 @@ class RunResult:
         return cls(**json.loads(Path(path).read_text()))
 
 
-def time_to_target(history: list, target: float) -> float | None:
-    """Train seconds at the first evaluation at or above ``target``."""
+def time_to_target(history: list, target: float, final_accuracy: float | None = None) -> float | None:
+    """Train seconds at the first evaluation at or above ``target``.
+
+    With ``final_accuracy`` (the delivered model's validation accuracy), a run whose final
+    model misses the target has no time to target: a crossing earlier in training was not
+    earned by the model the user gets (sparsity pruned further after it, say).
+    """
+    if final_accuracy is not None and not final_accuracy >= target:
+        return None
     for point in history:
         acc = point.get("val_accuracy")
         if acc is not None and acc >= target:

@@ -81,7 +81,12 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
         raise
     finally:
         result.final.setdefault("data_seconds", data_seconds)
-        result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
+        # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
+        final_acc = result.final.get("val_accuracy", float("nan"))
+        result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
+        crossed = time_to_target(result.history, cfg.target_accuracy)
+        if crossed is not None and result.time_to_target is None:
+            result.final["target_crossed_at"] = crossed  # shown, never counted
         if out is not None:
             result.save(out / "result.json")
     return result

@@ -1,0 +1,210 @@
+"""effsearch's own loop: Composer's algorithms get the events they act on (and nothing else
+costs a step), schedules match Composer's, devices map to Composer's names, evaluation
+measures the delivered model, and a time to target is earned by it."""
+
+import pytest
+import torch
+from composer.core import Event, Time, TimeUnit, Timestamp
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.trainer import data as D
+from effsearch.trainer import loop as L
+from effsearch.trainer.algorithms import ALGORITHMS
+from effsearch.trainer.result import RunResult, time_to_target
+from effsearch.trainer.run import prepare, resolve_device, train
+from tests.conftest import tiny
+
+
+def prepared(overrides):
+    cfg = TrainConfig.from_dict(tiny(**overrides))
+    return prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict())), cfg
+
+
+VARIANTS = {  # parameters that change which events an algorithm matches
+    "mixup": [{}, {"interpolate_loss": True}],
+    "cutmix": [{}, {"interpolate_loss": True}],
+    "stochastic_depth": [{"drop_warmup": 0.5}],
+    "swa": [{"update_interval": "1ba"}, {"update_interval": "1ep"}],
+    "selective_backprop": [{"start": 0.0, "end": 1.0}],
+    "ema": [{"half_life": "2ba"}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_each_algorithm_matches_no_per_batch_event_outside_its_table(name):
+    """The loop fires only the per-batch events in ALGORITHMS[name].batch_events: every other one
+    must be one the algorithm's own match() refuses, at the start, middle and end of training."""
+    model = {"model.name": "resnet-bottleneck", "model.width": 4} if ALGORITHMS[name].needs_bottleneck else {}
+    for params in VARIANTS.get(name, [{}]):
+        run, _ = prepared({"algorithms": {name: params}, **model})
+        state = run.state
+        algo = next(a for a in state.algorithms if type(a).__name__ == ALGORITHMS[name].composer_name)
+        listened = set(L.listens(algo))
+        total = int(state.max_duration.value)
+        for step in (0, total // 2, total - 1):
+            state.timestamp = Timestamp(batch=step, sample=step * 32, batch_in_epoch=step % 4)
+            for event in set(L.BATCH_EVENTS) - listened:
+                assert not algo.match(event, state), f"{name} {params} matches {event} at batch {step}"
+
+
+def test_a_run_without_algorithms_fires_no_per_batch_event(monkeypatch):
+    from composer.core import Engine
+
+    fired = []
+    original = Engine.run_event
+    monkeypatch.setattr(Engine, "run_event", lambda self, e: (fired.append(Event(e)), original(self, e))[1])
+    run, cfg = prepared({"epochs": 3, "dataset.synthetic_size": 400})
+    run.fit()
+    steps = run.loop.step
+    assert steps == 3 * 10 and run.loop.events == frozenset()
+    assert not set(fired) & set(L.BATCH_EVENTS)
+    assert len(fired) < steps  # a few per epoch and per evaluation, none per step
+
+
+def test_label_smoothing_gets_its_events_and_others_stay_off():
+    run, _ = prepared({"algorithms": {"label_smoothing": {}}})
+    assert run.loop.events == {Event.BEFORE_LOSS, Event.AFTER_LOSS}
+
+
+@pytest.mark.parametrize("name, warmup, final, extra", [
+    ("cosine", 0.2, 0.1, {}), ("cosine", 0.0, 0.0, {}), ("linear", 0.1, 0.05, {}),
+    ("constant", 0.3, 0.0, {}), ("multistep", 0.1, 0.0, {"milestones": [0.5, 0.8], "gamma": 0.2}),
+])
+def test_schedule_table_matches_composers_schedulers(name, warmup, final, extra):
+    import composer.optim as co
+
+    from effsearch.trainer.schedule import factors
+
+    run, _ = prepared({})
+    state = run.state
+    total = 50
+    state.max_duration = Time(total, TimeUnit.BATCH)
+    warm = f"{warmup}dur"
+    composer = {
+        "cosine": lambda: co.CosineAnnealingWithWarmupScheduler(t_warmup=warm, alpha_f=final),
+        "linear": lambda: co.LinearWithWarmupScheduler(t_warmup=warm, alpha_f=final),
+        "constant": lambda: co.ConstantWithWarmupScheduler(t_warmup=warm),
+        "multistep": lambda: co.MultiStepWithWarmupScheduler(
+            t_warmup=warm, milestones=[f"{m}dur" for m in extra["milestones"]], gamma=extra["gamma"]),
+    }[name]()
+    cfg = TrainConfig.from_dict(tiny(**{"schedule": {"name": name, "warmup_fraction": warmup,
+                                                     "final_lr_fraction": final, **extra}}))
+    ours = factors(cfg.schedule, total)
+    for step in range(total):
+        state.timestamp = Timestamp(batch=step)
+        assert ours[step] == pytest.approx(float(composer(state)), abs=1e-6), step
+
+
+def test_onecycle_ramps_then_decays():
+    from effsearch.trainer.schedule import factors
+
+    cfg = TrainConfig.from_dict(tiny(**{"schedule": {"name": "onecycle", "warmup_fraction": 0.25,
+                                                     "final_lr_fraction": 0.0}}))
+    f = factors(cfg.schedule, 100)
+    assert f[0] == pytest.approx(0.05) and max(f) == pytest.approx(f[25]) and f[25] == pytest.approx(1.0)
+    assert f[-1] == pytest.approx(1 / 75) and all(a >= b for a, b in zip(f[25:], f[26:]))
+
+
+def test_devices_map_to_composers_names(monkeypatch):
+    """Composer refuses 'cuda'; 'auto' on a CUDA machine must reach Composer as 'gpu'."""
+    import composer.utils
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    for device in ("auto", "cuda"):
+        cfg = TrainConfig.from_dict(tiny(device=device, precision="amp_bf16"))
+        assert resolve_device(cfg) == "cuda"
+    asked = []
+    monkeypatch.setattr(composer.utils, "get_device", lambda name: asked.append(name) or name)
+    assert L.composer_device("cuda") == "gpu" and L.composer_device("cpu") == "cpu"
+    assert asked == ["gpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device(TrainConfig.from_dict(tiny(device="auto"))) == "cpu"
+
+
+def test_evaluations_measure_the_delivered_model():
+    """EMA: every evaluation sees the averaged weights the run delivers; sparsity: the masked ones."""
+    for extra in ({"algorithms": {"ema": {"half_life": "1000ba"}}},
+                  {"sparsity.target": 0.8, "sparsity.schedule": "constant", "sparsity.start": 0.0,
+                   "sparsity.update_every": 1, "algorithms": {"ema": {"half_life": "5ba"}}}):
+        r = train(TrainConfig.from_dict(tiny(epochs=3, **extra)), progress=False)
+        assert r.status == "completed", r.reason
+        assert r.history[-1]["val_accuracy"] == r.final["val_accuracy"], extra
+        assert r.history[-1]["val_loss"] == pytest.approx(r.final["val_loss"], rel=1e-6), extra
+    assert abs(r.final["sparsity"] - 0.8) < 0.01
+
+
+def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
+    h = [{"train_seconds": 1, "val_accuracy": 0.5}, {"train_seconds": 2, "val_accuracy": 0.95}]
+    assert time_to_target(h, 0.9, final_accuracy=0.91) == 2
+    assert time_to_target(h, 0.9, final_accuracy=0.2) is None
+    assert time_to_target(h, 0.9, final_accuracy=float("nan")) is None
+
+    # A run whose evaluations cross the target but whose delivered model misses it.
+    scores = iter([(0.9, 0.3), (0.9, 0.3), (0.1, 2.0), (0.1, 2.0)])
+    monkeypatch.setattr(L.Loop, "evaluate", lambda self, x, y: next(scores))
+    r = train(TrainConfig.from_dict(tiny(epochs=2, target_accuracy=0.5)), progress=False)
+    assert [p["val_accuracy"] for p in r.history] == [0.9, 0.9]
+    assert r.final["val_accuracy"] == 0.1
+    assert r.time_to_target is None and r.final["target_crossed_at"] == r.history[0]["train_seconds"]
+
+
+def test_compile_refuses_algorithms_that_change_batch_shapes():
+    with pytest.raises(ConfigError, match="algorithms.progressive_resizing: cannot be combined with compile"):
+        TrainConfig.from_dict(tiny(compile=True, algorithms={"progressive_resizing": {}}))
+    with pytest.raises(ConfigError, match="compile_mode: must be one of"):
+        TrainConfig.from_dict(tiny(compile_mode="fast"))
+
+
+def test_device_batches_serve_every_sample_once_an_epoch_with_weights():
+    x = torch.arange(10, dtype=torch.uint8).view(10, 1, 1, 1)
+    y = torch.arange(10)
+    b = D.DeviceBatches(x, y, 4, seed=0, device="cpu")
+    assert len(b) == 3 and len(b.dataset) == 10
+    assert sorted(torch.cat([yb for _, yb in b]).tolist()) == list(range(10))
+    dropped = D.DeviceBatches(x, y, 4, seed=0, device="cpu", drop_last=True)
+    assert len(dropped) == 2 and [len(yb) for _, yb in dropped] == [4, 4]
+    w = torch.zeros(10)
+    sampler = [7, 3, 5]
+    weighted = D.DeviceBatches(x, y, 2, seed=0, device="cpu", sampler=sampler, weights=w)
+    w[[7, 3, 5]] = torch.tensor([0.7, 0.3, 0.5])  # written in place, as the selection does
+    got = {int(yy): float(ww) for _, yb, wb in weighted for yy, ww in zip(yb, wb)}
+    assert got == pytest.approx({7: 0.7, 3: 0.3, 5: 0.5})
+
+
+def test_blurpool_and_ghost_batchnorm_compile_without_graph_breaks():
+    """composer_compat's patches: Dynamo traces the whole surgered model in one graph."""
+    import torch._dynamo
+
+    run, _ = prepared({"algorithms": {"blurpool": {"min_channels": 1}, "ghost_batchnorm": {"ghost_batch_size": 8}}})
+    module = run.state.model.module
+    names = {type(m).__name__ for m in module.modules()}
+    assert {"BlurMaxPool2d", "GhostBatchNorm2d"} <= names
+    module.train()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(module)(torch.randn(32, 3, 16, 16))
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
+def test_ghost_batchnorm_patch_keeps_composers_statistics():
+    """Chunks normalised alone, running averages moved by momentum / nchunks per chunk, as
+    Composer's own forward does, and a batch under one ghost batch normalised whole."""
+    from composer.algorithms.ghost_batchnorm.ghost_batchnorm import GhostBatchNorm2d
+
+    from effsearch.trainer import composer_compat
+
+    composer_compat.apply()
+    torch.manual_seed(0)
+    ref = torch.nn.BatchNorm2d(3)
+    ghost = GhostBatchNorm2d(ghost_batch_size=8, base_batchnorm=torch.nn.BatchNorm2d(3))
+    x = torch.randn(20, 3, 4, 4) * 3 + 1
+    out = ghost(x)
+    ref.momentum = 0.1 / 3
+    expected = torch.cat([ref(c) for c in x.chunk(3, 0)])
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert torch.allclose(ghost.batchnorm.running_mean, ref.running_mean, atol=1e-6)
+    assert torch.allclose(ghost.batchnorm.running_var, ref.running_var, atol=1e-6)
+    assert ghost.batchnorm.momentum == 0.1  # never touched
+    small = ghost(x[:5])
+    assert small.shape == (5, 3, 4, 4)
