@@ -48,6 +48,8 @@ def spec(default: Any = dataclasses.MISSING, *, choices=None, low=None, high=Non
 
 DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck")
+# Each model's channel width at ``model.width: 0``.
+MODEL_WIDTHS = {"tiny-cnn": 32, "resnet9": 64, "resnet20": 16, "resnet56": 16, "resnet-bottleneck": 16}
 OPTIMIZERS = ("sgd", "adamw", "sgdw")
 SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
@@ -82,7 +84,8 @@ class DatasetConfig:
 @dataclass
 class ModelConfig:
     name: str = spec("tiny-cnn", choices=MODELS)
-    width: int = spec(0, low=0, high=1024, help="base channel width (0: the model's default)")
+    width: int = spec(0, low=0, high=1024, help="channels of the first layer (0: the model's default, "
+                                                 "MODEL_WIDTHS)")
 
 
 @dataclass

@@ -82,7 +82,7 @@ def test_include_exclude_ranges_and_fixed():
                "fixed": {"optimizer.name": "sgd", "algorithms.mixup.alpha": 0.3}}
     space = Space.build(base(), section, CPU)
     assert space.active == {"epochs", "batch_size", "optimizer.lr", "optimizer.lr@adamw",
-                            "optimizer.weight_decay", "algorithms.mixup"}
+                            "optimizer.weight_decay", "optimizer.nesterov", "algorithms.mixup"}
     for params, cfg in sample(space, 60):
         assert cfg.optimizer.name == "sgd" and "optimizer.name" not in params
         assert 0.01 <= cfg.optimizer.lr <= 0.2 and cfg.batch_size in (32, 64)

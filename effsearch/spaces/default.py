@@ -17,7 +17,7 @@ from effsearch.spaces.dims import Dim, get_path, set_path
 from effsearch.spaces.machine import Machine
 from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK, RESHAPES_BATCHES
 
-GROUPS = ("system", "budget", "optimizer", "schedule", "data", "sparsity", "algorithms")
+GROUPS = ("system", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
 
 # Strategies offered by default: the per-batch CORDS variants are the affordable ones.
 STRATEGIES = ("full", "random", "random-online", "glister-pb", "craig-pb", "gradmatch-pb")
@@ -201,6 +201,22 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     set_path(cfg, "selection.select_every", every)
 
 
+def batch_sizes(base: int) -> tuple:
+    """Powers of two from a quarter of the base batch up to 2048 (and at least twice the base):
+    the fast GPU recipes train with large batches and the lr scaled to them."""
+    out, b = [], 8
+    while b <= max(2048, 2 * base):
+        if b >= base // 4 and (b <= 2048 or b <= 2 * base):
+            out.append(b)
+        b *= 2
+    return tuple(sorted(set(out) | {base}))
+
+
+def widths(base: TrainConfig) -> tuple:
+    w = base.model.width or C.MODEL_WIDTHS[base.model.name]
+    return tuple(sorted({max(4, w // 2), w, 2 * w}))
+
+
 def _sgd_family(cfg: dict) -> bool:
     return get_path(cfg, "optimizer.name") in ("sgd", "sgdw")
 
@@ -222,17 +238,24 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         Dim("precision", "system", "cat", choices=precisions, machine_check=precision_check,
             help="numeric precision (AMP needs CUDA)"),
         Dim("channels_last", "system", "cat", choices=(False, True), help="NHWC memory format"),
-        Dim("compile", "system", "cat", choices=(False, True), help="torch.compile the model"),
+        Dim("compile", "system", "cat", choices=(False, True),
+            help="torch.compile the model (compile time counts as train time)"),
+        Dim("compile_mode", "system", "cat", choices=C.COMPILE_MODES, when=lambda cfg: bool(cfg.get("compile")),
+            when_text="compile on", parents=("compile",), help="torch.compile's mode"),
         Dim("loader", "system", "cat", choices=("torch", "ffcv"),
             machine_check=lambda v: None if v == "torch" or machine.has_ffcv() else "`import ffcv` fails here",
             help="data loader"),
         # -- budget ------------------------------------------------------------
-        (Dim("epochs", "budget", "int", low=max(2, math.floor(e / 4)), high=max(3, math.ceil(1.5 * e)),
-             help="training budget in epochs (around the base budget)") if e >= 2 else
-         Dim("epochs", "budget", "float", low=e / 4, high=1.5 * e, help="training budget in epochs")),
-        Dim("batch_size", "budget", "cat", choices=tuple(b for b in (bs // 4, bs // 2, bs, bs * 2) if b >= 8),
+        # Fractional epochs: the fast recipes stop mid-epoch (airbench trains 9.9 epochs).
+        # At least 2 when the base has 2: a model-based CORDS strategy must get to select.
+        Dim("epochs", "budget", "float", low=max(2.0, e / 4) if e >= 2 else e / 4, high=max(3.0, 1.5 * e) if e >= 2 else 1.5 * e,
+            help="training budget in epochs (around the base budget; fractions allowed)"),
+        Dim("batch_size", "budget", "cat", choices=batch_sizes(bs),
             setter=_batch_setter, extra={"field": "batch_size"},
             help="batch size; lr scales linearly with it (lr is the lr at batch 128)"),
+        # -- model ---------------------------------------------------------------
+        Dim("model.width", "model", "cat", choices=widths(base), extra={"field": "model.width"},
+            help="channels of the first layer (half, base and double the base width)"),
         # -- optimizer ---------------------------------------------------------
         Dim("optimizer.name", "optimizer", "cat", choices=("sgd", "adamw", "sgdw")),
         Dim("optimizer.lr", "optimizer", "float", low=0.005, high=1.0, log=True, when=_sgd_family,
@@ -242,6 +265,8 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             parents=("optimizer.name",),
             help="peak lr (AdamW)"),
         Dim("optimizer.momentum", "optimizer", "float", low=0.8, high=0.99, help="momentum (AdamW: beta1)"),
+        Dim("optimizer.nesterov", "optimizer", "cat", choices=(False, True), when=_sgd_family,
+            when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="Nesterov momentum"),
         Dim("optimizer.weight_decay", "optimizer", "float", low=1e-6, high=1e-2, log=True),
         # -- schedule ----------------------------------------------------------
         Dim("schedule.name", "schedule", "cat", choices=("constant", "multistep", "cosine", "linear", "onecycle")),
@@ -285,6 +310,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
     if not machine.compile:
         by_name["compile"].extra["unavailable"] = "offered on CUDA with triton only"
+        by_name["compile_mode"].extra["unavailable"] = "offered on CUDA with triton only"
     # Asked lazily (a callable): importing ffcv takes seconds, so only when the loader is searched.
     by_name["loader"].extra["unavailable"] = \
         lambda: None if machine.has_ffcv() else "`import ffcv` fails here (only torch)"

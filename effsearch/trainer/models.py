@@ -10,6 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import Bottleneck
 
+from effsearch.config import MODEL_WIDTHS
+
 
 class Classifier(nn.Module):
     """A feature extractor followed by one linear layer."""
@@ -39,7 +41,7 @@ def conv_bn(cin, cout, stride=1):
 
 
 def tiny_cnn(channels: int, num_classes: int, width: int = 0) -> Classifier:
-    w = width or 32
+    w = width or MODEL_WIDTHS["tiny-cnn"]
     feats = nn.Sequential(conv_bn(channels, w), nn.MaxPool2d(2), conv_bn(w, 2 * w), nn.MaxPool2d(2),
                           conv_bn(2 * w, 4 * w), nn.AdaptiveMaxPool2d(1), nn.Flatten())
     return Classifier(feats, 4 * w, num_classes)
@@ -56,7 +58,7 @@ class Residual(nn.Module):
 
 def resnet9(channels: int, num_classes: int, width: int = 0) -> Classifier:
     """cifar10-fast's ResNet-9 (Page, 2018), width-scalable."""
-    w = width or 64
+    w = width or MODEL_WIDTHS["resnet9"]
     feats = nn.Sequential(
         conv_bn(channels, w),
         conv_bn(w, 2 * w), nn.MaxPool2d(2), Residual(2 * w),
@@ -86,7 +88,7 @@ class BasicBlock(nn.Module):
 def cifar_resnet(channels: int, num_classes: int, depth: int, width: int = 0) -> Classifier:
     """He et al. 2016's CIFAR ResNet (basic blocks, 6n+2 layers)."""
     n = (depth - 2) // 6
-    w = width or 16
+    w = width or MODEL_WIDTHS[f"resnet{depth}"]
     layers = [nn.Conv2d(channels, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
     cin = w
     for stage, cout in enumerate((w, 2 * w, 4 * w)):
@@ -100,7 +102,7 @@ def cifar_resnet(channels: int, num_classes: int, depth: int, width: int = 0) ->
 def resnet_bottleneck(channels: int, num_classes: int, width: int = 0, blocks=(2, 2, 2)) -> Classifier:
     """A CIFAR ResNet of torchvision ``Bottleneck`` blocks (the blocks Composer's
     StochasticDepth replaces): 3 stages, expansion 4."""
-    w = width or 16
+    w = width or MODEL_WIDTHS["resnet-bottleneck"]
     layers = [nn.Conv2d(channels, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
     cin = w
     for stage, planes in enumerate((w, 2 * w, 4 * w)):
