@@ -76,3 +76,27 @@ def test_status_without_a_run(tmp_path, capsys):
     assert main(["status", str(path)]) == 1
     assert "no study storage" in capsys.readouterr().err
     assert main(["status", "nope"]) == 2
+
+
+def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
+    """studies/fashion-mnist-gpu.yaml on a GPU machine can sample configs/fashion-mnist-fast.yaml:
+    every value of the fast recipe that the space searches lies inside it."""
+    import optuna
+    import torch
+
+    from effsearch.config import TrainConfig
+    from effsearch.search import studyfile
+    from effsearch.spaces.machine import Machine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    root = Path(__file__).resolve().parents[1]
+    spec = studyfile.load(root / "studies" / "fashion-mnist-gpu.yaml",
+                          machine=Machine("cuda", bf16=True, ffcv=False, compile=True))
+    fast = TrainConfig.from_yaml(root / "configs" / "fashion-mnist-fast.yaml")
+    params = spec.space.encode(fast)
+    got = spec.space.config(optuna.trial.FixedTrial(params))
+    for field in ("epochs", "batch_size", "precision", "model", "schedule", "algorithms", "dataset"):
+        assert getattr(got, field) == getattr(fast, field), field
+    lr = lambda c: c.optimizer.lr * (c.batch_size / 128 if c.optimizer.scale_lr_with_batch else 1)  # noqa: E731
+    assert lr(got) == pytest.approx(lr(fast)) and got.optimizer.nesterov and got.optimizer.name == "sgd"

@@ -17,6 +17,7 @@ from pathlib import Path
 from effsearch.search.storage import STATUS_KEY
 
 FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
+              "compile_seconds", "steps", "target_crossed_at",
               "data_seconds", "selection_seconds", "sparsity", "nonzero_params", "nonzero_param_bytes")
 
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The GPU check in one command: install effsearch its own way on a bare GPU machine,
+# then train the baseline and the fast recipe, measure the trainer's per-step overhead
+# against a plain loop, run the GPU study, and print the figures docs/benchmarks.md keeps.
+#
+#   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
+#   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
+#   bash benchmarks/gpu_check.sh baseline|overhead|study|summary   # one part (each installs first)
+#
+# Install: with a network, the README's commands (uv and the committed uv.lock). Without one
+# (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
+# the machine's own torch, with --no-deps (mosaicml pins torch<2.7.1; the machine's newer torch
+# is what is there). Data: $EFFSEARCH_DATA_DIR, else .gpu/data (prepare copies Fashion-MNIST).
+# Output: .gpu/out/ (logs, result.json files, the study journal); with $OUT set, copies there.
+# GPU_CHECK_SMOKE=1 runs every step tiny and on CPU: a check of this script, not of a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GPU=$ROOT/.gpu
+STUDY_SECONDS=${STUDY_SECONDS:-420}
+SMOKE=${GPU_CHECK_SMOKE:-0}
+step=${1:-all}
+
+log() { printf '\n== %s\n' "$*"; }
+
+prepare() {
+  # Wheels for what the GPU image lacks (its list: /work/.library/device/KINDS.md), at the
+  # versions uv.lock pins, for its Python 3.12; pure-Python ones built here when PyPI has no wheel.
+  mkdir -p "$GPU/wheels" "$GPU/data"
+  local pins
+  pins=$(python3 - <<'EOF'
+import re, pathlib
+lock = pathlib.Path("uv.lock").read_text()
+want = ["mosaicml", "torch-optimizer", "pytorch-ranger", "coolname", "cords", "apricot-select", "dotmap",
+        "optuna", "alembic", "mako", "colorlog", "sqlalchemy", "greenlet", "plotly", "narwhals", "nose"]
+for name in want:
+    m = re.search(r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
+    if m:
+        print(f"{name}=={m.group(1)}")
+EOF
+)
+  for pin in $pins; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d "$GPU/wheels" "$pin" 2>/dev/null \
+      || python3 -m pip wheel -q --no-deps -w "$GPU/wheels" "$pin"
+  done
+  local src=${EFFSEARCH_DATA_DIR:-$ROOT/../shared/data}
+  cp -r "$src/fashion-mnist" "$GPU/data/"
+  du -sh "$GPU"
+  echo "carry .gpu: run(command='bash benchmarks/gpu_check.sh', carry=['.gpu'])"
+}
+
+install() {
+  if [ "$SMOKE" = 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY=$ROOT/.venv/bin/python; return; fi
+  if python3 -m pip download -q --no-deps -d /tmp/probe uv >/dev/null 2>&1; then
+    log "install: README's commands (network)"
+    python3 -m pip install -q uv && uv sync --frozen && PY=$ROOT/.venv/bin/python
+  else
+    log "install: no network; .gpu/wheels on the machine's own torch"
+    ls "$GPU"/wheels/*.whl >/dev/null 2>&1 || { echo "no .gpu/wheels: run 'bash benchmarks/gpu_check.sh prepare' here and carry .gpu" >&2; exit 2; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/effsearch-site "$GPU"/wheels/*.whl
+    export PYTHONPATH=/tmp/effsearch-site:$ROOT
+    PY=python3
+  fi
+  "$PY" -c "import torch, composer, optuna, effsearch.cli; print('torch', torch.__version__, '| cuda:', torch.cuda.is_available(), '|', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
+}
+
+setup_run() {
+  export EFFSEARCH_DATA_DIR=${EFFSEARCH_DATA_DIR:-$GPU/data}
+  export PYTHONUNBUFFERED=1
+  OUTDIR=$GPU/out
+  mkdir -p "$OUTDIR"
+  if [ "$SMOKE" = 1 ]; then
+    DEV=cpu; PREC=fp32; SMOKE_SET=(--set epochs=0.2 --set dataset.data_fraction=0.05)
+  else
+    "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
+      || { echo "no CUDA device here: this check needs a GPU (GPU_CHECK_SMOKE=1 tries the script on CPU)" >&2; exit 2; }
+    DEV=cuda; PREC=amp_bf16; SMOKE_SET=()
+  fi
+}
+
+baseline() {
+  log "baseline and fast recipe ($DEV): configs/fashion-mnist-baseline.yaml, configs/fashion-mnist-fast.yaml"
+  "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV "${SMOKE_SET[@]}" \
+    --out "$OUTDIR/baseline" 2>&1 | tail -3
+  "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV --set precision=$PREC \
+    "${SMOKE_SET[@]}" --out "$OUTDIR/baseline-bf16" 2>&1 | tail -3
+  "$PY" -m effsearch.cli train configs/fashion-mnist-fast.yaml --set device=$DEV --set precision=$PREC \
+    "${SMOKE_SET[@]}" --out "$OUTDIR/fast" 2>&1 | tail -3
+}
+
+overhead() {
+  log "trainer overhead ($DEV): effsearch vs a plain loop, per step"
+  if [ "$SMOKE" = 1 ]; then
+    "$PY" benchmarks/trainer_overhead.py --device cpu --tiny --repeats 1 --epochs 0.5 | tee "$OUTDIR/overhead.txt"
+  else
+    "$PY" benchmarks/trainer_overhead.py --device cuda --repeats 5 | tee "$OUTDIR/overhead.txt"
+  fi
+}
+
+study() {
+  log "GPU study: studies/fashion-mnist-gpu.yaml, at most ${STUDY_SECONDS}s"
+  local extra=()
+  if [ "$SMOKE" = 1 ]; then
+    # The GPU study file asks for device cuda: on CPU, a tiny copy of it.
+    sed -e 's/device: cuda/device: cpu/' -e 's/name: fashion-mnist-gpu/name: fashion-mnist-gpu-smoke/' \
+        -e 's/epochs: 10$/epochs: 2/' -e 's/{low: 2, high: 15}/{low: 0.5, high: 2}/' \
+        -e 's/crop_padding: 2}/crop_padding: 2, data_fraction: 0.05}/' \
+        studies/fashion-mnist-gpu.yaml > "$OUTDIR/study.yaml"
+    STUDY_FILE=$OUTDIR/study.yaml; extra=(--n-trials 4)
+  else
+    STUDY_FILE=$OUTDIR/study.yaml
+    cp studies/fashion-mnist-gpu.yaml "$STUDY_FILE"  # its journal and artifacts land beside it, in .gpu/out
+  fi
+  "$PY" -m effsearch.cli run "$STUDY_FILE" --timeout "$STUDY_SECONDS" "${extra[@]}" 2>&1 | tail -40
+}
+
+summary() {
+  log "figures"
+  "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --study "$OUTDIR/study.yaml"
+  if [ -n "${OUT:-}" ]; then
+    cp "$OUTDIR"/overhead.txt "$OUTDIR"/summary.txt "$OUT"/ 2>/dev/null || true
+    for r in baseline baseline-bf16 fast; do [ -f "$OUTDIR/$r/result.json" ] && cp "$OUTDIR/$r/result.json" "$OUT/$r.json"; done
+  fi
+}
+
+case "$step" in
+  prepare) prepare ;;
+  all) install; setup_run; baseline; overhead; study; summary ;;
+  baseline|overhead|study|summary) install; setup_run; "$step"; [ "$step" = summary ] || summary ;;
+  *) echo "usage: $0 [prepare|all|baseline|overhead|study|summary]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,90 @@
+"""The figures of benchmarks/gpu_check.sh, from what it left in its output folder.
+
+Prints (and writes to OUT/summary.txt): the device; each trained recipe's seconds to
+its validation target and its test accuracy; the trainer's overhead ratio; the GPU
+study's front, its fastest configuration with >= 91% test accuracy, that
+configuration's train seconds to target and its speed-up over the study's baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+TEST_TARGET = 0.91
+
+
+def recipe_lines(out: Path) -> list[str]:
+    lines = []
+    for name in ("baseline", "baseline-bf16", "fast"):
+        path = out / name / "result.json"
+        if not path.is_file():
+            continue
+        r = json.loads(path.read_text())
+        f, tta = r["final"], r.get("time_to_target")
+        cfg = r["config"]
+        lines.append(f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5g} "
+                     f"time to {r['target_accuracy']:.2f} val: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
+                     f"test {f.get('test_accuracy', float('nan')):.4f}  set-up {f.get('setup_seconds', 0):.2f}s  "
+                     f"[{r['device']}]")
+    return lines
+
+
+def _s(x) -> str:
+    return "missed" if x is None else f"{x:.2f}s"
+
+
+def study_lines(study_file: Path) -> list[str]:
+    if not study_file.is_file():
+        return []
+    from optuna.trial import TrialState
+
+    from effsearch.search import report
+    from effsearch.search.lookup import open_study
+
+    study, _ = open_study(str(study_file))
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    base = report.baseline_trial(trials)
+    front = report.front(study)
+    lines = [f"study {study.study_name}: {len(trials)} trials, {len(done)} complete, front of {len(front)}"]
+    if base is not None:
+        lines.append(f"  baseline (trial {base.number}): time to target {_s(base.user_attrs.get('time_to_target'))}, "
+                     f"test {base.user_attrs.get('test_accuracy', float('nan')):.4f}")
+    else:
+        lines.append("  no completed baseline: speed-ups cannot be read")
+    good = [t for t in front if t.user_attrs.get("time_to_target") is not None
+            and (t.user_attrs.get("test_accuracy") or 0) >= TEST_TARGET]
+    if good:
+        best = min(good, key=lambda t: t.user_attrs["time_to_target"])
+        up = report.speedup(best, base)
+        lines.append(f"  fastest front config with test >= {TEST_TARGET}: trial {best.number}, "
+                     f"{best.user_attrs['time_to_target']:.2f}s of training to target, test "
+                     f"{best.user_attrs['test_accuracy']:.4f}, speed-up over the baseline "
+                     f"{'-' if up is None else f'{up:.2f}x'}")
+        lines.append(f"  its params: {json.dumps(best.params, default=str)}")
+    else:
+        lines.append(f"  no front config reached the target with test >= {TEST_TARGET}")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--study", type=Path, required=True)
+    args = ap.parse_args()
+    lines = []
+    overhead = args.out / "overhead.txt"
+    if overhead.is_file():
+        text = overhead.read_text().splitlines()
+        lines += [line for line in text if line.startswith(("device:", "ratio="))]
+    lines += recipe_lines(args.out)
+    lines += study_lines(args.study)
+    text = "\n".join(lines)
+    print(text)
+    (args.out / "summary.txt").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
