@@ -32,7 +32,10 @@ prepare() {
 import re, pathlib
 lock = pathlib.Path("uv.lock").read_text()
 want = ["mosaicml", "torch-optimizer", "pytorch-ranger", "coolname", "cords", "apricot-select", "dotmap",
-        "optuna", "alembic", "mako", "colorlog", "sqlalchemy", "greenlet", "plotly", "narwhals", "nose"]
+        "optuna", "alembic", "mako", "colorlog", "sqlalchemy", "greenlet", "plotly", "narwhals", "nose",
+        # composer.loggers imports mcli at import time
+        "mosaicml-cli", "argcomplete", "arrow", "backoff", "gql", "graphql-core", "prompt-toolkit", "wcwidth",
+        "questionary", "ruamel-yaml", "validators", "termcolor", "tzdata"]
 for name in want:
     m = re.search(r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
     if m:
