@@ -208,3 +208,28 @@ def test_ghost_batchnorm_patch_keeps_composers_statistics():
     assert ghost.batchnorm.momentum == 0.1  # never touched
     small = ghost(x[:5])
     assert small.shape == (5, 3, 4, 4)
+
+
+# Algorithms that read nothing back per step (SAM does by design: its closure's loss
+# decides the second pass; StochasticDepth and SWA do inside Composer: docs/benchmarks.md).
+SYNC_FREE = ["label_smoothing", "mixup", "cutmix", "cutout", "ema", "gradient_clipping", "blurpool",
+             "progressive_resizing", "selective_backprop", "colout", "ghost_batchnorm", "channels_last"]
+
+
+@pytest.mark.parametrize("name", SYNC_FREE)
+def test_gpu_mode_reads_nothing_back_inside_an_epoch(name):
+    """With the GPU's check cadence (no per-step loss read), a run's host reads
+    (aten::_local_scalar_dense: .item(), float(), bool() of a tensor) come from evaluation
+    points and epoch ends, not from steps: 40 steps, a handful of reads."""
+    from torch.profiler import ProfilerActivity, profile
+
+    params = {"start": 0.0, "end": 1.0} if name == "selective_backprop" else {}
+    run, _ = prepared({"epochs": 4, "dataset.synthetic_size": 400, "eval_every": 2,
+                       "algorithms": {name: params}, "sparsity.target": 0.5})
+    run.loop.check_every = 0  # what a CUDA run does
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run.fit()
+    assert run.loop.step == 40
+    reads = sum(e.count for e in prof.key_averages() if e.key == "aten::_local_scalar_dense")
+    # per epoch: the divergence check (1); per evaluation point: the accuracy and loss (1) and the train loss (1)
+    assert reads <= 4 * 1 + 2 * 2, reads

@@ -1,4 +1,4 @@
-"""Two patches to Composer 0.32.1's algorithms, each explained; nothing else.
+"""Three patches to Composer 0.32.1's algorithms, each explained; nothing else.
 
 Composer's last release is frozen, so what breaks effsearch's runs is fixed here,
 once, idempotently (``apply()``), and ``tests/test_loop.py`` fails if a patch stops
@@ -17,6 +17,14 @@ holding:
    ``forward``, which a compiled graph must guard on; the same running-statistics
    update is written with ``F.batch_norm`` and the scaled momentum as an argument,
    mutating nothing but the statistics.
+3. One-hot targets without host reads. ``composer.loss.utils._one_hot`` (behind
+   LabelSmoothing, MixUp and CutMix) compares ``tensor.max()`` and ``tensor.min()``
+   with Python numbers: two reads back to the host per step, each a stall on a GPU.
+   effsearch's labels are class indices in range by construction, so when the
+   number of classes is known the one-hot is one ``scatter_`` (an index out of
+   range still fails, on the device). (The loss itself is effsearch's:
+   ``EffModel.loss`` does not call Composer's ``soft_cross_entropy``, which reads
+   the targets' total back twice a step.)
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ def apply() -> None:
         return
     _blurpool_padding()
     _ghost_batchnorm_forward()
+    _one_hot_without_reads()
     _applied["done"] = True
 
 
@@ -68,3 +77,19 @@ def _ghost_batchnorm_forward() -> None:
                                        momentum, bn.eps) for c in chunks], 0)
 
     g._GhostBatchNorm.forward = forward
+
+
+def _one_hot_without_reads() -> None:
+    from composer.loss import utils as u
+
+    original = u._one_hot
+
+    def one_hot(tensor: torch.Tensor, num_classes: int = -1, dim: int = -1) -> torch.Tensor:
+        if num_classes < 0 or not u.check_for_index_targets(tensor):
+            return original(tensor, num_classes, dim)  # needs the max: Composer's way
+        index = tensor.unsqueeze(dim)
+        shape = list(index.shape)
+        shape[dim] = num_classes
+        return torch.zeros(shape, dtype=tensor.dtype, device=tensor.device).scatter_(dim, index, 1)
+
+    u._one_hot = one_hot

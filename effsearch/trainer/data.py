@@ -277,8 +277,10 @@ class DeviceBatches:
         self.x, self.y = x, y
         self.batch_size, self.device, self.sampler, self.weights = batch_size, device, sampler, weights
         self.drop_last = drop_last
-        self.gen = torch.Generator(device=device)
-        self.gen.manual_seed(seed + 11)
+        # The order is drawn on the host, once an epoch (0.5 ms for 54,000 samples), so that it
+        # is the same on every device and the FFCV loader can serve the very same batches.
+        self.gen = torch.Generator()
+        self.gen.manual_seed(seed)
         # What code that asks a loader for its dataset sees (its length, the same weights tensor).
         self.dataset = TensorImages(x, y)
         self.dataset.weights = weights
@@ -292,9 +294,11 @@ class DeviceBatches:
 
     def __iter__(self):
         if self.sampler is not None:
-            order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long).to(self.device)
+            order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long)
         else:
-            order = torch.randperm(len(self.y), device=self.device, generator=self.gen)
+            order = torch.randperm(len(self.y), generator=self.gen)
+        if self.device != "cpu":
+            order = order.pin_memory().to(self.device, non_blocking=True)
         weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch
         n, b = len(order), self.batch_size
         stop = n - n % b if self.drop_last and n >= b else n

@@ -343,14 +343,9 @@ class _Epoch(EpochIterator):
 
 class EpochOrder(torch.utils.data.Sampler):
     """The default order: each epoch a permutation of all ``n`` samples, the very
-    order of the PyTorch path; after :meth:`set_subset`, a fresh permutation of
-    exactly the subset.
-
-    The PyTorch path's ``RandomSampler`` (generator seeded with ``seed``) draws one
-    ``randperm(n)`` per epoch, plus a second one, sliced to nothing, when its
-    ``BatchSampler`` reads past the last full batch to fill a short one (``n`` not
-    a multiple of ``batch_size``); Composer reads exactly ``len(loader)`` batches.
-    The same draws here keep both paths on the same batches, epoch after epoch.
+    order of the PyTorch path (``data.DeviceBatches``: one ``randperm(n)`` an epoch
+    from a CPU generator seeded with ``seed``); after :meth:`set_subset`, a fresh
+    permutation of exactly the subset.
     """
 
     def __init__(self, n: int, seed: int, batch_size: int | None = None):
@@ -367,10 +362,7 @@ class EpochOrder(torch.utils.data.Sampler):
 
     def __iter__(self):
         if self.subset is None:
-            order = torch.randperm(self.n, generator=self.gen)
-            if self.batch_size and self.n % self.batch_size:
-                torch.randperm(self.n, generator=self.gen)  # RandomSampler's trailing draw
-            return iter(order.tolist())
+            return iter(torch.randperm(self.n, generator=self.gen).tolist())
         return iter(self.subset[torch.randperm(len(self.subset), generator=self.gen)].tolist())
 
 
