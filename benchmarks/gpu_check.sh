@@ -96,9 +96,10 @@ baseline() {
 overhead() {
   log "trainer overhead ($DEV): effsearch vs a plain loop, per step"
   if [ "$SMOKE" = 1 ]; then
-    "$PY" benchmarks/trainer_overhead.py --device cpu --tiny --repeats 1 --epochs 0.5 | tee "$OUTDIR/overhead.txt"
+    "$PY" benchmarks/trainer_overhead.py --device cpu --tiny --repeats 1 --epochs 0.5 --profile "$OUTDIR/profile.txt" \
+      | tee "$OUTDIR/overhead.txt"
   else
-    "$PY" benchmarks/trainer_overhead.py --device cuda --repeats 5 | tee "$OUTDIR/overhead.txt"
+    "$PY" benchmarks/trainer_overhead.py --device cuda --repeats 5 --profile "$OUTDIR/profile.txt" | tee "$OUTDIR/overhead.txt"
   fi
 }
 
@@ -123,7 +124,7 @@ summary() {
   log "figures"
   "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --study "$OUTDIR/study.yaml"
   if [ -n "${OUT:-}" ]; then
-    cp "$OUTDIR"/overhead.txt "$OUTDIR"/summary.txt "$OUT"/ 2>/dev/null || true
+    cp "$OUTDIR"/overhead.txt "$OUTDIR"/summary.txt "$OUTDIR"/profile.txt "$OUT"/ 2>/dev/null || true
     for r in baseline baseline-bf16 fast; do [ -f "$OUTDIR/$r/result.json" ] && cp "$OUTDIR/$r/result.json" "$OUT/$r.json"; done
   fi
 }

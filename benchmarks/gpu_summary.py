@@ -54,6 +54,15 @@ def study_lines(study_file: Path) -> list[str]:
                      f"test {base.user_attrs.get('test_accuracy', float('nan')):.4f}")
     else:
         lines.append("  no completed baseline: speed-ups cannot be read")
+    shares = []
+    for t in done:  # per-trial time outside training (set-up, evaluation, artifacts) over train time
+        train = t.user_attrs.get("train_seconds")
+        if train and t.datetime_start and t.datetime_complete:
+            shares.append(((t.datetime_complete - t.datetime_start).total_seconds() - train) / train)
+    if shares:
+        shares.sort()
+        lines.append(f"  non-training time per trial / training time: median {shares[len(shares) // 2]:.2f} "
+                     f"(target <= 0.10), range {shares[0]:.2f}-{shares[-1]:.2f}")
     good = [t for t in front if t.user_attrs.get("time_to_target") is not None
             and (t.user_attrs.get("test_accuracy") or 0) >= TEST_TARGET]
     if good:
@@ -78,7 +87,7 @@ def main() -> None:
     overhead = args.out / "overhead.txt"
     if overhead.is_file():
         text = overhead.read_text().splitlines()
-        lines += [line for line in text if line.startswith(("device:", "ratio="))]
+        lines += [line for line in text if line.startswith(("device:", "ratio=", "profile:"))]
     lines += recipe_lines(args.out)
     lines += study_lines(args.study)
     text = "\n".join(lines)

@@ -109,6 +109,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--profile", metavar="FILE", help="also profile one effsearch run (torch.profiler) into FILE "
+                                                      "and print its host reads per step")
     args = ap.parse_args()
     cfg = TrainConfig.from_dict(recipe(args.device, args.tiny, args.epochs))
     splits = D.load_splits(cfg, args.data_dir)
@@ -130,6 +132,26 @@ def main() -> None:
     print(f"range {min(ratios):.3f}-{max(ratios):.3f}; effsearch set-up per run (median): "
           f"{statistics.median(setups):.2f}s")
     print(f"ratio={statistics.median(ratios):.3f}")
+    if args.profile:
+        profile_run(cfg, args.data_dir, args.profile)
+
+
+def profile_run(cfg: TrainConfig, data_root, path: str) -> None:
+    """One effsearch run under torch.profiler: the op table, and how often the host read a
+    tensor back (aten::_local_scalar_dense; each one a stall on a GPU) per training step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cfg.device == "cuda" else [])
+    with profile(activities=acts) as prof:
+        r = train(cfg, data_root=data_root, progress=False)
+    events = prof.key_averages()
+    reads = sum(e.count for e in events if e.key == "aten::_local_scalar_dense")
+    syncs = sum(e.count for e in events if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize"))
+    steps = r.final["steps"]
+    with open(path, "w") as f:
+        f.write(events.table(sort_by="self_cpu_time_total", row_limit=40))
+    print(f"profile: {path}; {steps} steps, host reads {reads} ({reads / steps:.3f} per step, evaluation and "
+          f"final test included), CUDA syncs {syncs}")
 
 
 if __name__ == "__main__":
