@@ -233,3 +233,14 @@ def test_gpu_mode_reads_nothing_back_inside_an_epoch(name):
     reads = sum(e.count for e in prof.key_averages() if e.key == "aten::_local_scalar_dense")
     # per epoch: the divergence check (1); per evaluation point: the accuracy and loss (1) and the train loss (1)
     assert reads <= 4 * 1 + 2 * 2, reads
+
+
+def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
+    """SWA (per epoch) puts its averaged weights in at EPOCH_END of its last epoch; the
+    evaluation at that epoch's end comes after, so it measures the delivered model."""
+    r = train(TrainConfig.from_dict(tiny(epochs=4, algorithms={"swa": {"swa_start": "0.25dur", "swa_end": "0.97dur",
+                                                                       "update_interval": "1ep"}})),
+              progress=False)
+    assert r.status == "completed", r.reason
+    assert r.history[-1]["val_accuracy"] == r.final["val_accuracy"]
+    assert r.history[-1]["val_loss"] == pytest.approx(r.final["val_loss"], rel=1e-6)

@@ -170,6 +170,7 @@ class Loop:
     def _epoch(self) -> None:
         self._sync_time()
         self.engine.run_event(Event.EPOCH_START)  # CORDS selection: inside the clock
+        batches = len(self.loader)
         for batch in self.loader:
             n = len(batch[1])
             self._train_step(batch)
@@ -183,11 +184,12 @@ class Loop:
                 self._fire(Event.BATCH_CHECKPOINT)
             if self.bar is not None:
                 self.bar.update(1)
-            if self.step in self.eval_steps:
+            ends_epoch = self.batch_in_epoch >= batches or self.step >= self.total
+            if self.step in self.eval_steps and not ends_epoch:
                 self._eval_point()
             if self.stop_reason or self.step >= self.total:
                 break
-        if self.batch_in_epoch >= len(self.loader) or self.step >= self.total:
+        if self.batch_in_epoch >= batches or self.step >= self.total:
             self.epoch += 1
             self.batch_in_epoch = self.samples_in_epoch = 0
             if self.check_every == 0 and not self.stop_reason:
@@ -195,6 +197,10 @@ class Loop:
             self._sync_time()
             self.engine.run_event(Event.EPOCH_END)  # LayerFreezing, SWA per epoch
             self.engine.run_event(Event.EPOCH_CHECKPOINT)
+            # An evaluation at an epoch's end comes after EPOCH_END, as in Composer: it sees
+            # what the epoch's algorithms made of the model (SWA's averages at its end, say).
+            if self.step in self.eval_steps and not self.stop_reason:
+                self._eval_point()
 
     def _train_step(self, batch) -> None:
         st = self.state
