@@ -265,6 +265,7 @@ def test_on_eval_hook_can_stop_a_run():
     r = train(cfg, progress=False, on_eval=lambda p: "weak" if p["epoch"] >= 2 else None)
     assert r.status == "pruned" and r.reason == "weak"
     assert len(r.history) == 2
+    assert "val_accuracy" in r.final and "test_accuracy" not in r.final  # a pruned trial skips the test set
 
 
 def test_every_model_has_the_cords_interface():
