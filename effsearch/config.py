@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,16 +200,38 @@ class TrainConfig:
         return TrainConfig.from_dict(data)
 
 
-def read_yaml(path: str | Path) -> dict:
+class Loader(yaml.SafeLoader):
+    """SafeLoader that reads ``1e-3`` and ``5e-3`` as numbers (YAML 1.2), not strings.
+
+    PyYAML follows YAML 1.1, whose float needs a dot (``5.0e-3``): ``lr: 5e-3`` would be the
+    string '5e-3' and be refused as "must be a number". Every reader of user YAML uses this.
+    """
+
+
+Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"))
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+
+
+# What `read_yaml` says about an empty file, by what the file should be.
+MINIMAL_TRAIN = "a minimal TrainConfig is `dataset: {name: digits}` (every other field has a default)"
+
+
+def read_yaml(path: str | Path, minimal: str = MINIMAL_TRAIN) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError("", f"no such file: {p}")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text())
     except yaml.YAMLError as e:
         raise ConfigError("", f"not valid YAML: {e}", str(p)) from None
-    if data is None:
-        data = {}
+    if data is None:  # empty, or only comments: a mistake more often than a wish for all defaults
+        raise ConfigError("", f"the file is empty; {minimal}", str(p))
     if not isinstance(data, dict):
         raise ConfigError("", f"expected a mapping at the top level, got {type(data).__name__}", str(p))
     return data
@@ -220,7 +243,7 @@ def apply_override(data: dict, item: str, source: str | None = None) -> None:
         raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}", source)
     key, raw = item.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     _set_dotted(data, key.strip(), value)
@@ -285,15 +308,19 @@ def _coerce(tp, value, name: str, meta):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(name, f"must be a number, got {value!r}")
         value = float(value)
+        if not math.isfinite(value):  # NaN passes every range check (all comparisons are false)
+            raise ConfigError(name, f"must be a finite number, got {value!r}")
     elif base is str:
         if not isinstance(value, str):
             raise ConfigError(name, f"must be a string, got {value!r}")
     elif base is dict:
         if not isinstance(value, dict):
             raise ConfigError(name, f"must be a mapping, got {value!r}")
+        check_finite(value, name)
     elif base is list:
         if not isinstance(value, list):
             raise ConfigError(name, f"must be a list, got {value!r}")
+        check_finite(value, name)
     choices = meta.get("choices")
     if choices and value not in choices:
         raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
@@ -306,6 +333,18 @@ def _coerce(tp, value, name: str, meta):
             hi = ")" if meta.get("high_open") else "]"
             raise ConfigError(name, f"must be in {lo}{low}, {high}{hi}; got {value!r}")
     return value
+
+
+def check_finite(value: Any, name: str) -> None:
+    """Refuse NaN and infinities anywhere inside ``value`` (algorithm parameters, milestones)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(name, f"must be a finite number, got {value!r}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(v, f"{name}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_finite(v, f"{name}[{i}]")
 
 
 def _validate_selection(cfg: TrainConfig) -> None:

@@ -1,5 +1,6 @@
 """TrainConfig: YAML round trip, overrides and messages that name the field."""
 
+import re
 import subprocess
 import sys
 
@@ -84,3 +85,38 @@ def test_algorithm_table_matches_composer_signatures():
             composer_default = sig[key].default
             if composer_default is not inspect.Parameter.empty:
                 assert default == composer_default, (name, key)
+
+
+@pytest.mark.parametrize("item, field", [
+    ("optimizer.lr=.nan", "optimizer.lr"), ("optimizer.weight_decay=.nan", "optimizer.weight_decay"),
+    ("selection.fraction=.nan", "selection.fraction"), ("optimizer.lr=.inf", "optimizer.lr"),
+    ("target_accuracy=-.inf", "target_accuracy"), ("algorithms={mixup: {alpha: .nan}}", "algorithms.mixup.alpha"),
+    ("schedule.milestones=[0.5, .nan]", "schedule.milestones[1]"),
+])
+def test_nan_and_infinity_are_refused_with_the_field_named(tmp_path, item, field):
+    # NaN compares false with every bound, so a range check alone lets it through.
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(tiny()))
+    with pytest.raises(ConfigError, match=rf"c.yaml: {re.escape(field)}: must be a finite number"):
+        TrainConfig.from_yaml(path, [item])
+
+
+def test_scientific_notation_is_a_number_in_files_and_overrides(tmp_path):
+    # YAML 1.1 (PyYAML) reads 5e-3 as a string; effsearch's loader reads it as YAML 1.2 does.
+    path = tmp_path / "c.yaml"
+    path.write_text("dataset: {name: digits}\noptimizer: {lr: 5e-3, weight_decay: 1E-4}\nepochs: 2e0\n")
+    cfg = TrainConfig.from_yaml(path, ["schedule.gamma=2.5e-1"])
+    assert (cfg.optimizer.lr, cfg.optimizer.weight_decay, cfg.epochs, cfg.schedule.gamma) == (0.005, 1e-4, 2, 0.25)
+    assert TrainConfig.from_yaml(path, ["optimizer.lr=1e-3"]).optimizer.lr == 0.001
+    with pytest.raises(ConfigError, match=r"optimizer.lr: must be in \(0.0, 10.0\]; got -0.001"):
+        TrainConfig.from_yaml(path, ["optimizer.lr=-1e-3"])
+
+
+def test_an_empty_file_is_refused_with_a_minimal_example(tmp_path):
+    path = tmp_path / "empty.yaml"
+    for text in ("", "# only a comment\n"):
+        path.write_text(text)
+        p = subprocess.run([sys.executable, "-m", "effsearch.cli", "train", str(path)], capture_output=True,
+                           text=True)
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert f"{path}: the file is empty; a minimal TrainConfig is `dataset: {{name: digits}}`" in p.stderr

@@ -100,3 +100,34 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
         assert getattr(got, field) == getattr(fast, field), field
     lr = lambda c: c.optimizer.lr * (c.batch_size / 128 if c.optimizer.scale_lr_with_batch else 1)  # noqa: E731
     assert lr(got) == pytest.approx(lr(fast)) and got.optimizer.nesterov and got.optimizer.name == "sgd"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"space": {"ranges": {"optimizer.lr": {"low": float("nan"), "high": 0.1}}}}, "space.ranges.optimizer.lr.low"),
+    ({"space": {"ranges": {"optimizer.lr": {"low": 0.01, "high": float("inf")}}}}, "space.ranges.optimizer.lr.high"),
+    ({"space": {"fixed": {"optimizer.weight_decay": float("nan")}}}, "space.fixed.optimizer.weight_decay"),
+    ({"base": {**tiny(), "selection": {"strategy": "random", "fraction": float("nan")}}}, "base.selection.fraction"),
+    ({"timeout": float("inf")}, "timeout"),
+    ({"pruner": {"name": "moasha", "eta": float("nan")}}, "pruner.eta"),
+    ({"tuning": {"name": "subset", "data_fraction": float("nan")}}, "tuning.data_fraction"),
+])
+def test_nan_and_infinity_in_a_study_file_name_the_field(tmp_path, capsys, change, field):
+    assert main(["space", "show", str(study(tmp_path, **change))]) == 2
+    assert f"{field}: must be a finite number" in capsys.readouterr().err
+
+
+def test_scientific_notation_in_a_study_file(tmp_path, capsys):
+    path = tmp_path / "t.yaml"
+    path.write_text("base: {dataset: {name: digits}, optimizer: {lr: 1e-2}, device: cpu}\n"
+                    "space:\n  include: [optimizer]\n  ranges:\n    optimizer.lr: {low: 5e-3, high: 1e-1}\n")
+    assert main(["space", "show", str(path)]) == 0
+    assert "[0.005, 0.1]" in capsys.readouterr().out
+
+
+def test_an_empty_study_file_is_refused_with_a_minimal_example(tmp_path, capsys):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert main(["run", str(path)]) == 2
+    assert f"{path}: the file is empty; a minimal study file is `base: {{dataset: {{name: digits}}}}`" \
+        in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # nothing written, nothing trained

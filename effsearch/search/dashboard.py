@@ -12,7 +12,7 @@ from pathlib import Path
 
 from effsearch.config import ConfigError, read_yaml
 from effsearch.search import lookup
-from effsearch.search.studyfile import is_rdb_url, locate, redact
+from effsearch.search.studyfile import MINIMAL_STUDY, is_rdb_url, locate, redact
 
 STUDY_SUFFIXES = (".yaml", ".yml")
 
@@ -26,7 +26,7 @@ class Target:
 
 def study_artifacts(path: Path, storage: str) -> Path:
     """The artifact folder of a study file; the rule of studyfile's `artifacts` key (a test keeps them in step)."""
-    raw = read_yaml(path).get("artifacts")
+    raw = read_yaml(path, MINIMAL_STUDY).get("artifacts")
     if raw:
         return path.resolve().parent / raw
     if not is_rdb_url(storage):

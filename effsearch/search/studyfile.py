@@ -26,6 +26,7 @@ field and what is allowed (exit code 2 in the CLI). Keys::
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,10 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, read_yaml
+
+# What an empty study file is told.
+MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
+                 "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 from effsearch.search import phases
 from effsearch.spaces.dims import set_path
 
@@ -108,7 +113,7 @@ def load(path: str | Path, *, storage: str | None = None, n_trials: int | None =
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
     source = str(path)
-    raw = read_yaml(path)
+    raw = read_yaml(path, MINIMAL_STUDY)
     try:
         return _load(raw, path, storage, n_trials, timeout, workers, machine)
     except ConfigError as e:
@@ -262,6 +267,8 @@ def _number(value: Any, field_name: str, kind: type, low: float | None = None, a
             (kind is int and not float(value).is_integer()):
         what = "an integer" if kind is int else "a number"
         raise ConfigError(field_name, f"must be {what}{' or null' if allow_none else ''}; got {value!r}")
+    if not math.isfinite(value):  # NaN passes every `<` check
+        raise ConfigError(field_name, f"must be a finite number; got {value!r}")
     if low is not None and value < low:
         raise ConfigError(field_name, f"must be >= {low:g}; got {value!r}")
     return kind(value)
@@ -301,7 +308,7 @@ def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
     if not path.is_file() and (Path("studies") / f"{study}.yaml").is_file():
         path = Path("studies") / f"{study}.yaml"
     if path.is_file():
-        raw = read_yaml(path)
+        raw = read_yaml(path, MINIMAL_STUDY)
         name = raw.get("name", path.stem)
         try:
             return str(name), _storage(storage_flag, raw.get("storage"), path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -115,6 +116,8 @@ class Dim:
                 raise ConfigError(field_name, f"must be an integer; got {value!r}")
         if self.kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(field_name, f"must be a number; got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes every range check
+            raise ConfigError(field_name, f"must be a finite number; got {value!r}")
         if "algorithm" in self.extra:  # an algorithm's switch or parameter
             algo, param = self.extra["algorithm"], self.extra.get("param")
             if param is None:

@@ -251,7 +251,7 @@ def _parse_range(d: Dim, rng: Any, where: str) -> Dim:
         raise ConfigError(f"{where}.low", f"must be > 0 on a log scale; got {low}")
     step = rng.get("step")
     if step is not None:
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or not 0 < step < float("inf"):
             raise ConfigError(f"{where}.step", f"must be a positive number; got {step!r}")
         if log:
             raise ConfigError(f"{where}.step", "cannot be combined with log: true")
