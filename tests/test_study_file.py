@@ -131,3 +131,32 @@ def test_an_empty_study_file_is_refused_with_a_minimal_example(tmp_path, capsys)
     assert f"{path}: the file is empty; a minimal study file is `base: {{dataset: {{name: digits}}}}`" \
         in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # nothing written, nothing trained
+
+
+@pytest.mark.parametrize("storage, words", [
+    ("postgresql://effsearch@127.0.0.1:{port}/x", "cannot open postgresql://effsearch@127.0.0.1:{port}/x: "
+                                                  "OperationalError"),
+    ("{tmp}/missing/x.db", "cannot create x.db: no such folder: {tmp}/missing"),
+    ("{tmp}/missing/x.journal", "cannot create x.journal: no such folder: {tmp}/missing"),
+    ("{tmp}/t.yaml/x.journal", "cannot create x.journal: not a folder: {tmp}/t.yaml"),
+    ("/proc/effsearch-test.journal", "cannot write the journal file /proc/effsearch-test.journal"),
+    ("mysql://u@127.0.0.1/db", "no driver for mysql://"),
+    ("sqlite:/nope", "malformed storage URL 'sqlite:/nope': a URL is sqlite://..."),
+    ("sqlite:nope.db", "malformed storage URL"),
+    ("sqlite://", "in-memory database"),
+])
+def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, capsys, storage, words):
+    from tests.conftest import free_port
+
+    path = study(tmp_path)
+    port = free_port()  # nothing listens there
+    storage, words = (s.format(tmp=tmp_path, port=port) for s in (storage, words))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["run", str(path), "--storage", storage]) == 2
+    err = capsys.readouterr().err
+    assert "--storage: " in err and words in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no `sqlite:` folder, no journal
+    # Reading commands say the same (a missing file there is "no study storage yet", exit 1).
+    if "://" in storage and "malformed" not in words:
+        assert main(["status", "t", "--storage", storage]) == 2
+        assert "--storage: " in capsys.readouterr().err

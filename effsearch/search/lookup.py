@@ -14,20 +14,23 @@ class StudyNotFound(Exception):
     """No storage, or no such study in it (exit code 1 in the CLI)."""
 
 
-def open_storage_url(url: str):
-    """A reading storage; a journal file must already exist (opening one would create it)."""
+def open_storage_url(url: str, where: str = "--storage"):
+    """A reading storage; a journal file must already exist (opening one would create it).
+    A storage that cannot be opened is a ConfigError naming ``where`` (exit code 2)."""
     import optuna
 
-    from effsearch.search.storage import open_url
+    from effsearch.config import ConfigError
+    from effsearch.search.storage import _why, open_url, sqlite_path
     from effsearch.search.studyfile import redact
 
-    if "://" not in url and not Path(url).is_file():
+    db = sqlite_path(url)
+    if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
         raise StudyNotFound(f"no study storage at {url} yet (run `effsearch run` first)")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         return open_url(url)
     except Exception as e:  # a server that is down, a bad database file
-        raise StudyNotFound(f"cannot open the storage {redact(url)}: {type(e).__name__}: {e}") from None
+        raise ConfigError(where, f"cannot open {redact(url)}: {_why(e)}") from None
 
 
 def check_name(storage, name: str, url: str) -> None:
@@ -47,6 +50,6 @@ def open_study(study: str, storage_flag: str | None = None):
     from effsearch.search.studyfile import locate
 
     name, url = locate(study, storage_flag)
-    storage = open_storage_url(url)
+    storage = open_storage_url(url, "--storage" if storage_flag else "storage")
     check_name(storage, name, url)
     return optuna.load_study(study_name=name, storage=storage), url

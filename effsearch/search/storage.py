@@ -19,6 +19,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from effsearch.config import ConfigError
+
 WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
 BASELINE_KEY = "baseline"
@@ -34,8 +36,63 @@ def rdb_url(url: str) -> str:
     return url
 
 
+# Python packages that provide each database's default SQLAlchemy driver, for the message.
+DRIVERS = {"postgresql": "psycopg2-binary (`uv run --extra postgres ...`)", "mysql": "mysqlclient or PyMySQL "
+           "(mysql+pymysql://...)", "sqlite": "Python's sqlite3"}
+
+
+def check_url(url: str, where: str) -> None:
+    """Refuse a storage URL SQLAlchemy cannot parse or whose driver is not installed (before any trial)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(rdb_url(url))
+        parsed.get_dialect().import_dbapi()
+    except (ArgumentError, ValueError) as e:
+        raise ConfigError(where, f"not a valid storage URL {_redact(url)!r}: {e}") from None
+    except (ImportError, NoSuchModuleError) as e:
+        backend = url.split("://", 1)[0].split("+", 1)[0]
+        raise ConfigError(where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
+                          ) from None
+    if parsed.get_backend_name() == "sqlite" and not parsed.database:
+        raise ConfigError(where, "sqlite:// without a path is an in-memory database, lost when the run ends; "
+                                 "give a file: sqlite:///path/to/study.db")
+
+
+def _redact(url: str) -> str:
+    from effsearch.search.studyfile import redact
+
+    return redact(url)
+
+
+def _where(spec) -> str:
+    return getattr(spec, "storage_field", None) or "storage"
+
+
 def open_storage(spec, heartbeat: bool = True):
+    """The study's storage for running it; anything that stops it opening is a one-line ConfigError
+    naming --storage (or the study file's ``storage``)."""
+    try:
+        return _open_storage(spec, heartbeat)
+    except ConfigError:
+        raise
+    except Exception as e:  # a server that is down, a folder that is missing or read-only
+        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {_why(e)}") from None
+
+
+def _why(e: Exception) -> str:
+    """The first line of a database error, without SQLAlchemy's background link."""
+    orig = getattr(e, "orig", None) or e
+    text = " ".join(str(orig).split()) or type(orig).__name__
+    return f"{type(orig).__name__}: {text}"[:300]
+
+
+def _open_storage(spec, heartbeat: bool):
     if spec.is_rdb:
+        path = sqlite_path(spec.storage)
+        if path is not None:
+            _check_folder(path, spec)
         kwargs = {}
         if heartbeat:
             hb = spec.heartbeat
@@ -46,13 +103,35 @@ def open_storage(spec, heartbeat: bool = True):
                                   max_retry=hb["max_retry"]))
         engine = {"connect_args": {"timeout": 60}} if spec.storage.startswith("sqlite") else \
             {"pool_pre_ping": True}
+        if spec.storage.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
+            engine["connect_args"] = {"connect_timeout": 15}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(rdb_url(spec.storage), engine_kwargs=engine, **kwargs)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-    Path(spec.storage).parent.mkdir(parents=True, exist_ok=True)
+    path = Path(spec.storage)
+    _check_folder(path, spec)
+    try:
+        with open(path, "ab"):  # the journal is appended to: check that now, not at the first trial
+            pass
+    except OSError as e:
+        raise ConfigError(_where(spec), f"cannot write the journal file {path}: {e.strerror or e}") from None
     return JournalStorage(JournalFileBackend(spec.storage))
+
+
+def _check_folder(path: Path, spec) -> None:
+    """A storage file's folder must exist: a typo in --storage should not create folders."""
+    if not path.parent.is_dir():
+        what = "not a folder" if path.parent.exists() else "no such folder"
+        raise ConfigError(_where(spec), f"cannot create {path.name}: {what}: {path.parent}")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a sqlite:/// URL (None for other URLs)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(url[len("sqlite:///"):])
 
 
 def worker_id() -> dict:
@@ -108,9 +187,10 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3) -> list[int]:
 def open_url(url: str):
     """A storage for reading (no heartbeats): an RDB URL or a journal file."""
     if "://" in url:
+        engine = {"connect_args": {"connect_timeout": 15}} if url.startswith("postgresql") else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return optuna.storages.RDBStorage(rdb_url(url))
+            return optuna.storages.RDBStorage(rdb_url(url), engine_kwargs=engine)
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     return JournalStorage(JournalFileBackend(url))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ PRUNERS: dict[str, dict[str, type]] = {"none": {}, "moasha": {"eta": float, "min
                                                                "min_trials": int}}
 TUNING: dict[str, dict[str, type]] = {"none": {}, "subset": phases.OPTIONS}
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
+URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")  # `scheme:` (a path starts with /, ., ~ or a name without :)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class StudySpec:
     heartbeat: dict
     raw: dict = field(default_factory=dict)
     path: Path | None = None
+    storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
     phase: str = "search"  # "tune" / "confirm" with a tuning phase (effsearch.search.phases)
 
     @property
@@ -194,6 +197,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     }
 
     storage = _storage(storage_flag, raw.get("storage"), path)
+    storage_field = "--storage" if storage_flag is not None else "storage"
     if workers > 1 and storage.startswith("sqlite"):
         raise ConfigError("workers", f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
                                      "use the default journal file or PostgreSQL for several workers")
@@ -213,7 +217,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, raw=raw, path=path)
+                     tuning=tuning, heartbeat=heartbeat, raw=raw, path=path, storage_field=storage_field)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
@@ -284,11 +288,20 @@ def _storage(flag: str | None, value: Any, path: Path) -> str:
         where, base_dir, text = "storage", path.resolve().parent, value
     else:
         return str(path.resolve().parent / f"{path.stem}.journal")
-    if "://" in text:
-        scheme = text.split("://", 1)[0].split("+", 1)[0]
-        if scheme not in RDB_SCHEMES:
-            raise ConfigError(where, f"unknown storage scheme {scheme!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
+    scheme = URL_LIKE.match(text)
+    if scheme:  # a URL, even a malformed one: never taken as a file name (sqlite:/x would make a folder `sqlite:`)
+        name = scheme.group(1).split("+", 1)[0].lower()
+        if name not in RDB_SCHEMES:
+            raise ConfigError(where, f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
                                      "(e.g. postgresql://user:pass@host/db) or a journal file path")
+        if not text.startswith(scheme.group(0) + "//"):
+            raise ConfigError(where, f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
+                                     + ("sqlite:///path/to/study.db" if name == "sqlite" else
+                                        f"{name}://user:pass@host/db")
+                                     + "; a journal file path must not start with `NAME:`")
+        from effsearch.search.storage import check_url
+
+        check_url(text, where)
         return text
     p = Path(text).expanduser()
     p = p if p.is_absolute() else base_dir / p
