@@ -33,11 +33,13 @@ def study_file(out: Path, name: str, trials: int, **changes) -> Path:
 
 
 def consumed(study) -> list[tuple[float, tuple | None]]:
-    """(cumulative train seconds, (time, accuracy) of a complete trial or None), in trial order."""
+    """(cumulative train seconds, (time, accuracy) of a complete trial that reached the target or
+    None), in trial order. A miss is stored with its train seconds and marked infeasible: no time."""
     out, used = [], 0.0
     for t in study.get_trials(deepcopy=False):
         used += t.user_attrs.get("train_seconds") or 0.0
-        v = tuple(t.values) if t.state == optuna.trial.TrialState.COMPLETE else None
+        hit = t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("reached_target")
+        v = tuple(t.values) if hit else None
         out.append((used, v))
     return out
 
@@ -51,7 +53,6 @@ def main() -> None:
     args = ap.parse_args()
     from search_efficiency import compute_to_reach, hv_curve  # beside this script
 
-    from effsearch.objectives import MISS_PENALTY_SECONDS
     from effsearch.search import studyfile
     from effsearch.search.runner import run
     from effsearch.search.storage import open_url
@@ -81,7 +82,7 @@ def main() -> None:
     confirm = consumed(load("live-effsearch", eff))
     spent = tune[-1][0]
     b = [(c, None) for c, _ in tune] + [(spent + c, v) for c, v in confirm]
-    hits = [v[0] for _, v in a + b if v is not None and v[0] < MISS_PENALTY_SECONDS]
+    hits = [v[0] for _, v in a + b if v is not None]
     if not hits:
         sys.exit("no trial reached the target; nothing to compare")
     ref = (1.1 * max(hits), -0.5)

@@ -26,7 +26,6 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.objectives import MISS_PENALTY_SECONDS
 from effsearch.search import pareto, report
 from effsearch.search.export import objectives_of
 from effsearch.search.studyfile import redact
@@ -51,15 +50,13 @@ def parse_pick(text: str) -> tuple[str, float | None]:
 
 
 def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
-    """(time to target or its miss penalty, final val accuracy, reached the target)."""
+    """(time to target (inf for a miss), final val accuracy, reached the target)."""
     a = trial.user_attrs
     values = dict(zip(objectives, trial.values))
     tta = values.get("time_to_accuracy", a.get("time_to_target"))
     acc = values.get("final_accuracy", a.get("val_accuracy"))
-    reached = a.get("reached_target")
-    if reached is None:
-        reached = tta is not None and tta < MISS_PENALTY_SECONDS
-    if tta is None:
+    reached = report.reached(trial)
+    if tta is None or not reached:
         tta = math.inf
     return float(tta), float(acc) if acc is not None else -math.inf, bool(reached)
 

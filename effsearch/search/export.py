@@ -50,6 +50,8 @@ def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
         r["on_front"] = on_front
     r["baseline"] = bool(a.get(BASELINE_KEY))
     r.update(zip(objectives, trial.values))
+    if "time_to_accuracy" in r and not report.reached(trial):
+        r["time_to_accuracy"] = None  # a miss has no time to target (the study stores its train seconds)
     r.update({
         "time_to_target": a.get("time_to_target"),
         "reached_target": a.get("reached_target"),

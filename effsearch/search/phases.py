@@ -96,7 +96,11 @@ def top_k(trials, directions, k: int) -> list:
 
     pool = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY)
             and t.user_attrs.get("full_config")]
-    order = rank([minimised(t.values, directions) for t in pool])
+    # Trials that reached the target first (a miss is infeasible), then misses by their shortfall.
+    shortfall = [sum(max(0.0, c) for c in t.constraints.values()) for t in pool]
+    feasible = [i for i in range(len(pool)) if shortfall[i] == 0]
+    order = [feasible[i] for i in rank([minimised(pool[j].values, directions) for j in feasible])]
+    order += sorted((i for i in range(len(pool)) if shortfall[i] > 0), key=lambda i: shortfall[i])
     return [pool[i] for i in order[:k]]
 
 

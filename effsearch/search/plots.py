@@ -1,9 +1,8 @@
 """The Pareto front drawn for `effsearch export`: HTML (plotly, works offline) and PNG.
 
 Time to target against final accuracy; the baseline is a star; dominated
-trials (``--all``) are lighter. A trial that missed the target has a penalty
-time (>= 1e6 s) that is no time at all, so it is left off the plot and the
-title says how many were.
+trials (``--all``) are lighter. A trial that missed the target has no time to
+target, so it is left off the plot and the title says how many were.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import html
 from pathlib import Path
 
 from effsearch.config import ConfigError
-from effsearch.objectives import MISS_PENALTY_SECONDS
 from effsearch.search.report import fmt_value
 
 LABELS = {"time_to_accuracy": "time to target accuracy (train seconds)", "final_accuracy": "final val accuracy",
@@ -30,7 +28,7 @@ def axes(objectives: list[str]) -> tuple[str, str]:
 
 
 def missed(r: dict, x: str) -> bool:
-    return x == "time_to_accuracy" and (r.get("reached_target") is False or r[x] >= MISS_PENALTY_SECONDS)
+    return x == "time_to_accuracy" and (r.get("reached_target") is False or r[x] is None)
 
 
 def series(doc: dict) -> dict:
