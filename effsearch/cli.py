@@ -67,6 +67,9 @@ def _cmd_status(args) -> int:
     print(f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
           + (f"; target val accuracy {target:g}" if target is not None else ""))
     print(report.status_table(study, objectives, show_all=not args.front))
+    warning = report.baseline_warning(study.get_trials(deepcopy=False))
+    if warning:
+        print(f"\nwarning: {warning}")
     from effsearch.search import phases
 
     linked = phases.describe(study, objectives)  # with a tuning phase: how well phase 1 predicted it

@@ -42,6 +42,7 @@ def test_trials_record_everything_and_a_rerun_resumes(tmp_path, capsys):
     trials = study.get_trials()
     assert report.counts(trials)["done"] == 3 and len(trials) == 3
     assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
+    assert study.metric_names == ["time to target accuracy (train seconds)", "final val accuracy"]
     assert trials[0].user_attrs["baseline"] is True
     assert TrainConfig.from_dict(yaml.safe_load(trials[0].user_attrs["config"])) == \
         TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 3}))  # base as it is
@@ -54,10 +55,13 @@ def test_trials_record_everything_and_a_rerun_resumes(tmp_path, capsys):
         assert isinstance(a["reached_target"], bool) and 0 <= a["test_accuracy"] <= 1
         assert a["device"].startswith("cpu") and "optuna" in a["versions"] and "sparsity" in a
         assert a["status"] == "completed" and "train_seconds" in a
+        # A miss stores its train seconds (no penalty that squashes the plots) and is infeasible.
         if a["reached_target"]:
-            assert t.values[0] == a["time_to_target"]
+            assert t.values[0] == a["time_to_target"] and t.constraints == {"0": 0.0}
+            assert a["val_accuracy"] >= a["target_accuracy"]  # earned by the delivered model
         else:
-            assert t.values[0] >= 1e6
+            assert t.values[0] == a["train_seconds"] and t.constraints["0"] > 0
+            assert t not in study.best_trials
         assert t.values[1] == a["val_accuracy"]
         files = {m.filename for m in optuna.artifacts.get_all_artifact_meta(t, storage=storage)}
         assert files == {"learning_curve.png", "config.yaml", "result.json"}
@@ -97,6 +101,7 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
 
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(runner, "make_pruner", lambda spec, study=None: PruneThird())
+    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)  # `calls` counts trials only
     path = write_study(tmp_path, n_trials=5)
     assert main(["run", str(path)]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
@@ -147,3 +152,62 @@ def test_two_workers_share_the_default_storage(tmp_path):
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("reason") for t in trials]
     assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2  # both workers ran trials
     assert sum(t.user_attrs.get("baseline", False) for t in trials) == 1
+
+
+def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, monkeypatch):
+    def train(cfg, *args, **kwargs):
+        raise RuntimeError("libfoo.so: cannot open shared object file (simulated)")
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)  # the pre-flight would catch it
+    path = write_study(tmp_path, n_trials=8)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    t = load(path)[0].get_trials()
+    assert len(t) == 3 and all(x.state == TrialState.FAIL for x in t)  # failure_limit: 3, not 8 trials
+    assert "stopped: trials 0, 1, 2 failed with the same error (failure_limit: 3)" in err
+    # Printed where it first happened and in the verdict; the repeats point at the first.
+    assert err.count("libfoo.so") == 2 and err.count("the same error as trial 0") == 2
+    assert "warning: the baseline (trial 0) failed: there is no yardstick" in err
+
+    # Different errors do not stop it; a study that ends with no completed trial still fails.
+    n = iter(range(100))
+    monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(
+        RuntimeError(f"error {next(n)}")))
+    (tmp_path / "b").mkdir()
+    path = write_study(tmp_path / "b", n_trials=4)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert len(load(path)[0].get_trials()) == 4 and "has no completed trial" in err
+
+
+def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
+    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)
+    path = write_study(tmp_path, n_trials=5, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2},
+                       failure_limit=0)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "phase 2 (confirm) not started" in err and "confirming" not in err
+    storage = open_url(str(path.with_suffix(".journal")))
+    assert optuna.get_all_study_names(storage) == ["tiny-tune"]  # phase 2's study was never made
+    assert len(optuna.load_study(study_name="tiny-tune", storage=storage).get_trials()) == 5
+
+
+def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_path, capsys, monkeypatch):
+    path = write_study(tmp_path, base=tiny(**{"dataset.name": "fashion-mnist"}))
+    assert main(["run", str(path), "--data-dir", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: base.dataset.name: Fashion-MNIST not found in {tmp_path / 'empty'}" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "tiny" not in optuna.get_all_study_names(open_url(str(path.with_suffix(".journal"))))
+
+    def train(cfg, *args, **kwargs):
+        raise RuntimeError("no kernel for this op (simulated)")
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    path = write_study(tmp_path)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "the baseline's config" in err and "does not train: RuntimeError: no kernel for this op" in err
+    assert "tiny" not in optuna.get_all_study_names(open_url(str(path.with_suffix(".journal"))))

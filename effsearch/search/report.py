@@ -8,7 +8,6 @@ from __future__ import annotations
 import yaml
 from optuna.trial import TrialState
 
-from effsearch.objectives import MISS_PENALTY_SECONDS
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
 from effsearch.spaces.space import format_table
 
@@ -72,11 +71,19 @@ def config_of(trial) -> dict | None:
         return None
 
 
-def fmt_value(name: str, value) -> str:
+def reached(trial) -> bool:
+    """Did the trial's delivered model reach the target? (A miss is infeasible: see objectives.)"""
+    flag = trial.user_attrs.get("reached_target")
+    if flag is not None:
+        return bool(flag)
+    return all(c <= 0 for c in trial.constraints.values())
+
+
+def fmt_value(name: str, value, hit: bool = True) -> str:
     if value is None:
         return "-"
     if name == "time_to_accuracy":
-        return "miss" if value >= MISS_PENALTY_SECONDS else f"{value:.2f}"
+        return f"{value:.2f}" if hit else "miss"
     if name == "model_size":
         return f"{value / 1024:.1f}K"
     if name == "final_accuracy":
@@ -113,16 +120,21 @@ def best_tta(trials) -> float | None:
     return min(times, default=None)
 
 
-def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None = None) -> str:
-    """One progress line for a finished trial, with the study's standing."""
+def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None = None,
+               same_as: int | None = None) -> str:
+    """One progress line for a finished trial, with the study's standing. ``same_as``: the trial
+    whose line already printed this trial's error (a repeated error is printed once)."""
     c = counts(trials)
     state = trial.user_attrs.get(STATUS_KEY) or trial.state.name.lower()
     if trial.state == TrialState.COMPLETE:
-        vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v)}" for n, v in zip(objectives, trial.values))
+        hit = reached(trial)
+        vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v, hit)}" for n, v in zip(objectives, trial.values))
         sp = speedup(trial, baseline_trial(trials))
         what = vals + (f" ({sp:.2f}x)" if sp else "")
+    elif same_as is not None:
+        what = f"the same error as trial {same_as}"
     else:
-        what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:100]
+        what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
     cfg = config_of(trial)
     tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else ""
     best = best_tta(trials)
@@ -150,7 +162,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
             state += "*"
         test = t.user_attrs.get("test_accuracy")
         train = t.user_attrs.get("train_seconds")
-        return ([t.number, state] + [fmt_value(n, v) for n, v in zip(objectives, vals)]
+        return ([t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
 
@@ -163,7 +175,32 @@ def status_table(study, objectives, show_all: bool = True) -> str:
     lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}):"]
     if pareto:
         lines.append(format_table(head, [row(t) for t in pareto]))
+    elif c["complete"] and "time_to_accuracy" in objectives:
+        lines.append("  (no complete trial reached the target: a trial that misses it has no time to target "
+                     "and is not on the front)")
     return "\n".join(lines)
+
+
+def baseline_warning(trials) -> str | None:
+    """Why speed-ups read '-': the baseline did not give a time to target (None when it did)."""
+    base = [t for t in trials if t.user_attrs.get(BASELINE_KEY)]
+    if not base:
+        return None
+    done = [t for t in base if t.state == TrialState.COMPLETE]
+    if done and done[0].user_attrs.get("time_to_target") is not None:
+        return None
+    if done:
+        t = done[0]
+        target, acc = t.user_attrs.get("target_accuracy"), t.user_attrs.get("val_accuracy")
+        why = (f"missed the target {target:g} (final val accuracy {acc:.4f})" if target is not None and acc is not None
+               else "missed the target")
+    else:
+        t = max(base, key=lambda x: x.number)
+        if not t.state.is_finished():
+            return None  # still to run
+        why = t.user_attrs.get(STATUS_KEY) or t.state.name.lower()  # its reason is on its own line
+    return (f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
+            "Lower target_accuracy or give the baseline more epochs (the study file's base and baseline)")
 
 
 def _short(name: str) -> str:

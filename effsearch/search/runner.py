@@ -9,6 +9,7 @@ main process prints one line per finished trial and the Pareto front at the end.
 
 from __future__ import annotations
 
+import datetime
 import gc
 import multiprocessing
 import os
@@ -19,6 +20,7 @@ import time
 import warnings
 
 import optuna
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState
 
 from effsearch import objectives as O
@@ -26,8 +28,8 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, record, report
 from effsearch.search.hooks import make_pruner
 from effsearch.search.samplers import make_sampler
-from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, open_storage, requeue,
-                                      requeue_dead_local, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, open_storage,
+                                      requeue, requeue_dead_local, worker_id)
 
 
 class TrialFailed(Exception):
@@ -35,15 +37,30 @@ class TrialFailed(Exception):
 
 
 class Objective:
-    def __init__(self, spec, study, store, data_root=None):
+    def __init__(self, spec, study, store, data_root=None, heartbeat=None):
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
         self.pruner = make_pruner(spec.pruner, study)
+        self.heartbeat = heartbeat  # journal storages: JournalHeartbeat
         self._baseline_tta = None
 
     def __call__(self, trial: optuna.Trial):
+        trial.set_user_attr(WORKER_KEY, worker_id())
+        if self.heartbeat is not None:
+            self.heartbeat.beat(trial._trial_id)
+        try:
+            return self._run(trial)
+        except (KeyboardInterrupt, SystemExit):
+            trial.set_user_attr(STATUS_KEY, "interrupted")
+            _note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a rerun "
+                                        "of the same command resumes it")
+            raise
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.beat(None)
+
+    def _run(self, trial: optuna.Trial):
         from effsearch.trainer.run import check_runnable, train
 
-        trial.set_user_attr(WORKER_KEY, worker_id())
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
         try:
             sampled = self.spec.space.sample(trial)
@@ -64,7 +81,6 @@ class Objective:
             result = train(cfg, data_root=self.data_root, progress=False,
                            on_eval=lambda point: self.pruner.on_eval(trial, point))
         except (KeyboardInterrupt, SystemExit):
-            trial.set_user_attr(STATUS_KEY, "interrupted")
             raise
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
             _free_memory()
@@ -78,6 +94,9 @@ class Objective:
         except Exception as e:  # a full disk must not cost the trial
             trial.set_user_attr("artifact_error", f"{type(e).__name__}: {e}")
         if result.status == "completed":
+            constraints = O.constraints(result, self.spec.objectives)
+            if constraints:  # Optuna's format, which its samplers and optuna-dashboard read
+                trial.storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, constraints)
             return O.values(result, self.spec.objectives)
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
@@ -86,6 +105,8 @@ class Objective:
     def _fail(self, trial, status: str, reason: str):
         trial.set_user_attr(STATUS_KEY, status)
         trial.set_user_attr("reason", reason[:2000])
+        if status != "diverged":  # a diverged trial has its full note (curve, config) already
+            _note(trial, status, reason)
         raise TrialFailed(reason)
 
     def _speedup(self, result) -> float | None:
@@ -97,6 +118,17 @@ class Objective:
         return self._baseline_tta / result.time_to_target if self._baseline_tta and result.time_to_target else None
 
 
+def _note(trial, status: str, reason: str) -> None:
+    """The dashboard note of a trial that did not finish: why, and its config when it has one."""
+    cfg = report.config_of(trial)
+    text = (f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
+            + (f"\n\n- {report.summary(cfg)}" if cfg else ""))
+    try:
+        record.save_note(trial, text)
+    except Exception:  # a note must never cost the study
+        pass
+
+
 def _free_memory() -> None:
     gc.collect()
     try:
@@ -106,6 +138,56 @@ def _free_memory() -> None:
             torch.cuda.empty_cache()
     except Exception:
         pass
+
+
+WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
+
+
+def warm_up(cfg: TrainConfig, data_root=None) -> float:
+    """Train ``cfg`` for a few batches, untimed, so the process's first timed trial is not its slowest.
+
+    The first run of a process pays lazy imports, allocator growth and kernel choice in its
+    train seconds (benchmarks/first_run_bias.py; docs/benchmarks.md), and the first trial is
+    the baseline every speed-up is read against. It doubles as the check that the baseline's
+    config runs at all. Returns the seconds it took.
+    """
+    from effsearch.trainer import data as D
+    from effsearch.trainer.run import train
+
+    t = time.perf_counter()
+    n_train = len(D.load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
+    epochs = min(float(cfg.epochs), WARM_UP_BATCHES * cfg.batch_size / max(1, n_train))
+    try:
+        short = cfg.replace(epochs=epochs, eval_every=epochs)
+    except ConfigError:  # a rule tied to the budget (a CORDS strategy that would never select): no selection
+        short = cfg.replace(**{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full",
+                               "selection.fraction": 1.0})
+    train(short, data_root=data_root, progress=False)
+    return time.perf_counter() - t
+
+
+class BaselineBroken(Exception):
+    """The baseline's config does not train (found before the first trial)."""
+
+
+def preflight(spec, data_root, warm: bool = True) -> float | None:
+    """Before the first trial: the storage opens (a ConfigError naming --storage otherwise), the
+    data is there and the baseline's config trains a few batches (which also warms this process up)."""
+    open_storage(spec)
+    cfg = phases.trial_config(spec, spec.baseline)
+    try:
+        if warm:
+            return warm_up(cfg, data_root)
+        from effsearch.trainer import data as D
+
+        D.load_splits(cfg, data_root)
+        return None
+    except ConfigError as e:  # the data is missing: it is the study's base config that names it
+        raise ConfigError(f"base.{e.field}" if e.field else "base", e.message, spec.source) from None
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        raise BaselineBroken(f"{type(e).__name__}: {e}") from None
 
 
 class StopAtTotal:
@@ -130,6 +212,38 @@ class StopAtTotal:
             study.stop()
 
 
+# Statuses of trials that failed with an error (an exception, a config the trainer refused);
+# a diverged trial is a result of the search (a too-high lr), not an error.
+ERROR_STATUSES = ("failed", "invalid")
+
+
+def repeated_failure(study, limit: int, since: datetime.datetime | None = None) -> tuple[str, list[int]] | None:
+    """(the error, the trial numbers) when the last ``limit`` finished trials started since
+    ``since`` all failed with the same error (class and message); else None."""
+    if not limit:
+        return None
+    done = [t for t in study.get_trials(deepcopy=False) if report.counted(t)
+            and (since is None or (t.datetime_start and t.datetime_start >= since))]
+    last = sorted(done, key=lambda t: (t.datetime_complete or t.datetime_start, t.number))[-limit:]
+    if len(last) < limit or any(t.user_attrs.get(STATUS_KEY) not in ERROR_STATUSES for t in last):
+        return None
+    reasons = {t.user_attrs.get("reason") for t in last}
+    return (reasons.pop(), sorted(t.number for t in last)) if len(reasons) == 1 else None
+
+
+class StopOnRepeatedFailure:
+    """Stop this worker when the study's last few trials failed with the same error: a missing
+    dataset, a broken install or a bad base config fails every trial alike."""
+
+    def __init__(self, limit: int, since: datetime.datetime):
+        self.limit, self.since, self.hit = limit, since, None
+
+    def __call__(self, study, trial) -> None:
+        self.hit = repeated_failure(study, self.limit, self.since)
+        if self.hit:
+            study.stop()
+
+
 class Progress:
     """One line per finished trial, with the study's standing."""
 
@@ -137,6 +251,7 @@ class Progress:
         self.spec, self.out = spec, out or sys.stderr
         self.t0 = t0 if t0 is not None else time.time()
         self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+        self.errors: dict[str, int] = {}  # error text -> the first trial that printed it
 
     def __call__(self, study, trial=None) -> None:
         self.poll(study)
@@ -146,8 +261,12 @@ class Progress:
         for t in sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen),
                         key=lambda t: t.number):
             self.seen.add(t.number)
+            reason = t.user_attrs.get("reason") if t.state == TrialState.FAIL else None
+            same = self.errors.get(reason) if reason else None
+            if reason and same is None:
+                self.errors[reason] = t.number
             print(report.trial_line(t, self.spec.objectives, trials, study, self.spec.n_trials,
-                                    time.time() - self.t0), file=self.out, flush=True)
+                                    time.time() - self.t0, same_as=same), file=self.out, flush=True)
 
 
 def artifact_store(spec):
@@ -158,6 +277,13 @@ def artifact_store(spec):
         return FileSystemArtifactStore(str(spec.artifacts))
     except OSError:
         return None
+
+
+def metric_names(objectives) -> list[str]:
+    """What optuna-dashboard labels each objective with (the study's user attr keeps the names)."""
+    from effsearch.search.plots import LABELS
+
+    return [LABELS.get(n, n) for n in objectives]
 
 
 def ensure_study(spec, storage) -> optuna.Study:
@@ -179,6 +305,10 @@ def ensure_study(spec, storage) -> optuna.Study:
         from effsearch.search.studyfile import dump
 
         study.set_user_attr("study_file", dump(spec))
+    if study.metric_names is None:  # the dashboard's axes read these instead of "Objective 0"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            study.set_metric_names(metric_names(spec.objectives))
     if not any(t.user_attrs.get(BASELINE_KEY) for t in study.get_trials(deepcopy=False)):
         study.enqueue_trial(spec.space.encode(spec.baseline), user_attrs={BASELINE_KEY: True})
     return study
@@ -213,40 +343,110 @@ def keyboard_interrupt_on_sigint() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None, t0=None) -> str:
-    """One worker: run trials until the study has n_trials, the timeout passes, or Ctrl-C."""
+def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None, t0=None,
+         since: float | None = None, warm: bool = True) -> str:
+    """One worker: run trials until the study has n_trials, the timeout passes, the same error
+    repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
+
+    ``since``: when the command started (the failure limit counts this run's trials only).
+    """
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if spec.workers > 1:
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.workers))
+    started = time.time()
     storage = open_storage(spec)
-    study = optuna.load_study(study_name=spec.name, storage=storage,
-                              sampler=make_sampler(spec.sampler, spec.seed + 1000 * index))
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec.sampler, spec.seed))
     stop = StopAtTotal(spec.n_trials)
-    if stop.reached(study):
+    if stop.reached(study) and not wait_for_others(spec, study, stop, started):
         return "done"
     keyboard_interrupt_on_sigint()
-    callbacks = [stop] + ([Progress(spec, study, out, t0)] if progress else [])
+    if warm:
+        try:
+            warm_up(phases.trial_config(spec, spec.baseline), data_root)
+        except Exception:  # the main process checked the baseline already; never cost the study for this
+            pass
+    failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
+    callbacks = [stop, failures] + ([Progress(spec, study, out, t0)] if progress else [])
+    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
+    objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
     try:
-        study.optimize(Objective(spec, study, artifact_store(spec), data_root), n_trials=None,
-                       timeout=spec.timeout, catch=(TrialFailed,), callbacks=callbacks,
-                       # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
-                       gc_after_trial=spec.space.machine.device == "cuda")
+        while True:
+            left = None if spec.timeout is None else spec.timeout - (time.time() - started)
+            if left is not None and left <= 0:
+                break
+            study.optimize(objective, n_trials=None, timeout=left, catch=(TrialFailed,), callbacks=callbacks,
+                           # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+                           gc_after_trial=spec.space.machine.device == "cuda")
+            if failures.hit:
+                return "failed"
+            if not stop.reached(study) or not wait_for_others(spec, study, stop, started):
+                break  # the timeout, or the study has its n_trials
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
         requeue_interrupted(study)
         return "interrupted"
+    finally:
+        if beat is not None:
+            beat.beat(None)
     return "done"
 
 
-def _worker_main(path: str, overrides: dict, index: int, data_root) -> None:
+def reap_dead(spec, study) -> list[int]:
+    """Fail (and queue again) the trials of workers that are gone."""
+    hb = spec.heartbeat
+    if not spec.is_rdb:
+        return requeue_dead_local(study, hb["max_retry"], hb["grace_period"])
+    # Optuna's heartbeats: fail_stale_trials fails them, RetryHeartbeatStaleTrialCallback queues the retry.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        optuna.storages.fail_stale_trials(study)
+    trials = study.get_trials(deepcopy=False)
+    lost = [before[n] for n in before if trials[n].state == TrialState.FAIL]
+    for t in lost:
+        w = t.user_attrs.get(WORKER_KEY) or {}
+        retry = [x.number for x in trials if x.system_attrs.get("failed_trial") is not None
+                 and t.number in x.system_attrs.get("retry_history", ())]
+        reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
+                  f"{hb['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
+        try:
+            study._storage.set_trial_user_attr(t._trial_id, STATUS_KEY, "lost")
+            study._storage.set_trial_user_attr(t._trial_id, "reason", reason)
+            record.save_note_by_id(study, t._trial_id, f"### Trial {t.number}: lost\n\n{reason}")
+        except Exception:  # another worker got there first; the note is a courtesy
+            pass
+    return [t.number for t in lost]
+
+
+def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
+    """The study has n_trials counting the ones running elsewhere: wait until they end. True when
+    one of them died (its worker's heartbeat stopped or its process is gone) and was queued again,
+    so this worker should go on and run it; False when the study is complete (or time is up)."""
+    poll = min(2.0, spec.heartbeat["interval"])
+    while True:
+        reap_dead(spec, study)
+        c = report.counts(study.get_trials(deepcopy=False))
+        if stop.n is None or c["done"] >= stop.n:
+            return False
+        if c["done"] + c["running"] < stop.n:
+            return True
+        if spec.timeout is not None and time.time() - started >= spec.timeout:
+            return False
+        time.sleep(poll)
+
+
+WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
+
+
+def _worker_main(path: str, overrides: dict, index: int, data_root, since: float) -> None:
     from effsearch.search.studyfile import load
 
     try:
         phase = overrides.pop("phase")
         spec = phases.phase_spec(load(path, **overrides), phase)
-        sys.exit(130 if work(spec, index, data_root) == "interrupted" else 0)
+        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since)])
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -255,7 +455,8 @@ def run_workers(spec, study, data_root, out, t0=None) -> str:
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
     overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
                  "workers": spec.workers, "phase": spec.phase}
-    procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root),
+    since = t0 or time.time()
+    procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root, since),
                          name=f"effsearch-worker-{i}") for i in range(spec.workers)]
     for p in procs:
         p.start()
@@ -273,10 +474,12 @@ def run_workers(spec, study, data_root, out, t0=None) -> str:
         progress.poll(study)
         return "interrupted"
     progress.poll(study)
-    bad = [p.exitcode for p in procs if p.exitcode not in (0, 130)]
-    if bad:
+    bad = [p.exitcode for p in procs if p.exitcode not in (0, 1, 130)]
+    if bad:  # killed; the survivors re-ran its trial (wait_for_others)
         print(f"warning: {len(bad)} worker(s) exited with codes {bad}", file=out)
-    return "interrupted" if any(p.exitcode == 130 for p in procs) else "done"
+    if any(p.exitcode == 130 for p in procs):
+        return "interrupted"
+    return "failed" if any(p.exitcode == 1 for p in procs) else "done"
 
 
 def header(spec, study) -> str:
@@ -311,16 +514,26 @@ def dashboard_hint(spec) -> str:
 
 
 def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
-    """Run (or resume) a study, with its tuning phase if it has one; returns the exit code
-    (130 after Ctrl-C). ``t0``: when the command started."""
+    """Run (or resume) a study, with its tuning phase if it has one; returns the exit code:
+    0 done, 1 the study (or a phase) could not do its work, 130 after Ctrl-C. Bad input (a
+    storage that cannot be opened, missing data) raises ConfigError (exit code 2).
+    ``t0``: when the command started."""
     out = out or sys.stderr
     t0 = t0 or time.time()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:  # before any trial: the storage opens, the data is there, the baseline's config trains
+        warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root)
+    except BaselineBroken as e:
+        print(f"effsearch run: the baseline's config ({spec.source}: base, baseline) does not train: {e}\n"
+              "  (found by a few batches of it before the first trial; nothing was run)", file=out)
+        return 1
     if not phases.enabled(spec):
-        return run_phase(spec, data_root, out, t0)
+        return run_phase(spec, data_root, out, t0, warm=warm)
     tune = phases.tune_spec(spec)
-    code = run_phase(tune, data_root, out, t0)
+    code = run_phase(tune, data_root, out, t0, warm=warm)
     if code:
+        if code == 1:
+            print("phase 2 (confirm) not started: phase 1 did not finish its work", file=out)
         return code
     storage = open_storage(spec)
     confirm = phases.confirm_spec(spec)
@@ -335,25 +548,42 @@ def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
     return code
 
 
-def run_phase(spec, data_root, out, t0, study=None) -> int:
-    """Run (or resume) one study to its n_trials."""
+def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -> int:
+    """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat["max_retry"])
     print(header(spec, study), file=out)
+    if warm is not None:
+        print(f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
+              "first timed trial is not this process's first run", file=out, flush=True)
     if lost:
         print(f"  re-queued trials {lost}: their worker process is gone", file=out)
     if StopAtTotal(spec.n_trials).reached(study):
         print(f"the study already has {spec.n_trials} trials; raise --n-trials to run more", file=out)
         outcome = "done"
     elif spec.workers == 1:
-        outcome = work(spec, 0, data_root, progress=True, out=out, t0=t0)
+        outcome = work(spec, 0, data_root, progress=True, out=out, t0=t0, since=t0, warm=False)
     else:
         outcome = run_workers(spec, study, data_root, out, t0)
     print("", file=out)
     print(report.status_table(study, spec.objectives, show_all=False), file=out)
+    trials = study.get_trials(deepcopy=False)
+    warning = report.baseline_warning(trials)
+    if warning:
+        print(f"\nwarning: {warning}", file=out)
     print(f"\ndashboard: {dashboard_hint(spec)}", file=out)
     if outcome == "interrupted":
         print("interrupted: finished trials are kept; run the same command again to resume", file=out)
         return 130
+    hit = repeated_failure(study, spec.failure_limit, datetime.datetime.fromtimestamp(t0))
+    if outcome == "failed" or hit:
+        if hit:
+            reason, numbers = hit
+            print(f"\neffsearch run: stopped: trials {', '.join(map(str, numbers))} failed with the same error "
+                  f"(failure_limit: {spec.failure_limit}):\n  {reason}", file=out)
+        return 1
+    if not any(t.state == TrialState.COMPLETE for t in trials):
+        print(f"\neffsearch run: study {spec.name!r} has no completed trial", file=out)
+        return 1
     return 0

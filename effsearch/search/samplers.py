@@ -2,18 +2,73 @@
 
 TPE is the default: it handles this mixed, conditional space (``group=True``
 splits it into the subspaces that occur together) and, with the constant liar,
-several workers do not all sample the same point. Each worker gets its own seed
-(seed + worker index) for the same reason.
+several workers do not all sample the same point.
+
+Seeds: a seeded sampler in each of two `effsearch run` processes (two machines) draws
+the same random numbers, so both propose the same configurations. Instead, the random
+stream is derived afresh for every trial from the study seed and the trial's number,
+which the storage hands out once, atomically, to whichever worker on whichever machine
+asks (``PerTrialSeed``). No two trials share a stream, and one worker on a fresh study
+still reproduces its trials.
 """
 
 from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import optuna
+from optuna.samplers import BaseSampler
+from optuna.samplers._lazy_random_state import LazyRandomState
 
 
-def make_sampler(spec: dict, seed: int):
+def trial_seed(study_seed: int, trial_number: int) -> int:
+    return int(np.random.SeedSequence([study_seed, trial_number]).generate_state(1)[0])
+
+
+def _reseed(sampler, seed: int, seen: set) -> None:
+    """Re-seed every random state of ``sampler`` and the samplers it holds, in place (shared
+    references, such as NSGA-II's child generation strategy's, follow)."""
+    seen.add(id(sampler))
+    for i, value in enumerate(vars(sampler).values()):
+        if isinstance(value, LazyRandomState):
+            value.rng.seed(seed)
+        elif isinstance(value, BaseSampler) and id(value) not in seen:
+            _reseed(value, (seed + 7919 * (i + 1)) % 2**32, seen)
+
+
+class PerTrialSeed(BaseSampler):
+    """``sampler`` with its random state set from (study seed, trial number) before each trial."""
+
+    def __init__(self, sampler: BaseSampler, seed: int):
+        self.sampler, self.seed = sampler, seed
+
+    def before_trial(self, study, trial) -> None:
+        _reseed(self.sampler, trial_seed(self.seed, trial.number), set())
+        self.sampler.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study, trial):
+        return self.sampler.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self.sampler.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.sampler.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.sampler.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.sampler.reseed_rng()
+
+
+def make_sampler(spec: dict, seed: int) -> BaseSampler:
+    """The study file's sampler, its random stream derived per trial from ``seed`` (PerTrialSeed)."""
+    return PerTrialSeed(_make(spec, seed), seed)
+
+
+def _make(spec: dict, seed: int):
     name = spec["name"]
     opts = {k: v for k, v in spec.items() if k != "name"}
     with warnings.catch_warnings():

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -134,8 +137,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url[len("sqlite:///"):])
 
 
+_WORKER_TOKEN = uuid.uuid4().hex[:12]  # one per process: host and pid alone repeat across machines and reboots
+
+
 def worker_id() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "id": f"{socket.gethostname()}-{os.getpid()}-"
+                                                                     f"{_WORKER_TOKEN}"}
 
 
 def _alive(pid: int) -> bool:
@@ -162,24 +169,70 @@ def requeue(study: optuna.Study, trial, reason: str) -> None:
         system_attrs={"failed_trial": history[0], "retry_history": history}))
 
 
-def requeue_dead_local(study: optuna.Study, max_retry: int = 3) -> list[int]:
-    """Fail and re-queue RUNNING trials whose worker was a process on this host that is gone.
+HEARTBEAT_KEY = "effsearch:heartbeat"  # system attr of a RUNNING trial on a journal file: time.time()
 
-    Only for storages without heartbeats (journal files); RDB storages use Optuna's own.
+
+class JournalHeartbeat:
+    """Journal storages have no heartbeats of their own: a thread stamps the running trial
+    every ``interval`` seconds, so workers on other machines can tell a dead worker's trial."""
+
+    def __init__(self, storage, interval: float):
+        self.storage, self.interval = storage, interval
+        self.trial_id: int | None = None
+        self._wake = threading.Event()
+        threading.Thread(target=self._loop, name="effsearch-heartbeat", daemon=True).start()
+
+    def beat(self, trial_id: int | None) -> None:
+        self.trial_id = trial_id
+        self._stamp()
+
+    def _stamp(self) -> None:
+        trial_id = self.trial_id
+        if trial_id is None:
+            return
+        try:
+            self.storage.set_trial_system_attr(trial_id, HEARTBEAT_KEY, time.time())
+        except Exception:  # the trial finished meanwhile
+            pass
+
+    def _loop(self) -> None:
+        while not self._wake.wait(self.interval):
+            self._stamp()
+
+
+def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: float | None = None) -> list[int]:
+    """Fail and re-queue RUNNING trials whose worker is gone: a process on this host that has
+    exited, or (with ``grace_period``) a worker anywhere whose heartbeat stamp is that old.
+
+    Only for storages without Optuna's heartbeats (journal files); RDB storages use Optuna's own.
     """
     host = socket.gethostname()
     done = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         w = t.user_attrs.get(WORKER_KEY) or {}
-        if w.get("host") != host or not isinstance(w.get("pid"), int) or _alive(w["pid"]):
+        stamp = t.system_attrs.get(HEARTBEAT_KEY)
+        if w.get("host") == host and isinstance(w.get("pid"), int):
+            dead = not _alive(w["pid"])
+        else:
+            dead = grace_period is not None and isinstance(stamp, (int, float)) and time.time() - stamp > grace_period
+        if not dead:
             continue
+        why = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone"
         try:
             study._storage.set_trial_user_attr(t._trial_id, STATUS_KEY, "lost")
+            study._storage.set_trial_user_attr(t._trial_id, "reason", why)
             study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         except Exception:  # another process got there first
             continue
         if len(t.system_attrs.get("retry_history", [])) < max_retry:
-            requeue(study, t, f"worker pid {w['pid']} is gone")
+            requeue(study, t, why)
+            why += f"; queued again as trial {len(study.get_trials(deepcopy=False)) - 1}"
+        try:
+            from effsearch.search.record import save_note_by_id
+
+            save_note_by_id(study, t._trial_id, f"### Trial {t.number}: lost\n\n{why}")
+        except Exception:  # the note is a courtesy
+            pass
         done.append(t.number)
     return done
 

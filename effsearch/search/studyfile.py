@@ -20,7 +20,9 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     pruner: none                # or {name: moasha, eta: 3, min_fraction: 0.111, min_trials: 4}
     tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
                                 #     target_accuracy: T, n_trials: N, top_k: 5, seeds: 1}
-    heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # RDB storages only
+    heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
+    failure_limit: 3            # stop (exit 1) when this many trials in a row fail with the same
+                                # error (class and message); 0: never
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from effsearch.search import phases
 from effsearch.spaces.dims import set_path
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
-        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat")
+        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit")
 
 # Options each sampler takes from the study file (the rest stay Optuna's defaults).
 SAMPLERS: dict[str, dict[str, type]] = {
@@ -80,6 +82,7 @@ class StudySpec:
     pruner: dict
     tuning: dict
     heartbeat: dict
+    failure_limit: int = 3
     raw: dict = field(default_factory=dict)
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
@@ -196,6 +199,8 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
         "max_retry": _number(hb.get("max_retry", 3), "heartbeat.max_retry", int, low=0),
     }
 
+    failure_limit = _number(raw.get("failure_limit", 3), "failure_limit", int, low=0)
+
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
     if workers > 1 and storage.startswith("sqlite"):
@@ -217,7 +222,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, raw=raw, path=path, storage_field=storage_field)
+                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, raw=raw, path=path, storage_field=storage_field)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
