@@ -127,7 +127,11 @@ def _cmd_space_show(args) -> int:
     space = spec.space
     print(f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
           f"searched, {len(space.fixed)} fixed; other fields come from `base`")
-    print("a dimension is sampled only when its `when` holds; conflicting algorithms are never both on\n")
+    print("a dimension is sampled only when its `when` holds; conflicting algorithms are never both on")
+    if "batch_size" in space.active:
+        print("optimizer.lr is the lr at batch 128: a trial at batch size B trains with optimizer.lr * B / 128 "
+              "(optimizer.scale_lr_with_batch), so the dashboard's optimizer.lr is not the lr it ran with")
+    print("")
     print(space.table(show_all=args.all))
     return 0
 

@@ -211,3 +211,29 @@ def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_
     err = capsys.readouterr().err
     assert "the baseline's config" in err and "does not train: RuntimeError: no kernel for this op" in err
     assert "tiny" not in optuna.get_all_study_names(open_url(str(path.with_suffix(".journal"))))
+
+
+def test_workers_with_the_same_study_seed_draw_different_configs_and_one_worker_reproduces():
+    from effsearch.search.samplers import make_sampler
+
+    def draw(studies, n):
+        out = []
+        for i in range(n):
+            s = studies[i % len(studies)]
+            t = s.ask()
+            x, c = t.suggest_float("x", 0, 1), t.suggest_categorical("c", ["p", "q", "r"])
+            s.tell(t, [x, x * x])
+            out.append((x, c))
+        return out
+
+    for name in ("tpe", "nsga2", "random"):
+        storage = optuna.storages.InMemoryStorage()
+        optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])
+        # Two processes (machines) on one study, both seeded from the study file's seed 0.
+        two = [optuna.load_study(study_name="s", storage=storage, sampler=make_sampler({"name": name}, 0))
+               for _ in range(2)]
+        got = draw(two, 12)
+        assert len(set(got)) == 12, name
+        one = [draw([optuna.create_study(directions=["minimize", "maximize"],
+                                         sampler=make_sampler({"name": name}, 0))], 8) for _ in range(2)]
+        assert one[0] == one[1], name

@@ -101,9 +101,19 @@ def plot_curve(result, path: Path, title: str = "") -> bool:
     return True
 
 
+def lr_line(cfg: dict) -> str:
+    """What the searched lr means, when it is scaled by the batch size (the dashboard shows the param)."""
+    o, bs = cfg["optimizer"], cfg["batch_size"]
+    if not o.get("scale_lr_with_batch"):
+        return ""
+    return (f"- lr: optimizer.lr {o['lr']:.4g} is the lr at batch 128 (the searched value); at batch {bs} "
+            f"this trial trained with {o['lr'] * bs / 128:.4g}")
+
+
 def note_text(trial_number: int, result, summary: str, speedup: float | None, baseline: bool) -> str:
     f = result.final
-    ttt = f"{result.time_to_target:.2f} s" if result.time_to_target is not None else "not reached"
+    ttt = f"{result.time_to_target:.2f} s" if result.time_to_target is not None else \
+        "not reached by the delivered model (infeasible: off the front)"
     lines = [f"### Trial {trial_number}{' (baseline)' if baseline else ''}: {result.status}",
              f"{result.reason}" if result.reason else "",
              f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
@@ -113,6 +123,7 @@ def note_text(trial_number: int, result, summary: str, speedup: float | None, ba
              f"- train {f.get('train_seconds', 0):.2f} s, selection {f.get('selection_seconds', 0):.2f} s, "
              f"sparsity {f.get('sparsity', 0):.2f}",
              f"- {summary}",
+             lr_line(result.config) if result.config else "",
              f"- device: {result.device}"]
     return "\n".join(line for line in lines if line)
 

@@ -62,6 +62,11 @@ class Objective:
         from effsearch.trainer.run import check_runnable, train
 
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
+        if is_baseline and self._other_baseline(trial):
+            trial.set_user_attr(STATUS_KEY, "duplicate")
+            trial.set_user_attr("reason", "a second baseline, queued by another worker starting at the same "
+                                          "moment; not run")
+            raise TrialFailed("duplicate baseline")
         try:
             sampled = self.spec.space.sample(trial)
             # The baseline trains exactly the study file's config; its parameters are recorded
@@ -101,6 +106,17 @@ class Objective:
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
+
+    def _other_baseline(self, trial) -> bool:
+        """Two workers that start on a new study together both queue the baseline: the lower number wins."""
+        mine = set(trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history", ())) | {trial.number}
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number >= trial.number or t.number in mine or not t.user_attrs.get(BASELINE_KEY):
+                continue
+            if t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) not in report.COUNTED_FAIL:
+                continue  # lost, interrupted or itself a duplicate: its retry (if any) is the baseline
+            return True
+        return False
 
     def _fail(self, trial, status: str, reason: str):
         trial.set_user_attr(STATUS_KEY, status)
@@ -369,7 +385,8 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
         except Exception:  # the main process checked the baseline already; never cost the study for this
             pass
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
-    callbacks = [stop, failures] + ([Progress(spec, study, out, t0)] if progress else [])
+    callbacks = [stop, failures, lambda study, trial: mark_lost(spec, study)] + \
+        ([Progress(spec, study, out, t0)] if progress else [])
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
     objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
     try:
@@ -401,21 +418,31 @@ def reap_dead(spec, study) -> list[int]:
     # Optuna's heartbeats: fail_stale_trials fails them, RetryHeartbeatStaleTrialCallback queues the retry.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        before = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
         optuna.storages.fail_stale_trials(study)
+    return mark_lost(spec, study)
+
+
+def mark_lost(spec, study) -> list[int]:
+    """A note on each trial Optuna failed by heartbeat (at any worker's next trial): FAIL with
+    nothing recorded, its worker having died mid-trial. (A finished trial's attributes cannot
+    change; its note lives on the study.)"""
+    if not spec.is_rdb:
+        return []
     trials = study.get_trials(deepcopy=False)
-    lost = [before[n] for n in before if trials[n].state == TrialState.FAIL]
+    lost = [t for t in trials if t.state == TrialState.FAIL and STATUS_KEY not in t.user_attrs]
+    if not lost:
+        return []
+    noted = study._storage.get_study_system_attrs(study._study_id)
     for t in lost:
+        if f"dashboard:{t._trial_id}:note_ver" in noted:
+            continue
         w = t.user_attrs.get(WORKER_KEY) or {}
-        retry = [x.number for x in trials if x.system_attrs.get("failed_trial") is not None
-                 and t.number in x.system_attrs.get("retry_history", ())]
+        retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
         reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
-                  f"{hb['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
+                  f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
         try:
-            study._storage.set_trial_user_attr(t._trial_id, STATUS_KEY, "lost")
-            study._storage.set_trial_user_attr(t._trial_id, "reason", reason)
             record.save_note_by_id(study, t._trial_id, f"### Trial {t.number}: lost\n\n{reason}")
-        except Exception:  # another worker got there first; the note is a courtesy
+        except Exception:  # the note is a courtesy
             pass
     return [t.number for t in lost]
 
