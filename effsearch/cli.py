@@ -167,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Running it again resumes: finished trials are kept and N is the study's total. "
                                    "With `pruner: moasha` weak trials stop at their rungs; with `tuning: subset` "
                                    "the N trials run on a data subset as study NAME-tune, then the baseline and "
-                                   "the top_k are confirmed on all the data as study NAME.")
+                                   "the top_k are confirmed on all the data as study NAME. Exit code 0: done; 1: "
+                                   "the study could not do its work (failure_limit trials failed with the same "
+                                   "error, no completed trial, a baseline that does not train); 2: bad input (the "
+                                   "study file, --storage, missing data); 130: Ctrl-C.")
     r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")
     r.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db, sqlite:///x.db or a "
                                      "journal file (default: the study file's, else STEM.journal beside it)")

@@ -14,7 +14,6 @@ import pytest
 from optuna.trial import TrialState
 
 from effsearch.cli import main
-from effsearch.objectives import MISS_PENALTY_SECONDS
 from effsearch.search.storage import open_url
 from tests import chromium
 from tests.conftest import free_port
@@ -80,7 +79,7 @@ def test_the_study_is_listed(browser, served):
 def test_the_pareto_front_plot_shows_every_trial(browser, served, study):
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     browser.goto(served[0])
-    # Every complete trial is a drawn point (misses too: the dashboard plots their penalty time).
+    # Every complete trial is a drawn point; a miss is an infeasible (grey) one at its real train seconds.
     n = browser.wait_for(f"(document.querySelectorAll('#graph-pareto-front .scatterlayer .point').length"
                          f" === {len(complete)}) && {len(complete)}")
     assert n == len(complete) >= 3
@@ -88,6 +87,17 @@ def test_the_pareto_front_plot_shows_every_trial(browser, served, study):
                       ".filter(d => (d.hovertemplate || '').includes('Best Trial'))"
                       ".reduce((n, d) => n + d.x.length, 0)")
     assert best == len(study.best_trials) >= 1
+    # Named axes (study.metric_names), and seconds a trial really trained: no 1e6 penalty on the axis.
+    titles = browser.js("[...document.querySelectorAll('#graph-pareto-front .g-xtitle, "
+                        "#graph-pareto-front .g-ytitle')].map(e => e.textContent)")
+    assert titles == ["time to target accuracy (train seconds)", "final val accuracy"]
+    xs = browser.js("document.getElementById('graph-pareto-front').data.flatMap(d => d.x || [])")
+    assert len(xs) >= len(complete) and max(xs) == max(t.values[0] for t in complete) < 1000
+    misses = [t for t in complete if not t.user_attrs["reached_target"]]
+    infeasible = browser.js("document.getElementById('graph-pareto-front').data"
+                            ".filter(d => (d.hovertemplate || '').includes('Infeasible'))"
+                            ".reduce((n, d) => n + d.x.length, 0)")
+    assert infeasible == len(misses)
 
 
 def test_a_trial_page_shows_its_artifacts(browser, served, study):
@@ -114,7 +124,7 @@ def test_the_exported_html_works_offline(browser, study_path, study, tmp_path):
     browser.wait_for("!!document.querySelector('#pareto-front .scatterlayer .point')")
     counts = browser.js("Object.fromEntries(document.getElementById('pareto-front').data"
                         ".map(d => [d.name.split(' ')[0], d.x.length]))")
-    hits = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if t.values[0] < MISS_PENALTY_SECONDS]
+    hits = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if t.user_attrs["reached_target"]]
     front = {t.number for t in study.best_trials}
     assert counts["Pareto"] == sum(t.number in front for t in hits)
     assert counts.get("dominated", 0) == sum(t.number not in front for t in hits)

@@ -14,7 +14,6 @@ from optuna.trial import TrialState, create_trial
 
 from effsearch.cli import main
 from effsearch.config import TrainConfig
-from effsearch.objectives import MISS_PENALTY_SECONDS, miss_penalty
 from effsearch.search import best, dashboard, export, pareto, plots
 from effsearch.search.storage import open_url
 from effsearch.search.studyfile import load as load_study_file
@@ -35,8 +34,10 @@ def config(n: int) -> TrainConfig:
 
 
 def add(study, n, tta, acc, **attrs):
+    # As the runner stores them: a miss has its train seconds (30) and is infeasible.
     study.add_trial(create_trial(
-        values=[tta if tta is not None else miss_penalty(acc), acc],
+        values=[tta if tta is not None else 30.0, acc],
+        system_attrs={"constraints": [0.0 if tta is not None else 0.05]},
         params={"optimizer.lr": 0.01 * (n + 1)}, distributions={"optimizer.lr": FloatDistribution(0.001, 1.0)},
         user_attrs={"config": config(n).to_yaml(), "reached_target": tta is not None, "time_to_target": tta,
                     "val_accuracy": acc, "test_accuracy": acc - 0.01, "speedup": 10.0 / tta if tta else None,
@@ -94,10 +95,10 @@ def test_all_adds_the_dominated_trials_with_on_front(storage_path, tmp_path):
     rows = {int(r["trial"]): r for r in read_csv(tmp_path / "all.csv")}
     assert set(rows) == set(POINTS)  # complete trials only: no pruned, no failed
     assert {n for n, r in rows.items() if r["on_front"] == "True"} == set(FRONT)
-    points = {n: (float(r["time_to_accuracy"]), -float(r["final_accuracy"])) for n, r in rows.items()}
-    for n in (4, 5):  # each dominated row is dominated by a front row
-        assert any(pareto.dominates(points[f], points[n]) for f in FRONT)
-    assert rows[5]["reached_target"] == "False" and float(rows[5]["time_to_accuracy"]) >= MISS_PENALTY_SECONDS
+    points = {n: (float(r["time_to_accuracy"]), -float(r["final_accuracy"])) for n, r in rows.items() if n != 5}
+    assert any(pareto.dominates(points[f], points[4]) for f in FRONT)  # a dominated row is dominated by the front
+    # A miss has no time to target (the study stores its train seconds; it is infeasible, off the front).
+    assert rows[5]["reached_target"] == "False" and rows[5]["time_to_accuracy"] == ""
 
 
 def test_json_and_yaml_hold_the_study_and_the_same_rows(storage_path, tmp_path):
@@ -125,7 +126,7 @@ def test_the_plot_leaves_misses_off_and_marks_the_baseline(storage_path):
     s = plots.series(export.document(study, "x", all_trials=True))
     assert [r["trial"] for r in s["front"]] == FRONT and [r["trial"] for r in s["dominated"]] == [4]
     assert [r["trial"] for r in s["missed"]] == [5] and s["baseline"]["trial"] == 0
-    assert all(r["time_to_accuracy"] < MISS_PENALTY_SECONDS for r in s["front"] + s["dominated"])
+    assert all(r["reached_target"] for r in s["front"] + s["dominated"])
     # Front only: the baseline is drawn even where it is not a row.
     doc = export.document(study, "x", all_trials=False)
     doc["rows"] = [r for r in doc["rows"] if r["trial"] != 0]

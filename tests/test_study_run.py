@@ -237,3 +237,43 @@ def test_workers_with_the_same_study_seed_draw_different_configs_and_one_worker_
         one = [draw([optuna.create_study(directions=["minimize", "maximize"],
                                          sampler=make_sampler({"name": name}, 0))], 8) for _ in range(2)]
         assert one[0] == one[1], name
+
+
+@pytest.mark.slow
+def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
+    import signal
+    import time
+
+    base = tiny(**{"dataset.synthetic_size": 512, "epochs": 6})  # a few seconds a trial: the kill lands mid-trial
+    path = write_study(tmp_path, n_trials=5, base=base, heartbeat={"interval": 1, "grace_period": 3})
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = None
+    try:
+        deadline = time.time() + 300
+        while victim is None and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            if not path.with_suffix(".journal").exists():
+                continue
+            try:
+                trials = load(path)[0].get_trials()
+            except Exception:  # not created yet
+                continue
+            if any(t.state == TrialState.COMPLETE for t in trials):
+                running = [t for t in trials if t.state == TrialState.RUNNING and "config" in t.user_attrs]
+                if running:
+                    victim = running[0]
+        assert victim is not None
+        os.kill(victim.user_attrs["worker"]["pid"], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert "worker(s) exited with codes [-9]" in out
+    trials = load(path)[0].get_trials()
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 5 and report.counts(trials)["done"] == 5
+    assert trials[victim.number].state == TrialState.FAIL and trials[victim.number].user_attrs["status"] == "lost"
+    retry = [t for t in trials if t.system_attrs.get("failed_trial") == victim.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == victim.params

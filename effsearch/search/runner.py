@@ -489,7 +489,7 @@ def run_workers(spec, study, data_root, out, t0=None) -> str:
         p.start()
     progress = Progress(spec, study, out, t0)
     try:
-        while any(p.is_alive() for p in procs):
+        while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
             time.sleep(2.0)
             progress.poll(study)
     except KeyboardInterrupt:

@@ -152,7 +152,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a killed child its parent has not waited for yet is a zombie: gone all the same
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
