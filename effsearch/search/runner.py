@@ -28,8 +28,8 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, record, report
 from effsearch.search.hooks import make_pruner
 from effsearch.search.samplers import make_sampler
-from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, open_storage,
-                                      requeue, requeue_dead_local, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, check_storage,
+                                      open_storage, requeue, requeue_dead_local, worker_id)
 
 
 class TrialFailed(Exception):
@@ -189,7 +189,7 @@ class BaselineBroken(Exception):
 def preflight(spec, data_root, warm: bool = True) -> float | None:
     """Before the first trial: the storage opens (a ConfigError naming --storage otherwise), the
     data is there and the baseline's config trains a few batches (which also warms this process up)."""
-    open_storage(spec)
+    check_storage(spec)
     cfg = phases.trial_config(spec, spec.baseline)
     try:
         if warm:

@@ -84,6 +84,19 @@ def open_storage(spec, heartbeat: bool = True):
         raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {_why(e)}") from None
 
 
+def check_storage(spec) -> None:
+    """open_storage's checks, leaving no new journal file behind (the pre-flight runs before the
+    data check: a study that cannot start should leave nothing)."""
+    if spec.is_rdb:
+        open_storage(spec, heartbeat=False)
+        return
+    path = Path(spec.storage)
+    existed = path.exists()
+    open_storage(spec, heartbeat=False)
+    if not existed and path.is_file() and path.stat().st_size == 0:
+        path.unlink()
+
+
 def _why(e: Exception) -> str:
     """The first line of a database error, without SQLAlchemy's background link."""
     orig = getattr(e, "orig", None) or e
