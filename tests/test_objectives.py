@@ -24,16 +24,40 @@ def test_time_to_accuracy_is_the_first_time_at_target():
     assert r.reached_target
 
 
-def test_a_miss_never_beats_a_hit_and_closer_misses_rank_better():
+def test_a_miss_stores_real_seconds_and_is_infeasible_by_its_shortfall():
     slow_hit = result([0.1] * 50 + [0.91], seconds=[1000.0 * (i + 1) for i in range(51)])  # 14 hours
     near_miss = result([0.5, 0.89])
     far_miss = result([0.2, 0.3])
     assert not near_miss.reached_target
-    hit = O.time_to_accuracy(slow_hit)
-    near, far = O.time_to_accuracy(near_miss), O.time_to_accuracy(far_miss)
-    assert hit < O.MISS_PENALTY_SECONDS <= near < far <= 2 * O.MISS_PENALTY_SECONDS
-    assert near == O.miss_penalty(0.89)
-    assert O.miss_penalty(float("nan")) == 2 * O.MISS_PENALTY_SECONDS  # finite even without any evaluation
+    # No penalty that looks like a time: a miss keeps the seconds it trained...
+    assert O.time_to_accuracy(slow_hit) == 51000.0 and O.time_to_accuracy(near_miss) == 2.0
+    # ...and the constraint makes it infeasible (Optuna ranks every hit first, misses by shortfall).
+    names = ["time_to_accuracy", "final_accuracy"]
+    assert O.constraints(slow_hit, names) == [0.0]
+    near, far = O.constraints(near_miss, names)[0], O.constraints(far_miss, names)[0]
+    assert near == pytest.approx(0.01) and 0 < near < far
+    assert O.constraints(near_miss, ["final_accuracy"]) == []  # no time objective: nothing to violate
+    crossed_then_lost = result([0.95, 0.5])  # the delivered model misses: no time, however early it crossed
+    crossed_then_lost.time_to_target = time_to_target(crossed_then_lost.history, 0.9, final_accuracy=0.5)
+    assert O.constraints(crossed_then_lost, names)[0] == pytest.approx(0.4)
+
+
+def test_constrained_samplers_rank_every_hit_above_every_miss():
+    import optuna
+    from optuna.samplers.nsgaii._constraints_evaluation import _constrained_dominates
+    from optuna.study import StudyDirection
+    from optuna.trial import create_trial
+
+    def trial(r):
+        names = ["time_to_accuracy", "final_accuracy"]
+        return create_trial(values=O.values(r, names), system_attrs={"constraints": O.constraints(r, names)})
+
+    slow_hit, fast_miss = trial(result([0.5, 0.91], seconds=[500.0, 1000.0])), trial(result([0.89], seconds=[1.0]))
+    dirs = [StudyDirection.MINIMIZE, StudyDirection.MAXIMIZE]
+    assert _constrained_dominates(slow_hit, fast_miss, dirs) and not _constrained_dominates(fast_miss, slow_hit, dirs)
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.add_trials([slow_hit, fast_miss])
+    assert [t.values for t in study.best_trials] == [slow_hit.values]  # the miss is never on the front
 
 
 def test_other_objectives_and_directions():
