@@ -259,7 +259,7 @@ def compress_hook(state: HookState, bucket):  # no return annotation: DDP checks
 
         def decode_one(row: torch.Tensor) -> torch.Tensor:
             c = unpack_bits(row[:plen], bits, n)
-            sc = row[plen:].view(torch.float32)
+            sc = row[plen:].clone().view(torch.float32)  # a copy: the row may start off a 4-byte boundary
             return unternarize(c, sc, segs) if m == "terngrad" else unqsgd(c, sc, segs, state.qstates)
 
         local = decode_one(msg) if state.error_feedback else x
