@@ -15,7 +15,8 @@ from effsearch.spaces.space import format_table
 # Finished trials that count toward n_trials. A FAIL counts only if effsearch
 # recorded why (a real failure); a killed or interrupted trial is re-queued instead.
 COUNTED_FAIL = ("failed", "diverged", "invalid")
-ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size"}
+ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
+          "quantized_size": "int8"}
 
 
 def counted(trial) -> bool:
@@ -77,7 +78,7 @@ def fmt_value(name: str, value) -> str:
         return "-"
     if name == "time_to_accuracy":
         return "miss" if value >= MISS_PENALTY_SECONDS else f"{value:.2f}"
-    if name == "model_size":
+    if name in ("model_size", "quantized_size"):
         return f"{value / 1024:.1f}K"
     if name == "final_accuracy":
         return f"{value:.4f}"
@@ -168,4 +169,4 @@ def status_table(study, objectives, show_all: bool = True) -> str:
 
 def _short(name: str) -> str:
     return {"time_to_accuracy": "time to target s", "final_accuracy": "val acc",
-            "train_time": "train time s", "model_size": "size"}.get(name, name)
+            "train_time": "train time s", "model_size": "size", "quantized_size": "int8 size"}.get(name, name)

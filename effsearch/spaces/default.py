@@ -367,7 +367,10 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="steps between factor updates"),
         Dim("optimizer.fused", "optimizer", "cat", choices=(False, True),
             when=lambda cfg: get_path(cfg, "optimizer.name") in C.FUSABLE, when_text="optimizer sgd, adamw or kfac",
-            parents=("optimizer.name", "optimizer.kfac"), help="one fused kernel per optimizer step"),
+            parents=("optimizer.name", "optimizer.kfac"), help="one fused kernel per optimizer step",
+            # null (the default) means fused on CUDA, torch's default on the CPU
+            getter=lambda cfg: get_path(cfg, "optimizer.fused") if get_path(cfg, "optimizer.fused") is not None
+            else machine.device == "cuda"),
         Dim("accumulate", "optimizer", "cat", choices=(1, 2, 4), extra={"field": "accumulate"},
             help="micro-batches per optimizer step (effective batch = batch_size x accumulate)"),
         Dim("optimizer.lr", "optimizer", "float", low=0.005, high=1.0, log=True, when=_sgd_family,
@@ -422,6 +425,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
     if machine.device != "cuda":
         by_name["cudnn_benchmark"].extra["unavailable"] = "cuDNN runs on CUDA only"
+        # torch 2.7 runs fused SGD/AdamW on the CPU, but 9-17x slower a step than its default
+        # (docs/benchmarks.md): settable, not worth searching.
+        by_name["optimizer.fused"].extra["unavailable"] = "fused steps are slower on the CPU (torch 2.7)"
     if machine.max_processes() < 2:
         for d in dims:
             if d.group == "distributed":

@@ -65,7 +65,11 @@ def measure(module: torch.nn.Module, splits, seed: int = 0) -> dict:
 
     from effsearch.trainer.data import BatchAugment
 
+    import warnings
+
     t0 = time.perf_counter()
+    # torch's own default qconfig still passes reduce_range to its observers, which warn about it.
+    warnings.filterwarnings("ignore", message=".*reduce_range will be deprecated.*")
     backend = engine()
     torch.backends.quantized.engine = backend
     fp32 = _plain(copy.deepcopy(module)).cpu().eval().to(memory_format=torch.contiguous_format)
