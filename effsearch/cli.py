@@ -19,15 +19,23 @@ def _cmd_train(args) -> int:
 
     cfg = TrainConfig.from_yaml(args.config, args.set)
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
+    import os
+
+    from effsearch.trainer.distributed import under_torchrun
     from effsearch.trainer.run import check_runnable, train
 
     check_runnable(cfg)
-    print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
+    # Under torchrun every rank runs this command; rank 0 speaks and writes.
+    main = not under_torchrun() or os.environ.get("RANK") == "0"
+    if main:
+        print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
     try:
-        result = train(cfg, data_root=args.data_dir, out_dir=out, progress=not args.quiet)
+        result = train(cfg, data_root=args.data_dir, out_dir=out, progress=not args.quiet and main)
     except KeyboardInterrupt:
         print(f"\ninterrupted: partial result written to {out / 'result.json'}", file=sys.stderr)
         return 130
+    if not main:
+        return 0 if result.status == "completed" else 1
     f = result.final
     ttt = f"{result.time_to_target:.1f}s" if result.time_to_target is not None else "not reached"
     print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
@@ -36,6 +44,12 @@ def _cmd_train(args) -> int:
           f"time to {result.target_accuracy:.3f}: {ttt}")
     if f.get("sparsity"):
         print(f"sparsity {f['sparsity']:.3f}  nonzero params {f['nonzero_params']:,}")
+    if f.get("processes"):
+        print(f"{f['processes']} processes: {f['comm_bytes_per_step']:,.0f} bytes sent per step by each "
+              f"(uncompressed {f['comm_bytes_per_step_uncompressed']:,})")
+    if "quantized_bytes" in f:
+        print(f"int8: {f['quantized_bytes']:,} bytes (fp32 {f['fp32_bytes']:,}, gzip'd state dicts)  "
+              f"test accuracy {f['quantized_test_accuracy']:.4f}")
     if args.json:
         print(json.dumps(result.to_dict()))
     return 0 if result.status == "completed" else 1
@@ -146,13 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="effsearch",
         description="Search how to train a network: the Pareto front of wall-clock time to a target "
                     "accuracy vs final accuracy, over CORDS subsets, Composer algorithms, FFCV, schedules, "
-                    "batch size, sparsity and precision.")
+                    "batch size, sparsity, precision, data-parallel processes with compressed gradients, "
+                    "gradient accumulation, K-FAC and int8 quantization.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     t = sub.add_parser("train", help="train one configuration (a TrainConfig YAML) and write result.json",
                        description="Train one TrainConfig YAML; writes OUT/result.json with the history, "
-                                   "final accuracies, train seconds (evaluation excluded) and time to target.")
+                                   "final accuracies, train seconds (evaluation excluded) and time to target. "
+                                   "With distributed.processes N > 1 it starts N-1 more processes itself "
+                                   "(or joins torchrun's); rank 0 writes the result.")
     t.add_argument("config", help="TrainConfig YAML, e.g. configs/quickstart.yaml or an exported best.yaml")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, dotted keys, YAML values (repeatable): --set optimizer.lr=0.1")

@@ -51,12 +51,21 @@ DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck")
 # Each model's channel width at ``model.width: 0``.
 MODEL_WIDTHS = {"tiny-cnn": 32, "resnet9": 64, "resnet20": 16, "resnet56": 16, "resnet-bottleneck": 16}
-OPTIMIZERS = ("sgd", "adamw", "sgdw")
+OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd")
+# Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
+FUSABLE = ("sgd", "adamw", "kfac-sgd")
 SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
 DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 LOADERS = ("torch", "ffcv")
+BACKENDS = ("auto", "gloo", "nccl")
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd", "topk", "randomk", "threshold", "terngrad", "qsgd")
+# Methods effsearch writes as DDP hooks (the others are torch's own hooks); error feedback applies to these
+# and to PowerSGD (torch's own residual memory).
+SPARSIFIERS = ("topk", "randomk", "threshold")
+QUANTIZERS = ("terngrad", "qsgd")
+QUANTIZE = ("none", "int8")
 SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "glister-pc", "craig", "craig-pb",
               "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
 # CORDS strategies that return per-sample weights (the loss uses them).
@@ -97,7 +106,14 @@ class OptimizerConfig:
     momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True)
     nesterov: bool = spec(True)
     beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True)
-    scale_lr_with_batch: bool = spec(False, help="multiply lr by batch_size/128")
+    scale_lr_with_batch: bool = spec(False, help="multiply lr by the effective batch / 128 (effective batch: "
+                                                 "batch_size x accumulate x distributed.processes)")
+    fused: bool | None = spec(None, help="one fused kernel per optimizer step (null: fused on CUDA, torch's "
+                                         "default on CPU); sgd, adamw, kfac-sgd")
+    kfac_damping: float = spec(1e-3, low=0.0, high=10.0, low_open=True,
+                               help="kfac-sgd: Tikhonov damping added to the Kronecker-factored Fisher")
+    kfac_update_every: int = spec(10, low=1, high=100_000,
+                                  help="kfac-sgd: steps between Kronecker-factor (and inverse) updates")
 
 
 @dataclass
@@ -136,11 +152,33 @@ class SelectionConfig:
 
 
 @dataclass
+class CompressionConfig:
+    method: str = spec("none", choices=COMPRESSIONS, help="gradient compression as a DDP communication hook")
+    ratio: float = spec(0.01, low=0.0, high=1.0, low_open=True,
+                        help="topk, randomk: share of gradient entries sent")
+    threshold: float = spec(1e-3, low=0.0, high=1e6, low_open=True,
+                            help="threshold: entries with |g| >= this are sent")
+    qstates: int = spec(255, low=1, high=32_767, help="qsgd: quantization levels s (sends log2(2s+1) bits an entry)")
+    rank: int = spec(2, low=1, high=1024, help="powersgd: matrix approximation rank")
+    granularity: str = spec("layerwise", choices=("layerwise", "entire-model"),
+                            help="compress each layer's gradient, or all of them as one vector")
+    error_feedback: bool = spec(False, help="keep what compression dropped and add it to the next gradient")
+
+
+@dataclass
+class DistributedConfig:
+    processes: int = spec(1, low=1, high=1024, help="data-parallel processes (DDP); effsearch train starts them")
+    backend: str = spec("auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU")
+    compression: CompressionConfig = spec(factory=CompressionConfig)
+
+
+@dataclass
 class TrainConfig:
     dataset: DatasetConfig = spec(factory=DatasetConfig)
     model: ModelConfig = spec(factory=ModelConfig)
     epochs: float = spec(5, low=0.0, high=10_000, low_open=True, help="training budget in epochs")
-    batch_size: int = spec(128, low=1, high=65_536)
+    batch_size: int = spec(128, low=1, high=65_536, help="per process and per micro-batch")
+    accumulate: int = spec(1, low=1, high=1024, help="micro-batches per optimizer step (gradient accumulation)")
     optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
     schedule: ScheduleConfig = spec(factory=ScheduleConfig)
     algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters")
@@ -153,6 +191,10 @@ class TrainConfig:
     compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
     channels_last: bool = spec(False)
     device: str = spec("auto", choices=DEVICES)
+    cudnn_benchmark: bool = spec(True, help="let cuDNN time its kernels for each new shape (CUDA only)")
+    distributed: DistributedConfig = spec(factory=DistributedConfig)
+    quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
+                                                        "measured after training (quantized_bytes, accuracies)")
     seed: int = spec(0, low=0)
     target_accuracy: float = spec(0.9, low=0.0, high=1.0)
     eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
@@ -366,6 +408,57 @@ def _validate_selection(cfg: TrainConfig) -> None:
                           "lower selection.select_every or raise selection.kappa")
 
 
+def effective_batch(cfg: TrainConfig) -> int:
+    """Samples per optimizer step: batch_size x accumulate x processes (the lr rule reads this)."""
+    return cfg.batch_size * cfg.accumulate * cfg.distributed.processes
+
+
+def _validate_efficiency(cfg: TrainConfig) -> None:
+    """Distributed training, compression, the optimizer's fused/K-FAC paths."""
+    o, d = cfg.optimizer, cfg.distributed
+    c = d.compression
+    if o.fused and o.name not in FUSABLE:
+        raise ConfigError("optimizer.fused", f"{o.name!r} has no fused step (Composer's DecoupledSGDW); "
+                          f"fused applies to {', '.join(FUSABLE)}; set it to null or false")
+    if o.name == "kfac-sgd":
+        # K-FAC reads each layer's inputs and output gradients through module hooks.
+        if cfg.compile:
+            raise ConfigError("optimizer.name", "'kfac-sgd' cannot run with compile: its module hooks come and go "
+                              "between steps and each change recompiles the model; set compile: false")
+        if cfg.precision == "amp_fp16":
+            raise ConfigError("optimizer.name", "'kfac-sgd' cannot run with precision amp_fp16: the loss scale "
+                              "would enter its Fisher factors; use fp32 or amp_bf16")
+        if "sam" in cfg.algorithms:
+            raise ConfigError("algorithms.sam", "cannot be combined with optimizer 'kfac-sgd' (SAM wraps the "
+                              "optimizer and runs two passes a step); pick one")
+    if d.processes == 1:
+        if c.method != "none":
+            raise ConfigError("distributed.compression.method",
+                              f"{c.method!r} compresses what processes exchange; distributed.processes is 1 "
+                              "(raise it, or use method none)")
+        return
+    if d.backend == "nccl" and cfg.device == "cpu":
+        raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; device is 'cpu' (use gloo or auto)")
+    if cfg.loader != "torch":
+        raise ConfigError("loader", f"{cfg.loader!r} is not sharded across processes; with distributed.processes "
+                                    "> 1 use loader torch")
+    from effsearch.trainer.algorithms import ALGORITHMS
+
+    for name in cfg.algorithms:
+        if ALGORITHMS.get(name) and ALGORITHMS[name].needs_torch_loader:
+            raise ConfigError(f"algorithms.{name}", "its per-image loader is not sharded across processes; "
+                                                    "with distributed.processes > 1 leave it out")
+        if name in ("layer_freezing", "stochastic_depth"):
+            raise ConfigError(f"algorithms.{name}", "leaves parameters without gradients mid-training, which "
+                              "DDP's reducer cannot wait for; with distributed.processes > 1 leave it out")
+    if c.error_feedback and c.method in ("none", "fp16", "bf16"):
+        raise ConfigError("distributed.compression.error_feedback",
+                          f"applies to {', '.join(SPARSIFIERS + QUANTIZERS + ('powersgd',))}; method is {c.method!r}")
+    if c.method == "powersgd" and c.granularity != "layerwise":
+        raise ConfigError("distributed.compression.granularity",
+                          "powersgd compresses each layer's gradient matrix; use layerwise")
+
+
 def validate(cfg: TrainConfig) -> None:
     """Rules that span fields. Algorithm and device rules live with the trainer."""
     s = cfg.schedule
@@ -383,6 +476,7 @@ def validate(cfg: TrainConfig) -> None:
                           f"(one of {', '.join(SELECTIONS[1:])}) or fraction to 1.0")
     if sel.strategy != "full":
         _validate_selection(cfg)
+    _validate_efficiency(cfg)
     # Algorithm names and parameters are checked against Composer's signatures.
     from effsearch.trainer.algorithms import check_algorithms
     check_algorithms(cfg)

@@ -82,9 +82,13 @@ def test_include_exclude_ranges_and_fixed():
                "fixed": {"optimizer.name": "sgd", "algorithms.mixup.alpha": 0.3}}
     space = Space.build(base(), section, CPU)
     assert space.active == {"epochs", "batch_size", "optimizer.lr", "optimizer.lr@adamw",
-                            "optimizer.weight_decay", "optimizer.nesterov", "algorithms.mixup"}
+                            "optimizer.weight_decay", "optimizer.nesterov", "algorithms.mixup",
+                            "optimizer.kfac", "optimizer.kfac_damping", "optimizer.kfac_update_every",
+                            "accumulate"}  # optimizer.fused: not on a CPU (slower there)
     for params, cfg in sample(space, 60):
-        assert cfg.optimizer.name == "sgd" and "optimizer.name" not in params
+        # K-FAC is a switch on SGD (its own dimension, optimizer.kfac)
+        assert cfg.optimizer.name == ("kfac-sgd" if params.get("optimizer.kfac") else "sgd")
+        assert "optimizer.name" not in params
         assert 0.01 <= cfg.optimizer.lr <= 0.2 and cfg.batch_size in (32, 64)
         assert cfg.optimizer.momentum == 0.9  # excluded: the base value
         if "mixup" in cfg.algorithms:
@@ -131,3 +135,25 @@ def test_bad_space_sections_name_the_field(section, field, words):
     assert e.value.field == field, str(e.value)
     assert words in e.value.message, str(e.value)
     assert str(e.value).startswith("s.yaml: ")
+
+
+def test_distributed_group_is_opt_in_capped_by_the_machine_and_sampled_validly():
+    from effsearch.config import COMPRESSIONS
+
+    two = Machine(cores=2)
+    assert not any(n.startswith("distributed.") for n in Space.build(base(), {}, two).active)
+    assert "distributed.processes" not in Space.build(base(), {"include": "all"}, CPU).active  # one core
+    space = Space.build(base(), {"include": "all"}, two)
+    assert space.dims[[d.name for d in space.dims].index("distributed.processes")].choices == (1, 2)
+    methods, kfac = set(), 0
+    for params, cfg in sample(space, 300):
+        d = cfg.distributed
+        if d.processes == 1:
+            assert d.compression.method == "none" and "distributed.compression.method" not in params
+        else:
+            assert not set(cfg.algorithms) & {"layer_freezing", "stochastic_depth", "randaugment", "augmix"}
+            methods.add(d.compression.method)
+        assert ("distributed.compression.ratio" in params) == (d.compression.method in ("topk", "randomk"))
+        assert not ("sam" in cfg.algorithms and cfg.optimizer.name == "kfac-sgd")
+        kfac += cfg.optimizer.name == "kfac-sgd"
+    assert methods == set(COMPRESSIONS) and kfac > 0

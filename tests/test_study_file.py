@@ -37,6 +37,8 @@ def study(tmp_path, **kw) -> Path:
      "cannot be combined"),
     ({"storage": "redis://localhost/0"}, "storage", "allowed: sqlite, postgresql, mysql"),
     ({"storage": "t.db", "workers": 2}, "workers", "database is locked"),
+    ({"objectives": ["time_to_accuracy", "final_accuracy", "quantized_size"]}, "objectives[2]",
+     "needs quantize: int8 in base"),
 ])
 def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, field, words):
     path = study(tmp_path, **change)

@@ -62,6 +62,13 @@ def model_size(result) -> float:
     return float(result.final["nonzero_param_bytes"])
 
 
+def quantized_size(result) -> float:
+    """Bytes of the int8 model's saved state dict, gzip-compressed (``quantize: int8``)."""
+    if "quantized_bytes" not in result.final:
+        raise ValueError("quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its result)")
+    return float(result.final["quantized_bytes"])
+
+
 @dataclass(frozen=True)
 class Objective:
     name: str
@@ -78,7 +85,11 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("final_accuracy", "maximize", "", final_accuracy, "validation accuracy at the end"),
     Objective("train_time", "minimize", "s", train_time, "train seconds of the whole budget"),
     Objective("model_size", "minimize", "B", model_size, "bytes of nonzero parameters (after sparsity)"),
+    Objective("quantized_size", "minimize", "B", quantized_size,
+              "bytes of the int8-quantized model file, gzip-compressed (needs quantize: int8)"),
 )}
+# Objectives that need a field of the trial's config to hold: name -> (field, value).
+NEEDS = {"quantized_size": ("quantize", "int8")}
 
 DEFAULT = ("time_to_accuracy", "final_accuracy")
 NEVER = {"test_accuracy": "test accuracy is recorded on every trial but never optimised (that would "

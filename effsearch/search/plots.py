@@ -14,7 +14,8 @@ from effsearch.config import ConfigError
 from effsearch.search.report import fmt_value
 
 LABELS = {"time_to_accuracy": "time to target accuracy (train seconds)", "final_accuracy": "final val accuracy",
-          "train_time": "train seconds", "model_size": "model size (bytes of nonzero weights)"}
+          "train_time": "train seconds", "model_size": "model size (bytes of nonzero weights)",
+          "quantized_size": "int8 model file (bytes, gzip)"}
 FRONT, DOMINATED, BASELINE = "#1f77b4", "#9aa5b1", "#d62728"
 
 

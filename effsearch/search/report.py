@@ -14,7 +14,8 @@ from effsearch.spaces.space import format_table
 # Finished trials that count toward n_trials. A FAIL counts only if effsearch
 # recorded why (a real failure); a killed or interrupted trial is re-queued instead.
 COUNTED_FAIL = ("failed", "diverged", "invalid")
-ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size"}
+ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
+          "quantized_size": "int8"}
 
 
 def counted(trial) -> bool:
@@ -84,7 +85,7 @@ def fmt_value(name: str, value, hit: bool = True) -> str:
         return "-"
     if name == "time_to_accuracy":
         return f"{value:.2f}" if hit else "miss"
-    if name == "model_size":
+    if name in ("model_size", "quantized_size"):
         return f"{value / 1024:.1f}K"
     if name == "final_accuracy":
         return f"{value:.4f}"
@@ -205,4 +206,4 @@ def baseline_warning(trials) -> str | None:
 
 def _short(name: str) -> str:
     return {"time_to_accuracy": "time to target s", "final_accuracy": "val acc",
-            "train_time": "train time s", "model_size": "size"}.get(name, name)
+            "train_time": "train time s", "model_size": "size", "quantized_size": "int8 size"}.get(name, name)

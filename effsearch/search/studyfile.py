@@ -166,6 +166,13 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     _check_runnable(baseline, "baseline")
 
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
+    for i, objective in enumerate(objectives):
+        if objective in O.NEEDS:
+            key, want = O.NEEDS[objective]
+            for label, cfg in (("base", base), ("baseline", baseline)):
+                if getattr(cfg, key) != want:
+                    raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
+                                                          f"must measure it); {label}.{key} is {getattr(cfg, key)!r}")
     from effsearch.spaces.space import Space
 
     space = Space.build(base, raw.get("space"), machine)

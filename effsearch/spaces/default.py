@@ -17,7 +17,10 @@ from effsearch.spaces.dims import Dim, get_path, set_path
 from effsearch.spaces.machine import Machine
 from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK, RESHAPES_BATCHES
 
-GROUPS = ("system", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
+GROUPS = ("system", "distributed", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
+# Searched unless a study's space.include says otherwise; distributed starts processes per
+# trial (seconds of start-up each), so a study asks for it by name.
+DEFAULT_GROUPS = tuple(g for g in GROUPS if g != "distributed")
 
 # Strategies offered by default: the per-batch CORDS variants are the affordable ones.
 STRATEGIES = ("full", "random", "random-online", "glister-pb", "craig-pb", "gradmatch-pb")
@@ -66,6 +69,10 @@ def why_not(algo: str, cfg: dict) -> str | None:
         return "needs compile off (new batch shapes recompile)"
     if algo == "selective_backprop" and get_path(cfg, "selection.strategy") in _weighted():
         return "needs an unweighted selection strategy"
+    if algo == "sam" and get_path(cfg, "optimizer.name") == "kfac-sgd":
+        return "needs an optimizer other than kfac-sgd"
+    if _parallel(cfg) and (spec.needs_torch_loader or algo in UNSHARDED):
+        return "needs distributed.processes 1"
     on = set(cfg.get("algorithms") or {})
     for pair in CONFLICTS:
         if algo in pair:
@@ -73,6 +80,14 @@ def why_not(algo: str, cfg: dict) -> str | None:
             if other in on:
                 return f"{other} is off"
     return None
+
+
+# Algorithms DDP cannot run (config's rule): parameters stop getting gradients mid-training.
+UNSHARDED = ("layer_freezing", "stochastic_depth")
+
+
+def _parallel(cfg: dict) -> bool:
+    return (get_path(cfg, "distributed.processes", 1) or 1) > 1
 
 
 def _weighted() -> tuple:
@@ -158,6 +173,10 @@ def _gate_rules(algo: str) -> list[tuple[str | None, str]]:
         rules.append(("compile", "compile off"))
     if algo == "selective_backprop":
         rules.append(("selection.strategy", "unweighted selection"))
+    if algo == "sam":
+        rules.append(("optimizer.kfac", "optimizer not kfac-sgd"))
+    if spec.needs_torch_loader or algo in UNSHARDED:
+        rules.append(("distributed.processes", "one process"))
     for pair in CONFLICTS:
         if algo in pair:
             other = next(iter(pair - {algo}))
@@ -218,7 +237,57 @@ def widths(base: TrainConfig) -> tuple:
 
 
 def _sgd_family(cfg: dict) -> bool:
-    return get_path(cfg, "optimizer.name") in ("sgd", "sgdw")
+    return get_path(cfg, "optimizer.name") in ("sgd", "sgdw", "kfac-sgd")
+
+
+def _kfac_setter(cfg: dict, on: bool) -> None:
+    if on:
+        set_path(cfg, "optimizer.name", "kfac-sgd")
+    elif get_path(cfg, "optimizer.name") == "kfac-sgd":
+        set_path(cfg, "optimizer.name", "sgd")
+
+
+def _kfac_possible(cfg: dict) -> bool:
+    # config's rules: K-FAC's module hooks recompile a compiled model; the fp16 loss scale
+    # would enter its factors; SAM (sampled later) is gated on it.
+    return get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd") and not cfg.get("compile") \
+        and cfg.get("precision") != "amp_fp16"
+
+
+def _kfac(cfg: dict) -> bool:
+    return get_path(cfg, "optimizer.name") == "kfac-sgd"
+
+
+def _method(cfg: dict) -> str:
+    return get_path(cfg, "distributed.compression.method", "none")
+
+
+def _processes_setter(cfg: dict, n: int) -> None:
+    set_path(cfg, "distributed.processes", n)
+    if n == 1:  # compression only applies between processes (config's rule)
+        set_path(cfg, "distributed.compression.method", "none")
+        set_path(cfg, "distributed.compression.error_feedback", False)
+
+
+def _method_setter(cfg: dict, method: str) -> None:
+    set_path(cfg, "distributed.compression.method", method)
+    if method in ("none", "fp16", "bf16"):
+        set_path(cfg, "distributed.compression.error_feedback", False)
+    if method == "powersgd":
+        set_path(cfg, "distributed.compression.granularity", "layerwise")
+
+
+def _no_parallel_blockers(cfg: dict) -> bool:
+    # Processes > 1 need the torch loader; the algorithms DDP cannot run are gated on this later.
+    return cfg.get("loader", "torch") == "torch"
+
+
+def process_counts(machine: Machine) -> tuple:
+    cap, out, n = machine.max_processes(), [1], 2
+    while n <= cap:
+        out.append(n)
+        n *= 2
+    return tuple(out)
 
 
 def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
@@ -240,11 +309,40 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         Dim("channels_last", "system", "cat", choices=(False, True), help="NHWC memory format"),
         Dim("compile", "system", "cat", choices=(False, True),
             help="torch.compile the model (compile time counts as train time)"),
+        Dim("cudnn_benchmark", "system", "cat", choices=(False, True),
+            help="cuDNN times its kernels for each new shape"),
         Dim("compile_mode", "system", "cat", choices=C.COMPILE_MODES, when=lambda cfg: bool(cfg.get("compile")),
             when_text="compile on", parents=("compile",), help="torch.compile's mode"),
         Dim("loader", "system", "cat", choices=("torch", "ffcv"),
             machine_check=lambda v: None if v == "torch" or machine.has_ffcv() else "`import ffcv` fails here",
             help="data loader"),
+        # -- distributed: data-parallel processes and compressed gradients (opt-in group) ---------
+        Dim("distributed.processes", "distributed", "cat", choices=process_counts(machine),
+            when=_no_parallel_blockers, when_text="loader torch", parents=("loader",), off=1,
+            setter=_processes_setter, extra={"field": "distributed.processes"},
+            help="data-parallel processes (DDP), at most one per core or GPU"),
+        Dim("distributed.compression.method", "distributed", "cat", choices=C.COMPRESSIONS, when=_parallel,
+            when_text="processes > 1", parents=("distributed.processes",), off="none", setter=_method_setter,
+            extra={"field": "distributed.compression.method"}, help="gradient compression (a DDP hook)"),
+        Dim("distributed.compression.ratio", "distributed", "float", low=0.001, high=0.1, log=True,
+            when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk"), when_text="topk or randomk",
+            parents=("distributed.compression.method",), help="share of gradient entries sent"),
+        Dim("distributed.compression.threshold", "distributed", "float", low=1e-4, high=1e-2, log=True,
+            when=lambda cfg: _parallel(cfg) and _method(cfg) == "threshold", when_text="threshold",
+            parents=("distributed.compression.method",), help="entries with |g| above it are sent"),
+        Dim("distributed.compression.qstates", "distributed", "cat", choices=(3, 15, 255),
+            when=lambda cfg: _parallel(cfg) and _method(cfg) == "qsgd", when_text="qsgd",
+            parents=("distributed.compression.method",), help="QSGD levels (3, 4 and 9 bits an entry)"),
+        Dim("distributed.compression.rank", "distributed", "int", low=1, high=4,
+            when=lambda cfg: _parallel(cfg) and _method(cfg) == "powersgd", when_text="powersgd",
+            parents=("distributed.compression.method",), help="PowerSGD rank"),
+        Dim("distributed.compression.granularity", "distributed", "cat", choices=("layerwise", "entire-model"),
+            when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk", "terngrad", "qsgd"),
+            when_text="topk, randomk, terngrad or qsgd", parents=("distributed.compression.method",)),
+        Dim("distributed.compression.error_feedback", "distributed", "cat", choices=(False, True),
+            when=lambda cfg: _parallel(cfg) and _method(cfg) in C.SPARSIFIERS + C.QUANTIZERS + ("powersgd",),
+            when_text="a lossy method but fp16/bf16", parents=("distributed.compression.method",),
+            help="add what compression dropped to the next gradient"),
         # -- budget ------------------------------------------------------------
         # Fractional epochs: the fast recipes stop mid-epoch (airbench trains 9.9 epochs).
         # At least 2 when the base has 2: a model-based CORDS strategy must get to select.
@@ -258,6 +356,23 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             help="channels of the first layer (half, base and double the base width)"),
         # -- optimizer ---------------------------------------------------------
         Dim("optimizer.name", "optimizer", "cat", choices=("sgd", "adamw", "sgdw")),
+        # K-FAC as a switch on SGD, so that its rules (no compile, no fp16 scaling) gate it.
+        Dim("optimizer.kfac", "optimizer", "cat", choices=(False, True), when=_kfac_possible,
+            when_text="optimizer sgd, compile off, precision not amp_fp16",
+            parents=("optimizer.name", "compile", "precision"), off=False, setter=_kfac_setter, getter=_kfac,
+            extra={"field": "optimizer.name"}, help="precondition SGD with K-FAC (optimizer kfac-sgd)"),
+        Dim("optimizer.kfac_damping", "optimizer", "float", low=1e-4, high=1e-1, log=True, when=_kfac,
+            when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="K-FAC damping"),
+        Dim("optimizer.kfac_update_every", "optimizer", "int", low=1, high=50, log=True, when=_kfac,
+            when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="steps between factor updates"),
+        Dim("optimizer.fused", "optimizer", "cat", choices=(False, True),
+            when=lambda cfg: get_path(cfg, "optimizer.name") in C.FUSABLE, when_text="optimizer sgd, adamw or kfac",
+            parents=("optimizer.name", "optimizer.kfac"), help="one fused kernel per optimizer step",
+            # null (the default) means fused on CUDA, torch's default on the CPU
+            getter=lambda cfg: get_path(cfg, "optimizer.fused") if get_path(cfg, "optimizer.fused") is not None
+            else machine.device == "cuda"),
+        Dim("accumulate", "optimizer", "cat", choices=(1, 2, 4), extra={"field": "accumulate"},
+            help="micro-batches per optimizer step (effective batch = batch_size x accumulate)"),
         Dim("optimizer.lr", "optimizer", "float", low=0.005, high=1.0, log=True, when=_sgd_family,
             when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="peak lr (SGD family)"),
         Dim("optimizer.lr@adamw", "optimizer", "float", low=1e-4, high=1e-2, log=True, path="optimizer.lr",
@@ -308,6 +423,15 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     by_name = {d.name: d for d in dims}
     if len(precisions) < 2:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
+    if machine.device != "cuda":
+        by_name["cudnn_benchmark"].extra["unavailable"] = "cuDNN runs on CUDA only"
+        # torch 2.7 runs fused SGD/AdamW on the CPU, but 9-17x slower a step than its default
+        # (docs/benchmarks.md): settable, not worth searching.
+        by_name["optimizer.fused"].extra["unavailable"] = "fused steps are slower on the CPU (torch 2.7)"
+    if machine.max_processes() < 2:
+        for d in dims:
+            if d.group == "distributed":
+                d.extra["unavailable"] = f"one {'GPU' if machine.device == 'cuda' else 'core'} here"
     if not machine.compile:
         by_name["compile"].extra["unavailable"] = "offered on CUDA with triton only"
         by_name["compile_mode"].extra["unavailable"] = "offered on CUDA with triton only"

@@ -17,6 +17,11 @@ class Machine:
     ffcv: bool | None = False  # `import ffcv` works (None: find out when asked, see has_ffcv)
     compile: bool = False  # torch.compile is worth offering (CUDA with triton)
     selection: bool = True  # CORDS subset selection is installed
+    cores: int = 1  # CPU cores this process may use (data-parallel processes on the CPU: one each)
+    gpus: int = 0
+
+    def max_processes(self) -> int:
+        return self.gpus if self.device == "cuda" else self.cores
 
     def has_ffcv(self) -> bool:
         return ffcv_works() if self.ffcv is None else self.ffcv
@@ -68,7 +73,10 @@ def detect(device: str = "auto") -> Machine:
     import torch
 
     cuda = torch.cuda.is_available() and device != "cpu"
+    from effsearch.trainer.distributed import cpu_cores
+
     return Machine(
+        cores=cpu_cores(), gpus=torch.cuda.device_count() if cuda else 0,
         device="cuda" if cuda else "cpu",
         bf16=bool(cuda and torch.cuda.is_bf16_supported()),
         ffcv=None,  # checked on demand

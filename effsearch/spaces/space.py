@@ -3,7 +3,8 @@
 The ``space:`` section of a study file::
 
     space:
-      include: [budget, optimizer, algorithms.mixup]   # groups or dimensions (default: all)
+      include: [budget, optimizer, algorithms.mixup]   # groups or dimensions (default: every group but
+                                                       # distributed, which starts processes; all: every group)
       exclude: [algorithms.sam]                        # taken out: the base config's value holds
       ranges:                                          # replace a range or the choices
         optimizer.lr: {low: 0.01, high: 0.4, log: true}
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.spaces.default import GROUPS, catalogue
+from effsearch.spaces.default import DEFAULT_GROUPS, GROUPS, catalogue
 from effsearch.spaces.dims import Dim, _fmt
 from effsearch.spaces.machine import Machine
 
@@ -60,8 +61,10 @@ class Space:
 
         def names(key: str, default) -> set[str]:
             items = section.get(key, default)
-            if items in ("all", None) and key == "include":
+            if items == "all" and key == "include":
                 items = list(GROUPS)
+            elif items is None and key == "include":
+                items = list(DEFAULT_GROUPS)
             if isinstance(items, str):
                 items = [items]
             if not isinstance(items, list):
@@ -79,7 +82,7 @@ class Space:
                                       f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`")
             return out
 
-        chosen = names("include", list(GROUPS)) - names("exclude", [])
+        chosen = names("include", list(DEFAULT_GROUPS)) - names("exclude", [])
 
         ranges = section.get("ranges") or {}
         if not isinstance(ranges, dict):

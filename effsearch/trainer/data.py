@@ -269,12 +269,17 @@ class DeviceBatches:
     permutation per epoch on the device, then one gather per batch. ``sampler``
     (CORDS's subset sampler) replaces the permutation when set; ``weights`` (one
     per sample, written in place by the selection) go with each batch. The
-    selection writes the weights of each subset in place.
+    selection writes the weights of each subset in place. With ``world > 1`` each
+    rank serves its shard of the same order.
     """
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, device: str,
-                 sampler=None, weights: torch.Tensor | None = None, drop_last: bool = False):
+                 sampler=None, weights: torch.Tensor | None = None, drop_last: bool = False,
+                 rank: int = 0, world: int = 1):
         self.x, self.y = x, y
+        # Data-parallel: every rank draws the same order and takes every world-th index from
+        # its rank on, the order padded by wrapping to a multiple of world (DistributedSampler's rule).
+        self.rank, self.world = rank, world
         self.batch_size, self.device, self.sampler, self.weights = batch_size, device, sampler, weights
         self.drop_last = drop_last
         # The order is drawn on the host, once an epoch (0.5 ms for 54,000 samples), so that it
@@ -286,7 +291,8 @@ class DeviceBatches:
         self.dataset.weights = weights
 
     def _count(self) -> int:
-        return len(self.sampler) if self.sampler is not None else len(self.y)
+        n = len(self.sampler) if self.sampler is not None else len(self.y)
+        return -(-n // self.world)
 
     def __len__(self) -> int:
         n, b = self._count(), self.batch_size
@@ -297,6 +303,11 @@ class DeviceBatches:
             order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long)
         else:
             order = torch.randperm(len(self.y), generator=self.gen)
+        if self.world > 1:
+            pad = (-len(order)) % self.world
+            if pad:
+                order = torch.cat([order, order[:pad]])
+            order = order[self.rank::self.world]
         if self.device != "cpu":
             order = order.pin_memory().to(self.device, non_blocking=True)
         weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch

@@ -12,6 +12,13 @@ No host sync inside an epoch on a GPU: the loss accumulates on the device and is
 read at evaluation points (and once an epoch, to catch divergence); the clock
 synchronises only at fit start, evaluation boundaries and fit end. Train seconds
 run from FIT_START and exclude evaluation (as DAWNBench does).
+
+Gradient accumulation (``accumulate: k``): an optimizer step takes k micro-batches; a
+"batch" for Composer and the schedule is the step (as Composer's own microbatching:
+AFTER_DATALOADER and the forward/backward events fire per micro-batch, the others once
+a step). Data-parallel (``distributed``): training steps go through DDP (``no_sync``
+on all but the last micro-batch); rank 0 evaluates and decides when to stop, and the
+others learn its decision at evaluation points and epoch ends, never per step.
 """
 
 from __future__ import annotations
@@ -69,13 +76,17 @@ class Loop:
 
     def __init__(self, cfg, model, optimizer, loader, augment, eval_augment, val, device: str, result,
                  algorithms=(), callbacks=(), on_eval=None, progress: bool = False, point_extras=(),
-                 on_deliver=()):
+                 on_deliver=(), dist=None):
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
         self.augment, self.eval_augment, self.val = augment, eval_augment, val
         self.on_eval, self.progress, self.point_extras = on_eval, progress, list(point_extras)
         self.on_deliver = list(on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
         self.cuda = device == "cuda"
-        self.bpe = max(1, len(loader))
+        from effsearch.trainer.distributed import SINGLE
+
+        self.dist = dist if dist is not None else SINGLE
+        self.accumulate = cfg.accumulate
+        self.bpe = max(1, -(-len(loader) // self.accumulate))  # optimizer steps an epoch
         self.total = max(1, round(cfg.epochs * self.bpe))
         every = max(1, round(cfg.eval_every * self.bpe))
         self.eval_steps = set(range(every, self.total + 1, every)) | {self.total}
@@ -113,10 +124,20 @@ class Loop:
         self.autocast = torch.autocast("cuda", dtype=dtype) if dtype is not None else contextlib.nullcontext()
         self.eval_module = model.module  # evaluation stays eager (a compiled graph recompiles for eval)
         self.compile_seconds = 0.0
+        self.ddp = self.comm = None
+        self.dense_bytes = 0
+        train_module = model.module
+        if self.dist.on:  # after Composer's surgery: DDP fixes its parameter list when built
+            from effsearch.trainer import distributed
+
+            self.ddp, self.comm, self.dense_bytes = distributed.wrap(model, cfg, self.dist, device)
+            train_module = self.ddp
+            model.use_compiled(self.ddp)
         if cfg.compile:
-            model.use_compiled(torch.compile(model.module, mode=cfg.compile_mode))
-        # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU.
-        self.check_every = 1 if not self.cuda else 0
+            model.use_compiled(torch.compile(train_module, mode=cfg.compile_mode))
+        # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU, or when
+        # ranks must agree on stopping (they do so once an epoch).
+        self.check_every = 1 if not self.cuda and not self.dist.on else 0
 
         self.step = self.epoch = self.batch_in_epoch = self.samples = self.samples_in_epoch = 0
         self.loss_sum = torch.zeros((), device=device)
@@ -153,7 +174,7 @@ class Loop:
 
             self.bar = tqdm(total=self.total, unit="batch", desc="train", dynamic_ncols=True, leave=False)
         if self.cuda:
-            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.benchmark = self.cfg.cudnn_benchmark
         self.model.train()
         self._sync_time()
         self.engine.run_event(Event.FIT_START)
@@ -170,9 +191,10 @@ class Loop:
     def _epoch(self) -> None:
         self._sync_time()
         self.engine.run_event(Event.EPOCH_START)  # CORDS selection: inside the clock
-        batches = len(self.loader)
-        for batch in self.loader:
-            n = len(batch[1])
+        per_epoch = self.bpe
+        batches = self.loader if self.accumulate == 1 else _groups(self.loader, self.accumulate)
+        for batch in batches:
+            n = len(batch[1]) if self.accumulate == 1 else sum(len(b[1]) for b in batch)
             self._train_step(batch)
             self.step += 1
             self.batch_in_epoch += 1
@@ -184,16 +206,17 @@ class Loop:
                 self._fire(Event.BATCH_CHECKPOINT)
             if self.bar is not None:
                 self.bar.update(1)
-            ends_epoch = self.batch_in_epoch >= batches or self.step >= self.total
+            ends_epoch = self.batch_in_epoch >= per_epoch or self.step >= self.total
             if self.step in self.eval_steps and not ends_epoch:
                 self._eval_point()
             if self.stop_reason or self.step >= self.total:
                 break
-        if self.batch_in_epoch >= batches or self.step >= self.total:
+        if self.batch_in_epoch >= per_epoch or self.step >= self.total:
             self.epoch += 1
             self.batch_in_epoch = self.samples_in_epoch = 0
-            if self.check_every == 0 and not self.stop_reason:
+            if self.check_every == 0 and not self.stop_reason and self.dist.main:
                 self._check_loss(float(self.loss_sum), f"by the end of epoch {self.epoch} (batch {self.step})")
+            self._agree()
             self._sync_time()
             self.engine.run_event(Event.EPOCH_END)  # LayerFreezing, SWA per epoch
             self.engine.run_event(Event.EPOCH_CHECKPOINT)
@@ -204,8 +227,16 @@ class Loop:
 
     def _train_step(self, batch) -> None:
         st = self.state
-        st.batch = self.augment(batch)
-        self._fire(Event.AFTER_DATALOADER)
+        if self.accumulate == 1:
+            st.batch = self.augment(batch)
+            self._fire(Event.AFTER_DATALOADER)
+        else:  # a list of micro-batches: each is augmented (and seen by AFTER_DATALOADER) by itself
+            micro = []
+            for b in batch:
+                st.batch = self.augment(b)
+                self._fire(Event.AFTER_DATALOADER)
+                micro.append(st.batch)
+            st.batch = micro
         self._fire(Event.BATCH_START)
         lr = self.lr_factors[self.step]
         for group in self.optimizer.param_groups:
@@ -237,6 +268,27 @@ class Loop:
         st.batch = batch
         fire(Event.BEFORE_TRAIN_BATCH)
         self.optimizer.zero_grad(set_to_none=True)
+        if self.accumulate == 1:
+            loss = self._micro(batch, None)
+        else:
+            total = sum(len(b[1]) for b in batch)
+            loss = torch.zeros((), device=self.device)
+            for i, b in enumerate(batch):
+                # DDP averages gradients once a step: on the last micro-batch only.
+                sync = self.ddp is None or i == len(batch) - 1
+                with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
+                    share = len(b[1]) / total  # the step's loss is the mean over all its samples
+                    loss = loss + self._micro(b, share).detach() * share
+            st.batch = batch
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # Composer's order: unscaled before AFTER_TRAIN_BATCH
+        fire(Event.AFTER_TRAIN_BATCH)
+        return loss
+
+    def _micro(self, batch, share: float | None) -> torch.Tensor:
+        """Forward and backward of one (micro-)batch; its loss is scaled by ``share`` for backward."""
+        st, fire = self.state, self._fire
+        st.batch = batch
         fire(Event.BEFORE_FORWARD)
         with self.autocast:
             st.outputs = self.model(st.batch)
@@ -247,11 +299,9 @@ class Loop:
         fire(Event.AFTER_LOSS)
         fire(Event.BEFORE_BACKWARD)
         loss = st.loss
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        scaled = loss if share is None else loss * share
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
         fire(Event.AFTER_BACKWARD)
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)  # Composer's order: unscaled before AFTER_TRAIN_BATCH
-        fire(Event.AFTER_TRAIN_BATCH)
         return loss
 
     def _check_loss(self, value: float, where: str) -> None:
@@ -262,8 +312,21 @@ class Loop:
         if not self.stop_reason:
             self.stop_status, self.stop_reason = status, reason
 
+    def _agree(self) -> None:
+        """Data-parallel: every rank stops where rank 0 decided to (else they would wait on
+        each other's gradients forever). One tiny broadcast, at evaluation points and epoch ends."""
+        if not self.dist.on:
+            return
+        from effsearch.trainer.distributed import agree
+
+        if agree(bool(self.stop_reason), self.dist, self.device) and not self.stop_reason:
+            self._stop("stopped", "rank 0 stopped the run")
+
     # -- evaluation ---------------------------------------------------------------------
     def _eval_point(self) -> None:
+        if not self.dist.main:  # rank 0 evaluates; the others learn whether to go on
+            self._agree()
+            return
         t = self._now()
         self._sync_time()
         with self.delivered():
@@ -271,7 +334,7 @@ class Loop:
         train_loss = float(self.loss_sum) / max(self.loss_steps, 1)  # one read per point: the GPU is idle here
         self.loss_sum.zero_()
         self.loss_steps = 0
-        point = {"epoch": round(self.step / self.bpe, 4), "samples_seen": self.samples,
+        point = {"epoch": round(self.step / self.bpe, 4), "samples_seen": self.samples * self.dist.world,
                  "train_seconds": self.train_seconds(t), "val_accuracy": acc, "val_loss": loss,
                  "train_loss": train_loss}
         for extra in self.point_extras:
@@ -287,6 +350,7 @@ class Loop:
             reason = self.on_eval(point)
             if reason:
                 self._stop("pruned", reason)
+        self._agree()
         self.eval_seconds += self._now() - t
 
     @contextlib.contextmanager
@@ -330,5 +394,25 @@ class Loop:
             self.bar = None
 
     def summary(self) -> dict:
-        return {"train_seconds": self.train_seconds(), "eval_seconds": self.eval_seconds,
-                "compile_seconds": self.compile_seconds, "steps": self.step}
+        out = {"train_seconds": self.train_seconds(), "eval_seconds": self.eval_seconds,
+               "compile_seconds": self.compile_seconds, "steps": self.step}
+        if self.accumulate > 1 or self.dist.on:
+            out["effective_batch"] = self.cfg.batch_size * self.accumulate * self.dist.world
+        if self.dist.on:
+            steps = max(self.step, 1)
+            sent = self.comm.bytes_sent / steps if self.comm is not None else self.dense_bytes
+            out.update(processes=self.dist.world, comm_bytes_per_step=sent,
+                       comm_bytes_per_step_uncompressed=self.dense_bytes)
+        return out
+
+
+def _groups(loader, k: int):
+    """Consecutive batches of ``loader`` in lists of ``k`` (the last list may be shorter)."""
+    group = []
+    for batch in loader:
+        group.append(batch)
+        if len(group) == k:
+            yield group
+            group = []
+    if group:
+        yield group

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import ConfigError, TrainConfig, effective_batch
 from effsearch.trainer import data as D
 from effsearch.trainer.models import build_model
 from effsearch.trainer.result import RunResult, time_to_target, versions
@@ -44,15 +44,31 @@ def check_runnable(cfg: TrainConfig) -> str:
     device = resolve_device(cfg)
     if cfg.loader == "ffcv":
         from effsearch.trainer import ffcv_loader  # noqa: F401  (raises ConfigError if ffcv is missing)
+    from effsearch.trainer import distributed
+
+    distributed.check_machine(cfg, device)
     return device
 
 
-def build_optimizer(cfg: TrainConfig, params, device: str = "cpu"):
+def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
+    """The optimizer of ``cfg``. The lr rule: with ``scale_lr_with_batch`` the lr is ``optimizer.lr``
+    x effective batch / 128 (effective batch = batch_size x accumulate x processes), linear scaling
+    (Goyal et al. 2017); otherwise it is used as given."""
     o = cfg.optimizer
-    lr = o.lr * (cfg.batch_size / 128 if o.scale_lr_with_batch else 1.0)
+    lr = o.lr * (effective_batch(cfg) / 128 if o.scale_lr_with_batch else 1.0)
     # One fused kernel for the whole update on a GPU (torch's default there is foreach: a few
-    # kernels per parameter group); CPU keeps torch's default.
-    fast = {"fused": True} if device == "cuda" else {}
+    # kernels per parameter group); CPU keeps torch's default unless optimizer.fused says so
+    # (torch 2.7 has fused SGD and AdamW on CPU too).
+    fused = o.fused if o.fused is not None else device == "cuda"
+    fast = {"fused": True} if fused else {}
+    if o.name == "kfac-sgd":
+        from effsearch.trainer.kfac import KFACSGD
+
+        if model is None:
+            raise ValueError("kfac-sgd needs the model (its layers' inputs and output gradients)")
+        return KFACSGD(params, model, lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+                       weight_decay=o.weight_decay, damping=o.kfac_damping, update_every=o.kfac_update_every,
+                       accum_scale=cfg.accumulate, **fast)
     if o.name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
                                weight_decay=o.weight_decay, **fast)
@@ -68,6 +84,15 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
           on_eval: EvalHook | None = None) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult."""
     device = check_runnable(cfg)
+    from effsearch.trainer import distributed
+
+    with distributed.session(cfg, device, data_root) as dist:
+        if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
+            out_dir, progress, on_eval = None, False, None
+        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval)
+
+
+def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -75,7 +100,7 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -119,8 +144,12 @@ class Prepared:
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
-            on_eval: EvalHook | None = None, callbacks=(), data_root=None) -> Prepared:
-    """Build model, loader, algorithms and the loop for ``cfg``."""
+            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None) -> Prepared:
+    """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
+    in a data-parallel run, default a single process)."""
+    from effsearch.trainer.distributed import SINGLE
+
+    dist = dist if dist is not None else SINGLE
     warnings.filterwarnings("ignore", module="composer")
     warnings.filterwarnings("ignore", message=".*torch.utils._pytree.*")
     warnings.filterwarnings("ignore", message=".*GradScaler is enabled, but CUDA is not available.*")
@@ -142,10 +171,11 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
 
     def aug(train):
+        # Each rank draws its own flips and crops.
         return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
-                              train=train, channels_last=cfg.channels_last, seed=cfg.seed)
+                              train=train, channels_last=cfg.channels_last, seed=cfg.seed + 1000 * dist.rank)
 
-    train_loader, selection = _train_loader(cfg, splits, device, data_root)
+    train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms = build_algorithms(cfg)
     if cfg.channels_last and "channels_last" not in cfg.algorithms:
         from composer.algorithms import ChannelsLast
@@ -158,20 +188,20 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
         algorithms.append(gmp)
     if selection is not None:
         algorithms.append(selection)
-    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device), train_loader, aug(True), aug(False),
+    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device, model), train_loader, aug(True), aug(False),
                 (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
                 on_eval=on_eval, progress=progress,
                 point_extras=[selection.point_extra] if selection is not None else [],
-                on_deliver=[gmp.apply_masks] if gmp is not None else [])
+                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None, data_root=None) -> None:
+         on_eval: EvalHook | None, data_root=None, dist=None) -> None:
     from effsearch.trainer.sparsity import measure
 
-    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root)
+    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist)
     loop = run.loop
     result.final["setup_seconds"] = loop.setup_seconds
     try:
@@ -180,6 +210,9 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         result.final.update(loop.summary())
         if run.selection is not None:
             result.final["selection_seconds"] = run.selection.seconds
+    if not loop.dist.main:
+        result.status = "completed"
+        return
     # The delivered model: EMA's averages swapped in, sparsity masks applied (also to the
     # averages EMA or SWA keep, which were never masked).
     t_eval = time.perf_counter()
@@ -188,6 +221,10 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
         if loop.stop_status != "pruned":  # nobody reads a pruned trial's test score: skip its 10,000 images
             result.final["test_accuracy"] = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
+        if cfg.quantize == "int8":
+            from effsearch.trainer import quantize
+
+            sizes.update(quantize.measure(model, run.splits, cfg.seed))
     result.final.update(val_accuracy=val_acc, val_loss=val_loss,
                         final_eval_seconds=time.perf_counter() - t_eval, **sizes)
     if loop.stop_reason:
@@ -208,12 +245,15 @@ def _restore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=None):
+def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=None, dist=None):
     """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it.
 
     Batches come from tensors on the device (``DeviceBatches``) unless an algorithm needs
     torchvision's per-image transforms (RandAugment, AugMix: a DataLoader on the host) or
     the loader is FFCV's."""
+    from effsearch.trainer.distributed import SINGLE
+
+    dist = dist if dist is not None else SINGLE
     if cfg.loader == "ffcv":
         from effsearch.trainer.ffcv_loader import make_train_loader
 
@@ -228,13 +268,15 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
             return D.make_loader(splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True,
                                  seed=cfg.seed, drop_last=drop_last), None
         return D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
-                               drop_last=drop_last), None
+                               drop_last=drop_last, rank=dist.rank, world=dist.world), None
     from effsearch.trainer.selection import make_selection
 
     loader, selection = make_selection(cfg, splits, device)
+    selection.dist = dist  # rank 0 chooses each subset; the others receive it
     if per_image:
         return loader, selection
     batches = D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
-                              sampler=loader.sampler, weights=loader.dataset.weights, drop_last=drop_last)
+                              sampler=loader.sampler, weights=loader.dataset.weights, drop_last=drop_last,
+                              rank=dist.rank, world=dist.world)
     selection.dataset = batches  # it writes the weights of each new subset here
     return batches, selection

@@ -242,6 +242,7 @@ class SubsetSelection(Algorithm):
         self._strategy = None
         self._random = None
         self._view: ModelView | None = None
+        self.dist = None  # data-parallel: rank 0 chooses, the others receive (set by the trainer)
 
     # Composer calls these
     def match(self, event: Event, state) -> bool:
@@ -296,10 +297,17 @@ class SubsetSelection(Algorithm):
             with cords_compat.seeded(self._round_seed()), torch.random.fork_rng(devices=fork_devices), \
                     warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pin_memory without an accelerator, sklearn/numba chatter
-                if kind == "random":
-                    idxs, gammas = self._random_strategy().select(self.budget)
+                dist = self.dist
+                if dist is not None and dist.on and not dist.main:
+                    idxs, gammas = broadcast_object(None, dist)  # the subset rank 0 chose
                 else:
-                    idxs, gammas = self._run_strategy(state)
+                    if kind == "random":
+                        idxs, gammas = self._random_strategy().select(self.budget)
+                    else:
+                        idxs, gammas = self._run_strategy(state)
+                    if dist is not None and dist.on:  # once per selection: every rank trains this subset
+                        idxs = np.asarray([int(i) for i in idxs], dtype=np.int64)
+                        broadcast_object((idxs, np.asarray(gammas, dtype=np.float32)), dist)
         except ConfigError:
             raise
         except Exception as e:
@@ -372,6 +380,12 @@ class SubsetSelection(Algorithm):
         return S.GradMatchStrategy(trn, val, view, loss, sel.eta, cords_compat.gradmatch_device(self.device),
                                    classes, linear, self.selection_type, log, valid=False, v1=True,
                                    lam=sel.lam, eps=sel.omp_eps)
+
+
+def broadcast_object(obj, dist):
+    from effsearch.trainer.distributed import broadcast_object as bcast
+
+    return bcast(obj, dist)
 
 
 def make_selection(cfg, splits: D.Splits, device: str):

@@ -1,0 +1,219 @@
+"""Data-parallel training: processes, the process group, DDP and its communication hook.
+
+``effsearch train`` with ``distributed.processes: N > 1`` makes the calling process
+rank 0 and starts ranks 1..N-1 itself (``spawn``; gloo on CPU, NCCL on GPUs), so the
+progress bar, the study's pruner and ``result.json`` stay in the caller. Under
+``torchrun`` (RANK / WORLD_SIZE in the environment) every process is started by the
+launcher and effsearch only joins the group. Each rank trains its shard of every
+epoch's order (``DeviceBatches``, as ``DistributedSampler`` would); gradients are
+averaged by ``torch.nn.parallel.DistributedDataParallel`` or by the compression hook
+(``compression.py``). Rank 0 evaluates, decides when to stop (shared at evaluation
+points and epoch ends, never per step), keeps the time and writes the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+from dataclasses import dataclass, field
+
+import torch
+
+from effsearch.config import ConfigError
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass
+class Context:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    backend: str = ""
+    children: list = field(default_factory=list)  # processes rank 0 started
+    threads: int | None = None  # torch's thread count before (put back on exit)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def on(self) -> bool:
+        return self.world > 1
+
+
+SINGLE = Context()
+
+
+def under_torchrun() -> bool:
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def world_size(cfg) -> int:
+    return int(os.environ["WORLD_SIZE"]) if under_torchrun() else cfg.distributed.processes
+
+
+def check_machine(cfg, device: str) -> None:
+    """Processes this machine can hold: one per CPU core (gloo) or per GPU (NCCL)."""
+    d = cfg.distributed
+    if under_torchrun():
+        world = int(os.environ["WORLD_SIZE"])
+        if d.processes not in (1, world):
+            raise ConfigError("distributed.processes", f"is {d.processes} but torchrun started WORLD_SIZE={world} "
+                                                       "processes; set it to 1 (take torchrun's) or to the same")
+        return
+    n = d.processes
+    if n == 1:
+        return
+    if device == "cuda":
+        gpus = torch.cuda.device_count()
+        if n > gpus:
+            raise ConfigError("distributed.processes", f"must be at most {gpus} here (one process per GPU; this "
+                                                       f"machine has {gpus}); got {n}")
+    else:
+        cores = cpu_cores()
+        if n > cores:
+            raise ConfigError("distributed.processes", f"must be at most {cores} here (one process per CPU core; "
+                                                       f"this machine has {cores}); got {n}")
+    if backend(cfg, device) == "nccl" and device != "cuda":
+        raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
+
+
+def backend(cfg, device: str) -> str:
+    b = cfg.distributed.backend
+    return ("nccl" if device == "cuda" else "gloo") if b == "auto" else b
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Long enough for rank 0's evaluations and CORDS selections, which the other ranks wait out.
+TIMEOUT = datetime.timedelta(minutes=30)
+
+
+@contextlib.contextmanager
+def session(cfg, device: str, data_root=None):
+    """The process group for this run (and, from the caller, the ranks it starts)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # A child (``_child``) or a caller that made its own group: join it as it is.
+        g = torch.distributed
+        yield Context(g.get_rank(), g.get_world_size(), int(os.environ.get("LOCAL_RANK", g.get_rank())),
+                      g.get_backend())
+        return
+    world = world_size(cfg)
+    if world == 1:
+        yield SINGLE
+        return
+    be = backend(cfg, device)
+    if under_torchrun():
+        rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
+        ctx = Context(rank, world, local, be)
+        _setup_rank(ctx, device)
+        torch.distributed.init_process_group(be, timeout=TIMEOUT)
+    else:
+        port = _free_port()
+        ctx = Context(0, world, 0, be)
+        import multiprocessing as mp
+
+        spawn = mp.get_context("spawn")
+        for rank in range(1, world):
+            p = spawn.Process(target=_child, args=(rank, world, port, be, cfg.to_dict(), device, data_root),
+                              daemon=True, name=f"effsearch-rank{rank}")
+            p.start()
+            ctx.children.append(p)
+        _setup_rank(ctx, device)
+        torch.distributed.init_process_group(be, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world,
+                                             timeout=TIMEOUT)
+    failed = None
+    try:
+        yield ctx
+    except BaseException as e:
+        failed = e
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            torch.distributed.destroy_process_group()
+        for p in ctx.children:
+            p.join(timeout=60 if failed is None else 5)
+            if p.is_alive():
+                p.terminate()
+                p.join(5)
+        if ctx.threads is not None:
+            torch.set_num_threads(ctx.threads)
+        bad = [p for p in ctx.children if p.exitcode not in (0, None)]
+        if bad and failed is None:
+            raise RuntimeError(f"distributed rank(s) {', '.join(p.name for p in bad)} exited with code "
+                               f"{', '.join(str(p.exitcode) for p in bad)}")
+
+
+def _setup_rank(ctx: Context, device: str) -> None:
+    if device == "cuda":
+        torch.cuda.set_device(ctx.local_rank)
+    else:
+        # N processes on the machine's cores: each takes its share, so they do not oversubscribe.
+        ctx.threads = torch.get_num_threads()
+        torch.set_num_threads(max(1, cpu_cores() // ctx.world))
+
+
+def _child(rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str, data_root) -> None:
+    """Ranks 1..N-1: join the group, train the same config, write nothing."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.run import train
+
+    ctx = Context(rank, world, rank if device == "cuda" else 0, be)
+    _setup_rank(ctx, device)
+    torch.distributed.init_process_group(be, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                         timeout=TIMEOUT)
+    try:
+        train(TrainConfig.from_dict(cfg_dict), data_root=data_root, out_dir=None, progress=False)
+    finally:
+        with contextlib.suppress(Exception):
+            torch.distributed.destroy_process_group()
+
+
+def wrap(model, cfg, ctx: Context, device: str):
+    """DDP around the network (after Composer's surgery) and the compression hook; returns
+    (the DDP module, the byte counter or None, uncompressed bytes per step)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from effsearch.trainer import compression
+
+    module = model.module
+    params = [p for p in module.parameters() if p.requires_grad]
+    dense = sum(p.numel() * p.element_size() for p in params)
+    kwargs = {}
+    if cfg.distributed.compression.granularity == "entire-model" and cfg.distributed.compression.method != "none":
+        kwargs["bucket_cap_mb"] = dense / 2**20 + 1  # one bucket: the hook sees the whole model as one vector
+    ddp = DDP(module, device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
+              # Rank 0's BatchNorm statistics are its own shard's: no per-step broadcast of buffers.
+              broadcast_buffers=False, gradient_as_bucket_view=True, **kwargs)
+    counter = compression.register(ddp, cfg, ctx.rank, ctx.world)
+    return ddp, counter, dense
+
+
+def agree(flag: bool, ctx: Context, device: str) -> bool:
+    """Rank 0's ``flag`` on every rank (one tiny broadcast)."""
+    t = torch.tensor([1 if flag else 0], device=device)
+    torch.distributed.broadcast(t, src=0)
+    return bool(t.item())
+
+
+def broadcast_object(obj, ctx: Context):
+    box = [obj]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]

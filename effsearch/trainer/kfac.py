@@ -1,0 +1,178 @@
+"""K-FAC preconditioned SGD (Martens and Grosse 2015; Grosse and Martens 2016 for convolutions).
+
+Each Linear and Conv2d layer's Fisher block is approximated by A (x) G: A the second
+moment of the layer's inputs (im2col patches for a convolution, a column of ones for
+the bias), G that of the gradients with respect to its outputs. The gradient of the
+layer's weight (bias as the last column) is replaced by
+
+    (A (x) G + damping I)^-1 vec(grad)  =  Q_G [(Q_G' grad Q_A) / (d_G d_A' + damping)] Q_A'
+
+with A = Q_A diag(d_A) Q_A' and G = Q_G diag(d_G) Q_G', the eigen-form of alecwangcq's
+KFAC-Pytorch (the reference implementation this follows: batch-averaged factors, a
+running average with decay 0.95, KL clipping of the step). Then torch's SGD applies
+momentum and weight decay. Other parameters (BatchNorm) keep their plain gradient.
+
+Why not a library: ASDL is not on PyPI (the name is another project), nngeometry
+computes Fisher matrices but is no optimizer, BackPACK's KFAC quantities refuse
+BatchNorm layers in training mode. This is about 150 lines.
+
+Cost: factors are captured (module hooks, registered only then) and inverted on one
+step in ``update_every``; the other steps pay two small matrix products per layer.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class _Layer:
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+        self.A = self.G = None  # running factors
+        self.a_sum = self.g_sum = None  # this capture's sums
+        self.a_n = self.g_n = 0
+        self.QA = self.dA = self.QG = self.dG = None
+
+
+class KFACSGD(torch.optim.SGD):
+    def __init__(self, params, model: torch.nn.Module, lr: float, momentum: float = 0.9, nesterov: bool = False,
+                 weight_decay: float = 0.0, damping: float = 1e-3, update_every: int = 10, stat_decay: float = 0.95,
+                 kl_clip: float | None = 1e-3, accum_scale: float = 1.0, fused: bool | None = None):
+        super().__init__(params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
+                         fused=fused)
+        self.model = model
+        self.damping, self.update_every, self.stat_decay, self.kl_clip = damping, update_every, stat_decay, kl_clip
+        self.accum_scale = accum_scale  # accumulation: micro-batch losses are scaled by 1/k; G is corrected by k
+        self.layers: dict[torch.nn.Module, _Layer] = {}
+        self.handles: list = []
+        self.kfac_steps = 0
+        self._arm()
+
+    # -- capturing the factors ----------------------------------------------------------
+    def _eligible(self):
+        ids = {id(p) for g in self.param_groups for p in g["params"]}
+        for m in self.model.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and id(m.weight) in ids and m.weight.requires_grad \
+                    and (not isinstance(m, torch.nn.Conv2d) or m.groups == 1):
+                yield m
+
+    def _arm(self) -> None:
+        current = set(self._eligible())
+        self.layers = {m: self.layers.get(m) or _Layer(m) for m in current}
+        for layer in self.layers.values():
+            self.handles.append(layer.module.register_forward_hook(self._forward_hook))
+
+    def _disarm(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def _forward_hook(self, module, inputs, output) -> None:
+        if not (module.training and torch.is_grad_enabled() and output.requires_grad):
+            return  # evaluation and CORDS's selection passes are not training steps
+        layer = self.layers[module]
+        a = inputs[0].detach().float()
+        batch = a.shape[0]
+        if isinstance(module, torch.nn.Conv2d):
+            a = F.unfold(a, module.kernel_size, module.dilation, module.padding, module.stride)  # B, C*k*k, T
+            spatial = a.shape[-1]
+            a = a.transpose(1, 2).reshape(-1, a.shape[1]) / spatial
+        else:
+            a = a.reshape(-1, a.shape[-1])
+        if module.bias is not None:
+            a = torch.cat([a, a.new_ones(a.shape[0], 1) / (spatial if isinstance(module, torch.nn.Conv2d) else 1)], 1)
+        cov = a.t() @ (a / batch)
+        layer.a_sum = cov if layer.a_sum is None else layer.a_sum + cov
+        layer.a_n += 1
+        output.register_hook(lambda go, layer=layer, module=module: self._grad_hook(layer, module, go))
+
+    @torch.no_grad()
+    def _grad_hook(self, layer: _Layer, module, go: torch.Tensor) -> None:
+        g = go.detach().float()
+        batch = g.shape[0]
+        if isinstance(module, torch.nn.Conv2d):
+            spatial = g.shape[2] * g.shape[3]
+            g = g.transpose(1, 2).transpose(2, 3).reshape(-1, g.shape[1]) * (batch * spatial)
+        else:
+            g = g.reshape(-1, g.shape[-1]) * batch
+        g = g * self.accum_scale
+        cov = g.t() @ (g / g.shape[0])
+        layer.g_sum = cov if layer.g_sum is None else layer.g_sum + cov
+        layer.g_n += 1
+
+    @torch.no_grad()
+    def _update(self) -> None:
+        dist = torch.distributed.is_available() and torch.distributed.is_initialized() \
+            and torch.distributed.get_world_size() > 1
+        for layer in self.layers.values():
+            if not layer.a_n or not layer.g_n:
+                continue
+            A, G = layer.a_sum / layer.a_n, layer.g_sum / layer.g_n
+            layer.a_sum = layer.g_sum = None
+            layer.a_n = layer.g_n = 0
+            if dist:  # every rank must precondition alike: average the factors of all shards
+                world = torch.distributed.get_world_size()
+                torch.distributed.all_reduce(A)
+                torch.distributed.all_reduce(G)
+                A, G = A / world, G / world
+            d = self.stat_decay
+            layer.A = A if layer.A is None else d * layer.A + (1 - d) * A
+            layer.G = G if layer.G is None else d * layer.G + (1 - d) * G
+            layer.dA, layer.QA = torch.linalg.eigh(layer.A)
+            layer.dG, layer.QG = torch.linalg.eigh(layer.G)
+            layer.dA.clamp_(min=0.0)
+            layer.dG.clamp_(min=0.0)
+
+    # -- the step -------------------------------------------------------------------------
+    @staticmethod
+    def _grad_matrix(module) -> torch.Tensor | None:
+        if module.weight.grad is None:
+            return None
+        g = module.weight.grad.reshape(module.weight.shape[0], -1)
+        if module.bias is not None and module.bias.grad is not None:
+            g = torch.cat([g, module.bias.grad.reshape(-1, 1)], 1)
+        return g
+
+    @torch.no_grad()
+    def precondition(self) -> None:
+        updates = []
+        for layer in self.layers.values():
+            if layer.QA is None:
+                continue
+            grad = self._grad_matrix(layer.module)
+            if grad is None or grad.shape[1] != layer.QA.shape[0]:
+                continue
+            g32 = grad.float()
+            v = layer.QG.t() @ g32 @ layer.QA
+            v = v / (layer.dG.unsqueeze(1) * layer.dA.unsqueeze(0) + self.damping)
+            v = layer.QG @ v @ layer.QA.t()
+            updates.append((layer.module, v, g32))
+        if not updates:
+            return
+        nu = None
+        if self.kl_clip is not None:
+            lr = self.param_groups[0]["lr"]
+            vg = sum((v * g).sum() for _, v, g in updates) * lr ** 2
+            # A tensor, never read on the host: no sync per step.
+            nu = torch.clamp(torch.sqrt(self.kl_clip / vg.abs().clamp_min(1e-30)), max=1.0)
+        for m, v, _ in updates:
+            if nu is not None:
+                v = v * nu
+            w = m.weight
+            if m.bias is not None and m.bias.grad is not None:
+                m.bias.grad.copy_(v[:, -1].view_as(m.bias))
+                v = v[:, :-1]
+            w.grad.copy_(v.reshape(w.shape))
+
+    def step(self, closure=None):
+        captured = bool(self.handles)
+        if captured:
+            self._disarm()
+            self._update()
+        self.precondition()
+        loss = super().step(closure)
+        self.kfac_steps += 1
+        if self.kfac_steps % self.update_every == 0:
+            self._arm()  # capture during the next step's forward and backward
+        return loss

@@ -1,0 +1,96 @@
+"""Post-training int8 quantization of the delivered model, with torch's own tooling.
+
+FX graph mode (``torch.ao.quantization.quantize_fx``): ``prepare_fx`` folds each
+Conv-BatchNorm(-ReLU) and puts observers in, a few hundred training images (no
+augmentation) calibrate them, ``convert_fx`` writes int8 weights (per channel) and
+activations (per tensor) with the backend's kernels (x86/fbgemm, else qnnpack). FX
+rather than eager mode: the models need no QuantStub/DeQuantStub edits, and the
+residual additions become quantized adds by themselves. Quantized kernels run on the
+CPU, so this is measured on a CPU copy whatever the training device.
+
+Sizes follow one rule for both models: the saved state dict (``torch.save``),
+gzip-compressed, so the zeros sparsity leaves count as a file compressor sees them.
+Measured after training, outside the train clock (``quantize_seconds``).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import time
+
+import torch
+
+CALIBRATION_IMAGES = 512
+EVAL_BATCH = 1024
+
+
+def saved_bytes(module: torch.nn.Module) -> int:
+    """Bytes of ``torch.save(module.state_dict())``, gzip-compressed."""
+    buf = io.BytesIO()
+    torch.save(module.state_dict(), buf)
+    return len(gzip.compress(buf.getvalue(), compresslevel=6))
+
+
+def engine() -> str:
+    supported = torch.backends.quantized.supported_engines
+    for name in ("x86", "fbgemm", "qnnpack"):
+        if name in supported:
+            return name
+    raise RuntimeError(f"no quantized engine in this torch build ({supported})")
+
+
+def _plain(net: torch.nn.Module) -> torch.nn.Module:
+    """The prediction path of an effsearch Classifier, traceable by FX (its ``forward``
+    branches on CORDS's ``last``/``freeze`` arguments)."""
+    if hasattr(net, "features") and hasattr(net, "linear"):
+        return torch.nn.Sequential(net.features, net.linear)
+    return net
+
+
+@torch.no_grad()
+def accuracy(model, x: torch.Tensor, y: torch.Tensor, normalise) -> float:
+    correct = 0
+    for i in range(0, len(y), EVAL_BATCH):
+        xb, yb = normalise((x[i:i + EVAL_BATCH], y[i:i + EVAL_BATCH]))
+        correct += int((model(xb).argmax(1) == yb).sum())
+    return correct / max(len(y), 1)
+
+
+def measure(module: torch.nn.Module, splits, seed: int = 0) -> dict:
+    """Quantize a copy of ``module`` (the delivered network) to int8; sizes and accuracies."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    from effsearch.trainer.data import BatchAugment
+
+    import warnings
+
+    t0 = time.perf_counter()
+    # torch's own default qconfig still passes reduce_range to its observers, which warn about it.
+    warnings.filterwarnings("ignore", message=".*reduce_range will be deprecated.*")
+    backend = engine()
+    torch.backends.quantized.engine = backend
+    fp32 = _plain(copy.deepcopy(module)).cpu().eval().to(memory_format=torch.contiguous_format)
+    normalise = BatchAugment(splits.mean.cpu(), splits.std.cpu(), "cpu", flip=False, crop_padding=0, train=False)
+    g = torch.Generator().manual_seed(seed + 31)
+    pick = torch.randperm(len(splits.train_y), generator=g)[:CALIBRATION_IMAGES]
+    calib_x = splits.train_x.cpu()[pick]
+    calib_y = splits.train_y.cpu()[pick]
+    example = normalise((calib_x[:2], calib_y[:2]))[0]
+    prepared = prepare_fx(copy.deepcopy(fp32), get_default_qconfig_mapping(backend), (example,))
+    with torch.no_grad():
+        for i in range(0, len(calib_y), 128):
+            prepared(normalise((calib_x[i:i + 128], calib_y[i:i + 128]))[0])
+    q = convert_fx(prepared)
+    val_x, val_y = splits.val_x.cpu(), splits.val_y.cpu()
+    test_x, test_y = splits.test_x.cpu(), splits.test_y.cpu()
+    return {
+        "quantize_backend": backend,
+        "fp32_bytes": saved_bytes(fp32),
+        "quantized_bytes": saved_bytes(q),
+        "quantized_val_accuracy": accuracy(q, val_x, val_y, normalise),
+        "quantized_test_accuracy": accuracy(q, test_x, test_y, normalise),
+        "quantize_seconds": time.perf_counter() - t0,
+    }

@@ -1,0 +1,125 @@
+"""Gradient accumulation, fused steps, K-FAC and int8 quantization after training."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.trainer import data as D
+from effsearch.trainer.kfac import KFACSGD
+from effsearch.trainer.result import RunResult
+from effsearch.trainer.run import build_optimizer, prepare, train
+from tests.conftest import tiny
+
+
+def _vec(lin):
+    return torch.cat([lin.weight.detach(), lin.bias.detach()[:, None]], 1).clone()
+
+
+@pytest.mark.parametrize("damping", [1e-3, 1e-1])
+def test_kfac_update_on_one_linear_layer_is_the_damped_kronecker_fisher_solve(damping):
+    """(A (x) G + damping I)^-1 vec(grad), built densely and solved, against the optimizer's step."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(5, 3)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    lr = 0.1
+    opt = KFACSGD(lin.parameters(), lin, lr=lr, momentum=0.0, weight_decay=0.0, damping=damping, update_every=1,
+                  kl_clip=None)
+    before = _vec(lin)
+    out = lin(x)
+    F.cross_entropy(out, y).backward()
+    grad = torch.cat([lin.weight.grad, lin.bias.grad[:, None]], 1).double()
+    opt.step()
+    update = (before - _vec(lin)).double() / lr
+    a = torch.cat([x, torch.ones(16, 1)], 1).double()  # inputs with the bias column
+    A = a.T @ a / 16
+    g = (torch.softmax(out.detach(), 1) - F.one_hot(y, 3)).double()  # per-sample dL/dz (batch-mean loss x B)
+    G = g.T @ g / 16
+    fisher = torch.kron(A, G) + damping * torch.eye(18, dtype=torch.double)  # acts on column-stacked vec
+    want = torch.linalg.solve(fisher, grad.T.reshape(-1)).reshape(6, 3).T
+    assert torch.allclose(update, want, rtol=1e-3, atol=1e-5), (update - want).abs().max()
+    assert not torch.allclose(update, grad, rtol=0.1)  # it did precondition
+
+
+def test_kfac_captures_only_on_update_steps_and_trains():
+    cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3,
+                                        "epochs": 3}))
+    result = train(cfg, progress=False)
+    assert result.status == "completed" and result.final["val_accuracy"] > 0.3  # 10 classes: chance is 0.1
+    run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
+    opt = run.loop.optimizer
+    assert isinstance(opt, KFACSGD) and opt.handles  # armed for the first step only
+    run.fit()
+    assert opt.kfac_steps == run.loop.step == 12 and len(opt.layers) == 4  # 3 convs and the linear layer
+    assert all(layer.QA is not None for layer in opt.layers.values())
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"optimizer.name": "kfac-sgd", "compile": True}, "optimizer.name"),
+    ({"optimizer.name": "kfac-sgd", "algorithms": {"sam": {}}}, "algorithms.sam"),
+    ({"optimizer.name": "sgdw", "optimizer.fused": True}, "optimizer.fused"),
+    ({"accumulate": 0}, "accumulate"),
+    ({"quantize": "int4"}, "quantize"),
+])
+def test_rules_name_the_field(overrides, field):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(tiny(**overrides))
+    assert e.value.field == field, str(e.value)
+
+
+def test_fused_runs_on_cpu_where_torch_has_it_and_the_lr_rule_reads_the_effective_batch():
+    cfg = TrainConfig.from_dict(tiny(**{"optimizer.fused": True, "accumulate": 4, "batch_size": 16,
+                                        "optimizer.scale_lr_with_batch": True, "optimizer.lr": 0.1}))
+    opt = build_optimizer(cfg, torch.nn.Linear(2, 2).parameters(), "cpu")
+    assert opt.defaults["fused"] is True
+    assert opt.defaults["lr"] == pytest.approx(0.1 * 64 / 128)  # batch 16 x 4 micro-batches
+    assert not build_optimizer(TrainConfig.from_dict(tiny()), torch.nn.Linear(2, 2).parameters(), "cpu") \
+        .defaults.get("fused")
+
+
+def test_accumulation_steps_once_per_k_micro_batches_with_one_steps_gradient(monkeypatch):
+    """accumulate=2 at batch 16 takes the gradient a batch of 32 would (BatchNorm aside: eval mode)."""
+    cfg = TrainConfig.from_dict(tiny(**{"accumulate": 2, "batch_size": 16, "epochs": 1}))
+    run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
+    loop = run.loop
+    assert loop.bpe == 4  # 128 images, micro-batches of 16, 2 a step
+    loop.model.module.eval()  # BatchNorm's batch statistics would differ between micro-batches
+    batches = list(loop.loader)[:2]
+    loop._forward_backward([loop.augment(b) for b in batches])
+    acc = [p.grad.clone() for p in loop.model.parameters()]
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    loop._forward_backward([loop.augment((x, y))])  # the same samples as one micro-batch
+    whole = [p.grad.clone() for p in loop.model.parameters()]
+    for a, w in zip(acc, whole):
+        assert torch.allclose(a, w, atol=1e-5), (a - w).abs().max()
+    loop.model.module.train()
+    run.fit()
+    assert loop.step == 4 and run.loop.summary()["effective_batch"] == 32
+
+
+def test_int8_quantization_after_training_with_sparsity():
+    cfg = TrainConfig.from_dict(tiny(**{"quantize": "int8", "sparsity.target": 0.6, "sparsity.schedule": "constant",
+                                        "epochs": 3, "model.width": 16}))
+    f = train(cfg, progress=False).final
+    assert f["quantized_bytes"] < 0.5 * f["fp32_bytes"]
+    assert abs(f["quantized_test_accuracy"] - f["test_accuracy"]) <= 0.1
+    assert 0 <= f["quantized_val_accuracy"] <= 1 and f["quantize_seconds"] > 0
+    from effsearch.objectives import OBJECTIVES
+
+    r = RunResult(status="completed", config={}, final=f)
+    assert OBJECTIVES["quantized_size"].value(r) == f["quantized_bytes"]
+    with pytest.raises(ValueError, match="quantize: int8"):
+        OBJECTIVES["quantized_size"].value(RunResult(status="completed", config={}, final={}))
+
+
+def test_quantization_works_on_the_resnets():
+    from effsearch.trainer import quantize
+    from effsearch.trainer.models import build_model
+
+    cfg = TrainConfig.from_dict(tiny())
+    splits = D.load_splits(cfg)
+    for name in ("resnet9", "resnet20", "resnet-bottleneck"):
+        net = build_model(name, 3, 10, 4)
+        f = quantize.measure(net, splits)
+        assert f["quantized_bytes"] < f["fp32_bytes"], name
