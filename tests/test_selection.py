@@ -221,7 +221,8 @@ def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
     ({"selection.strategy": "gradmatch-pb", "selection.greedy": "naive"}, "selection.greedy: 'naive' does not"),
     ({"selection.strategy": "craig", "selection.select_every": 3},
      "selection.select_every: 'craig' would never run"),
-    ({"selection.strategy": "random", "loader": "ffcv"}, "selection.strategy: 'random' needs loader 'torch'"),
+    ({"selection.strategy": "random", "loader": "ffcv", "algorithms": {"randaugment": {}}},
+     "algorithms.randaugment: works on the torch loader's per-image transforms only"),
 ])
 def test_bad_combinations_are_refused(change, message):
     raw = sel("random", epochs=3)
@@ -239,6 +240,9 @@ def test_bad_combinations_are_refused(change, message):
 def test_allowed_combinations_validate():
     TrainConfig.from_dict(sel("glister", algorithms={"selective_backprop": {}}))  # unweighted: fine
     TrainConfig.from_dict(sel("craig", **{"selection.select_every": 3, "selection.kappa": 0.5}))
+    # FFCV serves every strategy's subsets and weights (effsearch.trainer.ffcv_loader).
+    for strategy in SELECTIONS[1:]:
+        assert TrainConfig.from_dict(sel(strategy, loader="ffcv")).loader == "ffcv"
 
 
 def test_selective_backprop_trains_with_an_unweighted_strategy():

@@ -88,7 +88,7 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
 
     from effsearch.config import TrainConfig
     from effsearch.search import studyfile
-    from effsearch.spaces.machine import Machine
+    from effsearch.config.machine import Machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)

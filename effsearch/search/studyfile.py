@@ -38,12 +38,12 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, read_yaml
+from effsearch.config.fields import set_path
+from effsearch.search import phases
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
-from effsearch.search import phases
-from effsearch.spaces.dims import set_path
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
         "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit")
@@ -159,7 +159,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
-        from effsearch.spaces.machine import detect
+        from effsearch.config.machine import detect
 
         machine = detect(base.device)
     _check_runnable(base, "base")
@@ -240,7 +240,7 @@ def _config(data: dict, prefix: str) -> TrainConfig:
 
 
 def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
-    from effsearch.trainer.run import check_runnable
+    from effsearch.config.machine import check_runnable
 
     try:
         check_runnable(cfg)
