@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from effsearch.config import ConfigError
+from effsearch.config.options import MOASHAOptions, check_options
 
 
 class StudyPruner(Protocol):
@@ -56,10 +56,6 @@ def make_pruner(spec: dict, study=None) -> StudyPruner:
         return NoPruner()
     from effsearch.search.pruner import MOASHAPruner
 
-    knobs = {k: v for k, v in spec.items() if k != "name"}
-    try:
-        pruner = MOASHAPruner(**knobs)
-    except ValueError as e:
-        field = next((f"pruner.{k}" for k in knobs if f"pruner.{k}" in str(e)), "pruner")
-        raise ConfigError(field, str(e).replace(f"{field} ", "", 1)) from None
+    knobs = check_options(MOASHAOptions, {k: v for k, v in spec.items() if k != "name"}, "pruner", "moasha")
+    pruner = MOASHAPruner(**knobs)
     return MOASHAStudyPruner(pruner, study)
