@@ -338,9 +338,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 else
             tuple(x for x in STRATEGIES if x not in _model_based()),
             **gated("selection.strategy"), off="full", setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
-        Dim("selection.fraction", "data", "float", low=0.1, high=0.9,
-            when=lambda cfg: get_path(cfg, "selection.strategy") != "full", when_text="selection on",
-            parents=("selection.strategy",),
+        Dim("selection.fraction", "data", "float", low=0.1, high=0.9, **gated("selection.fraction"),
             help="share of the training set per epoch"),
         Dim("selection.kappa", "data", "float", low=0.0, high=0.5,
             when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
