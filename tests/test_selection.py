@@ -368,3 +368,15 @@ def test_importing_cords_leaves_numpy_error_handling_alone():
     importlib.import_module("cords.selectionstrategies.helpers.omp_solvers")
     assert np.geterr() == before
     assert np.exp(np.float64(-1000)) == 0.0  # underflow: no FloatingPointError
+
+
+def test_select_every_default_is_held_below_the_epochs():
+    # Left at null, the period is 5 epochs, or fewer so that a model-based strategy selects at
+    # least once: `--set epochs=2` with a strategy must not be refused for a value nobody set.
+    from effsearch.config import select_every
+
+    short = TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None, "epochs": 2}))
+    assert short.selection.select_every is None and select_every(short) == 1
+    assert select_every(TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None,
+                                                                      "epochs": 20}))) == 5
+    assert select_every(TrainConfig.from_dict(sel("craig", **{"selection.select_every": 2, "epochs": 4}))) == 2

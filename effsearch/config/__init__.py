@@ -57,6 +57,7 @@ from effsearch.config.schema import (
                                       SparsityConfig,
                                       TrainConfig,
                                       effective_batch,
+                                      select_every,
 )
 
 __all__ = [
@@ -65,5 +66,5 @@ __all__ = [
     "SELECTIONS", "SPARSIFIERS", "WEIGHTED_SELECTIONS", "MINIMAL_TRAIN", "ConfigError", "Loader", "apply_override",
     "check_finite", "get_path", "load_yaml", "read_yaml", "set_path", "spec", "validate", "CompressionConfig",
     "DatasetConfig", "DistributedConfig", "ModelConfig", "OptimizerConfig", "ScheduleConfig", "SelectionConfig",
-    "SparsityConfig", "TrainConfig", "effective_batch",
+    "SparsityConfig", "TrainConfig", "effective_batch", "select_every",
 ]

@@ -100,8 +100,9 @@ def _always(_cfg: dict) -> bool:
 
 def _never_selects(cfg: dict) -> bool:
     epochs = float(cfg.get("epochs", 5))
-    return int(get_path(cfg, "selection.kappa", 0.0) * epochs) == 0 \
-        and get_path(cfg, "selection.select_every", 5) >= math.ceil(epochs)
+    every = get_path(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
+    return every is not None and int(get_path(cfg, "selection.kappa", 0.0) * epochs) == 0 \
+        and every >= math.ceil(epochs)
 
 
 def _greedy_wrong(cfg: dict) -> bool:

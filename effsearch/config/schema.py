@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,9 @@ class SelectionConfig:
     strategy: str = spec("full", choices=SELECTIONS,
                          help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)")
     fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="subset size / training set size")
-    select_every: int = spec(5, low=1, high=10_000, help="epochs between selections")
+    select_every: int | None = spec(None, low=1, high=10_000,
+                                    help="epochs between selections (null: 5, held below the epochs so that "
+                                         "a strategy that looks at the model selects at least once)")
     kappa: float = spec(0.0, low=0.0, high=1.0, high_open=True,
                         help="share of the budget trained on full data before selection starts (CORDS)")
     eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER one-step learning rate")
@@ -205,3 +208,15 @@ class TrainConfig:
 def effective_batch(cfg: TrainConfig) -> int:
     """Samples per optimizer step: batch_size x accumulate x processes (the lr rule reads this)."""
     return cfg.batch_size * cfg.accumulate * cfg.distributed.processes
+
+
+SELECT_EVERY = 5  # CORDS's default period, in epochs
+
+
+def select_every(cfg: TrainConfig) -> int:
+    """``selection.select_every`` with null resolved: 5 epochs, held below the epochs (at least 1)
+    so that a strategy which looks at the model selects at least once before training ends."""
+    every = cfg.selection.select_every
+    if every is not None:
+        return every
+    return max(1, min(SELECT_EVERY, math.ceil(cfg.epochs) - 1))
