@@ -135,9 +135,3 @@ def save_note(trial, text: str) -> None:
         return
     _save(trial, text)
 
-
-def save_note_by_id(study, trial_id: int, text: str) -> None:
-    """The note of a trial this process does not hold (one a dead worker left behind)."""
-    from types import SimpleNamespace
-
-    save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial_id), text)

@@ -20,7 +20,6 @@ import time
 import warnings
 
 import optuna
-from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState
 
 from effsearch import objectives as O
@@ -28,8 +27,9 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, record, report
 from effsearch.search.hooks import make_pruner
 from effsearch.search.samplers import make_sampler
-from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, check_storage,
-                                      open_storage, requeue, requeue_dead_local, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store,
+                                      check_storage, has_note, mark_failed, open_storage, requeue, requeue_dead_local,
+                                      retry_history, save_note_by_id, set_constraints, trial_id, worker_id)
 
 
 class TrialFailed(Exception):
@@ -46,7 +46,7 @@ class Objective:
     def __call__(self, trial: optuna.Trial):
         trial.set_user_attr(WORKER_KEY, worker_id())
         if self.heartbeat is not None:
-            self.heartbeat.beat(trial._trial_id)
+            self.heartbeat.beat(trial_id(trial))
         try:
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
@@ -101,7 +101,7 @@ class Objective:
         if result.status == "completed":
             constraints = O.constraints(result, self.spec.objectives)
             if constraints:  # Optuna's format, which its samplers and optuna-dashboard read
-                trial.storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, constraints)
+                set_constraints(trial, constraints)
             return O.values(result, self.spec.objectives)
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
@@ -109,7 +109,7 @@ class Objective:
 
     def _other_baseline(self, trial) -> bool:
         """Two workers that start on a new study together both queue the baseline: the lower number wins."""
-        mine = set(trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history", ())) | {trial.number}
+        mine = set(retry_history(trial)) | {trial.number}
         for t in self.study.get_trials(deepcopy=False):
             if t.number >= trial.number or t.number in mine or not t.user_attrs.get(BASELINE_KEY):
                 continue
@@ -285,16 +285,6 @@ class Progress:
                                     time.time() - self.t0, same_as=same), file=self.out, flush=True)
 
 
-def artifact_store(spec):
-    from optuna.artifacts import FileSystemArtifactStore
-
-    try:
-        spec.artifacts.mkdir(parents=True, exist_ok=True)
-        return FileSystemArtifactStore(str(spec.artifacts))
-    except OSError:
-        return None
-
-
 def metric_names(objectives) -> list[str]:
     """What optuna-dashboard labels each objective with (the study's user attr keeps the names)."""
     from effsearch.search.plots import LABELS
@@ -340,8 +330,7 @@ def requeue_interrupted(study) -> None:
             continue
         if t.state == TrialState.RUNNING:  # stopped by a signal Optuna did not see
             try:
-                study._storage.set_trial_user_attr(t._trial_id, STATUS_KEY, "interrupted")
-                study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                mark_failed(study, t, "interrupted")
             except Exception:
                 continue
         elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in report.COUNTED_FAIL:
@@ -432,16 +421,15 @@ def mark_lost(spec, study) -> list[int]:
     lost = [t for t in trials if t.state == TrialState.FAIL and STATUS_KEY not in t.user_attrs]
     if not lost:
         return []
-    noted = study._storage.get_study_system_attrs(study._study_id)
     for t in lost:
-        if f"dashboard:{t._trial_id}:note_ver" in noted:
+        if has_note(study, t):
             continue
         w = t.user_attrs.get(WORKER_KEY) or {}
         retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
         reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
                   f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
         try:
-            record.save_note_by_id(study, t._trial_id, f"### Trial {t.number}: lost\n\n{reason}")
+            save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
         except Exception:  # the note is a courtesy
             pass
     return [t.number for t in lost]

@@ -216,12 +216,9 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {artifacts!r}")
-    if artifacts:
-        artifacts_dir = here / artifacts
-    elif not is_rdb_url(storage):  # beside the journal file (which is beside the study by default)
-        artifacts_dir = Path(storage).with_suffix(".artifacts")
-    else:
-        artifacts_dir = here / f"{path.stem}.artifacts"
+    from effsearch.search.storage import artifact_dir
+
+    artifacts_dir = artifact_dir(path, artifacts, storage)
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be a string; got {description!r}")
