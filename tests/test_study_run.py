@@ -16,7 +16,7 @@ import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import report, runner
-from effsearch.search.hooks import NoPruner
+from effsearch.search.pruner import NoPruner
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.conftest import tiny
 from tests.tiny_study import study_file

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import report
-from effsearch.search.record import clean
+from effsearch.trainer.result import clean
 from effsearch.search.storage import BASELINE_KEY
 
 FORMATS = ("csv", "json", "yaml", "html", "png")

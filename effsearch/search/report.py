@@ -10,6 +10,7 @@ from optuna.trial import TrialState
 
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
 from effsearch.spaces.space import format_table
+from effsearch.trainer import result as R
 
 # Finished trials that count toward n_trials. A FAIL counts only if effsearch
 # recorded why (a real failure); a killed or interrupted trial is re-queued instead.
@@ -100,11 +101,10 @@ def baseline_trial(trials):
 
 
 def speedup(trial, base) -> float | None:
-    if base is None or trial.user_attrs.get("time_to_target") is None:
+    """The trial's speed-up over the baseline trial ``base`` (None without one)."""
+    if base is None:
         return None
-    b = base.user_attrs.get("time_to_target")
-    t = trial.user_attrs["time_to_target"]
-    return b / t if b and t else None
+    return R.speedup(base.user_attrs.get("time_to_target"), trial.user_attrs.get("time_to_target"))
 
 
 def front(study, trials=None) -> list:

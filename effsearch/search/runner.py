@@ -25,11 +25,12 @@ from optuna.trial import TrialState
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, record, report
-from effsearch.search.hooks import make_pruner
+from effsearch.search.pruner import make_pruner
 from effsearch.search.samplers import make_sampler
 from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store,
                                       check_storage, has_note, mark_failed, open_storage, requeue, requeue_dead_local,
                                       retry_history, save_note_by_id, set_constraints, trial_id, worker_id)
+from effsearch.trainer.result import speedup
 
 
 class TrialFailed(Exception):
@@ -90,12 +91,12 @@ class Objective:
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
             _free_memory()
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
-        speedup = 1.0 if is_baseline and result.reached_target else self._speedup(result)
-        record.set_attrs(trial, record.result_attrs(result, speedup))
+        sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
+        record.set_attrs(trial, record.result_attrs(result, sp))
         try:
             record.upload_files(trial, self.store, result, config_yaml)
             record.save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()),
-                                                     speedup, is_baseline))
+                                                     sp, is_baseline))
         except Exception as e:  # a full disk must not cost the trial
             trial.set_user_attr("artifact_error", f"{type(e).__name__}: {e}")
         if result.status == "completed":
@@ -131,7 +132,7 @@ class Objective:
         if self._baseline_tta is None:
             base = report.baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             self._baseline_tta = base.user_attrs.get("time_to_target") if base else None
-        return self._baseline_tta / result.time_to_target if self._baseline_tta and result.time_to_target else None
+        return speedup(self._baseline_tta, result.time_to_target)
 
 
 def _note(trial, status: str, reason: str) -> None:

@@ -179,7 +179,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     sampler = _named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
     pruner = _named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    from effsearch.search.hooks import make_pruner
+    from effsearch.search.pruner import make_pruner
 
     make_pruner(pruner)  # checks the knobs' ranges
     tuning = phases.check(_named(raw.get("tuning", "none"), "tuning", TUNING))

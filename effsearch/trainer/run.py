@@ -21,10 +21,10 @@ import torch
 from effsearch.config import ConfigError, TrainConfig, effective_batch
 from effsearch.trainer import data as D
 from effsearch.trainer.models import build_model
-from effsearch.trainer.result import RunResult, time_to_target, versions
+from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
-EvalHook = Callable[[dict], "str | None"]
+EvalHook = Callable[[EvalPoint], "str | None"]
 
 
 def resolve_device(cfg: TrainConfig) -> str:
@@ -105,13 +105,14 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
     finally:
-        result.final.setdefault("data_seconds", data_seconds)
+        if result.final.data_seconds is None:
+            result.final.data_seconds = data_seconds
         # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
-        final_acc = result.final.get("val_accuracy", float("nan"))
+        final_acc = result.final.val_accuracy if result.final.val_accuracy is not None else float("nan")
         result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
         crossed = time_to_target(result.history, cfg.target_accuracy)
         if crossed is not None and result.time_to_target is None:
-            result.final["target_crossed_at"] = crossed  # shown, never counted
+            result.final.target_crossed_at = crossed  # shown, never counted
         if out is not None:
             result.save(out / "result.json")
     return result
@@ -203,13 +204,13 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
 
     run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist)
     loop = run.loop
-    result.final["setup_seconds"] = loop.setup_seconds
+    result.final.setup_seconds = loop.setup_seconds
     try:
         run.fit()
     finally:
-        result.final.update(loop.summary())
+        result.final.set(**loop.summary())
         if run.selection is not None:
-            result.final["selection_seconds"] = run.selection.seconds
+            result.final.selection_seconds = run.selection.seconds
     if not loop.dist.main:
         result.status = "completed"
         return
@@ -219,14 +220,14 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
     with loop.delivered() as model:
         val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
         if loop.stop_status != "pruned":  # nobody reads a pruned trial's test score: skip its 10,000 images
-            result.final["test_accuracy"] = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
+            result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
         if cfg.quantize == "int8":
             from effsearch.trainer import quantize
 
             sizes.update(quantize.measure(model, run.splits, cfg.seed))
-    result.final.update(val_accuracy=val_acc, val_loss=val_loss,
-                        final_eval_seconds=time.perf_counter() - t_eval, **sizes)
+    result.final.set(val_accuracy=val_acc, val_loss=val_loss, final_eval_seconds=time.perf_counter() - t_eval,
+                     **sizes)
     if loop.stop_reason:
         result.status, result.reason = loop.stop_status, loop.stop_reason
     elif not math.isfinite(val_loss):
