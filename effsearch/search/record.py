@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import tempfile
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from effsearch.search.storage import STATUS_KEY
+from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
 from effsearch.trainer.result import clean
 
 FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
@@ -26,6 +27,34 @@ NAN = float("nan")
 
 def _or(value, default):
     return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a trial's user attributes say about its result (``result_attrs`` wrote them; an
+    older effsearch may have written fewer). None: not recorded."""
+
+    status: str | None = None
+    reason: str | None = None
+    baseline: bool = False
+    reached_target: bool | None = None
+    time_to_target: float | None = None
+    target_accuracy: float | None = None
+    speedup: float | None = None
+    val_accuracy: float | None = None
+    test_accuracy: float | None = None
+    train_seconds: float | None = None
+    device: str | None = None
+    versions: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trial) -> Recorded:
+        a = trial.user_attrs
+        return cls(status=a.get(STATUS_KEY), reason=a.get("reason"), baseline=bool(a.get(BASELINE_KEY)),
+                   reached_target=a.get("reached_target"), time_to_target=a.get("time_to_target"),
+                   target_accuracy=a.get("target_accuracy"), speedup=a.get("speedup"),
+                   val_accuracy=a.get("val_accuracy"), test_accuracy=a.get("test_accuracy"),
+                   train_seconds=a.get("train_seconds"), device=a.get("device"), versions=a.get("versions") or {})
 
 
 def set_attrs(trial, attrs: dict) -> None:

@@ -104,6 +104,14 @@ def check_storage(spec) -> None:
         path.unlink()
 
 
+def storage_errors() -> tuple[type[Exception], ...]:
+    """What a storage raises when it cannot answer: SQLAlchemy's errors (a database down, a
+    connection dropped) and OSError (a journal file or its lock)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, OSError)
+
+
 def why(e: Exception) -> str:
     """The first line of a database error, without SQLAlchemy's background link."""
     orig = getattr(e, "orig", None) or e
