@@ -21,8 +21,8 @@ def _cmd_train(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
     import os
 
-    from effsearch.trainer.distributed import under_torchrun
-    from effsearch.trainer.run import check_runnable, train
+    from effsearch.config.machine import check_runnable, under_torchrun
+    from effsearch.trainer.run import train
 
     check_runnable(cfg)
     # Under torchrun every rank runs this command; rank 0 speaks and writes.

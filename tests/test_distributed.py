@@ -158,10 +158,10 @@ def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tm
 
 def test_processes_above_the_machine_are_refused_with_the_limit(monkeypatch):
     from effsearch.cli import main
-    from effsearch.trainer import distributed
+    from effsearch.config import machine
     from effsearch.trainer.run import check_runnable
 
-    monkeypatch.setattr(distributed, "cpu_cores", lambda: 2)
+    monkeypatch.setattr(machine, "cpu_cores", lambda: 2)
     with pytest.raises(ConfigError) as e:
         check_runnable(TrainConfig.from_dict(tiny(**{"distributed.processes": 3})))
     assert e.value.field == "distributed.processes" and "at most 2" in e.value.message

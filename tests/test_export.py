@@ -17,7 +17,7 @@ from effsearch.config import TrainConfig
 from effsearch.search import best, dashboard, export, pareto, plots
 from effsearch.search.storage import open_url
 from effsearch.search.studyfile import load as load_study_file
-from effsearch.spaces.machine import Machine
+from effsearch.config.machine import Machine
 from tests.conftest import tiny
 from tests.tiny_study import built_study
 

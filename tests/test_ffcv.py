@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+import yaml
 
 import effsearch.trainer
 from effsearch.config import ConfigError, TrainConfig
@@ -173,9 +174,8 @@ def test_ffcv_run_with_cords_selection(F):
         def after_dataloader(self, state, logger):
             self.epochs[-1].append(state.batch[2].clone())
 
-    cfg = TrainConfig.from_dict(tiny(epochs=3, **{
+    cfg = TrainConfig.from_dict(tiny(epochs=3, loader="ffcv", **{
         "selection.strategy": "craig-pb", "selection.fraction": 0.5, "selection.select_every": 1}))
-    cfg.loader = "ffcv"  # set past validation, which may still refuse selection with ffcv
     served = Served()
     result = RunResult(status="running", config=cfg.to_dict())
     run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[served])
@@ -194,3 +194,24 @@ def test_ffcv_run_with_cords_selection(F):
     else:
         assert all(min(abs(w - c) for c in chosen) < 1e-6 for w in last.tolist())
     assert (weights[subset] > 0).all() and weights.sum() == pytest.approx(float(weights[subset].sum()))
+
+
+def test_gradmatch_subset_trains_through_ffcv_from_a_config_file(F, tmp_path, capsys):
+    """Subset selection x FFCV, written in a config file and run by the CLI: the combination
+    effsearch exists for (a weighted, per-batch CORDS strategy on FFCV's loader)."""
+    from effsearch.cli import main
+
+    path = tmp_path / "gm.yaml"
+    path.write_text(yaml.safe_dump({
+        "dataset": {"name": "digits", "data_fraction": 0.3, "crop_padding": 0},
+        "model": {"name": "tiny-cnn", "width": 8},
+        "epochs": 2, "batch_size": 64, "schedule": {"name": "constant"}, "loader": "ffcv", "device": "cpu",
+        "selection": {"strategy": "gradmatch-pb", "fraction": 0.3, "select_every": 1}, "target_accuracy": 0.5}))
+    assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 0, capsys.readouterr().err
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "completed", result.get("reason")
+    assert result["config"]["loader"] == "ffcv" and result["config"]["selection"]["strategy"] == "gradmatch-pb"
+    # Epoch 0 trains a random subset (no warm start), epoch 1 GradMatch's weighted one.
+    assert result["final"]["selection_seconds"] > 0
+    n_train = result["history"][-1].get("subset_size")
+    assert n_train is not None and n_train < 0.5 * 1797 * 0.3

@@ -221,7 +221,8 @@ def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
     ({"selection.strategy": "gradmatch-pb", "selection.greedy": "naive"}, "selection.greedy: 'naive' does not"),
     ({"selection.strategy": "craig", "selection.select_every": 3},
      "selection.select_every: 'craig' would never run"),
-    ({"selection.strategy": "random", "loader": "ffcv"}, "selection.strategy: 'random' needs loader 'torch'"),
+    ({"selection.strategy": "random", "loader": "ffcv", "algorithms": {"randaugment": {}}},
+     "algorithms.randaugment: works on the torch loader's per-image transforms only"),
 ])
 def test_bad_combinations_are_refused(change, message):
     raw = sel("random", epochs=3)
@@ -239,6 +240,9 @@ def test_bad_combinations_are_refused(change, message):
 def test_allowed_combinations_validate():
     TrainConfig.from_dict(sel("glister", algorithms={"selective_backprop": {}}))  # unweighted: fine
     TrainConfig.from_dict(sel("craig", **{"selection.select_every": 3, "selection.kappa": 0.5}))
+    # FFCV serves every strategy's subsets and weights (effsearch.trainer.ffcv_loader).
+    for strategy in SELECTIONS[1:]:
+        assert TrainConfig.from_dict(sel(strategy, loader="ffcv")).loader == "ffcv"
 
 
 def test_selective_backprop_trains_with_an_unweighted_strategy():
@@ -364,3 +368,15 @@ def test_importing_cords_leaves_numpy_error_handling_alone():
     importlib.import_module("cords.selectionstrategies.helpers.omp_solvers")
     assert np.geterr() == before
     assert np.exp(np.float64(-1000)) == 0.0  # underflow: no FloatingPointError
+
+
+def test_select_every_default_is_held_below_the_epochs():
+    # Left at null, the period is 5 epochs, or fewer so that a model-based strategy selects at
+    # least once: `--set epochs=2` with a strategy must not be refused for a value nobody set.
+    from effsearch.config import select_every
+
+    short = TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None, "epochs": 2}))
+    assert short.selection.select_every is None and select_every(short) == 1
+    assert select_every(TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None,
+                                                                      "epochs": 20}))) == 5
+    assert select_every(TrainConfig.from_dict(sel("craig", **{"selection.select_every": 2, "epochs": 4}))) == 2

@@ -5,8 +5,8 @@ import optuna
 import pytest
 
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.algorithms import CONFLICTS, MODELS_WITH_BOTTLENECK
 from effsearch.spaces import Machine, Space
-from effsearch.trainer.algorithms import CONFLICTS, MODELS_WITH_BOTTLENECK
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 CPU = Machine()
@@ -56,16 +56,19 @@ def test_invalid_combinations_are_never_sampled(machine, model, epochs):
     for _, cfg in sample(space, 250):
         on = set(cfg.algorithms)
         seen |= on | {cfg.precision, cfg.loader, cfg.selection.strategy}
+        if cfg.loader == "ffcv" and cfg.selection.strategy != "full":
+            seen.add("ffcv x selection")
         assert not any(pair <= on for pair in CONFLICTS)
         assert cfg.precision in machine.precisions()
         assert not ("sam" in on and cfg.precision == "amp_fp16")
         assert "stochastic_depth" not in on or model in MODELS_WITH_BOTTLENECK
         if cfg.loader == "ffcv":
-            assert not on & {"randaugment", "augmix"} and cfg.selection.strategy == "full"
+            assert not on & {"randaugment", "augmix"}
     # ...while the space still covers what the machine can do.
     assert {"mixup", "cutmix", "sam", "ema"} <= seen
     assert ("amp_fp16" in seen) == (machine.device == "cuda")
     assert ("ffcv" in seen) == machine.ffcv
+    assert ("ffcv x selection" in seen) == machine.ffcv  # FFCV serves CORDS subsets: the space samples both
     assert ("stochastic_depth" in seen) == (model in MODELS_WITH_BOTTLENECK)
 
 
@@ -157,3 +160,44 @@ def test_distributed_group_is_opt_in_capped_by_the_machine_and_sampled_validly()
         assert not ("sam" in cfg.algorithms and cfg.optimizer.name == "kfac-sgd")
         kfac += cfg.optimizer.name == "kfac-sgd"
     assert methods == set(COMPRESSIONS) and kfac > 0
+
+
+@pytest.mark.parametrize("machine, model", [(GPU, "resnet-bottleneck"), (Machine(cores=2, ffcv=True), "tiny-cnn")])
+def test_algorithm_gates_agree_with_validation(machine, model):
+    """The space's gate on each algorithm switch and TrainConfig's validation read the same rules
+    (effsearch.config.rules): on random configs of the space, switching an algorithm on is valid
+    exactly where its gate allows it."""
+    space = Space.build(base(model={"name": model}, epochs=3, device="auto"), {"include": "all"}, machine)
+    gates = [d for d in space.dims if d.name.startswith("algorithms.") and d.name.count(".") == 1
+             and "unavailable" not in d.extra]
+    agreed = {True: 0, False: 0}
+    for _, cfg in sample(space, 120):
+        for gate in gates:
+            algo = gate.extra["algorithm"]
+            d = cfg.to_dict()
+            d["algorithms"].pop(algo, None)
+            allowed = gate.when is None or gate.when(d)
+            gate.apply(d, True)
+            try:
+                TrainConfig.from_dict(d)
+                valid = True
+            except ConfigError as e:
+                valid = False
+                why = str(e)
+            assert allowed == valid, (algo, cfg.to_dict() if allowed else None, None if valid else why)
+            agreed[allowed] += 1
+    assert agreed[True] and agreed[False]  # both sides were exercised
+
+
+def test_space_show_says_the_rules_when():
+    from effsearch.config import rules
+
+    space = Space.build(base(), {"include": "all"}, GPU)
+    rows = {r["dimension"]: r["when"] for r in space.rows()}
+    assert rows["algorithms.sam"] == rules.when_text("algorithms.sam") == \
+        "optimizer not kfac-sgd, precision != amp_fp16"
+    assert rows["algorithms.cutmix"] == "not mixup" and "compile off" in rows["algorithms.progressive_resizing"]
+    assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
+    assert rows["selection.strategy"] == ""  # no rule keeps selection off: FFCV serves subsets too
+    parents = {d.name: d.parents for d in space.dims}
+    assert set(parents["algorithms.sam"]) == {"optimizer.name", "optimizer.kfac", "precision"}

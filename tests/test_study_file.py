@@ -39,6 +39,17 @@ def study(tmp_path, **kw) -> Path:
     ({"storage": "t.db", "workers": 2}, "workers", "database is locked"),
     ({"objectives": ["time_to_accuracy", "final_accuracy", "quantized_size"]}, "objectives[2]",
      "needs quantize: int8 in base"),
+    # Options go through the same field machinery as TrainConfig (effsearch.config.options).
+    ({"sampler": {"name": "tpe", "multivariate": "yes"}}, "sampler.multivariate", "must be true or false"),
+    ({"sampler": {"name": "nsga2", "population_size": 1}}, "sampler.population_size", "must be >= 2"),
+    ({"pruner": {"name": "moasha", "eta": 1}}, "pruner.eta", "must be > 1; got 1"),
+    ({"pruner": {"name": "moasha", "min_fraction": 1.5}}, "pruner.min_fraction", "must be in (0, 1); got 1.5"),
+    ({"tuning": {"name": "subset", "data_fraction": 1.5}}, "tuning.data_fraction", "must be in (0, 1]; got 1.5"),
+    ({"tuning": {"name": "subset", "topk": 3}}, "tuning.topk", "not an option of subset; allowed: data_fraction"),
+    ({"heartbeat": {"interval": 10, "grace_period": 5}}, "heartbeat.grace_period", "must be >= 10"),
+    ({"heartbeat": {"beat": 1}}, "heartbeat.beat", "unknown key; allowed: interval, grace_period, max_retry"),
+    ({"n_trials": None, "timeout": 0}, "timeout", "must be > 0; got 0"),
+    ({"workers": 1.5}, "workers", "must be an integer"),
 ])
 def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, field, words):
     path = study(tmp_path, **change)
@@ -88,7 +99,7 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
 
     from effsearch.config import TrainConfig
     from effsearch.search import studyfile
-    from effsearch.spaces.machine import Machine
+    from effsearch.config.machine import Machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)

@@ -21,31 +21,23 @@ import math
 import yaml
 from optuna.trial import TrialState
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import TrainConfig
+from effsearch.config.options import SubsetTuning, check_options, defaults
 from effsearch.search.storage import BASELINE_KEY
 
-# Options of `tuning: {name: subset, ...}` (checked by studyfile._named, ranges here).
-# Phase 1 runs the study's n_trials; phase 2 runs the baseline plus top_k * seeds.
-OPTIONS = {"data_fraction": float, "epochs_fraction": float, "target_accuracy": float, "top_k": int,
-           "seeds": int}
-DEFAULTS = {"data_fraction": 0.2, "epochs_fraction": 1.0, "top_k": 5, "seeds": 1}
+# Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
+OPTIONS = SubsetTuning
+DEFAULTS = defaults(SubsetTuning)
 TUNE_SUFFIX = "-tune"
 
 
 def check(tuning: dict) -> dict:
-    """Fill defaults and check ranges; ``{"name": "none"}`` passes through."""
+    """Check (the field machinery, effsearch.config.options) and fill defaults; ``{"name": "none"}``
+    passes through."""
     if tuning["name"] == "none":
         return tuning
-    t = {**DEFAULTS, **tuning}
-    for key in ("data_fraction", "epochs_fraction"):
-        if not 0 < t[key] <= 1:
-            raise ConfigError(f"tuning.{key}", f"must be in (0, 1]; got {t[key]!r}")
-    if "target_accuracy" in t and not 0 < t["target_accuracy"] <= 1:
-        raise ConfigError("tuning.target_accuracy", f"must be in (0, 1]; got {t['target_accuracy']!r}")
-    for key in ("top_k", "seeds"):
-        if key in t and t[key] < 1:
-            raise ConfigError(f"tuning.{key}", f"must be >= 1; got {t[key]!r}")
-    return t
+    given = check_options(SubsetTuning, {k: v for k, v in tuning.items() if k != "name"}, "tuning", "subset")
+    return {**DEFAULTS, "name": tuning["name"], **given}
 
 
 def enabled(spec) -> bool:

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from effsearch.config import ConfigError
+from effsearch.config.options import MOASHAOptions, check_options
 from effsearch.trainer.result import EvalPoint
 
 
@@ -73,12 +73,8 @@ def make_pruner(spec: dict, study=None) -> StudyPruner:
     """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
     if spec.get("name", "none") == "none":
         return NoPruner()
-    knobs = {k: v for k, v in spec.items() if k != "name"}
-    try:
-        pruner = MOASHAPruner(**knobs)
-    except ValueError as e:
-        field = next((f"pruner.{k}" for k in knobs if f"pruner.{k}" in str(e)), "pruner")
-        raise ConfigError(field, str(e).replace(f"{field} ", "", 1)) from None
+    knobs = check_options(MOASHAOptions, {k: v for k, v in spec.items() if k != "name"}, "pruner", "moasha")
+    pruner = MOASHAPruner(**knobs)
     return MOASHAStudyPruner(pruner, study)
 
 

@@ -28,7 +28,6 @@ field and what is allowed (exit code 2 in the CLI). Keys::
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,29 +36,21 @@ from typing import Any
 import yaml
 
 from effsearch import objectives as O
-from effsearch.config import ConfigError, TrainConfig, read_yaml
+from effsearch.config import ConfigError, TrainConfig, options, read_yaml
+from effsearch.config.fields import set_path
+from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
+from effsearch.search import phases
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
-from effsearch.search import phases
-from effsearch.spaces.dims import set_path
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
         "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit")
 
-# Options each sampler takes from the study file (the rest stay Optuna's defaults).
-SAMPLERS: dict[str, dict[str, type]] = {
-    "tpe": {"n_startup_trials": int, "multivariate": bool, "group": bool, "constant_liar": bool,
-            "n_ei_candidates": int},
-    "nsga2": {"population_size": int, "mutation_prob": float, "crossover_prob": float, "swapping_prob": float},
-    "nsga3": {"population_size": int, "mutation_prob": float, "crossover_prob": float, "swapping_prob": float},
-    "gp": {"n_startup_trials": int},
-    "random": {},
-}
-PRUNERS: dict[str, dict[str, type]] = {"none": {}, "moasha": {"eta": float, "min_fraction": float,
-                                                               "min_trials": int}}
-TUNING: dict[str, dict[str, type]] = {"none": {}, "subset": phases.OPTIONS}
+# Options each sampler, pruner and tuning phase takes from the study file (the rest stay
+# their defaults), declared and checked in effsearch.config.options.
+SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
 URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")  # `scheme:` (a path starts with /, ., ~ or a name without :)
 
@@ -159,7 +150,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
-        from effsearch.spaces.machine import detect
+        from effsearch.config.machine import detect
 
         machine = detect(base.device)
     _check_runnable(base, "base")
@@ -177,36 +168,21 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     space = Space.build(base, raw.get("space"), machine)
 
-    sampler = _named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
-    pruner = _named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    from effsearch.search.pruner import make_pruner
+    sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
+    pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
+    tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
 
-    make_pruner(pruner)  # checks the knobs' ranges
-    tuning = phases.check(_named(raw.get("tuning", "none"), "tuning", TUNING))
+    def number(key: str, value):
+        return options.check_value(StudyNumbers, key, value, key)
 
-    n_trials = n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20)
-    n_trials = _number(n_trials, "n_trials", int, low=1, allow_none=True)
-    timeout = timeout_flag if timeout_flag is not None else raw.get("timeout")
-    timeout = _number(timeout, "timeout", float, low=1e-9, allow_none=True)
+    n_trials = number("n_trials", n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20))
+    timeout = number("timeout", timeout_flag if timeout_flag is not None else raw.get("timeout"))
     if n_trials is None and timeout is None:
         raise ConfigError("n_trials", "give n_trials or timeout (or both), else the study never ends")
-    seed = _number(raw.get("seed", 0), "seed", int, low=0)
-    workers = _number(workers_flag if workers_flag is not None else raw.get("workers", 1), "workers", int, low=1)
-
-    hb = raw.get("heartbeat") or {}
-    if not isinstance(hb, dict):
-        raise ConfigError("heartbeat", f"must be a mapping with interval, grace_period, max_retry; got {hb!r}")
-    for key in hb:
-        if key not in ("interval", "grace_period", "max_retry"):
-            raise ConfigError(f"heartbeat.{key}", "unknown key; allowed: interval, grace_period, max_retry")
-    interval = _number(hb.get("interval", 30), "heartbeat.interval", int, low=1)
-    heartbeat = {
-        "interval": interval,
-        "grace_period": _number(hb.get("grace_period", 3 * interval), "heartbeat.grace_period", int, low=interval),
-        "max_retry": _number(hb.get("max_retry", 3), "heartbeat.max_retry", int, low=0),
-    }
-
-    failure_limit = _number(raw.get("failure_limit", 3), "failure_limit", int, low=0)
+    seed = number("seed", raw.get("seed", 0))
+    workers = number("workers", workers_flag if workers_flag is not None else raw.get("workers", 1))
+    heartbeat = check_heartbeat(raw.get("heartbeat"))
+    failure_limit = number("failure_limit", raw.get("failure_limit", 3))
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
@@ -233,58 +209,16 @@ def _config(data: dict, prefix: str) -> TrainConfig:
     try:
         return TrainConfig.from_dict(data)
     except ConfigError as e:
-        raise ConfigError(f"{prefix}.{e.field}" if e.field else prefix, e.message) from None
+        raise e.under(prefix) from None
 
 
 def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
-    from effsearch.trainer.run import check_runnable
+    from effsearch.config.machine import check_runnable
 
     try:
         check_runnable(cfg)
     except ConfigError as e:
-        raise ConfigError(f"{prefix}.{e.field}" if e.field else prefix, e.message) from None
-
-
-def _named(value: Any, field_name: str, table: dict[str, dict[str, type]]) -> dict:
-    """``name`` or ``{name: ..., option: value}``, checked against ``table``."""
-    if isinstance(value, str) or value is None:
-        value = {"name": value or "none"}
-    if not isinstance(value, dict) or "name" not in value:
-        raise ConfigError(field_name, f"must be one of {', '.join(table)} or a mapping with `name`; got {value!r}")
-    name = value["name"]
-    if name not in table:
-        raise ConfigError(f"{field_name}.name" if len(value) > 1 else field_name,
-                          f"unknown {field_name} {name!r}; allowed: {', '.join(table)}")
-    options = table[name]
-    for key, val in value.items():
-        if key == "name":
-            continue
-        if key not in options:
-            allowed = ", ".join(options) or "none"
-            raise ConfigError(f"{field_name}.{key}", f"not an option of {name}; allowed: {allowed}")
-        _number(val, f"{field_name}.{key}", options[key], low=0) if options[key] is not bool else \
-            _bool(val, f"{field_name}.{key}")
-    return dict(value)
-
-
-def _bool(value: Any, field_name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(field_name, f"must be true or false; got {value!r}")
-    return value
-
-
-def _number(value: Any, field_name: str, kind: type, low: float | None = None, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            (kind is int and not float(value).is_integer()):
-        what = "an integer" if kind is int else "a number"
-        raise ConfigError(field_name, f"must be {what}{' or null' if allow_none else ''}; got {value!r}")
-    if not math.isfinite(value):  # NaN passes every `<` check
-        raise ConfigError(field_name, f"must be a finite number; got {value!r}")
-    if low is not None and value < low:
-        raise ConfigError(field_name, f"must be >= {low:g}; got {value!r}")
-    return kind(value)
+        raise e.under(prefix) from None
 
 
 def _storage(flag: str | None, value: Any, path: Path) -> str:

@@ -5,8 +5,8 @@ section against the default catalogue (``effsearch.spaces.default``);
 ``space.sample(trial)`` returns a config dict that passes TrainConfig's rules.
 """
 
+from effsearch.config.machine import Machine, detect
 from effsearch.spaces.default import GROUPS
-from effsearch.spaces.machine import Machine, detect
 from effsearch.spaces.space import Space
 
 __all__ = ["GROUPS", "Machine", "Space", "detect"]

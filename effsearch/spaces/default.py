@@ -3,19 +3,22 @@
 Order matters: a dimension's condition looks at the config built so far, so
 parents come before children, and the system and optimizer choices come before
 the algorithms whose compatibility depends on them. The compatibility rules are
-the ones ``TrainConfig.from_dict`` and ``check_algorithms`` enforce, so an invalid
-combination is never sampled (a test samples thousands of trials to hold that).
+``effsearch.config.rules``, the very list ``TrainConfig.from_dict`` enforces: a
+switch is gated on its rules (``gated``), so an invalid combination is never
+sampled (a test samples thousands of trials to hold that).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from effsearch import config as C
-from effsearch.config import TrainConfig
-from effsearch.spaces.dims import Dim, get_path, set_path
-from effsearch.spaces.machine import Machine
-from effsearch.trainer.algorithms import ALGORITHMS, CONFLICTS, MODELS_WITH_BOTTLENECK, RESHAPES_BATCHES
+from effsearch.config import TrainConfig, rules
+from effsearch.config.algorithms import ALGORITHMS, MODELS_WITH_BOTTLENECK
+from effsearch.config.fields import get_path, set_path
+from effsearch.config.machine import Machine
+from effsearch.spaces.dims import Dim
 
 GROUPS = ("system", "distributed", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
 # Searched unless a study's space.include says otherwise; distributed starts processes per
@@ -56,48 +59,33 @@ ALGO_PARAMS: dict[str, dict] = {
 TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
 
 
+def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "",
+          also_parents: tuple = ()) -> dict:
+    """``when``, ``when_text`` and ``parents`` of a dimension that switches ``subject`` on: it is
+    sampled only where no rule about ``subject`` (``effsearch.config.rules``) forbids it, and
+    ``also`` holds (a condition of the space's own, e.g. K-FAC as a switch on SGD)."""
+    texts = [t for t in (also_text, rules.when_text(subject)) if t]
+    if also is None and not rules.of(subject):
+        return {}
+
+    def when(cfg: dict) -> bool:
+        return (also is None or also(cfg)) and not rules.blockers(subject, cfg)
+    return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
+
+
 def why_not(algo: str, cfg: dict) -> str | None:
-    """Why ``algo`` cannot be switched on in ``cfg`` (None: it can). Mirrors check_algorithms."""
-    spec = ALGORITHMS[algo]
-    if spec.needs_bottleneck and get_path(cfg, "model.name") not in MODELS_WITH_BOTTLENECK:
-        return f"needs model.name in {{{', '.join(MODELS_WITH_BOTTLENECK)}}}"
-    if spec.needs_torch_loader and cfg.get("loader") != "torch":
-        return "needs loader torch"
-    if algo == "sam" and cfg.get("precision") == "amp_fp16":
-        return "needs precision other than amp_fp16"
-    if algo in RESHAPES_BATCHES and cfg.get("compile"):
-        return "needs compile off (new batch shapes recompile)"
-    if algo == "selective_backprop" and get_path(cfg, "selection.strategy") in _weighted():
-        return "needs an unweighted selection strategy"
-    if algo == "sam" and get_path(cfg, "optimizer.name") == "kfac-sgd":
-        return "needs an optimizer other than kfac-sgd"
-    if _parallel(cfg) and (spec.needs_torch_loader or algo in UNSHARDED):
-        return "needs distributed.processes 1"
-    on = set(cfg.get("algorithms") or {})
-    for pair in CONFLICTS:
-        if algo in pair:
-            (other,) = pair - {algo}
-            if other in on:
-                return f"{other} is off"
-    return None
-
-
-# Algorithms DDP cannot run (config's rule): parameters stop getting gradients mid-training.
-UNSHARDED = ("layer_freezing", "stochastic_depth")
+    """Why ``algo`` cannot be switched on in ``cfg`` (None: it can), from the config's rules."""
+    blocked = rules.blockers(f"algorithms.{algo}", cfg)
+    return f"needs {blocked[0].when}" if blocked else None
 
 
 def _parallel(cfg: dict) -> bool:
     return (get_path(cfg, "distributed.processes", 1) or 1) > 1
 
 
-def _weighted() -> tuple:
-    # Strategies whose per-sample weights SelectiveBackprop would drop (config's rule).
-    return getattr(C, "WEIGHTED_SELECTIONS", ())
-
-
 def _model_based() -> tuple:
     # Strategies that look at the model; without a warm start they must select before the end.
-    return getattr(C, "MODEL_SELECTIONS", ())
+    return C.MODEL_SELECTIONS
 
 
 def _switch(algo: str):
@@ -126,9 +114,8 @@ def algorithm_dims(model_name: str) -> list[Dim]:
     dims = []
     for algo, params in ALGO_PARAMS.items():
         spec = ALGORITHMS[algo]
-        gate = Dim(f"algorithms.{algo}", "algorithms", "cat", choices=(False, True),
-                   when=lambda cfg, a=algo: why_not(a, cfg) is None,
-                   when_text=_when_text(algo), parents=_gate_parents(algo), off=False,
+        gate = Dim(f"algorithms.{algo}", "algorithms", "cat", choices=(False, True), off=False,
+                   **gated(f"algorithms.{algo}"),
                    help=spec.help or spec.composer_name,
                    setter=_switch(algo), getter=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
                    extra={"algorithm": algo})
@@ -157,39 +144,6 @@ def algorithm_dims(model_name: str) -> list[Dim]:
             if missing:
                 dims[-1].extra["unavailable"] = gate.extra["unavailable"]
     return dims
-
-
-def _gate_rules(algo: str) -> list[tuple[str | None, str]]:
-    """What an algorithm's on/off switch depends on: (the field it reads or None, how to say it)."""
-    spec = ALGORITHMS[algo]
-    rules = []
-    if spec.needs_bottleneck:
-        rules.append((None, "bottleneck model"))  # the model is fixed by base, not searched
-    if spec.needs_torch_loader:
-        rules.append(("loader", "loader torch"))
-    if algo == "sam":
-        rules.append(("precision", "precision != amp_fp16"))
-    if algo in RESHAPES_BATCHES:
-        rules.append(("compile", "compile off"))
-    if algo == "selective_backprop":
-        rules.append(("selection.strategy", "unweighted selection"))
-    if algo == "sam":
-        rules.append(("optimizer.kfac", "optimizer not kfac-sgd"))
-    if spec.needs_torch_loader or algo in UNSHARDED:
-        rules.append(("distributed.processes", "one process"))
-    for pair in CONFLICTS:
-        if algo in pair:
-            other = next(iter(pair - {algo}))
-            rules.append((f"algorithms.{other}", f"not {other}"))
-    return rules
-
-
-def _gate_parents(algo: str) -> tuple:
-    return tuple(field for field, _ in _gate_rules(algo) if field)
-
-
-def _when_text(algo: str) -> str:
-    return ", ".join(text for _, text in _gate_rules(algo))
 
 
 def _batch_setter(cfg: dict, value: int) -> None:
@@ -247,13 +201,6 @@ def _kfac_setter(cfg: dict, on: bool) -> None:
         set_path(cfg, "optimizer.name", "sgd")
 
 
-def _kfac_possible(cfg: dict) -> bool:
-    # config's rules: K-FAC's module hooks recompile a compiled model; the fp16 loss scale
-    # would enter its factors; SAM (sampled later) is gated on it.
-    return get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd") and not cfg.get("compile") \
-        and cfg.get("precision") != "amp_fp16"
-
-
 def _kfac(cfg: dict) -> bool:
     return get_path(cfg, "optimizer.name") == "kfac-sgd"
 
@@ -275,11 +222,6 @@ def _method_setter(cfg: dict, method: str) -> None:
         set_path(cfg, "distributed.compression.error_feedback", False)
     if method == "powersgd":
         set_path(cfg, "distributed.compression.granularity", "layerwise")
-
-
-def _no_parallel_blockers(cfg: dict) -> bool:
-    # Processes > 1 need the torch loader; the algorithms DDP cannot run are gated on this later.
-    return cfg.get("loader", "torch") == "torch"
 
 
 def process_counts(machine: Machine) -> tuple:
@@ -318,11 +260,11 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             help="data loader"),
         # -- distributed: data-parallel processes and compressed gradients (opt-in group) ---------
         Dim("distributed.processes", "distributed", "cat", choices=process_counts(machine),
-            when=_no_parallel_blockers, when_text="loader torch", parents=("loader",), off=1,
+            **gated("distributed.processes"), off=1,
             setter=_processes_setter, extra={"field": "distributed.processes"},
             help="data-parallel processes (DDP), at most one per core or GPU"),
-        Dim("distributed.compression.method", "distributed", "cat", choices=C.COMPRESSIONS, when=_parallel,
-            when_text="processes > 1", parents=("distributed.processes",), off="none", setter=_method_setter,
+        Dim("distributed.compression.method", "distributed", "cat", choices=C.COMPRESSIONS,
+            **gated("distributed.compression.method"), off="none", setter=_method_setter,
             extra={"field": "distributed.compression.method"}, help="gradient compression (a DDP hook)"),
         Dim("distributed.compression.ratio", "distributed", "float", low=0.001, high=0.1, log=True,
             when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk"), when_text="topk or randomk",
@@ -340,8 +282,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk", "terngrad", "qsgd"),
             when_text="topk, randomk, terngrad or qsgd", parents=("distributed.compression.method",)),
         Dim("distributed.compression.error_feedback", "distributed", "cat", choices=(False, True),
-            when=lambda cfg: _parallel(cfg) and _method(cfg) in C.SPARSIFIERS + C.QUANTIZERS + ("powersgd",),
-            when_text="a lossy method but fp16/bf16", parents=("distributed.compression.method",),
+            **gated("distributed.compression.error_feedback", also=_parallel),
             help="add what compression dropped to the next gradient"),
         # -- budget ------------------------------------------------------------
         # Fractional epochs: the fast recipes stop mid-epoch (airbench trains 9.9 epochs).
@@ -357,17 +298,17 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         # -- optimizer ---------------------------------------------------------
         Dim("optimizer.name", "optimizer", "cat", choices=("sgd", "adamw", "sgdw")),
         # K-FAC as a switch on SGD, so that its rules (no compile, no fp16 scaling) gate it.
-        Dim("optimizer.kfac", "optimizer", "cat", choices=(False, True), when=_kfac_possible,
-            when_text="optimizer sgd, compile off, precision not amp_fp16",
-            parents=("optimizer.name", "compile", "precision"), off=False, setter=_kfac_setter, getter=_kfac,
+        Dim("optimizer.kfac", "optimizer", "cat", choices=(False, True),
+            **gated("optimizer.kfac", also=lambda cfg: get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd"),
+                    also_text="optimizer sgd", also_parents=("optimizer.name",)),
+            off=False, setter=_kfac_setter, getter=_kfac,
             extra={"field": "optimizer.name"}, help="precondition SGD with K-FAC (optimizer kfac-sgd)"),
         Dim("optimizer.kfac_damping", "optimizer", "float", low=1e-4, high=1e-1, log=True, when=_kfac,
             when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="K-FAC damping"),
         Dim("optimizer.kfac_update_every", "optimizer", "int", low=1, high=50, log=True, when=_kfac,
             when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="steps between factor updates"),
-        Dim("optimizer.fused", "optimizer", "cat", choices=(False, True),
-            when=lambda cfg: get_path(cfg, "optimizer.name") in C.FUSABLE, when_text="optimizer sgd, adamw or kfac",
-            parents=("optimizer.name", "optimizer.kfac"), help="one fused kernel per optimizer step",
+        Dim("optimizer.fused", "optimizer", "cat", choices=(False, True), **gated("optimizer.fused"),
+            help="one fused kernel per optimizer step",
             # null (the default) means fused on CUDA, torch's default on the CPU
             getter=lambda cfg: get_path(cfg, "optimizer.fused") if get_path(cfg, "optimizer.fused") is not None
             else machine.device == "cuda"),
@@ -396,11 +337,8 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         # -- data: CORDS subsets -----------------------------------------------
         Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 else
             tuple(x for x in STRATEGIES if x not in _model_based()),
-            when=lambda cfg: cfg.get("loader") == "torch", when_text="loader torch", parents=("loader",), off="full",
-            setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
-        Dim("selection.fraction", "data", "float", low=0.1, high=0.9,
-            when=lambda cfg: get_path(cfg, "selection.strategy") != "full", when_text="selection on",
-            parents=("selection.strategy",),
+            **gated("selection.strategy"), off="full", setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
+        Dim("selection.fraction", "data", "float", low=0.1, high=0.9, **gated("selection.fraction"),
             help="share of the training set per epoch"),
         Dim("selection.kappa", "data", "float", low=0.0, high=0.5,
             when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
@@ -421,6 +359,14 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     ]
     dims += algorithm_dims(base.model.name)
     by_name = {d.name: d for d in dims}
+    # A rule reads config fields; a dimension's parents are the dimensions that set them
+    # (optimizer.name is set by optimizer.name and by the optimizer.kfac switch).
+    setters: dict[str, list[str]] = {}
+    for d in dims:
+        setters.setdefault(d.extra.get("field", d.path), []).append(d.name)
+    for d in dims:
+        d.parents = tuple(dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else [])
+                                        + setters.get(p, [])))
     if len(precisions) < 2:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
     if machine.device != "cuda":

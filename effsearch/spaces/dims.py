@@ -8,31 +8,16 @@ once, so every rule of the config applies to every sampled trial.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from effsearch.config import ConfigError, TrainConfig, _coerce
-from effsearch.trainer.algorithms import ALGORITHMS, _check_param
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.algorithms import ALGORITHMS, check_param
+from effsearch.config.fields import check_field as check_field_of
+from effsearch.config.fields import fmt, get_path, set_path
 
-
-def get_path(cfg: dict, path: str, default: Any = None) -> Any:
-    node = cfg
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
-def set_path(cfg: dict, path: str, value: Any) -> None:
-    parts = path.split(".")
-    node = cfg
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
+__all__ = ["Dim", "check_field", "fmt", "get_path", "set_path"]
 
 
 @dataclass
@@ -126,7 +111,7 @@ class Dim:
                                                   f"got {value!r}")
             else:
                 try:
-                    _check_param(ALGORITHMS[algo], f"algorithms.{algo}", param,
+                    check_param(ALGORITHMS[algo], f"algorithms.{algo}", param,
                                  self.to_config(value) if self.to_config else value)
                 except ConfigError as e:
                     raise ConfigError(field_name, e.message) from None
@@ -141,15 +126,15 @@ class Dim:
 
     def describe(self) -> str:
         if self.kind == "cat":
-            return "{" + ", ".join(_fmt(c) for c in self.choices) + "}"
-        lo, hi = _fmt(self.low), _fmt(self.high)
+            return "{" + ", ".join(fmt(c) for c in self.choices) + "}"
+        lo, hi = fmt(self.low), fmt(self.high)
         text = f"[{lo}, {hi}]"
         if self.kind == "int":
             text += " int"
         if self.log:
             text += " log"
         if self.step:
-            text += f" step {_fmt(self.step)}"
+            text += f" step {fmt(self.step)}"
         return text
 
     def with_range(self, **changes) -> Dim:
@@ -160,26 +145,6 @@ class Dim:
         return d
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
 def check_field(path: str, value: Any, field_name: str) -> None:
     """Check ``value`` against the TrainConfig field at ``path`` (type, choices, bounds)."""
-    cls: Any = TrainConfig
-    parts = path.split(".")
-    for i, part in enumerate(parts):
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        f = fields[part]
-        hint = typing.get_type_hints(cls)[part]
-        if i == len(parts) - 1:
-            try:
-                _coerce(hint, value, path, f.metadata)
-            except ConfigError as e:
-                raise ConfigError(field_name, f"not allowed for {path}: {e.message}") from None
-            return
-        cls = hint
+    check_field_of(TrainConfig, path, value, field_name)

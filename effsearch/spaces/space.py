@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.fields import fmt
+from effsearch.config.machine import Machine
 from effsearch.spaces.default import DEFAULT_GROUPS, GROUPS, catalogue
-from effsearch.spaces.dims import Dim, _fmt
-from effsearch.spaces.machine import Machine
+from effsearch.spaces.dims import Dim
 
 SECTION_KEYS = ("include", "exclude", "ranges", "fixed")
 
@@ -131,7 +132,7 @@ class Space:
                     if any(p in self.active for p in d.parents):
                         continue
                     raise ConfigError(f"{prefix}.fixed.{d.name}",
-                                      f"cannot be {_fmt(value)} here: it needs {d.when_text or 'its parent on'}, "
+                                      f"cannot be {fmt(value)} here: it needs {d.when_text or 'its parent on'}, "
                                       "which the base config and the other fixed values rule out")
                 d.apply(cfg, value)
             elif not ok and d.off is not None:
@@ -188,11 +189,11 @@ class Space:
             if d.name in self.active:
                 state, values = "search", d.describe()
             elif d.name in self.fixed:
-                state, values = "fixed", _fmt(self.fixed[d.name])
+                state, values = "fixed", fmt(self.fixed[d.name])
             elif unavailable(d):
                 state, values = "n/a", unavailable(d)
             else:
-                state, values = "base", _fmt(d.read(self.base.to_dict()))
+                state, values = "base", fmt(d.read(self.base.to_dict()))
             out.append({"dimension": d.name, "group": d.group, "state": state, "values": values,
                         "when": d.when_text, "help": d.help})
         return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from effsearch.config import ConfigError
+from effsearch.config.machine import backend, cpu_cores, under_torchrun
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -47,50 +47,8 @@ class Context:
 SINGLE = Context()
 
 
-def under_torchrun() -> bool:
-    return "WORLD_SIZE" in os.environ and "RANK" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
-
-
-def cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def world_size(cfg) -> int:
     return int(os.environ["WORLD_SIZE"]) if under_torchrun() else cfg.distributed.processes
-
-
-def check_machine(cfg, device: str) -> None:
-    """Processes this machine can hold: one per CPU core (gloo) or per GPU (NCCL)."""
-    d = cfg.distributed
-    if under_torchrun():
-        world = int(os.environ["WORLD_SIZE"])
-        if d.processes not in (1, world):
-            raise ConfigError("distributed.processes", f"is {d.processes} but torchrun started WORLD_SIZE={world} "
-                                                       "processes; set it to 1 (take torchrun's) or to the same")
-        return
-    n = d.processes
-    if n == 1:
-        return
-    if device == "cuda":
-        gpus = torch.cuda.device_count()
-        if n > gpus:
-            raise ConfigError("distributed.processes", f"must be at most {gpus} here (one process per GPU; this "
-                                                       f"machine has {gpus}); got {n}")
-    else:
-        cores = cpu_cores()
-        if n > cores:
-            raise ConfigError("distributed.processes", f"must be at most {cores} here (one process per CPU core; "
-                                                       f"this machine has {cores}); got {n}")
-    if backend(cfg, device) == "nccl" and device != "cuda":
-        raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
-
-
-def backend(cfg, device: str) -> str:
-    b = cfg.distributed.backend
-    return ("nccl" if device == "cuda" else "gloo") if b == "auto" else b
 
 
 def _free_port() -> int:
@@ -104,8 +62,12 @@ TIMEOUT = datetime.timedelta(minutes=30)
 
 
 @contextlib.contextmanager
-def session(cfg, device: str, data_root=None):
-    """The process group for this run (and, from the caller, the ranks it starts)."""
+def session(cfg, device: str, data_root=None, train=None):
+    """The process group for this run (and, from the caller, the ranks it starts).
+
+    ``train(cfg, data_root=..., out_dir=None, progress=False)`` is what ranks 1..N-1 run: the
+    trainer passes its own entry point (a module-level function, so spawn can pickle it), which
+    keeps this module free of an import of the trainer that imports it."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # A child (``_child``) or a caller that made its own group: join it as it is.
         g = torch.distributed
@@ -129,7 +91,7 @@ def session(cfg, device: str, data_root=None):
 
         spawn = mp.get_context("spawn")
         for rank in range(1, world):
-            p = spawn.Process(target=_child, args=(rank, world, port, be, cfg.to_dict(), device, data_root),
+            p = spawn.Process(target=_child, args=(train, rank, world, port, be, cfg.to_dict(), device, data_root),
                               daemon=True, name=f"effsearch-rank{rank}")
             p.start()
             ctx.children.append(p)
@@ -167,13 +129,12 @@ def _setup_rank(ctx: Context, device: str) -> None:
         torch.set_num_threads(max(1, cpu_cores() // ctx.world))
 
 
-def _child(rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str, data_root) -> None:
+def _child(train, rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str, data_root) -> None:
     """Ranks 1..N-1: join the group, train the same config, write nothing."""
     import warnings
 
     warnings.filterwarnings("ignore")
     from effsearch.config import TrainConfig
-    from effsearch.trainer.run import train
 
     ctx = Context(rank, world, rank if device == "cuda" else 0, be)
     _setup_rank(ctx, device)

@@ -56,11 +56,8 @@ import numpy as np
 import torch
 
 from effsearch.config import ConfigError
+from effsearch.config.machine import INSTALL_HINT
 from effsearch.trainer import data as D
-
-INSTALL_HINT = ("install the system libraries and the extra: `sudo apt-get install -y pkg-config "
-                "libopencv-dev libturbojpeg0-dev && uv sync --extra ffcv` (then `uv run --extra ffcv ...`), "
-                "or use loader: torch")
 
 _threads = torch.get_num_threads()
 try:  # ffcv needs its C extension (built against OpenCV and libjpeg-turbo), numba and cv2

@@ -18,36 +18,17 @@ from typing import Callable
 
 import torch
 
-from effsearch.config import ConfigError, TrainConfig, effective_batch
+from effsearch.config import TrainConfig, effective_batch
+from effsearch.config.algorithms import ALGORITHMS
+
+# The machine's rules live with the config; re-exported for the trainer's callers.
+from effsearch.config.machine import check_runnable, resolve_device  # noqa: F401
 from effsearch.trainer import data as D
 from effsearch.trainer.models import build_model
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
 EvalHook = Callable[[EvalPoint], "str | None"]
-
-
-def resolve_device(cfg: TrainConfig) -> str:
-    has_cuda = torch.cuda.is_available()
-    if cfg.device == "cuda" and not has_cuda:
-        raise ConfigError("device", "is 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
-    device = "cuda" if cfg.device == "auto" and has_cuda else ("cpu" if cfg.device == "auto" else cfg.device)
-    if device == "cpu" and cfg.precision != "fp32":
-        raise ConfigError("precision", f"{cfg.precision!r} needs a CUDA device; on CPU use fp32")
-    if cfg.precision == "amp_bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("precision", "amp_bf16 is not supported by this GPU; use amp_fp16 or fp32")
-    return device
-
-
-def check_runnable(cfg: TrainConfig) -> str:
-    """Rules that need the machine (device, installed extras). Returns the device."""
-    device = resolve_device(cfg)
-    if cfg.loader == "ffcv":
-        from effsearch.trainer import ffcv_loader  # noqa: F401  (raises ConfigError if ffcv is missing)
-    from effsearch.trainer import distributed
-
-    distributed.check_machine(cfg, device)
-    return device
 
 
 def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
@@ -86,7 +67,7 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
-    with distributed.session(cfg, device, data_root) as dist:
+    with distributed.session(cfg, device, data_root, train=train) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, progress, on_eval = None, False, None
         return _train(cfg, device, dist, data_root, out_dir, progress, on_eval)
@@ -277,8 +258,6 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
         from effsearch.trainer.ffcv_loader import make_train_loader
 
         return make_train_loader(cfg, splits, device, data_root, dist)
-    from effsearch.trainer.algorithms import ALGORITHMS
-
     per_image = any(ALGORITHMS[name].needs_torch_loader for name in cfg.algorithms)
     # A compiled model sees one batch shape: the last partial batch would compile a second graph.
     drop_last = cfg.compile

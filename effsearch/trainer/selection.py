@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from composer.core import Algorithm, Event
 
-from effsearch.config import WEIGHTED_SELECTIONS, ConfigError
+from effsearch.config import WEIGHTED_SELECTIONS, ConfigError, select_every
 from effsearch.trainer import cords_compat
 from effsearch.trainer import data as D
 
@@ -235,7 +235,7 @@ class SubsetSelection(Algorithm):
         self.n = len(splits.train_y)
         self.splits = splits
         self.warm_epochs = int(cfg.selection.kappa * cfg.epochs)  # CORDS's select_after
-        self.every = cfg.selection.select_every
+        self.every = select_every(cfg)
         self.seconds = 0.0
         self.selections = 0  # times the subset was (re)chosen
         self.subset_size = self.n

@@ -1,0 +1,183 @@
+"""Composer algorithms by the names users type, with their parameters: data about configs.
+
+The table keeps validation fast (importing Composer takes ~18 s on 2 cores, and nothing
+here imports it) and is checked against Composer's own signatures by a test, so it
+cannot drift. What an algorithm cannot be combined with is in ``effsearch.config.rules``;
+building the Composer objects is ``effsearch.trainer.algorithms``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from effsearch.config.fields import ConfigError
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    composer_name: str
+    params: dict  # user-settable parameter -> default
+    fixed: dict = field(default_factory=dict)  # passed by effsearch, not by users
+    ranges: dict = field(default_factory=dict)  # parameter -> (low, high) inclusive
+    choices: dict = field(default_factory=dict)  # parameter -> allowed values
+    needs_bottleneck: bool = False
+    needs_torch_loader: bool = False  # edits a torchvision dataset's transforms
+    mixes_targets: bool = False  # builds soft / permuted targets in the loss
+    help: str = ""
+    # The per-batch events its ``match`` can accept (the loop fires only those; a test
+    # checks every other per-batch event is refused). Once-a-run events always fire.
+    batch_events: tuple = ()
+
+
+_P01 = (0.0, 1.0)
+TIME = "a Composer time string such as '100ba', '2ep' or '0.5dur'"
+
+ALGORITHMS: dict[str, AlgoSpec] = {
+    "blurpool": AlgoSpec("BlurPool", {"replace_convs": True, "replace_maxpools": True,
+                                      "blur_first": True, "min_channels": 16},
+                         ranges={"min_channels": (0, 4096)}, help="anti-aliased downsampling"),
+    "channels_last": AlgoSpec("ChannelsLast", {}, help="NHWC memory format"),
+    "ema": AlgoSpec("EMA", {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur",
+                            "update_interval": None}, ranges={"smoothing": _P01},
+                    help="exponential moving average of weights"),
+    "progressive_resizing": AlgoSpec(
+        "ProgressiveResizing", {"mode": "resize", "initial_scale": 0.5, "finetune_fraction": 0.2,
+                                "delay_fraction": 0.5, "size_increment": 4, "resize_targets": False},
+        ranges={"initial_scale": (0.05, 1.0), "finetune_fraction": _P01, "delay_fraction": _P01,
+                "size_increment": (1, 64)},
+        choices={"mode": ("resize", "crop")}, help="train on smaller images first"),
+    "label_smoothing": AlgoSpec("LabelSmoothing", {"smoothing": 0.1},
+                                ranges={"smoothing": (0.0, 0.99)}, mixes_targets=True),
+    "mixup": AlgoSpec("MixUp", {"alpha": 0.2, "interpolate_loss": False},
+                      ranges={"alpha": (1e-6, 100.0)}, mixes_targets=True),
+    "cutmix": AlgoSpec("CutMix", {"alpha": 1.0, "interpolate_loss": False, "uniform_sampling": False},
+                       ranges={"alpha": (1e-6, 100.0)}, mixes_targets=True),
+    "cutout": AlgoSpec("CutOut", {"num_holes": 1, "length": 0.5, "uniform_sampling": False},
+                       ranges={"num_holes": (1, 64), "length": _P01}),
+    "colout": AlgoSpec("ColOut", {"p_row": 0.15, "p_col": 0.15, "batch": True, "resize_target": "auto"},
+                       ranges={"p_row": _P01, "p_col": _P01}),
+    "randaugment": AlgoSpec("RandAugment", {"severity": 9, "depth": 2, "augmentation_set": "all"},
+                            ranges={"severity": (1, 10), "depth": (1, 10)},
+                            choices={"augmentation_set": ("all", "safe", "original")},
+                            needs_torch_loader=True),
+    "augmix": AlgoSpec("AugMix", {"severity": 3, "depth": -1, "width": 3, "alpha": 1.0,
+                                  "augmentation_set": "all"},
+                       ranges={"severity": (1, 10), "depth": (-1, 10), "width": (1, 10)},
+                       choices={"augmentation_set": ("all", "safe", "original")},
+                       needs_torch_loader=True),
+    "sam": AlgoSpec("SAM", {"rho": 0.05, "epsilon": 1e-12, "interval": 1},
+                    ranges={"rho": (0.0, 10.0), "interval": (1, 10_000)},
+                    help="sharpness-aware minimisation (two passes per step)"),
+    "swa": AlgoSpec("SWA", {"swa_start": "0.7dur", "swa_end": "0.97dur", "update_interval": "1ep",
+                            "schedule_swa_lr": False, "anneal_strategy": "linear",
+                            "anneal_steps": 10, "swa_lr": None},
+                    choices={"anneal_strategy": ("linear", "cos")}),
+    "selective_backprop": AlgoSpec("SelectiveBackprop", {"start": 0.5, "end": 0.9, "keep": 0.5,
+                                                          "scale_factor": 1.0, "interrupt": 2},
+                                   ranges={"start": _P01, "end": _P01, "keep": (0.01, 1.0),
+                                           "scale_factor": (0.05, 1.0), "interrupt": (0, 1000)}),
+    "stochastic_depth": AlgoSpec("StochasticDepth", {"stochastic_method": "block", "drop_rate": 0.2,
+                                                      "drop_distribution": "linear", "drop_warmup": 0.0},
+                                 fixed={"target_layer_name": "ResNetBottleneck"},
+                                 ranges={"drop_rate": _P01, "drop_warmup": _P01},
+                                 choices={"stochastic_method": ("block", "sample"),
+                                          "drop_distribution": ("uniform", "linear")},
+                                 needs_bottleneck=True),
+    "squeeze_excite": AlgoSpec("SqueezeExcite", {"latent_channels": 64, "min_channels": 128},
+                               ranges={"latent_channels": (1, 4096), "min_channels": (1, 4096)}),
+    "ghost_batchnorm": AlgoSpec("GhostBatchNorm", {"ghost_batch_size": 32},
+                                ranges={"ghost_batch_size": (1, 65536)}),
+    "layer_freezing": AlgoSpec("LayerFreezing", {"freeze_start": 0.5, "freeze_level": 1.0},
+                               ranges={"freeze_start": _P01, "freeze_level": _P01}),
+    "gradient_clipping": AlgoSpec("GradientClipping", {"clipping_type": "norm", "clipping_threshold": 1.0},
+                                  ranges={"clipping_threshold": (0.0, 1e6)},
+                                  choices={"clipping_type": ("norm", "value", "adaptive")}),
+    "weight_standardization": AlgoSpec("WeightStandardization", {"n_last_layers_ignore": 0},
+                                       ranges={"n_last_layers_ignore": (0, 100)}),
+}
+
+# The per-batch events each algorithm's ``match`` can accept (Composer's Event values; kept as
+# strings so that validation does not import Composer). Unlisted algorithms act only on
+# once-a-run or once-an-epoch events (INIT, AFTER_LOAD, FIT_START, EPOCH_END, EVAL_*).
+BATCH_EVENTS = {
+    "ema": ("batch_start", "batch_end"),  # update after each batch; training weights back before the next
+    "progressive_resizing": ("after_dataloader",),
+    "label_smoothing": ("before_loss", "after_loss"),
+    "mixup": ("before_forward", "before_loss", "before_backward"),
+    "cutmix": ("before_forward", "before_loss", "before_backward"),
+    "cutout": ("after_dataloader",),
+    "colout": ("after_dataloader",),
+    "swa": ("batch_end",),
+    "selective_backprop": ("after_dataloader",),
+    "stochastic_depth": ("batch_start",),
+    "gradient_clipping": ("after_train_batch",),
+}
+ALGORITHMS = {name: replace(spec, batch_events=BATCH_EVENTS.get(name, ())) for name, spec in ALGORITHMS.items()}
+BY_COMPOSER_NAME = {spec.composer_name: spec for spec in ALGORITHMS.values()}
+
+# Pairs that cannot both be on, and why.
+CONFLICTS = {
+    frozenset({"mixup", "cutmix"}): "both replace the targets with a mix; pick one",
+    frozenset({"ema", "swa"}): "both replace the final weights with an average; pick one",
+}
+
+MODELS_WITH_BOTTLENECK = ("resnet-bottleneck",)
+
+# Algorithms DDP cannot run: parameters stop getting gradients mid-training.
+UNSHARDED = ("layer_freezing", "stochastic_depth")
+
+# Algorithms that change the batch's shape from step to step (a compiled model recompiles).
+RESHAPES_BATCHES = {
+    "progressive_resizing": "it grows the image size during training",
+    "colout": "it drops a random number of rows and columns each batch",
+    "selective_backprop": "it keeps a loss-ranked part of each batch",
+}
+
+
+def check_algorithms(algos: dict) -> None:
+    """Check the names and parameters in ``algorithms:`` (``None``/``true`` become ``{}``, in place).
+    The rules across fields (models, loaders, other algorithms) are ``effsearch.config.rules``."""
+    for name, params in algos.items():
+        where = f"algorithms.{name}"
+        if name not in ALGORITHMS:
+            raise ConfigError(where, f"unknown algorithm; known: {', '.join(sorted(ALGORITHMS))}")
+        spec = ALGORITHMS[name]
+        if params is None or params is True:
+            params = {}
+            algos[name] = params
+        if not isinstance(params, dict):
+            raise ConfigError(where, f"must be a mapping of parameters (or {{}} for defaults); got {params!r}")
+        for key, value in params.items():
+            check_param(spec, where, key, value)
+
+
+def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:
+    name = f"{where}.{key}"
+    if key not in spec.params:
+        allowed = ", ".join(spec.params) or "none"
+        raise ConfigError(name, f"unknown parameter of {spec.composer_name}; allowed: {allowed}")
+    default = spec.params[key]
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        want = "true or false"
+    elif isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        want = "a number"
+    elif isinstance(default, str) and key not in spec.choices:
+        ok = isinstance(value, str) or (value is None and key == "swa_lr")
+        want = TIME if any(default.endswith(u) for u in ("ba", "ep", "dur")) else "a string"
+    else:  # None default: a number or null
+        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) \
+            or isinstance(value, str)
+        want = "a number, a time string or null"
+    if key in spec.choices:
+        if value not in spec.choices[key]:
+            raise ConfigError(name, f"must be one of {', '.join(map(str, spec.choices[key]))}; got {value!r}")
+        return
+    if not ok:
+        raise ConfigError(name, f"must be {want}; got {value!r}")
+    if key in spec.ranges and isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = spec.ranges[key]
+        if not lo <= value <= hi:
+            raise ConfigError(name, f"must be in [{lo}, {hi}]; got {value!r}")

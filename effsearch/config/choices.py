@@ -1,0 +1,30 @@
+"""The allowed values of TrainConfig's fields, by name (read by the schema, the rules and the space)."""
+
+from __future__ import annotations
+
+DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
+MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck")
+# Each model's channel width at ``model.width: 0``.
+MODEL_WIDTHS = {"tiny-cnn": 32, "resnet9": 64, "resnet20": 16, "resnet56": 16, "resnet-bottleneck": 16}
+OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd")
+# Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
+FUSABLE = ("sgd", "adamw", "kfac-sgd")
+SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
+PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
+DEVICES = ("auto", "cpu", "cuda")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+LOADERS = ("torch", "ffcv")
+BACKENDS = ("auto", "gloo", "nccl")
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd", "topk", "randomk", "threshold", "terngrad", "qsgd")
+# Methods effsearch writes as DDP hooks (the others are torch's own hooks); error feedback applies to these
+# and to PowerSGD (torch's own residual memory).
+SPARSIFIERS = ("topk", "randomk", "threshold")
+QUANTIZERS = ("terngrad", "qsgd")
+QUANTIZE = ("none", "int8")
+SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "glister-pc", "craig", "craig-pb",
+              "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
+# CORDS strategies that return per-sample weights (the loss uses them).
+WEIGHTED_SELECTIONS = tuple(s for s in SELECTIONS if s.startswith(("craig", "gradmatch")))
+# Strategies that look at the model (their first subset is random unless kappa > 0, as in CORDS).
+MODEL_SELECTIONS = tuple(s for s in SELECTIONS if s.startswith(("glister", "craig", "gradmatch")))
+GREEDY = {"glister": ("auto", "naive", "stochastic"), "craig": ("auto", "lazy", "naive", "stochastic")}

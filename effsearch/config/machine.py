@@ -1,0 +1,182 @@
+"""What this machine and this install can run: read by validation before a run starts
+(``check_runnable``) and by the search space, so it offers only that.
+
+Detected once per process; tests pass a ``Machine`` by hand to check the rules
+of machines they do not have (a GPU, FFCV). torch is imported lazily (~5 s): reading
+a config or a study file's options does not need it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+from effsearch.config.fields import ConfigError
+
+INSTALL_HINT = ("install the system libraries and the extra: `sudo apt-get install -y pkg-config "
+                "libopencv-dev libturbojpeg0-dev && uv sync --extra ffcv` (then `uv run --extra ffcv ...`), "
+                "or use loader: torch")
+
+
+@dataclass(frozen=True)
+class Machine:
+    device: str = "cpu"  # "cpu" | "cuda"
+    bf16: bool = False  # the GPU runs amp_bf16
+    ffcv: bool | None = False  # `import ffcv` works (None: find out when asked, see has_ffcv)
+    compile: bool = False  # torch.compile is worth offering (CUDA with triton)
+    selection: bool = True  # CORDS subset selection is installed
+    cores: int = 1  # CPU cores this process may use (data-parallel processes on the CPU: one each)
+    gpus: int = 0
+
+    def max_processes(self) -> int:
+        return self.gpus if self.device == "cuda" else self.cores
+
+    def has_ffcv(self) -> bool:
+        return ffcv_works() if self.ffcv is None else self.ffcv
+
+    def precisions(self) -> tuple[str, ...]:
+        if self.device != "cuda":
+            return ("fp32",)
+        return ("fp32", "amp_fp16", "amp_bf16") if self.bf16 else ("fp32", "amp_fp16")
+
+    def describe(self) -> str:
+        extras = [name for name in ("bf16", "ffcv", "compile", "selection") if getattr(self, name)
+                  and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))]
+        return f"{self.device}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_ffcv_checked: dict = {}
+
+
+def ffcv_works() -> bool:
+    """Whether `import ffcv` works. Asked only when a study may search the loader: the
+    import takes seconds and sets torch to one thread, which is put back here."""
+    if "ok" not in _ffcv_checked:
+        ok = False
+        if _importable("ffcv"):
+            import torch
+
+            threads = torch.get_num_threads()
+            try:  # the package can be present while its compiled parts are not
+                import ffcv  # noqa: F401
+
+                ok = True
+            except Exception:
+                ok = False
+            finally:
+                torch.set_num_threads(threads)
+        _ffcv_checked["ok"] = ok
+    return _ffcv_checked["ok"]
+
+
+def detect(device: str = "auto") -> Machine:
+    """The machine a TrainConfig with ``device`` would run on (imports torch, ~5 s)."""
+    import torch
+
+    cuda = torch.cuda.is_available() and device != "cpu"
+    return Machine(
+        cores=cpu_cores(), gpus=torch.cuda.device_count() if cuda else 0,
+        device="cuda" if cuda else "cpu",
+        bf16=bool(cuda and torch.cuda.is_bf16_supported()),
+        ffcv=None,  # checked on demand
+        compile=bool(cuda and _importable("triton")),
+        # The CORDS strategies come in through effsearch.trainer.selection.
+        selection=_importable("cords") and _importable("effsearch.trainer.selection"),
+    )
+
+
+def cpu_cores() -> int:
+    """CPU cores this process may use (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def under_torchrun() -> bool:
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
+
+
+# -- the rules that need the machine ----------------------------------------------
+
+def resolve_device(cfg) -> str:
+    """The device ``cfg`` runs on here ("cpu" or "cuda"); refuses what this machine cannot do."""
+    import torch
+
+    from effsearch.config import rules
+
+    has_cuda = torch.cuda.is_available()
+    if cfg.device == "cuda" and not has_cuda:
+        raise ConfigError("device", "is 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
+    device = "cuda" if cfg.device == "auto" and has_cuda else ("cpu" if cfg.device == "auto" else cfg.device)
+    # The config's precision x device rule, on the device `auto` became.
+    rules.check({**cfg.to_dict(), "device": device}, rules.of("precision"))
+    if cfg.precision == "amp_bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("precision", "amp_bf16 is not supported by this GPU; use amp_fp16 or fp32")
+    return device
+
+
+def require_ffcv() -> None:
+    """Raise ConfigError (with the install line) unless ffcv and its compiled parts import here."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:  # ffcv needs its C extension (built against OpenCV and libjpeg-turbo), numba and cv2
+        import ffcv  # noqa: F401
+        from ffcv.loader import Loader  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError when a system library is missing
+        raise ConfigError("loader", f"is 'ffcv' but ffcv cannot be imported here ({type(e).__name__}: {e}); "
+                          + INSTALL_HINT) from None
+    finally:
+        torch.set_num_threads(threads)  # importing ffcv sets torch (and numba) to one thread
+
+
+def check_processes(cfg, device: str) -> None:
+    """Processes this machine can hold: one per CPU core (gloo) or per GPU (NCCL)."""
+    d = cfg.distributed
+    if under_torchrun():
+        world = int(os.environ["WORLD_SIZE"])
+        if d.processes not in (1, world):
+            raise ConfigError("distributed.processes", f"is {d.processes} but torchrun started WORLD_SIZE={world} "
+                                                       "processes; set it to 1 (take torchrun's) or to the same")
+        return
+    n = d.processes
+    if n == 1:
+        return
+    if device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if n > gpus:
+            raise ConfigError("distributed.processes", f"must be at most {gpus} here (one process per GPU; this "
+                                                       f"machine has {gpus}); got {n}")
+    else:
+        cores = cpu_cores()
+        if n > cores:
+            raise ConfigError("distributed.processes", f"must be at most {cores} here (one process per CPU core; "
+                                                       f"this machine has {cores}); got {n}")
+    if backend(cfg, device) == "nccl" and device != "cuda":
+        raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
+
+
+def backend(cfg, device: str) -> str:
+    """The process group's backend: ``auto`` is NCCL on CUDA, gloo on the CPU."""
+    b = cfg.distributed.backend
+    return ("nccl" if device == "cuda" else "gloo") if b == "auto" else b
+
+
+def check_runnable(cfg) -> str:
+    """Rules that need the machine (device, precision, installed extras, processes). Returns the device."""
+    device = resolve_device(cfg)
+    if cfg.loader == "ffcv":
+        require_ffcv()
+    check_processes(cfg, device)
+    return device

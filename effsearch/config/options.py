@@ -1,0 +1,154 @@
+"""A study file's options, declared as TrainConfig's fields are (``spec``) and checked by the
+same coercion: the sampler's, the pruner's, the tuning phase's, the heartbeat and the
+study's own numbers. Errors name the dotted field and what is allowed.
+
+A named option (``sampler: tpe`` or ``{name: nsga2, population_size: 20}``) is checked
+against the option dataclass of its name; only the options the file gives are kept, the
+rest stay their library's defaults (the defaults here are what ``effsearch`` passes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from effsearch.config.fields import ConfigError, coerce, spec
+
+
+@dataclass
+class NoOptions:
+    pass
+
+
+# -- samplers (Optuna's; effsearch.search.samplers) ----------------------------------------
+
+@dataclass
+class TPEOptions:
+    n_startup_trials: int = spec(10, low=0, help="random trials before TPE models the history")
+    multivariate: bool = spec(True)
+    group: bool = spec(True, help="split the conditional space into the subspaces that occur together")
+    constant_liar: bool = spec(True, help="several workers do not all sample the same point")
+    n_ei_candidates: int = spec(24, low=1)
+
+
+@dataclass
+class NSGAOptions:
+    population_size: int = spec(50, low=2)
+    mutation_prob: float | None = spec(None, low=0.0, high=1.0)
+    crossover_prob: float = spec(0.9, low=0.0, high=1.0)
+    swapping_prob: float = spec(0.5, low=0.0, high=1.0)
+
+
+@dataclass
+class GPOptions:
+    n_startup_trials: int = spec(10, low=0)
+
+
+SAMPLERS: dict[str, type] = {"tpe": TPEOptions, "nsga2": NSGAOptions, "nsga3": NSGAOptions, "gp": GPOptions,
+                             "random": NoOptions}
+
+
+# -- pruners -----------------------------------------------------------------------------------
+
+@dataclass
+class MOASHAOptions:
+    eta: float = spec(3.0, low=1.0, low_open=True, help="keep the best 1/eta at each rung")
+    min_fraction: float = spec(1 / 9, low=0, high=1, low_open=True, high_open=True,
+                               help="the first rung, as a fraction of the epoch budget")
+    min_trials: int = spec(4, low=1, help="trials seen at a rung before it prunes")
+
+
+PRUNERS: dict[str, type] = {"none": NoOptions, "moasha": MOASHAOptions}
+
+
+# -- the tuning phase (effsearch.search.phases) ------------------------------------------------
+
+@dataclass
+class SubsetTuning:
+    # Phase 1 runs the study's n_trials; phase 2 runs the baseline plus top_k * seeds.
+    data_fraction: float = spec(0.2, low=0, high=1, low_open=True, help="share of the training data in phase 1")
+    epochs_fraction: float = spec(1.0, low=0, high=1, low_open=True, help="share of the epochs in phase 1")
+    target_accuracy: float | None = spec(None, low=0, high=1, low_open=True,
+                                         help="phase 1's target (default: the base config's)")
+    top_k: int = spec(5, low=1, help="phase-1 configurations confirmed on the full data")
+    seeds: int = spec(1, low=1, help="seeds each confirmed configuration is run with")
+
+
+TUNING: dict[str, type] = {"none": NoOptions, "subset": SubsetTuning}
+
+
+# -- the study's own ----------------------------------------------------------------------------
+
+@dataclass
+class Heartbeat:
+    interval: int = spec(30, low=1, help="seconds between a worker's heartbeats")
+    grace_period: int | None = spec(None, low=1, help="seconds without one before a trial is lost "
+                                                      "(default 3 x interval; at least interval)")
+    max_retry: int = spec(3, low=0, help="times a lost trial is queued again")
+
+
+@dataclass
+class StudyNumbers:
+    n_trials: int | None = spec(20, low=1, help="the study's total, across reruns and workers")
+    timeout: float | None = spec(None, low=0, low_open=True, help="seconds per `effsearch run`")
+    seed: int = spec(0, low=0)
+    workers: int = spec(1, low=1, help="worker processes on this machine")
+    failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
+
+
+# -- checking -------------------------------------------------------------------------------------
+
+def check_value(cls, name: str, value: Any, where: str) -> Any:
+    """``value`` checked (and coerced) as field ``name`` of the option dataclass ``cls``."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return coerce(typing.get_type_hints(cls)[name], value, where, f.metadata)
+
+
+def check_options(cls, data: dict, prefix: str, owner: str = "") -> dict:
+    """The options in ``data``, each checked against ``cls``; unknown keys are refused with what
+    is allowed. Returns only the given options, coerced (``owner``: whose options, for messages)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    out = {}
+    for key, value in data.items():
+        if key not in names:
+            allowed = ", ".join(names) or "none"
+            raise ConfigError(f"{prefix}.{key}", f"not an option of {owner}; allowed: {allowed}" if owner
+                              else f"unknown key; allowed: {allowed}")
+        out[key] = check_value(cls, key, value, f"{prefix}.{key}")
+    return out
+
+
+def defaults(cls) -> dict:
+    """The option dataclass's defaults, without the ones that are None (not passed on)."""
+    return {k: v for k, v in dataclasses.asdict(cls()).items() if v is not None}
+
+
+def check_named(value: Any, field_name: str, table: dict[str, type]) -> dict:
+    """``name`` or ``{name: ..., option: value}``, checked against ``table`` (name -> options)."""
+    if isinstance(value, str) or value is None:
+        value = {"name": value or "none"}
+    if not isinstance(value, dict) or "name" not in value:
+        raise ConfigError(field_name, f"must be one of {', '.join(table)} or a mapping with `name`; got {value!r}")
+    name = value["name"]
+    if name not in table:
+        raise ConfigError(f"{field_name}.name" if len(value) > 1 else field_name,
+                          f"unknown {field_name} {name!r}; allowed: {', '.join(table)}")
+    options = check_options(table[name], {k: v for k, v in value.items() if k != "name"}, field_name, name)
+    return {"name": name, **options}
+
+
+def check_heartbeat(value: Any, field_name: str = "heartbeat") -> dict:
+    """The heartbeat mapping, defaults filled: grace_period is 3 x interval unless given, and at
+    least the interval (a shorter grace would call every live worker dead)."""
+    hb = value or {}
+    if not isinstance(hb, dict):
+        raise ConfigError(field_name, f"must be a mapping with interval, grace_period, max_retry; got {hb!r}")
+    out = {**defaults(Heartbeat), **check_options(Heartbeat, hb, field_name)}
+    if out.get("grace_period") is None:
+        out["grace_period"] = 3 * out["interval"]
+    if out["grace_period"] < out["interval"]:
+        raise ConfigError(f"{field_name}.grace_period", f"must be >= {out['interval']:g} (heartbeat.interval); "
+                                                        f"got {out['grace_period']!r}")
+    return {"interval": out["interval"], "grace_period": out["grace_period"], "max_retry": out["max_retry"]}

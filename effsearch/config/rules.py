@@ -1,0 +1,283 @@
+"""Every rule across TrainConfig fields, as data: one list that validation, the search
+space's conditional gating and ``effsearch space show`` all read.
+
+A :class:`Rule` is about a *subject*, something a config can switch on (an algorithm,
+K-FAC, data-parallel processes, a field's value): ``on`` says whether the subject is on,
+``forbids`` whether the rest of the config rules it out. Validation refuses a config where
+both hold, with ``message`` about ``field``. The space asks :func:`blockers` before it
+switches a subject on, makes the fields in ``reads`` the parents of that switch, and shows
+each rule's ``when`` (what the subject needs). So an invalid combination is never sampled,
+and a rule changed here changes validation and the space together.
+
+Predicates read raw config dicts (``TrainConfig.to_dict()``, or the dict the space builds
+while sampling), where a level may still be missing: they read through ``get_path`` with
+the schema's defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from effsearch.config.algorithms import (
+    ALGORITHMS,
+    CONFLICTS,
+    MODELS_WITH_BOTTLENECK,
+    RESHAPES_BATCHES,
+    UNSHARDED,
+    check_algorithms,
+)
+from effsearch.config.choices import (
+    FUSABLE,
+    GREEDY,
+    MODEL_SELECTIONS,
+    QUANTIZERS,
+    SELECTIONS,
+    SPARSIFIERS,
+    WEIGHTED_SELECTIONS,
+)
+from effsearch.config.fields import ConfigError, get_path
+
+Pred = Callable[[dict], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    subject: str  # what the rule keeps off: a space dimension's name where the space gates it
+    field: str | Callable[[dict], str]  # the dotted field the error names
+    on: Pred  # the subject is on in this config
+    forbids: Pred  # the rest of the config rules the subject out
+    message: str | Callable[[dict], str]  # the error (today's wording)
+    when: str  # what the subject needs, for `space show`: "compile off"
+    reads: tuple[str, ...] = ()  # the fields ``forbids`` reads (the space's parents of the subject)
+
+    def broken(self, cfg: dict) -> bool:
+        return self.on(cfg) and self.forbids(cfg)
+
+    def error(self, cfg: dict) -> ConfigError:
+        name = self.field(cfg) if callable(self.field) else self.field
+        text = self.message(cfg) if callable(self.message) else self.message
+        return ConfigError(name, text)
+
+
+# -- readers over raw dicts, with the schema's defaults -------------------------------
+
+def _algos(cfg: dict) -> dict:
+    return cfg.get("algorithms") or {}
+
+
+def _has(algo: str) -> Pred:
+    return lambda cfg: algo in _algos(cfg)
+
+
+def _g(path: str, default: Any = None) -> Callable[[dict], Any]:
+    return lambda cfg: get_path(cfg, path, default)
+
+
+_optimizer = _g("optimizer.name", "sgd")
+_loader = _g("loader", "torch")
+_precision = _g("precision", "fp32")
+_strategy = _g("selection.strategy", "full")
+_method = _g("distributed.compression.method", "none")
+
+
+def _processes(cfg: dict) -> int:
+    return get_path(cfg, "distributed.processes", 1) or 1
+
+
+def _parallel(cfg: dict) -> bool:
+    return _processes(cfg) > 1
+
+
+def _kfac(cfg: dict) -> bool:
+    return _optimizer(cfg) == "kfac-sgd"
+
+
+def _always(_cfg: dict) -> bool:
+    return True
+
+
+def _never_selects(cfg: dict) -> bool:
+    epochs = float(cfg.get("epochs", 5))
+    every = get_path(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
+    return every is not None and int(get_path(cfg, "selection.kappa", 0.0) * epochs) == 0 \
+        and every >= math.ceil(epochs)
+
+
+def _greedy_wrong(cfg: dict) -> bool:
+    greedy = get_path(cfg, "selection.greedy", "auto")
+    return greedy != "auto" and greedy not in GREEDY.get(_strategy(cfg).split("-")[0], ())
+
+
+def _bad_milestones(cfg: dict) -> bool:
+    ms = get_path(cfg, "schedule.milestones", [0.5, 0.75])
+    return not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms)
+
+
+# -- the rules, in the order validation reports them -----------------------------------------
+
+_UNWEIGHTED = ", ".join(s for s in ("random", "random-online", "glister", "glister-pb", "glister-pc"))
+
+RULES: list[Rule] = [
+    Rule("schedule.milestones", "schedule.milestones",
+         on=lambda c: get_path(c, "schedule.name", "cosine") == "multistep", forbids=_bad_milestones,
+         message=lambda c: f"must be fractions in (0, 1); got {get_path(c, 'schedule.milestones', [0.5, 0.75])!r}",
+         when="fractions in (0, 1)", reads=("schedule.milestones",)),
+    Rule("sparsity.end", "sparsity.end",
+         on=lambda c: get_path(c, "sparsity.target", 0.0) > 0 and get_path(c, "sparsity.schedule",
+                                                                          "polynomial") == "polynomial",
+         forbids=lambda c: get_path(c, "sparsity.end", 0.75) <= get_path(c, "sparsity.start", 0.1),
+         message=lambda c: f"must be after sparsity.start ({get_path(c, 'sparsity.start', 0.1)}); "
+                           f"got {get_path(c, 'sparsity.end', 0.75)}",
+         when="sparsity.end after sparsity.start", reads=("sparsity.start", "sparsity.end")),
+    Rule("selection.fraction", "selection.fraction",
+         on=lambda c: get_path(c, "selection.fraction", 1.0) != 1.0, forbids=lambda c: _strategy(c) == "full",
+         message="only applies with a selection strategy; set selection.strategy "
+                 f"(one of {', '.join(SELECTIONS[1:])}) or fraction to 1.0",
+         when="selection on", reads=("selection.strategy",)),
+    # The loader is no rule of selection: the FFCV loader serves every strategy's subsets and
+    # weights through one compiled pipeline (effsearch.trainer.ffcv_loader).
+    Rule("selection.greedy", "selection.greedy",
+         on=lambda c: _strategy(c) != "full", forbids=_greedy_wrong,
+         message=lambda c: f"{get_path(c, 'selection.greedy')!r} does not apply to {_strategy(c)!r} "
+                           "(greedy methods by strategy: "
+                           + "; ".join(f"{f}: {', '.join(g)}" for f, g in GREEDY.items()) + "; others take 'auto')",
+         when="a greedy method of the strategy", reads=("selection.strategy",)),
+    Rule("selection.select_every", "selection.select_every",
+         on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_never_selects,
+         message=lambda c: f"{_strategy(c)!r} would never run: without a warm start (int(kappa * epochs) = 0) "
+                           "the first subset is random, as in CORDS, and the strategy first selects after "
+                           f"select_every = {get_path(c, 'selection.select_every', 5)} epochs, but training lasts "
+                           f"{float(c.get('epochs', 5)):g} epochs; lower selection.select_every or raise "
+                           "selection.kappa",
+         when="select_every below the epochs, or a warm start",
+         reads=("epochs", "selection.kappa", "selection.select_every")),
+    Rule("optimizer.fused", "optimizer.fused",
+         on=lambda c: bool(get_path(c, "optimizer.fused")), forbids=lambda c: _optimizer(c) not in FUSABLE,
+         message=lambda c: f"{_optimizer(c)!r} has no fused step (Composer's DecoupledSGDW); fused applies to "
+                           f"{', '.join(FUSABLE)}; set it to null or false",
+         when="optimizer sgd, adamw or kfac", reads=("optimizer.name",)),
+    # K-FAC reads each layer's inputs and output gradients through module hooks.
+    Rule("optimizer.kfac", "optimizer.name", on=_kfac, forbids=lambda c: bool(c.get("compile")),
+         message="'kfac-sgd' cannot run with compile: its module hooks come and go between steps and each "
+                 "change recompiles the model; set compile: false",
+         when="compile off", reads=("compile",)),
+    Rule("optimizer.kfac", "optimizer.name", on=_kfac, forbids=lambda c: _precision(c) == "amp_fp16",
+         message="'kfac-sgd' cannot run with precision amp_fp16: the loss scale would enter its Fisher factors; "
+                 "use fp32 or amp_bf16",
+         when="precision not amp_fp16", reads=("precision",)),
+    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=_kfac,
+         message="cannot be combined with optimizer 'kfac-sgd' (SAM wraps the optimizer and runs two passes "
+                 "a step); pick one",
+         when="optimizer not kfac-sgd", reads=("optimizer.name",)),
+    Rule("distributed.compression.method", "distributed.compression.method",
+         on=lambda c: _method(c) != "none", forbids=lambda c: not _parallel(c),
+         message=lambda c: f"{_method(c)!r} compresses what processes exchange; distributed.processes is 1 "
+                           "(raise it, or use method none)",
+         when="processes > 1", reads=("distributed.processes",)),
+    Rule("distributed.backend", "distributed.backend",
+         on=lambda c: _parallel(c) and get_path(c, "distributed.backend", "auto") == "nccl",
+         forbids=lambda c: c.get("device", "auto") == "cpu",
+         message="'nccl' needs CUDA devices; device is 'cpu' (use gloo or auto)",
+         when="device not cpu", reads=("device",)),
+    Rule("distributed.processes", "loader", on=_parallel, forbids=lambda c: _loader(c) != "torch",
+         message=lambda c: f"{_loader(c)!r} is not sharded across processes; with distributed.processes > 1 "
+                           "use loader torch",
+         when="loader torch", reads=("loader",)),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_parallel,
+           message="its per-image loader is not sharded across processes; with distributed.processes > 1 "
+                   "leave it out",
+           when="one process", reads=("distributed.processes",))
+      for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_parallel,
+           message="leaves parameters without gradients mid-training, which DDP's reducer cannot wait for; "
+                   "with distributed.processes > 1 leave it out",
+           when="one process", reads=("distributed.processes",))
+      for name in UNSHARDED],
+    Rule("distributed.compression.error_feedback", "distributed.compression.error_feedback",
+         on=lambda c: _parallel(c) and bool(get_path(c, "distributed.compression.error_feedback", False)),
+         forbids=lambda c: _method(c) in ("none", "fp16", "bf16"),
+         message=lambda c: f"applies to {', '.join(SPARSIFIERS + QUANTIZERS + ('powersgd',))}; "
+                           f"method is {_method(c)!r}",
+         when="a lossy method but fp16/bf16", reads=("distributed.compression.method",)),
+    Rule("distributed.compression.granularity", "distributed.compression.granularity",
+         on=lambda c: _parallel(c) and get_path(c, "distributed.compression.granularity",
+                                                "layerwise") != "layerwise",
+         forbids=lambda c: _method(c) == "powersgd",
+         message="powersgd compresses each layer's gradient matrix; use layerwise",
+         when="method not powersgd", reads=("distributed.compression.method",)),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name),
+           forbids=lambda c: get_path(c, "model.name", "tiny-cnn") not in MODELS_WITH_BOTTLENECK,
+           message=lambda c: f"needs a model with bottleneck blocks ({', '.join(MODELS_WITH_BOTTLENECK)}); "
+                             f"model.name is {get_path(c, 'model.name', 'tiny-cnn')!r}",
+           when="bottleneck model", reads=("model.name",))
+      for name, spec in ALGORITHMS.items() if spec.needs_bottleneck],
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: _loader(c) != "torch",
+           message=lambda c: f"works on the torch loader's per-image transforms only; loader is {_loader(c)!r}",
+           when="loader torch", reads=("loader",))
+      for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
+    # A pair that cannot both be on is a rule of each; validation names the later one (by name).
+    *[Rule(f"algorithms.{b}", f"algorithms.{b}", on=_has(b), forbids=_has(a),
+           message=f"cannot be combined with {a}: {why}", when=f"not {a}", reads=(f"algorithms.{a}",))
+      for pair, why in CONFLICTS.items() for a, b in [sorted(pair)]],
+    *[Rule(f"algorithms.{a}", f"algorithms.{b}", on=_has(a), forbids=_has(b),
+           message=f"cannot be combined with {a}: {why}", when=f"not {b}", reads=(f"algorithms.{b}",))
+      for pair, why in CONFLICTS.items() for a, b in [sorted(pair)]],
+    # CORDS's weighted subsets (CRAIG, GradMatch): MixUp, CutMix and LabelSmoothing only change
+    # inputs and targets, so each sample's loss keeps its weight (EffModel.loss also weights MixUp's
+    # and CutMix's interpolate_loss term). SelectiveBackprop keeps a loss-ranked part of each batch
+    # but drops the weights of that part: refused.
+    Rule("algorithms.selective_backprop", "algorithms.selective_backprop", on=_has("selective_backprop"),
+         forbids=lambda c: _strategy(c) in WEIGHTED_SELECTIONS,
+         message=lambda c: f"cannot be combined with selection.strategy {_strategy(c)!r}: SelectiveBackprop keeps "
+                           "a loss-ranked part of each batch but not the CORDS per-sample weights of that part, so "
+                           f"the weighted loss would be wrong; use an unweighted strategy ({_UNWEIGHTED}) or drop "
+                           "selective_backprop",
+         when="unweighted selection", reads=("selection.strategy",)),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: bool(c.get("compile")),
+           message=f"cannot be combined with compile: {why}, and every new shape compiles the model again",
+           when="compile off", reads=("compile",))
+      for name, why in RESHAPES_BATCHES.items()],
+    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=lambda c: _precision(c) == "amp_fp16",
+         message="Composer's SAM cannot run with precision amp_fp16 (use fp32 or amp_bf16)",
+         when="precision != amp_fp16", reads=("precision",)),
+    # Precision x device. device: auto is resolved on the machine (effsearch.config.machine),
+    # which runs this same rule on the resolved device.
+    Rule("precision", "precision", on=lambda c: _precision(c) != "fp32", forbids=lambda c: c.get("device") == "cpu",
+         message=lambda c: f"{_precision(c)!r} needs a CUDA device; on CPU use fp32",
+         when="a CUDA device", reads=("device",)),
+]
+
+
+def check(cfg: dict, rules: list[Rule] | None = None) -> None:
+    """Raise the first broken rule's ConfigError."""
+    for rule in RULES if rules is None else rules:
+        if rule.broken(cfg):
+            raise rule.error(cfg)
+
+
+def validate(cfg) -> None:
+    """Algorithm names and parameters, then every rule, on a TrainConfig."""
+    check_algorithms(cfg.algorithms)
+    check(cfg.to_dict())
+
+
+def of(subject: str) -> list[Rule]:
+    """The rules about ``subject`` (e.g. ``"algorithms.sam"``)."""
+    return [r for r in RULES if r.subject == subject]
+
+
+def blockers(subject: str, cfg: dict) -> list[Rule]:
+    """The rules that keep ``subject`` off in ``cfg`` (empty: it can be switched on)."""
+    return [r for r in of(subject) if r.forbids(cfg)]
+
+
+def reads(subject: str) -> tuple[str, ...]:
+    """The fields the rules about ``subject`` read, in order, once each."""
+    return tuple(dict.fromkeys(f for r in of(subject) for f in r.reads))
+
+
+def when_text(subject: str) -> str:
+    """What ``subject`` needs, as ``space show`` says it."""
+    return ", ".join(dict.fromkeys(r.when for r in of(subject)))

@@ -1,0 +1,222 @@
+"""TrainConfig: the one currency between studies, the trainer and export.
+
+A tree of dataclasses, loaded from and dumped to YAML. Every field is checked on
+load (``effsearch.config.fields``), then every rule across fields
+(``effsearch.config.rules``); errors name the file, the dotted field and what is
+allowed (exit code 2 in the CLI), in the spirit of scikit-learn's parameter validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from effsearch.config import rules
+from effsearch.config.choices import (
+    BACKENDS,
+    COMPILE_MODES,
+    COMPRESSIONS,
+    DATASETS,
+    DEVICES,
+    LOADERS,
+    MODELS,
+    OPTIMIZERS,
+    PRECISIONS,
+    QUANTIZE,
+    SCHEDULES,
+    SELECTIONS,
+)
+from effsearch.config.fields import ConfigError, apply_override, build, read_yaml, set_path, spec
+
+
+@dataclass
+class DatasetConfig:
+    name: str = spec("digits", choices=DATASETS)
+    data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True,
+                                help="stratified share of the training set used")
+    val_fraction: float = spec(0.1, low=0.0, high=0.5, low_open=True,
+                               help="held-out validation share carved from the training set")
+    split_seed: int = spec(0, low=0)
+    image_size: int | None = spec(None, low=8, high=512,
+                                  help="resize images to this side (digits defaults to 32)")
+    flip: bool | None = spec(None, help="random horizontal flips (default: on for CIFAR only)")
+    crop_padding: int = spec(2, low=0, high=16, help="random pad-and-crop; 0 switches it off")
+    synthetic_size: int = spec(512, low=16, high=1_000_000,
+                               help="number of images of the synthetic dataset")
+
+
+@dataclass
+class ModelConfig:
+    name: str = spec("tiny-cnn", choices=MODELS)
+    width: int = spec(0, low=0, high=1024, help="channels of the first layer (0: the model's default, "
+                                                 "MODEL_WIDTHS)")
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = spec("sgd", choices=OPTIMIZERS)
+    lr: float = spec(0.05, low=0.0, high=10.0, low_open=True)
+    weight_decay: float = spec(5e-4, low=0.0, high=1.0)
+    momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True)
+    nesterov: bool = spec(True)
+    beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True)
+    scale_lr_with_batch: bool = spec(False, help="multiply lr by the effective batch / 128 (effective batch: "
+                                                 "batch_size x accumulate x distributed.processes)")
+    fused: bool | None = spec(None, help="one fused kernel per optimizer step (null: fused on CUDA, torch's "
+                                         "default on CPU); sgd, adamw, kfac-sgd")
+    kfac_damping: float = spec(1e-3, low=0.0, high=10.0, low_open=True,
+                               help="kfac-sgd: Tikhonov damping added to the Kronecker-factored Fisher")
+    kfac_update_every: int = spec(10, low=1, high=100_000,
+                                  help="kfac-sgd: steps between Kronecker-factor (and inverse) updates")
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = spec("cosine", choices=SCHEDULES)
+    warmup_fraction: float = spec(0.0, low=0.0, high=0.5, help="share of training spent warming up")
+    milestones: list = spec(factory=lambda: [0.5, 0.75],
+                            help="multistep: fractions of training where lr drops")
+    gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True)
+    final_lr_fraction: float = spec(0.0, low=0.0, high=1.0, help="lr at the end / peak lr")
+
+
+@dataclass
+class SparsityConfig:
+    target: float = spec(0.0, low=0.0, high=0.99, help="share of conv/linear weights set to zero")
+    schedule: str = spec("polynomial", choices=("constant", "polynomial"))
+    start: float = spec(0.1, low=0.0, high=1.0, high_open=True, help="fraction of training")
+    end: float = spec(0.75, low=0.0, high=1.0, low_open=True, help="fraction of training")
+    update_every: int = spec(20, low=1, high=100_000, help="steps between mask updates")
+
+
+@dataclass
+class SelectionConfig:
+    strategy: str = spec("full", choices=SELECTIONS,
+                         help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)")
+    fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="subset size / training set size")
+    select_every: int | None = spec(None, low=1, high=10_000,
+                                    help="epochs between selections (null: 5, held below the epochs so that "
+                                         "a strategy that looks at the model selects at least once)")
+    kappa: float = spec(0.0, low=0.0, high=1.0, high_open=True,
+                        help="share of the budget trained on full data before selection starts (CORDS)")
+    eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER one-step learning rate")
+    lam: float = spec(0.5, low=0.0, high=100.0, help="GradMatch OMP regularisation (lambda)")
+    greedy: str = spec("auto", choices=("auto", "naive", "stochastic", "lazy"),
+                       help="GLISTER: naive or stochastic (auto: stochastic where it fits the data); "
+                            "CRAIG: lazy (auto), naive or stochastic")
+    omp_eps: float = spec(1e-100, low=0.0, high=1.0, help="GradMatch OMP tolerance")
+
+
+@dataclass
+class CompressionConfig:
+    method: str = spec("none", choices=COMPRESSIONS, help="gradient compression as a DDP communication hook")
+    ratio: float = spec(0.01, low=0.0, high=1.0, low_open=True,
+                        help="topk, randomk: share of gradient entries sent")
+    threshold: float = spec(1e-3, low=0.0, high=1e6, low_open=True,
+                            help="threshold: entries with |g| >= this are sent")
+    qstates: int = spec(255, low=1, high=32_767, help="qsgd: quantization levels s (sends log2(2s+1) bits an entry)")
+    rank: int = spec(2, low=1, high=1024, help="powersgd: matrix approximation rank")
+    granularity: str = spec("layerwise", choices=("layerwise", "entire-model"),
+                            help="compress each layer's gradient, or all of them as one vector")
+    error_feedback: bool = spec(False, help="keep what compression dropped and add it to the next gradient")
+
+
+@dataclass
+class DistributedConfig:
+    processes: int = spec(1, low=1, high=1024, help="data-parallel processes (DDP); effsearch train starts them")
+    backend: str = spec("auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU")
+    compression: CompressionConfig = spec(factory=CompressionConfig)
+
+
+@dataclass
+class TrainConfig:
+    dataset: DatasetConfig = spec(factory=DatasetConfig)
+    model: ModelConfig = spec(factory=ModelConfig)
+    epochs: float = spec(5, low=0.0, high=10_000, low_open=True, help="training budget in epochs")
+    batch_size: int = spec(128, low=1, high=65_536, help="per process and per micro-batch")
+    accumulate: int = spec(1, low=1, high=1024, help="micro-batches per optimizer step (gradient accumulation)")
+    optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
+    schedule: ScheduleConfig = spec(factory=ScheduleConfig)
+    algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters")
+    sparsity: SparsityConfig = spec(factory=SparsityConfig)
+    selection: SelectionConfig = spec(factory=SelectionConfig)
+    loader: str = spec("torch", choices=LOADERS)
+    precision: str = spec("fp32", choices=PRECISIONS)
+    compile: bool = spec(False, help="torch.compile the model (compile time counts as train time; "
+                                     "also in final.compile_seconds)")
+    compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
+    channels_last: bool = spec(False)
+    device: str = spec("auto", choices=DEVICES)
+    cudnn_benchmark: bool = spec(True, help="let cuDNN time its kernels for each new shape (CUDA only)")
+    distributed: DistributedConfig = spec(factory=DistributedConfig)
+    quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
+                                                        "measured after training (quantized_bytes, accuracies)")
+    seed: int = spec(0, low=0)
+    target_accuracy: float = spec(0.9, low=0.0, high=1.0)
+    eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
+                             help="epochs between evaluations (fractions allowed)")
+
+    # -- I/O ---------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+    def hash(self) -> str:
+        """Stable short hash of the config (same config -> same hash)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> TrainConfig:
+        try:
+            cfg = build(cls, data, "")
+            rules.validate(cfg)
+        except ConfigError as e:
+            raise e.with_source(source) if source else e
+        return cfg
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+        data = read_yaml(path)
+        for item in overrides or []:
+            apply_override(data, item, source=str(path))
+        return cls.from_dict(data, source=str(path))
+
+    def dump(self, path: str | Path, header: str = "") -> None:
+        text = self.to_yaml()
+        if header:
+            text = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines()) + text
+        Path(path).write_text(text)
+
+    def replace(self, **dotted: Any) -> TrainConfig:
+        """Copy with dotted keys replaced, validated: ``cfg.replace(**{"optimizer.lr": 0.1})``."""
+        data = self.to_dict()
+        for key, value in dotted.items():
+            set_path(data, key, value)
+        return TrainConfig.from_dict(data)
+
+
+def effective_batch(cfg: TrainConfig) -> int:
+    """Samples per optimizer step: batch_size x accumulate x processes (the lr rule reads this)."""
+    return cfg.batch_size * cfg.accumulate * cfg.distributed.processes
+
+
+SELECT_EVERY = 5  # CORDS's default period, in epochs
+
+
+def select_every(cfg: TrainConfig) -> int:
+    """``selection.select_every`` with null resolved: 5 epochs, held below the epochs (at least 1)
+    so that a strategy which looks at the model selects at least once before training ends."""
+    every = cfg.selection.select_every
+    if every is not None:
+        return every
+    return max(1, min(SELECT_EVERY, math.ceil(cfg.epochs) - 1))
