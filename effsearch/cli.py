@@ -77,7 +77,7 @@ def _cmd_run(args) -> int:
 def _cmd_status(args) -> int:
     from effsearch.search import report
     from effsearch.search.lookup import open_study
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     name = study.study_name
@@ -102,7 +102,7 @@ def _cmd_export(args) -> int:
 
     fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
     from effsearch.search.lookup import open_study
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all)

@@ -29,7 +29,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import pareto, report
 from effsearch.search.export import objectives_of
 from effsearch.search.record import Recorded
-from effsearch.search.studyfile import redact
+from effsearch.search.storage import redact
 
 PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC")
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from effsearch.config import ConfigError, read_yaml
 from effsearch.search import lookup
 from effsearch.search import storage as S
-from effsearch.search.studyfile import MINIMAL_STUDY, locate, redact
+from effsearch.search.storage import redact
+from effsearch.search.studyfile import MINIMAL_STUDY, locate
 
 STUDY_SUFFIXES = (".yaml", ".yml")
 
@@ -79,7 +80,7 @@ def serve(target: Target, host: str, port: int, out=None) -> int:
     from optuna.artifacts import FileSystemArtifactStore
 
     out = out or sys.stdout
-    storage = S.open_existing(target.storage)
+    storage = lookup.open_existing(target.storage)
     page = ""
     if target.study is not None:
         lookup.check_name(storage, target.study, target.storage)

@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import report
-from effsearch.trainer.result import clean
 from effsearch.search.record import Recorded
+from effsearch.trainer.result import clean
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",

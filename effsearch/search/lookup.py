@@ -7,15 +7,36 @@ imported inside the functions: the CLI imports this module for its exception.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class StudyNotFound(Exception):
     """No storage, or no such study in it (exit code 1 in the CLI)."""
 
 
+def open_existing(url: str, where: str = "--storage"):
+    """A reading storage (storage.open_url) that must already exist (opening a journal file would
+    create it): a missing one is StudyNotFound; one that cannot be opened is a ConfigError naming
+    ``where`` (exit code 2)."""
+    import optuna
+
+    from effsearch.config import ConfigError
+    from effsearch.search.storage import open_url, redact, sqlite_path, why
+
+    db = sqlite_path(url)
+    if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
+        raise StudyNotFound(f"no study storage at {url} yet (run `effsearch run` first)")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        return open_url(url)
+    except Exception as e:  # a server that is down, a bad database file
+        raise ConfigError(where, f"cannot open {redact(url)}: {why(e)}") from None
+
+
 def check_name(storage, name: str, url: str) -> None:
     import optuna
 
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     names = optuna.get_all_study_names(storage)
     if name not in names:
@@ -26,7 +47,6 @@ def open_study(study: str, storage_flag: str | None = None):
     """(the study, its storage URL) from a study file or a study name."""
     import optuna
 
-    from effsearch.search.storage import open_existing
     from effsearch.search.studyfile import locate
 
     name, url = locate(study, storage_flag)

@@ -59,8 +59,7 @@ def header(spec, study) -> str:
 
 
 def dashboard_hint(spec) -> str:
-    from effsearch.search.storage import rdb_url
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import rdb_url, redact
 
     storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
     return f"optuna-dashboard {storage} --artifact-dir {spec.artifacts}"

@@ -1,8 +1,7 @@
 """Where a study lives, and every write effsearch makes past Optuna's public API.
 
 This module owns storage: parsing a storage URL, opening it (``open_storage`` for
-running a study, ``open_url`` / ``open_existing`` for reading one; both through
-``_connect``), where a study's artifacts go (``artifact_dir``), and the writes to
+running a study, ``open_url`` for reading one; both through ``_connect``), where a study's artifacts go (``artifact_dir``), and the writes to
 a trial this process does not hold (``mark_failed``, ``requeue``, notes on lost
 trials). No other module touches Optuna's private attributes.
 
@@ -60,7 +59,7 @@ def check_url(url: str, where: str) -> None:
         parsed = make_url(rdb_url(url))
         parsed.get_dialect().import_dbapi()
     except (ArgumentError, ValueError) as e:
-        raise ConfigError(where, f"not a valid storage URL {_redact(url)!r}: {e}") from None
+        raise ConfigError(where, f"not a valid storage URL {redact(url)!r}: {e}") from None
     except (ImportError, NoSuchModuleError) as e:
         backend = url.split("://", 1)[0].split("+", 1)[0]
         raise ConfigError(where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
@@ -70,10 +69,18 @@ def check_url(url: str, where: str) -> None:
                                  "give a file: sqlite:///path/to/study.db")
 
 
-def _redact(url: str) -> str:
-    from effsearch.search.studyfile import redact
+def is_rdb_url(storage: str) -> bool:
+    return "://" in storage
 
-    return redact(url)
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for printing."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    user = cred.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in cred else url
 
 
 def _where(spec) -> str:
@@ -275,21 +282,6 @@ def open_url(url: str):
     return _connect(url)
 
 
-def open_existing(url: str, where: str = "--storage"):
-    """A reading storage that must already exist (opening a journal file would create it): a
-    missing one is StudyNotFound; one that cannot be opened is a ConfigError naming ``where``."""
-    from effsearch.search.lookup import StudyNotFound
-
-    db = sqlite_path(url)
-    if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
-        raise StudyNotFound(f"no study storage at {url} yet (run `effsearch run` first)")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    try:
-        return open_url(url)
-    except Exception as e:  # a server that is down, a bad database file
-        raise ConfigError(where, f"cannot open {_redact(url)}: {why(e)}") from None
-
-
 def storage_url(arg: str) -> str:
     """A storage given as a file: database files as sqlite URLs (as --storage takes them)."""
     if "://" in arg:
@@ -359,6 +351,8 @@ def save_note_by_id(study: optuna.Study, trial, text: str) -> None:
     """The note of a trial this process does not hold (one a dead worker left behind)."""
     from types import SimpleNamespace
 
-    from effsearch.search.record import save_note
-
+    try:
+        from optuna_dashboard import save_note
+    except Exception:  # the dashboard is optional at run time
+        return
     save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial._trial_id), text)

@@ -40,6 +40,7 @@ from effsearch.config import ConfigError, TrainConfig, options, read_yaml
 from effsearch.config.fields import set_path
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
 from effsearch.search import phases
+from effsearch.search.storage import is_rdb_url, redact
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
@@ -89,20 +90,6 @@ class StudySpec:
 
     def storage_label(self) -> str:
         return redact(self.storage)
-
-
-def is_rdb_url(storage: str) -> bool:
-    return "://" in storage
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for printing."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    cred, host = rest.rsplit("@", 1)
-    user = cred.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in cred else url
 
 
 def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
