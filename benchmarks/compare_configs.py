@@ -32,11 +32,11 @@ def main() -> None:
         for key, cfg in cfgs.items():
             res = train(cfg, data_root=args.data_dir, progress=False)
             f = res.final
-            runs[key].append((res.time_to_target, f["train_seconds"], f["val_accuracy"], f["test_accuracy"]))
+            runs[key].append((res.time_to_target, f.train_seconds, f.val_accuracy, f.test_accuracy))
             tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
             print(f"round {r + 1} {key} ({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
-                  f"{tta}, train {f['train_seconds']:.1f}s, val {f['val_accuracy']:.4f}, "
-                  f"test {f['test_accuracy']:.4f}", flush=True)
+                  f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
+                  f"test {f.test_accuracy:.4f}", flush=True)
 
     def med(key, i):
         vals = [x[i] for x in runs[key] if x[i] is not None]

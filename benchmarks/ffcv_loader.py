@@ -169,9 +169,9 @@ def main() -> int:
                 res = train(run_cfg, data_root=args.data_dir, progress=False)
                 f = res.final
                 row = emit(what="train", loader=name, status=res.status, epochs=args.epochs,
-                           train_seconds=f["train_seconds"], s_per_epoch=f["train_seconds"] / args.epochs,
-                           setup_seconds=f["setup_seconds"], val_accuracy=f.get("val_accuracy"),
-                           history=[round(p["val_accuracy"], 4) for p in res.history])
+                           train_seconds=f.train_seconds, s_per_epoch=f.train_seconds / args.epochs,
+                           setup_seconds=f.setup_seconds, val_accuracy=f.val_accuracy,
+                           history=[round(p.val_accuracy, 4) for p in res.history])
                 e2e[name].append(row)
 
     print("\nsummary (ratio = ffcv / torch images/s, or torch / ffcv seconds: >1 means FFCV is faster)")

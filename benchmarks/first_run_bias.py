@@ -2,7 +2,7 @@
 
 Each repeat starts a fresh Python process (as `effsearch run` does) and trains the
 study's baseline config there several times in a row, optionally after the warm-up a
-worker runs before its first trial (effsearch.search.runner.warm_up). Prints every
+worker runs before its first trial (effsearch.search.workers.warm_up). Prints every
 run's train seconds and time to target, and the first run's excess over the median of
 the later ones.
 
@@ -20,16 +20,16 @@ import sys
 CHILD = r"""
 import json, sys, time
 from effsearch.search.studyfile import load
-from effsearch.search import runner
+from effsearch.search import workers
 from effsearch.trainer.run import train
 spec = load(sys.argv[1])
 warm = sys.argv[3] == "1"
 if warm:
-    t = time.perf_counter(); runner.warm_up(spec.baseline, None); w = time.perf_counter() - t
+    t = time.perf_counter(); workers.warm_up(spec.baseline, None); w = time.perf_counter() - t
 out = []
 for _ in range(int(sys.argv[2])):
     r = train(spec.baseline, progress=False)
-    out.append([r.final["train_seconds"], r.time_to_target])
+    out.append([r.final.train_seconds, r.time_to_target])
 print(json.dumps({"runs": out, "warm_up_s": w if warm else None}))
 """
 

@@ -31,9 +31,9 @@ TUNE_SHARE = 0.25
 
 def slim(result) -> dict:
     return {"status": result.status, "reason": result.reason,
-            "history": [{k: p[k] for k in ("epoch", "train_seconds", "val_accuracy")} for p in result.history],
-            "train_seconds": result.final.get("train_seconds"), "val_accuracy": result.final.get("val_accuracy"),
-            "test_accuracy": result.final.get("test_accuracy")}
+            "history": [{k: getattr(p, k) for k in ("epoch", "train_seconds", "val_accuracy")} for p in result.history],
+            "train_seconds": result.final.train_seconds, "val_accuracy": result.final.val_accuracy,
+            "test_accuracy": result.final.test_accuracy}
 
 
 def main() -> None:

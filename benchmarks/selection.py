@@ -49,10 +49,10 @@ def run(cfg_dict: dict) -> dict:
     t = time.perf_counter()
     r = train(cfg, progress=False)
     wall = time.perf_counter() - t
-    last = r.history[-1] if r.history else {}
+    last = r.history[-1].to_dict() if r.history else {}
     return {"strategy": cfg.selection.strategy, "fraction": cfg.selection.fraction, "status": r.status,
-            "train_seconds": r.final["train_seconds"], "selection_seconds": r.final.get("selection_seconds", 0.0),
-            "test_accuracy": r.final["test_accuracy"], "val_accuracy": r.final["val_accuracy"],
+            "train_seconds": r.final.train_seconds, "selection_seconds": r.final.selection_seconds or 0.0,
+            "test_accuracy": r.final.test_accuracy, "val_accuracy": r.final.val_accuracy,
             "subset_size": last.get("subset_size"), "selections": last.get("selections"),
             "samples_seen": last.get("samples_seen"), "wall_seconds": wall, "load_avg_start": load0}
 

@@ -97,9 +97,9 @@ def effsearch_run(cfg: TrainConfig, data_root) -> tuple[float, int, float]:
     r = train(cfg, data_root=data_root, progress=False)
     wall = time.perf_counter() - t
     f = r.final
-    steps = f["steps"]
-    setup = wall - f["train_seconds"] - f["eval_seconds"] - f["final_eval_seconds"]
-    return f["train_seconds"], steps, setup
+    steps = f.steps
+    setup = wall - f.train_seconds - f.eval_seconds - f.final_eval_seconds
+    return f.train_seconds, steps, setup
 
 
 def main() -> None:
@@ -147,7 +147,7 @@ def profile_run(cfg: TrainConfig, data_root, path: str) -> None:
     events = prof.key_averages()
     reads = sum(e.count for e in events if e.key == "aten::_local_scalar_dense")
     syncs = sum(e.count for e in events if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize"))
-    steps = r.final["steps"]
+    steps = r.final.steps
     with open(path, "w") as f:
         f.write(events.table(sort_by="self_cpu_time_total", row_limit=40))
     print(f"profile: {path}; {steps} steps, host reads {reads} ({reads / steps:.3f} per step, evaluation and "

@@ -39,20 +39,25 @@ def _cmd_train(args) -> int:
     f = result.final
     ttt = f"{result.time_to_target:.1f}s" if result.time_to_target is not None else "not reached"
     print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
-    print(f"val accuracy {f.get('val_accuracy', float('nan')):.4f}  test accuracy {f.get('test_accuracy', float('nan')):.4f}")
-    print(f"train {f.get('train_seconds', 0):.1f}s (eval {f.get('eval_seconds', 0):.1f}s apart)  "
+    nan = float("nan")
+    print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
+    print(f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
           f"time to {result.target_accuracy:.3f}: {ttt}")
-    if f.get("sparsity"):
-        print(f"sparsity {f['sparsity']:.3f}  nonzero params {f['nonzero_params']:,}")
-    if f.get("processes"):
-        print(f"{f['processes']} processes: {f['comm_bytes_per_step']:,.0f} bytes sent per step by each "
-              f"(uncompressed {f['comm_bytes_per_step_uncompressed']:,})")
-    if "quantized_bytes" in f:
-        print(f"int8: {f['quantized_bytes']:,} bytes (fp32 {f['fp32_bytes']:,}, gzip'd state dicts)  "
-              f"test accuracy {f['quantized_test_accuracy']:.4f}")
+    if f.sparsity:
+        print(f"sparsity {f.sparsity:.3f}  nonzero params {f.nonzero_params:,}")
+    if f.processes:
+        print(f"{f.processes} processes: {f.comm_bytes_per_step:,.0f} bytes sent per step by each "
+              f"(uncompressed {f.comm_bytes_per_step_uncompressed:,})")
+    if f.quantized_bytes is not None:
+        print(f"int8: {f.quantized_bytes:,} bytes (fp32 {f.fp32_bytes:,}, gzip'd state dicts)  "
+              f"test accuracy {f.quantized_test_accuracy:.4f}")
     if args.json:
         print(json.dumps(result.to_dict()))
     return 0 if result.status == "completed" else 1
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def _cmd_run(args) -> int:
@@ -72,7 +77,7 @@ def _cmd_run(args) -> int:
 def _cmd_status(args) -> int:
     from effsearch.search import report
     from effsearch.search.lookup import open_study
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     name = study.study_name
@@ -97,7 +102,7 @@ def _cmd_export(args) -> int:
 
     fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
     from effsearch.search.lookup import open_study
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all)

@@ -54,17 +54,12 @@ def imports(mod: str):
                     yield resolve(base), (alias.name,), node.lineno, {}
 
 
-# Cycles in search/ that issue #14 part B (the search/ side: storage, record, studyfile's URL
-# checks) takes apart. Listed, not ignored: a new cycle fails, and so does one listed here that
-# is gone (then delete it from this list).
-PENDING = {
-    frozenset({"effsearch.search.storage", "effsearch.search.record"}),
-    frozenset({"effsearch.search.storage", "effsearch.search.studyfile"}),
-    frozenset({"effsearch.search.phases", "effsearch.search.storage", "effsearch.search.studyfile"}),
-}
+# Cycles listed here are known and pending; a new cycle fails, and so does one listed here
+# that is gone (then delete it from this list).
+PENDING: set[frozenset] = set()
 
-# Private names another module still takes, for part B to make public (search/ side).
-PENDING_PRIVATE = {("effsearch.search.lookup", "effsearch.search.storage._why")}
+# Private names another module still takes (none left).
+PENDING_PRIVATE: set[tuple[str, str]] = set()
 
 
 def graph() -> dict[str, set[str]]:

@@ -146,12 +146,12 @@ def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tm
     result = train(cfg, out_dir=tmp_path / "run", progress=False)
     assert result.status == "completed", result.reason
     f = result.final
-    assert f["processes"] == 2 and f["effective_batch"] == 64
-    assert 0 < f["comm_bytes_per_step"] < 0.1 * f["comm_bytes_per_step_uncompressed"]
+    assert f.processes == 2 and f.effective_batch == 64
+    assert 0 < f.comm_bytes_per_step < 0.1 * f.comm_bytes_per_step_uncompressed
     # 128 training images, half a subset per epoch: 64 split in 2 shards of 32, micro-batches of 16,
     # two per step: 1 step an epoch.
-    assert f["steps"] == 2
-    assert [p["subset_size"] for p in result.history] == [64, 64]
+    assert f.steps == 2
+    assert [p.subset_size for p in result.history] == [64, 64]
     assert (tmp_path / "run" / "result.json").is_file()
     assert list((tmp_path / "run").iterdir()) == [tmp_path / "run" / "result.json"]
 

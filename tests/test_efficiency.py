@@ -45,7 +45,7 @@ def test_kfac_captures_only_on_update_steps_and_trains():
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3,
                                         "epochs": 3}))
     result = train(cfg, progress=False)
-    assert result.status == "completed" and result.final["val_accuracy"] > 0.3  # 10 classes: chance is 0.1
+    assert result.status == "completed" and result.final.val_accuracy > 0.3  # 10 classes: chance is 0.1
     run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
     opt = run.loop.optimizer
     assert isinstance(opt, KFACSGD) and opt.handles  # armed for the first step only
@@ -102,13 +102,13 @@ def test_int8_quantization_after_training_with_sparsity():
     cfg = TrainConfig.from_dict(tiny(**{"quantize": "int8", "sparsity.target": 0.6, "sparsity.schedule": "constant",
                                         "epochs": 3, "model.width": 16}))
     f = train(cfg, progress=False).final
-    assert f["quantized_bytes"] < 0.5 * f["fp32_bytes"]
-    assert abs(f["quantized_test_accuracy"] - f["test_accuracy"]) <= 0.1
-    assert 0 <= f["quantized_val_accuracy"] <= 1 and f["quantize_seconds"] > 0
+    assert f.quantized_bytes < 0.5 * f.fp32_bytes
+    assert abs(f.quantized_test_accuracy - f.test_accuracy) <= 0.1
+    assert 0 <= f.quantized_val_accuracy <= 1 and f.quantize_seconds > 0
     from effsearch.objectives import OBJECTIVES
 
     r = RunResult(status="completed", config={}, final=f)
-    assert OBJECTIVES["quantized_size"].value(r) == f["quantized_bytes"]
+    assert OBJECTIVES["quantized_size"].value(r) == f.quantized_bytes
     with pytest.raises(ValueError, match="quantize: int8"):
         OBJECTIVES["quantized_size"].value(RunResult(status="completed", config={}, final={}))
 

@@ -148,14 +148,14 @@ def test_ffcv_run_completes_timed_and_sees_the_torch_batches(F, tmp_path):
     ffcv_run, torch_run = results["ffcv"], results["torch"]
     assert ffcv_run.status == "completed", ffcv_run.reason
     f = ffcv_run.final
-    assert f["train_seconds"] > 0 and f["setup_seconds"] > 0 and len(ffcv_run.history) == 3
+    assert f.train_seconds > 0 and f.setup_seconds > 0 and len(ffcv_run.history) == 3
     assert (tmp_path / "ffcv" / "result.json").is_file()
     # The run wrote its .beton files next to the dataset first.
     assert list((D.data_dir() / "ffcv" / "synthetic").glob("*/train.beton"))
     # Same order, same augmentation: the same training, up to float rounding.
     for a, b in zip(ffcv_run.history, torch_run.history):
-        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4, abs=1e-5)
-        assert a["val_accuracy"] == pytest.approx(b["val_accuracy"], abs=1e-6)
+        assert a.val_loss == pytest.approx(b.val_loss, rel=1e-4, abs=1e-5)
+        assert a.val_accuracy == pytest.approx(b.val_accuracy, abs=1e-6)
 
 
 def test_ffcv_run_with_cords_selection(F):

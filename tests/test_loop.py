@@ -10,7 +10,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
 from effsearch.trainer import loop as L
 from effsearch.trainer.algorithms import ALGORITHMS
-from effsearch.trainer.result import RunResult, time_to_target
+from effsearch.trainer.result import EvalPoint, RunResult, time_to_target
 from effsearch.trainer.run import prepare, resolve_device, train
 from tests.conftest import tiny
 
@@ -129,13 +129,13 @@ def test_evaluations_measure_the_delivered_model():
                    "sparsity.update_every": 1, "algorithms": {"ema": {"half_life": "5ba"}}}):
         r = train(TrainConfig.from_dict(tiny(epochs=3, **extra)), progress=False)
         assert r.status == "completed", r.reason
-        assert r.history[-1]["val_accuracy"] == r.final["val_accuracy"], extra
-        assert r.history[-1]["val_loss"] == pytest.approx(r.final["val_loss"], rel=1e-6), extra
-    assert abs(r.final["sparsity"] - 0.8) < 0.01
+        assert r.history[-1].val_accuracy == r.final.val_accuracy, extra
+        assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6), extra
+    assert abs(r.final.sparsity - 0.8) < 0.01
 
 
 def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
-    h = [{"train_seconds": 1, "val_accuracy": 0.5}, {"train_seconds": 2, "val_accuracy": 0.95}]
+    h = [EvalPoint(epoch=1, train_seconds=1, val_accuracy=0.5), EvalPoint(epoch=2, train_seconds=2, val_accuracy=0.95)]
     assert time_to_target(h, 0.9, final_accuracy=0.91) == 2
     assert time_to_target(h, 0.9, final_accuracy=0.2) is None
     assert time_to_target(h, 0.9, final_accuracy=float("nan")) is None
@@ -144,9 +144,9 @@ def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
     scores = iter([(0.9, 0.3), (0.9, 0.3), (0.1, 2.0), (0.1, 2.0)])
     monkeypatch.setattr(L.Loop, "evaluate", lambda self, x, y: next(scores))
     r = train(TrainConfig.from_dict(tiny(epochs=2, target_accuracy=0.5)), progress=False)
-    assert [p["val_accuracy"] for p in r.history] == [0.9, 0.9]
-    assert r.final["val_accuracy"] == 0.1
-    assert r.time_to_target is None and r.final["target_crossed_at"] == r.history[0]["train_seconds"]
+    assert [p.val_accuracy for p in r.history] == [0.9, 0.9]
+    assert r.final.val_accuracy == 0.1
+    assert r.time_to_target is None and r.final.target_crossed_at == r.history[0].train_seconds
 
 
 def test_compile_refuses_algorithms_that_change_batch_shapes():
@@ -242,5 +242,5 @@ def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
                                                                        "update_interval": "1ep"}})),
               progress=False)
     assert r.status == "completed", r.reason
-    assert r.history[-1]["val_accuracy"] == r.final["val_accuracy"]
-    assert r.history[-1]["val_loss"] == pytest.approx(r.final["val_loss"], rel=1e-6)
+    assert r.history[-1].val_accuracy == r.final.val_accuracy
+    assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6)

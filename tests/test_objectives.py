@@ -14,7 +14,7 @@ def result(accs, seconds=None, target=0.9, **final):
     r = RunResult(status="completed", config={}, history=history, target_accuracy=target,
                   final={"val_accuracy": accs[-1], "train_seconds": seconds[-1], "nonzero_param_bytes": 4000,
                          "test_accuracy": 0.5, **final})
-    r.time_to_target = time_to_target(history, target)
+    r.time_to_target = time_to_target(r.history, target)
     return r
 
 

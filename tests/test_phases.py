@@ -19,7 +19,7 @@ from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, studyfile
 from effsearch.search.storage import open_url
-from effsearch.trainer.result import RunResult, time_to_target
+from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.conftest import tiny
 
 
@@ -30,16 +30,16 @@ def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=No
     steps = int(round(cfg.epochs / cfg.eval_every))
     for k in range(1, steps + 1):
         epoch = k * cfg.eval_every
-        point = {"epoch": epoch, "samples_seen": 0, "train_seconds": epoch * cfg.dataset.data_fraction,
-                 "val_accuracy": ceiling * (1 - math.exp(-2 * epoch)), "val_loss": 1.0}
+        point = EvalPoint(epoch=epoch, train_seconds=epoch * cfg.dataset.data_fraction,
+                          val_accuracy=ceiling * (1 - math.exp(-2 * epoch)), val_loss=1.0)
         result.history.append(point)
         reason = on_eval(point) if on_eval else None
         if reason:
             result.status, result.reason = "pruned", reason
             break
     last = result.history[-1]
-    result.final = {"val_accuracy": last["val_accuracy"], "test_accuracy": last["val_accuracy"],
-                    "train_seconds": last["train_seconds"]}
+    result.final = Final(val_accuracy=last.val_accuracy, test_accuracy=last.val_accuracy,
+                         train_seconds=last.train_seconds)
     result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
     return result
 

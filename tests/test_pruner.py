@@ -7,6 +7,7 @@ import pytest
 
 from effsearch.search.pareto import crowding, fronts, hypervolume_2d, rank
 from effsearch.search.pruner import MOASHAPruner, RungPoint, RungTracker
+from effsearch.trainer.result import EvalPoint
 
 
 def test_fronts_and_crowding():
@@ -71,9 +72,9 @@ def test_state_lives_in_storage_and_is_shared(tmp_path):
     good = [(10, 0.9), (12, 0.92), (8, 0.88)]
     for secs, acc in good:  # worker 1 runs three strong trials to the first rung
         t = s1.ask()
-        RungTracker(pruner, s1, t, 4, 0.99)({"epoch": 1, "train_seconds": secs, "val_accuracy": acc})
+        RungTracker(pruner, s1, t, 4, 0.99)(EvalPoint(epoch=1, train_seconds=secs, val_accuracy=acc))
     weak = s2.ask()  # worker 2's trial is slower and worse than all of them
-    reason = RungTracker(pruner, s2, weak, 4, 0.99)({"epoch": 1, "train_seconds": 30, "val_accuracy": 0.5})
+    reason = RungTracker(pruner, s2, weak, 4, 0.99)(EvalPoint(epoch=1, train_seconds=30, val_accuracy=0.5))
     assert reason and "rung 0" in reason
     stored = optuna.load_study(study_name="s", storage=url).trials[weak.number].user_attrs
     assert stored["rung_0"] == [30.0, 0.5, False]
@@ -89,7 +90,7 @@ def _worker(url: str, points: list, ready=None) -> list:
     out = []
     for secs, acc in points:
         t = study.ask()
-        out.append(RungTracker(pruner, study, t, 4, 0.99)({"epoch": 1, "train_seconds": secs, "val_accuracy": acc}))
+        out.append(RungTracker(pruner, study, t, 4, 0.99)(EvalPoint(epoch=1, train_seconds=secs, val_accuracy=acc)))
         study.tell(t, state=optuna.trial.TrialState.PRUNED if out[-1] else None,
                    values=None if out[-1] else [secs, acc])
     return out

@@ -61,12 +61,12 @@ def test_each_strategy_selects_and_trains(strategy):
         assert kinds == ["random"] * 3
     else:  # as CORDS: random first (untrained model), then the strategy every epoch
         assert kinds == ["random", "strategy", "strategy"]
-    assert [p["epoch"] for p in result.history] == [1.0, 2.0, 3.0]
+    assert [p.epoch for p in result.history] == [1.0, 2.0, 3.0]
     for point in result.history:
-        assert abs(point["subset_size"] - 0.3 * n) <= cfg.batch_size, point  # within one batch of the fraction
-    assert result.history[-1]["selections"] == len(kinds)
+        assert abs(point.subset_size - 0.3 * n) <= cfg.batch_size, point  # within one batch of the fraction
+    assert result.history[-1].selections == len(kinds)
     served = min(s.subset_size, batches * cfg.batch_size)
-    assert result.history[-1]["samples_seen"] == result.history[-2]["samples_seen"] + served
+    assert result.history[-1].samples_seen == result.history[-2].samples_seen + served
     assert 0 < s.seconds <= run.loop.train_seconds()
     if strategy in WEIGHTED_SELECTIONS:
         w = run.train_loader.dataset.weights
@@ -113,9 +113,9 @@ def test_kappa_warm_starts_on_full_data_then_selects():
     per_epoch = math.ceil(int(0.3 * n) / cfg.batch_size) * cfg.batch_size
     assert [e["kind"] for e in run.selection.log] == ["warm-start", "strategy", "strategy"]
     assert [e["epoch"] for e in run.selection.log] == [0, 2, 3]  # first selection right after the warm start
-    sizes = [p["subset_size"] for p in result.history]
+    sizes = [p.subset_size for p in result.history]
     assert sizes[:2] == [n, n] and all(abs(x - 0.3 * n) <= cfg.batch_size for x in sizes[2:])
-    seen = [p["samples_seen"] for p in result.history]
+    seen = [p.samples_seen for p in result.history]
     assert seen[:2] == [per_epoch, 2 * per_epoch]  # warm start: same batches per epoch as the subset epochs
 
 
@@ -201,13 +201,13 @@ def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
     assert all(clock.t0 <= a and b <= clock.t_end for a, b in spans)  # inside the training clock
     assert run.selection.seconds >= sum(b - a for a, b in spans) - 1e-6
     assert clock.train_seconds() >= run.selection.seconds
-    assert result.history[0]["train_seconds"] >= spans[0][1] - spans[0][0]  # the epoch-0 selection, before eval 1
+    assert result.history[0].train_seconds >= spans[0][1] - spans[0][0]  # the epoch-0 selection, before eval 1
 
     r = train(TrainConfig.from_dict(sel("gradmatch-pb", epochs=2)), out_dir=tmp_path, progress=False)
     saved = json.loads((tmp_path / "result.json").read_text())
-    assert saved["final"]["selection_seconds"] == r.final["selection_seconds"] > 0
+    assert saved["final"]["selection_seconds"] == r.final.selection_seconds > 0
     assert saved["final"]["train_seconds"] >= saved["final"]["selection_seconds"]
-    assert [p["subset_size"] for p in saved["history"]] == [p["subset_size"] for p in r.history]
+    assert [p["subset_size"] for p in saved["history"]] == [p.subset_size for p in r.history]
 
 
 # -- validation and CORDS's known failures ------------------------------------------------
@@ -248,7 +248,7 @@ def test_allowed_combinations_validate():
 def test_selective_backprop_trains_with_an_unweighted_strategy():
     sb = {"selective_backprop": {"start": 0.0, "end": 1.0, "keep": 0.5, "interrupt": 0}}
     run, result, _ = built(sel("glister", epochs=2, algorithms=sb))
-    assert result.history[-1]["selections"] == 2
+    assert result.history[-1].selections == 2
 
 
 def test_glister_greedy_default_works_where_cords_stochastic_fails():

@@ -15,8 +15,8 @@ from optuna.trial import TrialState
 import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.config import TrainConfig
-from effsearch.search import report, runner
-from effsearch.search.hooks import NoPruner
+from effsearch.search import objective, report, workers
+from effsearch.search.pruner import NoPruner
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.conftest import tiny
 from tests.tiny_study import study_file
@@ -100,8 +100,8 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
             return "pruned by the test" if len(calls) == 3 else None
 
     monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(runner, "make_pruner", lambda spec, study=None: PruneThird())
-    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)  # `calls` counts trials only
+    monkeypatch.setattr(objective, "make_pruner", lambda spec, study=None: PruneThird())
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `calls` counts trials only
     path = write_study(tmp_path, n_trials=5)
     assert main(["run", str(path)]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
@@ -159,7 +159,7 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
         raise RuntimeError("libfoo.so: cannot open shared object file (simulated)")
 
     monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)  # the pre-flight would catch it
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # the pre-flight would catch it
     path = write_study(tmp_path, n_trials=8)
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
@@ -183,7 +183,7 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
 
 def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
-    monkeypatch.setattr(runner, "warm_up", lambda cfg, data_root=None: 0.0)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     path = write_study(tmp_path, n_trials=5, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2},
                        failure_limit=0)
     assert main(["run", str(path)]) == 1

@@ -172,9 +172,9 @@ def test_sparsity_reaches_target(schedule, tmp_path):
                                         "sparsity.update_every": 1, "algorithms": {"ema": {"half_life": "3ba"}}}))
     r = train(cfg, out_dir=tmp_path, progress=False)
     assert r.status == "completed"
-    assert abs(r.final["sparsity"] - 0.7) < 0.005
-    assert r.final["nonzero_params"] < r.final["params"]
-    assert r.final["nonzero_param_bytes"] == 4 * r.final["nonzero_params"]
+    assert abs(r.final.sparsity - 0.7) < 0.005
+    assert r.final.nonzero_params < r.final.params
+    assert r.final.nonzero_param_bytes == 4 * r.final.nonzero_params
 
 
 def test_sparsity_schedule_is_cubic():
@@ -216,10 +216,9 @@ def test_result_file_and_time_accounting(tmp_path, monkeypatch):
 
 
 def test_time_to_target_is_first_crossing():
-    from effsearch.trainer.result import time_to_target
+    from effsearch.trainer.result import EvalPoint, time_to_target
 
-    h = [{"train_seconds": 1, "val_accuracy": 0.5}, {"train_seconds": 2, "val_accuracy": 0.91},
-         {"train_seconds": 3, "val_accuracy": 0.8}, {"train_seconds": 4, "val_accuracy": 0.95}]
+    h = [EvalPoint(epoch=e, train_seconds=e, val_accuracy=a) for e, a in ((1, 0.5), (2, 0.91), (3, 0.8), (4, 0.95))]
     assert time_to_target(h, 0.9) == 2
     assert time_to_target(h, 0.99) is None
 
@@ -262,10 +261,10 @@ def test_ctrl_c_writes_partial_result(tmp_path):
 
 def test_on_eval_hook_can_stop_a_run():
     cfg = TrainConfig.from_dict(tiny(epochs=5))
-    r = train(cfg, progress=False, on_eval=lambda p: "weak" if p["epoch"] >= 2 else None)
+    r = train(cfg, progress=False, on_eval=lambda p: "weak" if p.epoch >= 2 else None)
     assert r.status == "pruned" and r.reason == "weak"
     assert len(r.history) == 2
-    assert "val_accuracy" in r.final and "test_accuracy" not in r.final  # a pruned trial skips the test set
+    assert r.final.val_accuracy is not None and r.final.test_accuracy is None  # a pruned trial skips the test set
 
 
 def test_every_model_has_the_cords_interface():

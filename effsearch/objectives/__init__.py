@@ -37,7 +37,7 @@ def time_to_accuracy(result) -> float:
     """Train seconds to the target; for a miss, the train seconds it ran (marked infeasible)."""
     if result.time_to_target is not None:
         return float(result.time_to_target)
-    return float(result.final.get("train_seconds", 0.0))
+    return float(result.final.train_seconds or 0.0)
 
 
 def miss_constraint(result) -> float:
@@ -45,28 +45,36 @@ def miss_constraint(result) -> float:
     the target, else how far its final validation accuracy fell short (at least 1e-6)."""
     if result.time_to_target is not None:
         return 0.0
-    acc = result.final.get("val_accuracy")
+    acc = result.final.val_accuracy
     acc = acc if isinstance(acc, (int, float)) and math.isfinite(acc) else 0.0
     return max(float(result.target_accuracy) - float(acc), 1e-6)
 
 
 def final_accuracy(result) -> float:
-    return float(result.final["val_accuracy"])
+    return float(_required(result, "val_accuracy"))
 
 
 def train_time(result) -> float:
-    return float(result.final["train_seconds"])
+    return float(_required(result, "train_seconds"))
 
 
 def model_size(result) -> float:
-    return float(result.final["nonzero_param_bytes"])
+    return float(_required(result, "nonzero_param_bytes"))
 
 
 def quantized_size(result) -> float:
     """Bytes of the int8 model's saved state dict, gzip-compressed (``quantize: int8``)."""
-    if "quantized_bytes" not in result.final:
+    if result.final.quantized_bytes is None:
         raise ValueError("quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its result)")
-    return float(result.final["quantized_bytes"])
+    return float(result.final.quantized_bytes)
+
+
+def _required(result, name: str):
+    """A measurement a completed run always has (a KeyError, as before the types, if not)."""
+    value = getattr(result.final, name)
+    if value is None:
+        raise KeyError(name)
+    return value
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import pareto, report
 from effsearch.search.export import objectives_of
-from effsearch.search.studyfile import redact
+from effsearch.search.record import Recorded
+from effsearch.search.storage import redact
 
 PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC")
 
@@ -51,10 +52,10 @@ def parse_pick(text: str) -> tuple[str, float | None]:
 
 def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
     """(time to target (inf for a miss), final val accuracy, reached the target)."""
-    a = trial.user_attrs
+    a = Recorded.of(trial)
     values = dict(zip(objectives, trial.values))
-    tta = values.get("time_to_accuracy", a.get("time_to_target"))
-    acc = values.get("final_accuracy", a.get("val_accuracy"))
+    tta = values.get("time_to_accuracy", a.time_to_target)
+    acc = values.get("final_accuracy", a.val_accuracy)
     reached = report.reached(trial)
     if tta is None or not reached:
         tta = math.inf
@@ -101,11 +102,11 @@ def describe(kind: str, acc: float | None) -> str:
 
 def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
     objectives = objectives_of(study)
-    a = trial.user_attrs
-    v = a.get("versions") or {}
+    a = Recorded.of(trial)
+    v = a.versions
     values = ", ".join(f"{n} {report.fmt_value(n, x)}" for n, x in zip(objectives, trial.values))
-    test = a.get("test_accuracy")
-    sp = a.get("speedup")
+    test = a.test_accuracy
+    sp = a.speedup
     lines = [
         f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}",
         f"storage: {redact(storage_url)}",
@@ -113,11 +114,11 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
         + (f"; {sp:.2f}x the baseline" if sp else ""),
         f"config: {report.summary(report.config_of(trial))}",
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
-        f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.get('device', '?')}"
+        f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"
         + (f", {trial.datetime_complete:%Y-%m-%d %H:%M}" if trial.datetime_complete else ""),
         f"exported {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
     ]
-    if a.get("full_config"):  # a tuning-phase trial trained a shrunk config
+    if trial.user_attrs.get("full_config"):  # a tuning-phase trial trained a shrunk config
         lines.append(f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
                      f"{study.user_attrs.get('confirm_study') or 'NAME'!r}")
     lines.append(f"train it: effsearch train {out}")

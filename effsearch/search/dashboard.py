@@ -12,7 +12,9 @@ from pathlib import Path
 
 from effsearch.config import ConfigError, read_yaml
 from effsearch.search import lookup
-from effsearch.search.studyfile import MINIMAL_STUDY, is_rdb_url, locate, redact
+from effsearch.search import storage as S
+from effsearch.search.storage import redact
+from effsearch.search.studyfile import MINIMAL_STUDY, locate
 
 STUDY_SUFFIXES = (".yaml", ".yml")
 
@@ -25,13 +27,8 @@ class Target:
 
 
 def study_artifacts(path: Path, storage: str) -> Path:
-    """The artifact folder of a study file; the rule of studyfile's `artifacts` key (a test keeps them in step)."""
-    raw = read_yaml(path, MINIMAL_STUDY).get("artifacts")
-    if raw:
-        return path.resolve().parent / raw
-    if not is_rdb_url(storage):
-        return Path(storage).with_suffix(".artifacts")
-    return path.resolve().parent / f"{path.stem}.artifacts"
+    """The artifact folder of a study file (storage.artifact_dir, as the runner's)."""
+    return S.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
 
 
 def is_storage(arg: str) -> bool:
@@ -51,21 +48,13 @@ def resolve(arg: str, storage_flag: str | None, artifact_dir: str | None) -> Tar
         if storage_flag:
             raise ConfigError("--storage", f"{arg!r} is already a storage; give a study name with --storage, "
                                            "or the storage alone")
-        url = storage_url(arg)
-        return Target(url, None, given or _beside_journal(url))
+        url = S.storage_url(arg)
+        return Target(url, None, given or S.artifact_dir(None, None, url))
     name, url = locate(arg, storage_flag)
     path = _study_path(arg)
     if given is None:
-        given = study_artifacts(path, url) if path else _beside_journal(url)
+        given = study_artifacts(path, url) if path else S.artifact_dir(None, None, url)
     return Target(url, name, given)
-
-
-def storage_url(arg: str) -> str:
-    """A storage given as a file: database files as sqlite URLs (as --storage takes them)."""
-    if "://" in arg:
-        return arg
-    p = Path(arg).expanduser().resolve()
-    return f"sqlite:///{p}" if p.suffix in (".db", ".sqlite", ".sqlite3") else str(p)
 
 
 def _study_path(arg: str) -> Path | None:
@@ -73,11 +62,6 @@ def _study_path(arg: str) -> Path | None:
         if p.is_file():
             return p
     return None
-
-
-def _beside_journal(url: str) -> Path | None:
-    """The runner's default for a journal storage: STEM.artifacts beside it."""
-    return None if is_rdb_url(url) else Path(url).with_suffix(".artifacts")
 
 
 def check_port(port: int) -> None:
@@ -96,7 +80,7 @@ def serve(target: Target, host: str, port: int, out=None) -> int:
     from optuna.artifacts import FileSystemArtifactStore
 
     out = out or sys.stdout
-    storage = lookup.open_storage_url(target.storage)
+    storage = lookup.open_existing(target.storage)
     page = ""
     if target.study is not None:
         lookup.check_name(storage, target.study, target.storage)

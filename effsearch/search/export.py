@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import report
-from effsearch.search.record import clean
-from effsearch.search.storage import BASELINE_KEY
+from effsearch.search.record import Recorded
+from effsearch.trainer.result import clean
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",
@@ -42,24 +42,24 @@ def format_of(path: str | Path, fmt: str | None) -> str:
 
 
 def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
-    a = trial.user_attrs
+    a = Recorded.of(trial)
     cfg = report.config_of(trial)
-    sp = a.get("speedup")
+    sp = a.speedup
     r = {"trial": trial.number}
     if on_front is not None:
         r["on_front"] = on_front
-    r["baseline"] = bool(a.get(BASELINE_KEY))
+    r["baseline"] = a.baseline
     r.update(zip(objectives, trial.values))
     if "time_to_accuracy" in r and not report.reached(trial):
         r["time_to_accuracy"] = None  # a miss has no time to target (the study stores its train seconds)
     r.update({
-        "time_to_target": a.get("time_to_target"),
-        "reached_target": a.get("reached_target"),
-        "test_accuracy": a.get("test_accuracy"),
+        "time_to_target": a.time_to_target,
+        "reached_target": a.reached_target,
+        "test_accuracy": a.test_accuracy,
         # Recorded when the trial ran; computed from the baseline for older trials without it.
         "speedup": sp if sp is not None else report.speedup(trial, base),
-        "train_seconds": a.get("train_seconds"),
-        "tune_trial": a.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
+        "train_seconds": a.train_seconds,
+        "tune_trial": trial.user_attrs.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
         "summary": report.summary(cfg) if cfg else "",
         "params": dict(trial.params),
     })

@@ -14,14 +14,14 @@ class StudyNotFound(Exception):
     """No storage, or no such study in it (exit code 1 in the CLI)."""
 
 
-def open_storage_url(url: str, where: str = "--storage"):
-    """A reading storage; a journal file must already exist (opening one would create it).
-    A storage that cannot be opened is a ConfigError naming ``where`` (exit code 2)."""
+def open_existing(url: str, where: str = "--storage"):
+    """A reading storage (storage.open_url) that must already exist (opening a journal file would
+    create it): a missing one is StudyNotFound; one that cannot be opened is a ConfigError naming
+    ``where`` (exit code 2)."""
     import optuna
 
     from effsearch.config import ConfigError
-    from effsearch.search.storage import _why, open_url, sqlite_path
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import open_url, redact, sqlite_path, why
 
     db = sqlite_path(url)
     if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
@@ -30,13 +30,13 @@ def open_storage_url(url: str, where: str = "--storage"):
     try:
         return open_url(url)
     except Exception as e:  # a server that is down, a bad database file
-        raise ConfigError(where, f"cannot open {redact(url)}: {_why(e)}") from None
+        raise ConfigError(where, f"cannot open {redact(url)}: {why(e)}") from None
 
 
 def check_name(storage, name: str, url: str) -> None:
     import optuna
 
-    from effsearch.search.studyfile import redact
+    from effsearch.search.storage import redact
 
     names = optuna.get_all_study_names(storage)
     if name not in names:
@@ -50,6 +50,6 @@ def open_study(study: str, storage_flag: str | None = None):
     from effsearch.search.studyfile import locate
 
     name, url = locate(study, storage_flag)
-    storage = open_storage_url(url, "--storage" if storage_flag else "storage")
+    storage = open_existing(url, "--storage" if storage_flag else "storage")
     check_name(storage, name, url)
     return optuna.load_study(study_name=name, storage=storage), url

@@ -1,4 +1,13 @@
-"""Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
+"""One pruning module: the study pruner a study file's ``pruner:`` names, and MO-ASHA.
+
+Optuna's own pruning (``trial.report`` / ``should_prune``) is not implemented for
+multi-objective studies, so a study pruner here is effsearch's object. The
+objective calls ``begin(trial, cfg)`` before a trial trains, then the trainer
+calls ``on_eval(trial, point)`` at every evaluation (its ``on_eval`` hook); a
+returned reason stops the run at that evaluation and the trial ends as PRUNED,
+keeping its curve and the reason.
+
+Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
 
 Optuna cannot prune multi-objective studies (``Trial.report`` raises), so
 effsearch decides itself. Rungs sit at geometric fractions of the epoch budget
@@ -21,6 +30,52 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
+
+from effsearch.config.options import MOASHAOptions, check_options
+from effsearch.trainer.result import EvalPoint
+
+
+class StudyPruner(Protocol):
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline."""
+
+    def on_eval(self, trial, point: EvalPoint) -> str | None:
+        """``point``: the trainer's evaluation. A reason stops the trial."""
+
+
+class NoPruner:
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        return None
+
+    def on_eval(self, trial, point: EvalPoint) -> str | None:
+        return None
+
+
+class MOASHAStudyPruner:
+    """MO-ASHA on a study: one RungTracker per trial, its budget the trial's own epochs."""
+
+    def __init__(self, pruner, study):
+        self.pruner, self.study = pruner, study
+        self.tracker = None  # the running trial's (a worker runs one trial at a time)
+
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        self.tracker = RungTracker(self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy,
+                                   may_prune=may_prune)
+
+    def on_eval(self, trial, point: EvalPoint) -> str | None:
+        if self.tracker is None or self.tracker.trial.number != trial.number:
+            return None
+        return self.tracker(point)
+
+
+def make_pruner(spec: dict, study=None) -> StudyPruner:
+    """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
+    if spec.get("name", "none") == "none":
+        return NoPruner()
+    knobs = check_options(MOASHAOptions, {k: v for k, v in spec.items() if k != "name"}, "pruner", "moasha")
+    pruner = MOASHAPruner(**knobs)
+    return MOASHAStudyPruner(pruner, study)
 
 
 @dataclass
@@ -77,19 +132,12 @@ class MOASHAPruner:
         return 0 in order[:keep]
 
     # -- the study side: state in trial attributes ------------------------------------
-    def check(self, study, trial, point: dict, budget_epochs: float, target: float,
-              may_prune: bool = True) -> str | None:
-        """Called at each evaluation of a running ``trial``; returns a reason to prune, or None.
-        With ``may_prune`` False (the baseline) the point is recorded for the others only."""
-        k = self.rung_of(point["epoch"] / budget_epochs)
-        if k is None:
-            return None
+    def check(self, study, trial, k: int, me: RungPoint, may_prune: bool = True) -> str | None:
+        """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
+        ``may_prune`` False (the baseline) the point is recorded for the others only."""
         key = f"rung_{k}"
         if key in getattr(trial, "user_attrs", {}):
             return None  # decided before (a retried or resumed trial keeps its first verdict)
-        reached = point.get("reached_seconds")
-        me = RungPoint(reached if reached is not None else point["train_seconds"], point["val_accuracy"],
-                       reached is not None)
         trial.set_user_attr(key, me.to_attr())
         if not may_prune:
             return None
@@ -117,12 +165,13 @@ class RungTracker:
         self.reached_seconds = None
         self.seen: set[int] = set()
 
-    def __call__(self, point: dict) -> str | None:
-        if self.reached_seconds is None and point["val_accuracy"] >= self.target:
-            self.reached_seconds = point["train_seconds"]
-        k = self.pruner.rung_of(point["epoch"] / self.budget)
+    def __call__(self, point: EvalPoint) -> str | None:
+        if self.reached_seconds is None and point.val_accuracy >= self.target:
+            self.reached_seconds = point.train_seconds
+        k = self.pruner.rung_of(point.epoch / self.budget)
         if k is None or k in self.seen:
             return None
         self.seen.add(k)
-        return self.pruner.check(self.study, self.trial, {**point, "reached_seconds": self.reached_seconds},
-                                 self.budget, self.target, self.may_prune)
+        reached = self.reached_seconds is not None
+        me = RungPoint(self.reached_seconds if reached else point.train_seconds, point.val_accuracy, reached)
+        return self.pruner.check(self.study, self.trial, k, me, self.may_prune)

@@ -9,27 +9,52 @@ one-paragraph summary the dashboard puts on the trial's page.
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from effsearch.search.storage import STATUS_KEY
+from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
+from effsearch.trainer.result import clean
 
 FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
               "compile_seconds", "steps", "target_crossed_at",
               "data_seconds", "selection_seconds", "sparsity", "nonzero_params", "nonzero_param_bytes")
 
 
-def clean(obj):
-    """JSON-safe: NaN and infinities become None (PostgreSQL's JSON has no NaN)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    return obj
+NAN = float("nan")
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a trial's user attributes say about its result (``result_attrs`` wrote them; an
+    older effsearch may have written fewer). None: not recorded."""
+
+    status: str | None = None
+    reason: str | None = None
+    baseline: bool = False
+    reached_target: bool | None = None
+    time_to_target: float | None = None
+    target_accuracy: float | None = None
+    speedup: float | None = None
+    val_accuracy: float | None = None
+    test_accuracy: float | None = None
+    train_seconds: float | None = None
+    device: str | None = None
+    versions: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trial) -> Recorded:
+        a = trial.user_attrs
+        return cls(status=a.get(STATUS_KEY), reason=a.get("reason"), baseline=bool(a.get(BASELINE_KEY)),
+                   reached_target=a.get("reached_target"), time_to_target=a.get("time_to_target"),
+                   target_accuracy=a.get("target_accuracy"), speedup=a.get("speedup"),
+                   val_accuracy=a.get("val_accuracy"), test_accuracy=a.get("test_accuracy"),
+                   train_seconds=a.get("train_seconds"), device=a.get("device"), versions=a.get("versions") or {})
 
 
 def set_attrs(trial, attrs: dict) -> None:
@@ -45,12 +70,12 @@ def result_attrs(result, speedup: float | None) -> dict:
         "reached_target": result.reached_target,
         "time_to_target": result.time_to_target,
         "target_accuracy": result.target_accuracy,
-        "history": result.history,
+        "history": [p.to_dict() for p in result.history],
         "device": result.device,
         "versions": result.versions,
         "speedup": speedup,
     }
-    attrs.update({k: f[k] for k in FINAL_KEYS if k in f})
+    attrs.update({k: getattr(f, k) for k in FINAL_KEYS if getattr(f, k) is not None})
     return attrs
 
 
@@ -82,8 +107,8 @@ def plot_curve(result, path: Path, title: str = "") -> bool:
         from matplotlib.figure import Figure
     except Exception:
         return False
-    xs = [p["train_seconds"] for p in result.history]
-    ys = [p["val_accuracy"] for p in result.history]
+    xs = [p.train_seconds for p in result.history]
+    ys = [p.val_accuracy for p in result.history]
     fig = Figure(figsize=(5, 3.2), dpi=90)
     ax = fig.add_subplot()
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.15, top=0.9)
@@ -118,10 +143,10 @@ def note_text(trial_number: int, result, summary: str, speedup: float | None, ba
              f"{result.reason}" if result.reason else "",
              f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
              + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
-             f"- val accuracy {f.get('val_accuracy', float('nan')):.4f}, test accuracy "
-             f"{f.get('test_accuracy', float('nan')):.4f} (recorded, never optimised)",
-             f"- train {f.get('train_seconds', 0):.2f} s, selection {f.get('selection_seconds', 0):.2f} s, "
-             f"sparsity {f.get('sparsity', 0):.2f}",
+             f"- val accuracy {_or(f.val_accuracy, NAN):.4f}, test accuracy "
+             f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)",
+             f"- train {_or(f.train_seconds, 0):.2f} s, selection {_or(f.selection_seconds, 0):.2f} s, "
+             f"sparsity {_or(f.sparsity, 0):.2f}",
              f"- {summary}",
              lr_line(result.config) if result.config else "",
              f"- device: {result.device}"]
@@ -135,9 +160,3 @@ def save_note(trial, text: str) -> None:
         return
     _save(trial, text)
 
-
-def save_note_by_id(study, trial_id: int, text: str) -> None:
-    """The note of a trial this process does not hold (one a dead worker left behind)."""
-    from types import SimpleNamespace
-
-    save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial_id), text)

@@ -5,11 +5,15 @@ Only Optuna is imported here, so `effsearch status` answers in a second or two.
 
 from __future__ import annotations
 
+import sys
+
 import yaml
 from optuna.trial import TrialState
 
-from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
+from effsearch.search.record import Recorded
+from effsearch.search.storage import BASELINE_KEY, STATUS_KEY, storage_errors, why
 from effsearch.spaces.space import format_table
+from effsearch.trainer import result as R
 
 # Finished trials that count toward n_trials. A FAIL counts only if effsearch
 # recorded why (a real failure); a killed or interrupted trial is re-queued instead.
@@ -74,7 +78,7 @@ def config_of(trial) -> dict | None:
 
 def reached(trial) -> bool:
     """Did the trial's delivered model reach the target? (A miss is infeasible: see objectives.)"""
-    flag = trial.user_attrs.get("reached_target")
+    flag = Recorded.of(trial).reached_target
     if flag is not None:
         return bool(flag)
     return all(c <= 0 for c in trial.constraints.values())
@@ -100,23 +104,26 @@ def baseline_trial(trials):
 
 
 def speedup(trial, base) -> float | None:
-    if base is None or trial.user_attrs.get("time_to_target") is None:
+    """The trial's speed-up over the baseline trial ``base`` (None without one)."""
+    if base is None:
         return None
-    b = base.user_attrs.get("time_to_target")
-    t = trial.user_attrs["time_to_target"]
-    return b / t if b and t else None
+    return R.speedup(Recorded.of(base).time_to_target, Recorded.of(trial).time_to_target)
 
 
 def front(study, trials=None) -> list:
-    """The Pareto front (complete trials only)."""
+    """The Pareto front (complete trials only). A storage that does not answer (a dropped
+    database connection, a journal file gone) is a warning naming the error, and no front;
+    any other error is a bug and raises."""
     try:
-        return sorted(study.best_trials, key=lambda t: t.values)
-    except Exception:
+        best = study.best_trials
+    except storage_errors() as e:
+        print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
         return []
+    return sorted(best, key=lambda t: t.values)
 
 
 def best_tta(trials) -> float | None:
-    times = [t.user_attrs.get("time_to_target") for t in trials if t.state == TrialState.COMPLETE]
+    times = [Recorded.of(t).time_to_target for t in trials if t.state == TrialState.COMPLETE]
     times = [x for x in times if x is not None]
     return min(times, default=None)
 
@@ -161,8 +168,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         state = t.state.name
         if t.user_attrs.get(BASELINE_KEY):
             state += "*"
-        test = t.user_attrs.get("test_accuracy")
-        train = t.user_attrs.get("train_seconds")
+        test, train = Recorded.of(t).test_accuracy, Recorded.of(t).train_seconds
         return ([t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
@@ -188,11 +194,11 @@ def baseline_warning(trials) -> str | None:
     if not base:
         return None
     done = [t for t in base if t.state == TrialState.COMPLETE]
-    if done and done[0].user_attrs.get("time_to_target") is not None:
+    if done and Recorded.of(done[0]).time_to_target is not None:
         return None
     if done:
         t = done[0]
-        target, acc = t.user_attrs.get("target_accuracy"), t.user_attrs.get("val_accuracy")
+        target, acc = Recorded.of(t).target_accuracy, Recorded.of(t).val_accuracy
         why = (f"missed the target {target:g} (final val accuracy {acc:.4f})" if target is not None and acc is not None
                else "missed the target")
     else:

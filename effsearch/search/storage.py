@@ -1,4 +1,9 @@
-"""Where a study lives.
+"""Where a study lives, and every write effsearch makes past Optuna's public API.
+
+This module owns storage: parsing a storage URL, opening it (``open_storage`` for
+running a study, ``open_url`` for reading one; both through ``_connect``), where a study's artifacts go (``artifact_dir``), and the writes to
+a trial this process does not hold (``mark_failed``, ``requeue``, notes on lost
+trials). No other module touches Optuna's private attributes.
 
 Default: an Optuna JournalStorage on a local file. Several worker processes
 append to it under a file lock (SQLite would answer "database is locked"), and
@@ -20,6 +25,7 @@ import warnings
 from pathlib import Path
 
 import optuna
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # Optuna's own format
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
@@ -53,7 +59,7 @@ def check_url(url: str, where: str) -> None:
         parsed = make_url(rdb_url(url))
         parsed.get_dialect().import_dbapi()
     except (ArgumentError, ValueError) as e:
-        raise ConfigError(where, f"not a valid storage URL {_redact(url)!r}: {e}") from None
+        raise ConfigError(where, f"not a valid storage URL {redact(url)!r}: {e}") from None
     except (ImportError, NoSuchModuleError) as e:
         backend = url.split("://", 1)[0].split("+", 1)[0]
         raise ConfigError(where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
@@ -63,10 +69,18 @@ def check_url(url: str, where: str) -> None:
                                  "give a file: sqlite:///path/to/study.db")
 
 
-def _redact(url: str) -> str:
-    from effsearch.search.studyfile import redact
+def is_rdb_url(storage: str) -> bool:
+    return "://" in storage
 
-    return redact(url)
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for printing."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    user = cred.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in cred else url
 
 
 def _where(spec) -> str:
@@ -81,7 +95,7 @@ def open_storage(spec, heartbeat: bool = True):
     except ConfigError:
         raise
     except Exception as e:  # a server that is down, a folder that is missing or read-only
-        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {_why(e)}") from None
+        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {why(e)}") from None
 
 
 def check_storage(spec) -> None:
@@ -97,7 +111,15 @@ def check_storage(spec) -> None:
         path.unlink()
 
 
-def _why(e: Exception) -> str:
+def storage_errors() -> tuple[type[Exception], ...]:
+    """What a storage raises when it cannot answer: SQLAlchemy's errors (a database down, a
+    connection dropped) and OSError (a journal file or its lock)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, OSError)
+
+
+def why(e: Exception) -> str:
     """The first line of a database error, without SQLAlchemy's background link."""
     orig = getattr(e, "orig", None) or e
     text = " ".join(str(orig).split()) or type(orig).__name__
@@ -109,23 +131,7 @@ def _open_storage(spec, heartbeat: bool):
         path = sqlite_path(spec.storage)
         if path is not None:
             _check_folder(path, spec)
-        kwargs = {}
-        if heartbeat:
-            hb = spec.heartbeat
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                kwargs = dict(heartbeat_interval=hb["interval"], grace_period=hb["grace_period"],
-                              heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                                  max_retry=hb["max_retry"]))
-        engine = {"connect_args": {"timeout": 60}} if spec.storage.startswith("sqlite") else \
-            {"pool_pre_ping": True}
-        if spec.storage.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
-            engine["connect_args"] = {"connect_timeout": 15}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(rdb_url(spec.storage), engine_kwargs=engine, **kwargs)
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
+        return _connect(spec.storage, spec.heartbeat if heartbeat else None)
     path = Path(spec.storage)
     _check_folder(path, spec)
     try:
@@ -133,7 +139,29 @@ def _open_storage(spec, heartbeat: bool):
             pass
     except OSError as e:
         raise ConfigError(_where(spec), f"cannot write the journal file {path}: {e.strerror or e}") from None
-    return JournalStorage(JournalFileBackend(spec.storage))
+    return _connect(spec.storage)
+
+
+def _connect(url: str, heartbeat: dict | None = None):
+    """The one place a storage object is made: an RDB URL (with Optuna's heartbeats when
+    ``heartbeat`` gives their settings) or a journal file."""
+    if "://" not in url:
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        return JournalStorage(JournalFileBackend(url))
+    kwargs = {}
+    if heartbeat:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            kwargs = dict(heartbeat_interval=heartbeat["interval"], grace_period=heartbeat["grace_period"],
+                          heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                              max_retry=heartbeat["max_retry"]))
+    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
+        engine["connect_args"] = {"connect_timeout": 15}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ExperimentalWarning (heartbeats)
+        return optuna.storages.RDBStorage(rdb_url(url), engine_kwargs=engine, **kwargs)
 
 
 def _check_folder(path: Path, spec) -> None:
@@ -233,20 +261,16 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
             dead = grace_period is not None and isinstance(stamp, (int, float)) and time.time() - stamp > grace_period
         if not dead:
             continue
-        why = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone"
+        reason = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone"
         try:
-            study._storage.set_trial_user_attr(t._trial_id, STATUS_KEY, "lost")
-            study._storage.set_trial_user_attr(t._trial_id, "reason", why)
-            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            mark_failed(study, t, "lost", reason)
         except Exception:  # another process got there first
             continue
         if len(t.system_attrs.get("retry_history", [])) < max_retry:
-            requeue(study, t, why)
-            why += f"; queued again as trial {len(study.get_trials(deepcopy=False)) - 1}"
+            requeue(study, t, reason)
+            reason += f"; queued again as trial {len(study.get_trials(deepcopy=False)) - 1}"
         try:
-            from effsearch.search.record import save_note_by_id
-
-            save_note_by_id(study, t._trial_id, f"### Trial {t.number}: lost\n\n{why}")
+            save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
         except Exception:  # the note is a courtesy
             pass
         done.append(t.number)
@@ -254,12 +278,81 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
 
 
 def open_url(url: str):
-    """A storage for reading (no heartbeats): an RDB URL or a journal file."""
-    if "://" in url:
-        engine = {"connect_args": {"connect_timeout": 15}} if url.startswith("postgresql") else {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return optuna.storages.RDBStorage(rdb_url(url), engine_kwargs=engine)
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    """A storage for reading (no heartbeats): an RDB URL or a journal file (created if missing)."""
+    return _connect(url)
 
-    return JournalStorage(JournalFileBackend(url))
+
+def storage_url(arg: str) -> str:
+    """A storage given as a file: database files as sqlite URLs (as --storage takes them)."""
+    if "://" in arg:
+        return arg
+    p = Path(arg).expanduser().resolve()
+    return f"sqlite:///{p}" if p.suffix in (".db", ".sqlite", ".sqlite3") else str(p)
+
+
+# -- where a study's artifacts go ----------------------------------------------------------
+def artifact_dir(study_path: Path | None, artifacts: str | None, storage: str) -> Path | None:
+    """The artifact folder: the study file's ``artifacts`` (relative to it), else STEM.artifacts
+    beside a journal file, else STEM.artifacts beside the study file (an RDB storage). None for
+    an RDB storage with no study file (a storage served by itself)."""
+    if artifacts:
+        return study_path.resolve().parent / artifacts
+    if "://" not in storage:  # beside the journal file (which is beside the study by default)
+        return Path(storage).with_suffix(".artifacts")
+    return study_path.resolve().parent / f"{study_path.stem}.artifacts" if study_path is not None else None
+
+
+def artifact_store(spec):
+    """The study's artifact store (None when its folder cannot be made: trials then keep no files)."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    try:
+        spec.artifacts.mkdir(parents=True, exist_ok=True)
+        return FileSystemArtifactStore(str(spec.artifacts))
+    except OSError:
+        return None
+
+
+# -- writes to trials, by id ---------------------------------------------------------------
+def trial_id(trial) -> int:
+    """Optuna's storage id of a trial (frozen or running)."""
+    return trial._trial_id
+
+
+def mark_failed(study: optuna.Study, trial, status: str, reason: str | None = None) -> None:
+    """FAIL a RUNNING trial this process does not hold (its worker is gone or was interrupted),
+    recording effsearch's ``status`` (and ``reason``). Raises if another process finished it first."""
+    tid = trial._trial_id
+    study._storage.set_trial_user_attr(tid, STATUS_KEY, status)
+    if reason is not None:
+        study._storage.set_trial_user_attr(tid, "reason", reason)
+    study._storage.set_trial_state_values(tid, TrialState.FAIL)
+
+
+def set_constraints(trial: optuna.Trial, values: list[float]) -> None:
+    """Optuna's constraint values on a running trial, in its own format (its samplers and
+    optuna-dashboard read them)."""
+    trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_KEY, values)
+
+
+def retry_history(trial) -> list[int]:
+    """The trial numbers a (running or frozen) trial retries, oldest first."""
+    attrs = trial.system_attrs if isinstance(trial, optuna.trial.FrozenTrial) else \
+        trial.storage.get_trial_system_attrs(trial._trial_id)
+    return list(attrs.get("retry_history", ()))
+
+
+def has_note(study: optuna.Study, trial) -> bool:
+    """Has optuna-dashboard a note on ``trial`` (stored on the study: a finished trial cannot change)?"""
+    return f"dashboard:{trial._trial_id}:note_ver" in study._storage.get_study_system_attrs(study._study_id)
+
+
+def save_note_by_id(study: optuna.Study, trial, text: str) -> None:
+    """The note of a trial this process does not hold (one a dead worker left behind)."""
+    from types import SimpleNamespace
+
+    try:
+        from optuna_dashboard import save_note
+    except Exception:  # the dashboard is optional at run time
+        return
+    save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial._trial_id), text)

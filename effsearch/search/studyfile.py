@@ -40,6 +40,7 @@ from effsearch.config import ConfigError, TrainConfig, options, read_yaml
 from effsearch.config.fields import set_path
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
 from effsearch.search import phases
+from effsearch.search.storage import is_rdb_url, redact
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
@@ -89,20 +90,6 @@ class StudySpec:
 
     def storage_label(self) -> str:
         return redact(self.storage)
-
-
-def is_rdb_url(storage: str) -> bool:
-    return "://" in storage
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for printing."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    cred, host = rest.rsplit("@", 1)
-    user = cred.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in cred else url
 
 
 def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
@@ -192,12 +179,9 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {artifacts!r}")
-    if artifacts:
-        artifacts_dir = here / artifacts
-    elif not is_rdb_url(storage):  # beside the journal file (which is beside the study by default)
-        artifacts_dir = Path(storage).with_suffix(".artifacts")
-    else:
-        artifacts_dir = here / f"{path.stem}.artifacts"
+    from effsearch.search.storage import artifact_dir
+
+    artifacts_dir = artifact_dir(path, artifacts, storage)
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be a string; got {description!r}")

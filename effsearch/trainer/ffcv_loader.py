@@ -488,22 +488,19 @@ class FFCVTrainLoader:
 
 # -- what effsearch.trainer.run calls ------------------------------------------------
 
-def make_train_loader(cfg, splits: D.Splits, device: str, data_root=None):
+def make_train_loader(cfg, splits: D.Splits, device: str, data_root=None, dist=None):
     """``(train_loader, selection or None)`` for ``loader: ffcv``; writes the .beton files first
     when they are missing or stale."""
     prepared = ensure_betons(cfg, splits, data_root=data_root)
     n = len(splits.train_y)
-    sampler, weights, selection = None, None, None
+    plan = None
     if cfg.selection.strategy != "full":
-        from effsearch.trainer.selection import make_selection
+        from effsearch.trainer.selection import plan_selection
 
-        # The selection's own sampler and weights, re-pointed at this loader: it calls
-        # sampler.set_subset(idx) and writes loader.weights[idx] in place at each selection.
-        torch_loader, selection = make_selection(cfg, splits, device)
-        sampler, weights = torch_loader.sampler, torch_loader.dataset.weights
+        # The selection's sampler and weights: it calls sampler.set_subset(idx) and writes
+        # loader.weights[idx] in place at each selection.
+        plan = plan_selection(cfg, splits)
     loader = FFCVTrainLoader(prepared.path("train"), n, cfg.batch_size, seed=cfg.seed, device=device,
-                             sampler=sampler, weights=weights)
-    if selection is not None:
-        selection.dataset = loader
+                             sampler=plan.sampler if plan else None, weights=plan.weights if plan else None)
     loader.prepared = prepared
-    return loader, selection
+    return loader, plan.selection(cfg, splits, device, loader, dist) if plan else None

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from composer.core import Engine, Event, State, Time, TimeUnit, Timestamp
 
+from effsearch.trainer.result import EvalPoint
 from effsearch.trainer.schedule import factors
 
 # Composer's per-batch events, in its order. Each ``run_event`` walks every algorithm's
@@ -334,11 +335,12 @@ class Loop:
         train_loss = float(self.loss_sum) / max(self.loss_steps, 1)  # one read per point: the GPU is idle here
         self.loss_sum.zero_()
         self.loss_steps = 0
-        point = {"epoch": round(self.step / self.bpe, 4), "samples_seen": self.samples * self.dist.world,
-                 "train_seconds": self.train_seconds(t), "val_accuracy": acc, "val_loss": loss,
-                 "train_loss": train_loss}
+        fields = {"epoch": round(self.step / self.bpe, 4), "samples_seen": self.samples * self.dist.world,
+                  "train_seconds": self.train_seconds(t), "val_accuracy": acc, "val_loss": loss,
+                  "train_loss": train_loss}
         for extra in self.point_extras:
-            point.update(extra())
+            fields.update(extra())
+        point = EvalPoint.from_dict(fields)
         self.result.history.append(point)
         if self.bar is not None:
             self.bar.set_postfix(val_acc=f"{acc:.4f}", refresh=False)

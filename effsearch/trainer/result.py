@@ -2,32 +2,136 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+
+
+def _known(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+
+
+def _split(cls, d: dict) -> dict:
+    """``d``'s keys that are fields of ``cls``, with the others in ``extra`` (a newer or older
+    effsearch's keys survive a load and a save)."""
+    known = _known(cls)
+    out = {k: v for k, v in d.items() if k in known}
+    extra = {k: v for k, v in d.items() if k not in known}
+    return {**out, "extra": extra} if extra else out
+
+
+def _as_dict(obj) -> dict:
+    """The fields that are set (None: not recorded), then ``extra``: the keys a dict had before."""
+    out = {k: getattr(obj, k) for k in _known(type(obj)) if getattr(obj, k) is not None}
+    out.update(obj.extra)
+    return out
+
+
+@dataclass(kw_only=True)
+class EvalPoint:
+    """One evaluation during training (a point of the learning curve)."""
+
+    epoch: float
+    samples_seen: int = 0
+    train_seconds: float
+    val_accuracy: float
+    val_loss: float | None = None
+    train_loss: float | None = None
+    subset_size: int | None = None  # data subset selection: images in the current subset
+    selections: int | None = None  # data subset selection: subsets chosen so far
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | EvalPoint) -> EvalPoint:
+        return d if isinstance(d, EvalPoint) else cls(**_split(cls, d))
+
+
+@dataclass(kw_only=True)
+class Final:
+    """The delivered model's measurements and where the run's seconds went. None: not recorded
+    (a crashed run has no accuracy; a pruned one no test accuracy; quantized_* need quantize: int8)."""
+
+    val_accuracy: float | None = None
+    val_loss: float | None = None
+    test_accuracy: float | None = None  # recorded, never optimised
+    train_seconds: float | None = None  # evaluation excluded
+    eval_seconds: float | None = None
+    setup_seconds: float | None = None
+    compile_seconds: float | None = None
+    data_seconds: float | None = None
+    selection_seconds: float | None = None
+    final_eval_seconds: float | None = None
+    steps: int | None = None
+    target_crossed_at: float | None = None  # crossed during training, but the delivered model missed
+    sparsity: float | None = None
+    params: int | None = None
+    nonzero_params: int | None = None
+    nonzero_param_bytes: int | None = None
+    effective_batch: int | None = None  # with accumulation or several processes
+    processes: int | None = None  # data-parallel
+    comm_bytes_per_step: float | None = None
+    comm_bytes_per_step_uncompressed: float | None = None
+    quantize_backend: str | None = None  # quantize: int8
+    fp32_bytes: int | None = None
+    quantized_bytes: int | None = None
+    quantized_val_accuracy: float | None = None
+    quantized_test_accuracy: float | None = None
+    quantize_seconds: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def set(self, **values) -> None:
+        """Record measurements (a name no field has goes to ``extra``)."""
+        for k, v in values.items():
+            if k in _known(Final):
+                setattr(self, k, v)
+            else:
+                self.extra[k] = v
+
+    def to_dict(self) -> dict:
+        return _as_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | Final) -> Final:
+        return d if isinstance(d, Final) else cls(**_split(cls, d))
 
 
 @dataclass
 class RunResult:
     status: str  # completed | diverged | interrupted | pruned | failed
     config: dict
-    history: list = field(default_factory=list)  # {epoch, samples_seen, train_seconds, val_accuracy, val_loss, ...}
-    final: dict = field(default_factory=dict)
+    history: list[EvalPoint] = field(default_factory=list)
+    final: Final = field(default_factory=Final)
     target_accuracy: float = 0.0
     time_to_target: float | None = None
     reason: str = ""
     device: str = "cpu"
     versions: dict = field(default_factory=dict)
 
+    def __post_init__(self):  # result.json's shape (dicts) in, typed out
+        self.history = [EvalPoint.from_dict(p) for p in self.history]
+        self.final = Final.from_dict(self.final)
+
     @property
     def reached_target(self) -> bool:
         return self.time_to_target is not None
 
     def to_dict(self) -> dict:
-        return _finite(asdict(self))
+        """result.json's shape (as before the types: history a list of dicts, final a dict)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["history"] = [p.to_dict() for p in self.history]
+        d["final"] = self.final.to_dict()
+        return clean(d)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunResult:
+        return cls(**d)
 
     def save(self, path: str | Path) -> Path:
         """Write atomically, so a crash never leaves half a file."""
@@ -41,7 +145,7 @@ class RunResult:
 
     @classmethod
     def load(cls, path: str | Path) -> RunResult:
-        return cls(**json.loads(Path(path).read_text()))
+        return cls.from_dict(json.loads(Path(path).read_text()))
 
 
 def time_to_target(history: list, target: float, final_accuracy: float | None = None) -> float | None:
@@ -53,21 +157,27 @@ def time_to_target(history: list, target: float, final_accuracy: float | None = 
     """
     if final_accuracy is not None and not final_accuracy >= target:
         return None
-    for point in history:
-        acc = point.get("val_accuracy")
-        if acc is not None and acc >= target:
-            return point["train_seconds"]
+    for point in map(EvalPoint.from_dict, history):  # EvalPoints, or their dicts (a stored curve)
+        if point.val_accuracy is not None and point.val_accuracy >= target:
+            return point.train_seconds
     return None
 
 
-def _finite(obj):
-    """NaN/inf are not JSON: write them as null."""
+def speedup(baseline_seconds: float | None, seconds: float | None) -> float | None:
+    """How many times faster than the baseline a run reached the target (None when either has
+    no time to target)."""
+    return baseline_seconds / seconds if baseline_seconds and seconds else None
+
+
+def clean(obj):
+    """JSON-safe: NaN and infinities become None (JSON, and PostgreSQL's JSON, have no NaN);
+    tuples become lists and keys strings."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v) for v in obj]
     return obj
 
 

@@ -25,10 +25,10 @@ from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable, resolve_device  # noqa: F401
 from effsearch.trainer import data as D
 from effsearch.trainer.models import build_model
-from effsearch.trainer.result import RunResult, time_to_target, versions
+from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
-EvalHook = Callable[[dict], "str | None"]
+EvalHook = Callable[[EvalPoint], "str | None"]
 
 
 def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
@@ -86,13 +86,14 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
     finally:
-        result.final.setdefault("data_seconds", data_seconds)
+        if result.final.data_seconds is None:
+            result.final.data_seconds = data_seconds
         # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
-        final_acc = result.final.get("val_accuracy", float("nan"))
+        final_acc = result.final.val_accuracy if result.final.val_accuracy is not None else float("nan")
         result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
         crossed = time_to_target(result.history, cfg.target_accuracy)
         if crossed is not None and result.time_to_target is None:
-            result.final["target_crossed_at"] = crossed  # shown, never counted
+            result.final.target_crossed_at = crossed  # shown, never counted
         if out is not None:
             result.save(out / "result.json")
     return result
@@ -129,8 +130,27 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process)."""
     from effsearch.trainer.distributed import SINGLE
+    from effsearch.trainer.loop import Loop
 
     dist = dist if dist is not None else SINGLE
+    _quiet_composer()
+    t_setup = time.perf_counter()
+    splits = D.to_device(splits, device)
+    model = _build_model(cfg, splits, device)
+    train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
+    algorithms, gmp = _algorithms(cfg, selection)
+    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device, model), train_loader,
+                _augment(cfg, splits, device, dist, train=True), _augment(cfg, splits, device, dist, train=False),
+                (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
+                on_eval=on_eval, progress=progress,
+                point_extras=[selection.point_extra] if selection is not None else [],
+                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist)
+    loop.setup_seconds = time.perf_counter() - t_setup
+    return Prepared(loop, gmp, selection, splits, train_loader)
+
+
+def _quiet_composer() -> None:
+    """Import Composer without its warnings and log lines, keeping Ctrl-C's KeyboardInterrupt."""
     warnings.filterwarnings("ignore", module="composer")
     warnings.filterwarnings("ignore", message=".*torch.utils._pytree.*")
     warnings.filterwarnings("ignore", message=".*GradScaler is enabled, but CUDA is not available.*")
@@ -139,24 +159,29 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
 
     _restore_ctrl_c()
 
-    from effsearch.trainer.algorithms import build_algorithms
-    from effsearch.trainer.composer_model import EffModel
-    from effsearch.trainer.loop import Loop
-    from effsearch.trainer.sparsity import GradualMagnitudePruning
 
-    t_setup = time.perf_counter()
-    splits = D.to_device(splits, device)
+def _build_model(cfg: TrainConfig, splits: D.Splits, device: str):
+    """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``."""
+    from effsearch.trainer.composer_model import EffModel
+
     torch.manual_seed(cfg.seed)
     module = build_model(cfg.model.name, splits.channels, splits.num_classes, cfg.model.width)
-    model = EffModel(module, splits.num_classes).to(device)
+    return EffModel(module, splits.num_classes).to(device)
+
+
+def _augment(cfg: TrainConfig, splits: D.Splits, device: str, dist, train: bool) -> D.BatchAugment:
+    """Batch augmentation on the device; each rank draws its own flips and crops."""
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
+    return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
+                          train=train, channels_last=cfg.channels_last, seed=cfg.seed + 1000 * dist.rank)
 
-    def aug(train):
-        # Each rank draws its own flips and crops.
-        return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
-                              train=train, channels_last=cfg.channels_last, seed=cfg.seed + 1000 * dist.rank)
 
-    train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
+def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
+    """Composer algorithms of ``cfg``, then channels-last, sparsity (returned too: its masks
+    apply to the delivered model) and the data selection, in that order."""
+    from effsearch.trainer.algorithms import build_algorithms
+    from effsearch.trainer.sparsity import GradualMagnitudePruning
+
     algorithms = build_algorithms(cfg)
     if cfg.channels_last and "channels_last" not in cfg.algorithms:
         from composer.algorithms import ChannelsLast
@@ -169,13 +194,7 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
         algorithms.append(gmp)
     if selection is not None:
         algorithms.append(selection)
-    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device, model), train_loader, aug(True), aug(False),
-                (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
-                on_eval=on_eval, progress=progress,
-                point_extras=[selection.point_extra] if selection is not None else [],
-                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist)
-    loop.setup_seconds = time.perf_counter() - t_setup
-    return Prepared(loop, gmp, selection, splits, train_loader)
+    return algorithms, gmp
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
@@ -184,13 +203,13 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
 
     run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist)
     loop = run.loop
-    result.final["setup_seconds"] = loop.setup_seconds
+    result.final.setup_seconds = loop.setup_seconds
     try:
         run.fit()
     finally:
-        result.final.update(loop.summary())
+        result.final.set(**loop.summary())
         if run.selection is not None:
-            result.final["selection_seconds"] = run.selection.seconds
+            result.final.selection_seconds = run.selection.seconds
     if not loop.dist.main:
         result.status = "completed"
         return
@@ -200,14 +219,14 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
     with loop.delivered() as model:
         val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
         if loop.stop_status != "pruned":  # nobody reads a pruned trial's test score: skip its 10,000 images
-            result.final["test_accuracy"] = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
+            result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
         if cfg.quantize == "int8":
             from effsearch.trainer import quantize
 
             sizes.update(quantize.measure(model, run.splits, cfg.seed))
-    result.final.update(val_accuracy=val_acc, val_loss=val_loss,
-                        final_eval_seconds=time.perf_counter() - t_eval, **sizes)
+    result.final.set(val_accuracy=val_acc, val_loss=val_loss, final_eval_seconds=time.perf_counter() - t_eval,
+                     **sizes)
     if loop.stop_reason:
         result.status, result.reason = loop.stop_status, loop.stop_reason
     elif not math.isfinite(val_loss):
@@ -238,7 +257,7 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
     if cfg.loader == "ffcv":
         from effsearch.trainer.ffcv_loader import make_train_loader
 
-        return make_train_loader(cfg, splits, device, data_root)
+        return make_train_loader(cfg, splits, device, data_root, dist)
     per_image = any(ALGORITHMS[name].needs_torch_loader for name in cfg.algorithms)
     # A compiled model sees one batch shape: the last partial batch would compile a second graph.
     drop_last = cfg.compile
@@ -248,14 +267,12 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
                                  seed=cfg.seed, drop_last=drop_last), None
         return D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
                                drop_last=drop_last, rank=dist.rank, world=dist.world), None
-    from effsearch.trainer.selection import make_selection
+    from effsearch.trainer.selection import make_selection, plan_selection
 
-    loader, selection = make_selection(cfg, splits, device)
-    selection.dist = dist  # rank 0 chooses each subset; the others receive it
-    if per_image:
-        return loader, selection
+    if per_image:  # rank 0 chooses each subset; the others receive it
+        return make_selection(cfg, splits, device, dist)
+    plan = plan_selection(cfg, splits)
     batches = D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
-                              sampler=loader.sampler, weights=loader.dataset.weights, drop_last=drop_last,
+                              sampler=plan.sampler, weights=plan.weights, drop_last=drop_last,
                               rank=dist.rank, world=dist.world)
-    selection.dataset = batches  # it writes the weights of each new subset here
-    return batches, selection
+    return batches, plan.selection(cfg, splits, device, batches, dist)  # it writes each subset's weights there

@@ -48,6 +48,7 @@ import logging
 import math
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -224,8 +225,8 @@ class SubsetSelection(Algorithm):
 
     batch_events = ()  # nothing per batch
 
-    def __init__(self, cfg, splits: D.Splits, device: str, dataset: D.TensorImages, sampler: SubsetSampler,
-                 budget: int, greedy: str | None):
+    def __init__(self, cfg, splits: D.Splits, device: str, dataset, sampler: SubsetSampler,
+                 budget: int, greedy: str | None, dist=None):
         self.cfg, self.device, self.budget, self.greedy = cfg, device, budget, greedy
         self.strategy_name = cfg.selection.strategy
         self.family, self.selection_type = VARIANTS[self.strategy_name]
@@ -242,7 +243,7 @@ class SubsetSelection(Algorithm):
         self._strategy = None
         self._random = None
         self._view: ModelView | None = None
-        self.dist = None  # data-parallel: rank 0 chooses, the others receive (set by the trainer)
+        self.dist = dist  # data-parallel: rank 0 chooses, the others receive
 
     # Composer calls these
     def match(self, event: Event, state) -> bool:
@@ -388,8 +389,25 @@ def broadcast_object(obj, dist):
     return bcast(obj, dist)
 
 
-def make_selection(cfg, splits: D.Splits, device: str):
-    """The training loader fed by ``cfg.selection`` and the algorithm that chooses its subsets."""
+@dataclass
+class SelectionPlan:
+    """What a training loader needs from ``cfg.selection`` before the algorithm exists: the
+    sampler it draws from (the algorithm sets its subset) and, for weighted strategies, the
+    per-sample weights it serves (the algorithm writes them in place)."""
+
+    sampler: SubsetSampler
+    weights: torch.Tensor | None
+    budget: int
+    greedy: str | None
+
+    def selection(self, cfg, splits: D.Splits, device: str, dataset, dist=None) -> SubsetSelection:
+        """The algorithm, for the loader built on this plan (``dataset``: whatever holds its
+        ``weights``)."""
+        return SubsetSelection(cfg, splits, device, dataset, self.sampler, self.budget, self.greedy, dist=dist)
+
+
+def plan_selection(cfg, splits: D.Splits) -> SelectionPlan:
+    """Check ``cfg.selection`` against the data and make its sampler and weights."""
     sel = cfg.selection
     if sel.strategy not in VARIANTS:
         raise ConfigError("selection.strategy", f"must be one of {', '.join(VARIANTS)}; got {sel.strategy!r}")
@@ -408,7 +426,13 @@ def make_selection(cfg, splits: D.Splits, device: str):
     budget = max(1, int(n * sel.fraction))
     per_epoch = math.ceil(budget / cfg.batch_size) * cfg.batch_size
     sampler = SubsetSampler(n, per_epoch, cfg.seed)
-    loader = D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=sampler)
-    if sel.strategy in WEIGHTED_SELECTIONS:
-        loader.dataset.weights = torch.ones(n)
-    return loader, SubsetSelection(cfg, splits, device, loader.dataset, sampler, budget, greedy)
+    weights = torch.ones(n) if sel.strategy in WEIGHTED_SELECTIONS else None
+    return SelectionPlan(sampler, weights, budget, greedy)
+
+
+def make_selection(cfg, splits: D.Splits, device: str, dist=None):
+    """A torch DataLoader fed by ``cfg.selection`` and the algorithm that chooses its subsets."""
+    plan = plan_selection(cfg, splits)
+    loader = D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=plan.sampler)
+    loader.dataset.weights = plan.weights
+    return loader, plan.selection(cfg, splits, device, loader.dataset, dist)

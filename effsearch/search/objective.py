@@ -1,0 +1,147 @@
+"""The study's objective: one trial trained, recorded and scored.
+
+``Objective(trial)`` samples a config (or takes the queued baseline / a confirmation),
+trains it in this process with the study pruner watching each evaluation, records the
+result on the trial (attributes, artifacts, a note) and returns the objective values.
+A failure it can explain (an invalid config, an exception, divergence) is recorded and
+raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import optuna
+from optuna.trial import TrialState
+
+from effsearch import objectives as O
+from effsearch.config import TrainConfig
+from effsearch.search import phases, record, report
+from effsearch.search.pruner import make_pruner
+from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, retry_history, set_constraints,
+                                      trial_id, worker_id)
+from effsearch.trainer.result import speedup
+
+
+class TrialFailed(Exception):
+    """A trial that failed for a recorded reason; the study goes on."""
+
+
+class Objective:
+    def __init__(self, spec, study, store, data_root=None, heartbeat=None):
+        self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
+        self.pruner = make_pruner(spec.pruner, study)
+        self.heartbeat = heartbeat  # journal storages: JournalHeartbeat
+        self._baseline_tta = None
+
+    def __call__(self, trial: optuna.Trial):
+        trial.set_user_attr(WORKER_KEY, worker_id())
+        if self.heartbeat is not None:
+            self.heartbeat.beat(trial_id(trial))
+        try:
+            return self._run(trial)
+        except (KeyboardInterrupt, SystemExit):
+            trial.set_user_attr(STATUS_KEY, "interrupted")
+            _note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a rerun "
+                                        "of the same command resumes it")
+            raise
+        finally:
+            if self.heartbeat is not None:
+                self.heartbeat.beat(None)
+
+    def _run(self, trial: optuna.Trial):
+        from effsearch.trainer.run import check_runnable, train
+
+        is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
+        if is_baseline and self._other_baseline(trial):
+            trial.set_user_attr(STATUS_KEY, "duplicate")
+            trial.set_user_attr("reason", "a second baseline, queued by another worker starting at the same "
+                                          "moment; not run")
+            raise TrialFailed("duplicate baseline")
+        try:
+            sampled = self.spec.space.sample(trial)
+            # The baseline trains exactly the study file's config; its parameters are recorded
+            # as far as the space can express them.
+            full = self.spec.baseline if is_baseline else \
+                phases.confirm_config(trial) or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
+            check_runnable(cfg)
+        except Exception as e:  # a space bug or a rule the space does not know: never trained
+            self._fail(trial, "invalid", f"invalid config: {e}")
+        config_yaml = cfg.to_yaml()
+        trial.set_user_attr("config", config_yaml)
+        if cfg != full:
+            trial.set_user_attr("full_config", full.to_yaml())
+        self.pruner.begin(trial, cfg, may_prune=not is_baseline)  # the baseline is the yardstick: never pruned
+        try:
+            result = train(cfg, data_root=self.data_root, progress=False,
+                           on_eval=lambda point: self.pruner.on_eval(trial, point))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
+            _free_memory()
+            self._fail(trial, "failed", f"{type(e).__name__}: {e}")
+        sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
+        record.set_attrs(trial, record.result_attrs(result, sp))
+        try:
+            record.upload_files(trial, self.store, result, config_yaml)
+            record.save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()),
+                                                     sp, is_baseline))
+        except Exception as e:  # a full disk must not cost the trial
+            trial.set_user_attr("artifact_error", f"{type(e).__name__}: {e}")
+        if result.status == "completed":
+            constraints = O.constraints(result, self.spec.objectives)
+            if constraints:  # Optuna's format, which its samplers and optuna-dashboard read
+                set_constraints(trial, constraints)
+            return O.values(result, self.spec.objectives)
+        if result.status == "pruned":
+            raise optuna.TrialPruned(result.reason)
+        self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
+
+    def _other_baseline(self, trial) -> bool:
+        """Two workers that start on a new study together both queue the baseline: the lower number wins."""
+        mine = set(retry_history(trial)) | {trial.number}
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number >= trial.number or t.number in mine or not t.user_attrs.get(BASELINE_KEY):
+                continue
+            if t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) not in report.COUNTED_FAIL:
+                continue  # lost, interrupted or itself a duplicate: its retry (if any) is the baseline
+            return True
+        return False
+
+    def _fail(self, trial, status: str, reason: str):
+        trial.set_user_attr(STATUS_KEY, status)
+        trial.set_user_attr("reason", reason[:2000])
+        if status != "diverged":  # a diverged trial has its full note (curve, config) already
+            _note(trial, status, reason)
+        raise TrialFailed(reason)
+
+    def _speedup(self, result) -> float | None:
+        if result.time_to_target is None:
+            return None
+        if self._baseline_tta is None:
+            base = report.baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            self._baseline_tta = base.user_attrs.get("time_to_target") if base else None
+        return speedup(self._baseline_tta, result.time_to_target)
+
+
+def _note(trial, status: str, reason: str) -> None:
+    """The dashboard note of a trial that did not finish: why, and its config when it has one."""
+    cfg = report.config_of(trial)
+    text = (f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
+            + (f"\n\n- {report.summary(cfg)}" if cfg else ""))
+    try:
+        record.save_note(trial, text)
+    except Exception:  # a note must never cost the study
+        pass
+
+
+def _free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass

@@ -1,0 +1,65 @@
+"""What `effsearch run` prints: the header, one line per finished trial, the dashboard hint."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from optuna.trial import TrialState
+
+from effsearch.search import phases, report
+
+
+class Progress:
+    """One line per finished trial, with the study's standing."""
+
+    def __init__(self, spec, study, out=None, t0: float | None = None):
+        self.spec, self.out = spec, out or sys.stderr
+        self.t0 = t0 if t0 is not None else time.time()
+        self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+        self.errors: dict[str, int] = {}  # error text -> the first trial that printed it
+
+    def __call__(self, study, trial=None) -> None:
+        self.poll(study)
+
+    def poll(self, study) -> None:
+        trials = study.get_trials(deepcopy=False)
+        for t in sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen),
+                        key=lambda t: t.number):
+            self.seen.add(t.number)
+            reason = t.user_attrs.get("reason") if t.state == TrialState.FAIL else None
+            same = self.errors.get(reason) if reason else None
+            if reason and same is None:
+                self.errors[reason] = t.number
+            print(report.trial_line(t, self.spec.objectives, trials, study, self.spec.n_trials,
+                                    time.time() - self.t0, same_as=same), file=self.out, flush=True)
+
+
+def header(spec, study) -> str:
+    c = report.counts(study.get_trials(deepcopy=False))
+    objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
+    budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
+    timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
+    pr = spec.pruner
+    pruner = ", ".join(f"{k} {v:g}" for k, v in pr.items() if k != "name")
+    phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
+    return "\n".join([
+        f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
+        f"  storage    {spec.storage_label()}",
+        f"  artifacts  {spec.artifacts}",
+        f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
+        f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
+        f"(effsearch space show {spec.source})",
+        f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
+        if spec.phase != "confirm" else
+        f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
+        f"queued; {spec.workers} worker(s); {budget}",
+        f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
+    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []))
+
+
+def dashboard_hint(spec) -> str:
+    from effsearch.search.storage import rdb_url, redact
+
+    storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
+    return f"optuna-dashboard {storage} --artifact-dir {spec.artifacts}"

@@ -1,0 +1,236 @@
+"""Worker processes: each runs trials one after another on the study's storage.
+
+Trials run in-process (starting Python with Composer costs ~25 s, a quickstart
+trial a few seconds); ``--workers K`` starts K worker processes on the same storage,
+and several machines are just several `effsearch run` on one PostgreSQL URL (Optuna's
+own distributed mode). A worker warms up first, stops at the study's n_trials (counting
+trials running elsewhere), re-queues the trials of workers that died, and on Ctrl-C
+puts its own running trial back in the queue.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+
+import optuna
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.search import phases, report
+from effsearch.search.budget import StopAtTotal, StopOnRepeatedFailure
+from effsearch.search.objective import Objective, TrialFailed
+from effsearch.search.progress import Progress
+from effsearch.search.samplers import make_sampler
+from effsearch.search.storage import (STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store, has_note,
+                                      mark_failed, open_storage, requeue, requeue_dead_local, save_note_by_id,
+                                      worker_id)
+
+
+WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
+
+
+def warm_up(cfg: TrainConfig, data_root=None) -> float:
+    """Train ``cfg`` for a few batches, untimed, so the process's first timed trial is not its slowest.
+
+    The first run of a process pays lazy imports, allocator growth and kernel choice in its
+    train seconds (benchmarks/first_run_bias.py; docs/benchmarks.md), and the first trial is
+    the baseline every speed-up is read against. It doubles as the check that the baseline's
+    config runs at all. Returns the seconds it took.
+    """
+    from effsearch.trainer import data as D
+    from effsearch.trainer.run import train
+
+    t = time.perf_counter()
+    n_train = len(D.load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
+    epochs = min(float(cfg.epochs), WARM_UP_BATCHES * cfg.batch_size / max(1, n_train))
+    try:
+        short = cfg.replace(epochs=epochs, eval_every=epochs)
+    except ConfigError:  # a rule tied to the budget (a CORDS strategy that would never select): no selection
+        short = cfg.replace(**{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full",
+                               "selection.fraction": 1.0})
+    train(short, data_root=data_root, progress=False)
+    return time.perf_counter() - t
+
+
+def requeue_interrupted(study) -> None:
+    """Trials this process lost to Ctrl-C (or SIGTERM) go back to the queue, so a rerun resumes them."""
+    me = worker_id()
+    trials = study.get_trials(deepcopy=False)
+    queued = {t.user_attrs.get("retry_of") for t in trials}
+    for t in trials:
+        if t.user_attrs.get(WORKER_KEY) != me or t.number in queued:
+            continue
+        if t.state == TrialState.RUNNING:  # stopped by a signal Optuna did not see
+            try:
+                mark_failed(study, t, "interrupted")
+            except Exception:
+                continue
+        elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in report.COUNTED_FAIL:
+            continue  # finished, or a real failure: nothing to resume
+        requeue(study, t, "interrupted")
+
+
+def keyboard_interrupt_on_sigint() -> None:
+    """Importing Composer turns SIGINT into ``sys.exit(130)``, which Optuna does not treat as
+    an interruption (the trial would stay RUNNING): give Ctrl-C its KeyboardInterrupt back."""
+    import composer.core.engine  # noqa: F401  (installs its handler at import)
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.default_int_handler):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None, t0=None,
+         since: float | None = None, warm: bool = True) -> str:
+    """One worker: run trials until the study has n_trials, the timeout passes, the same error
+    repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
+
+    ``since``: when the command started (the failure limit counts this run's trials only).
+    """
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    if spec.workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.workers))
+    started = time.time()
+    storage = open_storage(spec)
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec.sampler, spec.seed))
+    stop = StopAtTotal(spec.n_trials)
+    if stop.reached(study) and not wait_for_others(spec, study, stop, started):
+        return "done"
+    keyboard_interrupt_on_sigint()
+    if warm:
+        try:
+            warm_up(phases.trial_config(spec, spec.baseline), data_root)
+        except Exception:  # the main process checked the baseline already; never cost the study for this
+            pass
+    failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
+    callbacks = [stop, failures, lambda study, trial: mark_lost(spec, study)] + \
+        ([Progress(spec, study, out, t0)] if progress else [])
+    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
+    objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
+    try:
+        while True:
+            left = None if spec.timeout is None else spec.timeout - (time.time() - started)
+            if left is not None and left <= 0:
+                break
+            study.optimize(objective, n_trials=None, timeout=left, catch=(TrialFailed,), callbacks=callbacks,
+                           # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+                           gc_after_trial=spec.space.machine.device == "cuda")
+            if failures.hit:
+                return "failed"
+            if not stop.reached(study) or not wait_for_others(spec, study, stop, started):
+                break  # the timeout, or the study has its n_trials
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
+        requeue_interrupted(study)
+        return "interrupted"
+    finally:
+        if beat is not None:
+            beat.beat(None)
+    return "done"
+
+
+def reap_dead(spec, study) -> list[int]:
+    """Fail (and queue again) the trials of workers that are gone."""
+    hb = spec.heartbeat
+    if not spec.is_rdb:
+        return requeue_dead_local(study, hb["max_retry"], hb["grace_period"])
+    # Optuna's heartbeats: fail_stale_trials fails them, RetryHeartbeatStaleTrialCallback queues the retry.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(study)
+    return mark_lost(spec, study)
+
+
+def mark_lost(spec, study) -> list[int]:
+    """A note on each trial Optuna failed by heartbeat (at any worker's next trial): FAIL with
+    nothing recorded, its worker having died mid-trial. (A finished trial's attributes cannot
+    change; its note lives on the study.)"""
+    if not spec.is_rdb:
+        return []
+    trials = study.get_trials(deepcopy=False)
+    lost = [t for t in trials if t.state == TrialState.FAIL and STATUS_KEY not in t.user_attrs]
+    if not lost:
+        return []
+    for t in lost:
+        if has_note(study, t):
+            continue
+        w = t.user_attrs.get(WORKER_KEY) or {}
+        retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
+        reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
+                  f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
+        try:
+            save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
+        except Exception:  # the note is a courtesy
+            pass
+    return [t.number for t in lost]
+
+
+def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
+    """The study has n_trials counting the ones running elsewhere: wait until they end. True when
+    one of them died (its worker's heartbeat stopped or its process is gone) and was queued again,
+    so this worker should go on and run it; False when the study is complete (or time is up)."""
+    poll = min(2.0, spec.heartbeat["interval"])
+    while True:
+        reap_dead(spec, study)
+        c = report.counts(study.get_trials(deepcopy=False))
+        if stop.n is None or c["done"] >= stop.n:
+            return False
+        if c["done"] + c["running"] < stop.n:
+            return True
+        if spec.timeout is not None and time.time() - started >= spec.timeout:
+            return False
+        time.sleep(poll)
+
+
+WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
+
+
+def _worker_main(path: str, overrides: dict, index: int, data_root, since: float) -> None:
+    from effsearch.search.studyfile import load
+
+    try:
+        phase = overrides.pop("phase")
+        spec = phases.phase_spec(load(path, **overrides), phase)
+        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since)])
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def run_workers(spec, study, data_root, out, t0=None) -> str:
+    ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
+    overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
+                 "workers": spec.workers, "phase": spec.phase}
+    since = t0 or time.time()
+    procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root, since),
+                         name=f"effsearch-worker-{i}") for i in range(spec.workers)]
+    for p in procs:
+        p.start()
+    progress = Progress(spec, study, out, t0)
+    try:
+        while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
+            time.sleep(2.0)
+            progress.poll(study)
+    except KeyboardInterrupt:
+        print("\nstopping: waiting for the workers to record their trials...", file=out, flush=True)
+        for p in procs:
+            p.join(timeout=120)
+            if p.is_alive():
+                p.terminate()
+        progress.poll(study)
+        return "interrupted"
+    progress.poll(study)
+    bad = [p.exitcode for p in procs if p.exitcode not in (0, 1, 130)]
+    if bad:  # killed; the survivors re-ran its trial (wait_for_others)
+        print(f"warning: {len(bad)} worker(s) exited with codes {bad}", file=out)
+    if any(p.exitcode == 130 for p in procs):
+        return "interrupted"
+    return "failed" if any(p.exitcode == 1 for p in procs) else "done"
