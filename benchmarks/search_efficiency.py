@@ -378,7 +378,7 @@ def search(m: Method, seed: int, w: World) -> dict:
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(w.table.rows)) if m.sampler == "rows" else None
     fid = m.tune or "full"
-    target = w.tune_target if m.tune else w.target
+    target = w.tune_target[m.tune] if m.tune else w.target
     phase1_budget = w.budget * (m.phase1_share if m.tune and m.confirm == "end" else 1.0)
     spent, hits, pools, seen = 0.0, [], {}, {}
     n, n_pruned, keys, confirmed = 0, 0, [], set()
@@ -492,6 +492,23 @@ def hv_at(hits, ref, grid) -> list[float]:
     return out
 
 
+def hv_curve(trace, ref) -> list[tuple[float, float]]:
+    """(cumulative compute, hypervolume so far) along a trace of (compute, values or None); for
+    benchmarks/live_search.py."""
+    from effsearch.search.pareto import hypervolume_2d
+
+    pts, out = [], []
+    for used, v in trace:
+        if v is not None:
+            pts.append((v[0], -v[1]))
+        out.append((used, hypervolume_2d(pts, ref)))
+    return out
+
+
+def compute_to_reach(curve, level: float) -> float:
+    return next((c for c, h in curve if h >= level - 1e-12), math.inf)
+
+
 def _worker(args):
     m, seed = args
     return m.name, seed, search(m, seed, WORLD[m.sampler == "rows"])
@@ -529,10 +546,10 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
             continue
         a = [r[fid + "_run"].final for r in rows]
         b = [r["full_run"].final for r in rows]
-        tt = [_ttt_score(r[fid + "_run"], tune_target) for r in rows]
+        tt = [_ttt_score(r[fid + "_run"], tune_target[fid]) for r in rows]
         tf = [_ttt_score(r["full_run"], target) for r in rows]
         lines.append(f"  {fid}: final accuracy tau {kendalltau(a, b).statistic:.2f} (rho {spearmanr(a, b).statistic:.2f}); "
-                     f"time to target (phase-1 target {tune_target:.3f} vs {target:g}) tau "
+                     f"time to target (phase-1 target {tune_target[fid]:.3f} vs {target:g}) tau "
                      f"{kendalltau(tt, tf).statistic:.2f}; n={len(rows)}")
     rows = [r for r in full if "seed1_run" in r and r["seed1_run"].ok]
     a, b = [r["seed1_run"].final for r in rows], [r["full_run"].final for r in rows]
@@ -566,6 +583,7 @@ def methods(quick: bool, gp: bool = False) -> list[Method]:
         Method("qmc", "qmc", full_fidelity=True),
         Method("tpe", "tpe", full_fidelity=True),
         Method("nsga2", "nsga2", full_fidelity=True),
+        Method("tpe,miss=extrapolated", "tpe", miss="extrapolate", full_fidelity=True),
         Method("random+moasha@1/9", "random", R("product")),
         Method("random+asha-acc@1/9", "random", R("acc")),
         Method("random+asha-acc@1/3", "random", R("acc", 1 / 3)),
@@ -574,7 +592,6 @@ def methods(quick: bool, gp: bool = False) -> list[Method]:
         Method("tpe+moasha@1/9", "tpe", R("product")),
         Method("tpe+asha-acc@1/3", "tpe", R("acc", 1 / 3)),
         Method("tpe+asha-ttt@1/3", "tpe", R("ttt", 1 / 3)),
-        Method("tpe+asha-acc@1/3,extrap", "tpe", R("acc", 1 / 3), miss="extrapolate"),
         Method("effsearch-default", "tpe", R("product"), tune="tune20", confirm="end"),
         Method("tpe+tune20,rolling", "tpe", None, tune="tune20", confirm="rolling"),
         Method("tpe+tune50,rolling", "tpe", None, tune="tune50", confirm="rolling"),
@@ -622,8 +639,8 @@ def main() -> None:
     base_full = [r["full_run"] for r in table.baseline]
     base_ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in base_full)
     base_acc = statistics.median(r.final for r in base_full)
-    base_tune = statistics.median(r["tune20_run"].final for r in table.baseline)
-    tune_target = round(target * base_tune / base_acc, 3)
+    base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline) for f in ("tune20", "tune50")}
+    tune_target = {f: round(target * base_tune[f] / base_acc, 3) for f in base_tune}
     base_cost = statistics.median(r.cost(N_GRID - 1, True) for r in base_full)
     budget = args.budget_trials * base_cost
     ref = (3 * base_ttt, -(base_acc - 0.05))
@@ -638,14 +655,14 @@ def main() -> None:
           f"train {statistics.median(r.t[-1] for r in full_ok):.1f}, evaluations "
           f"{statistics.median(r.eval_s * N_GRID + r.final_eval for r in full_ok):.2f})")
     print(f"baseline ({len(base_full)} seeds): time to target {base_ttt:.2f} s, final accuracy {base_acc:.4f}, "
-          f"trial cost {base_cost:.1f} s; on 20% of the data {base_tune:.4f}")
+          f"trial cost {base_cost:.1f} s; on 20% of the data {base_tune['tune20']:.4f}, on 50% {base_tune['tune50']:.4f}")
     print(f"reference point (3 x baseline time to target, baseline accuracy - 0.05) = ({ref[0]:.2f} s, {-ref[1]:.4f}); "
-          f"phase-1 target {tune_target:.3f}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
+          f"phase-1 targets (the study's scaled by the baseline's subset/full accuracy) {tune_target}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
 
     sur = {f: Surrogate(table, f) for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}
     print("\nsurrogate, held out (5-fold), Spearman / Kendall vs recorded:")
     for f in sur:
-        tt = target if f == "full" else tune_target
+        tt = target if f == "full" else tune_target[f]
         sa, ka, st, kt = validate(sur[f], table, f, tt)
         print(f"  {f:6s} n={len(sur[f].runs):4d}  final accuracy rho {sa:.3f} tau {ka:.3f}; "
               f"time to target rho {st:.3f} tau {kt:.3f}")
@@ -672,27 +689,32 @@ def main() -> None:
             results[name][seed] = res
 
     grid = list(np.linspace(0, budget, 201))
-    pooled = [(h[1], -h[2]) for r in results.values() for res in r.values() for h in res["hits"]]
     from effsearch.search.pareto import hypervolume_2d
 
-    best = hypervolume_2d(pooled, ref)
-    level = 0.9 * best
-    curves, to_reach = {}, {}
+    # "Best" per world: the surrogate's answers and the recorded rows are different worlds.
+    world = lambda m: m.sampler == "rows"  # noqa: E731
+    bests = {}
+    for wk in (False, True):
+        pooled = [(h[1], -h[2]) for m in ms if world(m) == wk for res in results[m.name].values()
+                  for h in res["hits"]]
+        bests[wk] = hypervolume_2d(pooled, ref) or 1e-12
+    curves, to_reach, reached = {}, {}, {}
     for m in ms:
-        cs = [hv_at(results[m.name][s]["hits"], ref, grid) for s in range(args.seeds)]
+        b = bests[world(m)]
+        cs = [[h / b for h in hv_at(results[m.name][s]["hits"], ref, grid)] for s in range(args.seeds)]
         curves[m.name] = cs
-        to_reach[m.name] = [next((c for c, h in zip(grid, cv) if h >= level - 1e-12), budget) for cv in cs]
+        to_reach[m.name] = [next((c for c, h in zip(grid, cv) if h >= 0.9 - 1e-12), budget) for cv in cs]
+        reached[m.name] = [cv[-1] >= 0.9 - 1e-12 for cv in cs]
 
-    print(f"\nbest hypervolume (union of every front found) {best:.4f}; 0.9 of it = {level:.4f}; "
-          f"{args.seeds} seeds; budget {budget:.0f} s")
+    print(f"\nbest hypervolume (union of every front found; surrogate {bests[False]:.4f}, recorded rows "
+          f"{bests[True]:.4f}); levels are shares of it; {args.seeds} seeds; budget {budget:.0f} s")
     print(f"{'method':34s} {'HV@1/4':>7s} {'HV@1/2':>7s} {'HV end':>7s} {'reach':>6s} {'to 0.9 (s)':>10s} "
           f"{'trials':>6s} {'pruned':>6s} {'distinct':>8s}")
     for m in ms:
         cs = curves[m.name]
-        q = lambda i: statistics.median(c[i] for c in cs) / best  # noqa: E731
-        reach = sum(1 for c in cs if c[-1] >= level - 1e-12) / len(cs)
+        q = lambda i: statistics.median(c[i] for c in cs)  # noqa: E731
         rs = results[m.name].values()
-        print(f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {reach:6.2f} "
+        print(f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {statistics.mean(reached[m.name]):6.2f} "
               f"{statistics.median(to_reach[m.name]):10.0f} {statistics.median(r['trials'] for r in rs):6.0f} "
               f"{statistics.median(r['pruned'] for r in rs):6.0f} {statistics.median(r['distinct'] for r in rs):8.0f}")
 
@@ -703,13 +725,21 @@ def main() -> None:
 
     def ratio(m):
         rs = [to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in range(args.seeds)]
-        return statistics.median(rs), sum(1 for c in curves[m.name] if c[-1] >= level - 1e-12) / args.seeds
+        return statistics.median(rs), statistics.mean(reached[m.name])
 
     print(f"\nbest full-fidelity sampler: {best_full.name} (median compute to 0.9 of the best HV "
           f"{statistics.median(to_reach[best_full.name]):.0f} s)")
     for m in eff:
         r, share = ratio(m)
         print(f"  {m.name:34s} compute ratio {r:6.3f}  reach share {share:.2f}")
+    rows_base = next((m for m in ms if m.name == "rows:random"), None)
+    if rows_base is not None:
+        print("recorded rows, random order (no surrogate), compute to 0.9 vs rows:random:")
+        for m in ms:
+            if world(m) and m.rule:
+                rs = [to_reach[m.name][s] / max(to_reach[rows_base.name][s], 1e-9) for s in range(args.seeds)]
+                print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
+                      f"{statistics.mean(reached[m.name]):.2f}")
     best_eff = min(eff, key=lambda m: (ratio(m)[0], -ratio(m)[1]))
     r, share = ratio(best_eff)
     d, dshare = ratio(next(m for m in ms if m.name == "effsearch-default"))
@@ -721,12 +751,12 @@ def main() -> None:
     print(f"seeds={args.seeds}")
 
     if args.plot:
-        plot(curves, grid, best, level, ms, args.plot)
+        plot(curves, grid, ms, args.plot)
         print(f"plot: {args.plot}")
     print(f"wall time {time.perf_counter() - t_start:.0f} s")
 
 
-def plot(curves, grid, best, level, ms, path: Path) -> None:
+def plot(curves, grid, ms, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -738,10 +768,10 @@ def plot(curves, grid, best, level, ms, path: Path) -> None:
     titles = ["full-fidelity samplers and the current effsearch default", "pruning and tuning-phase variants"]
     for ax, group, title in zip(axes, groups, titles):
         for m in group:
-            med = np.median(np.array(curves[m.name]), axis=0) / best
+            med = np.median(np.array(curves[m.name]), axis=0)
             ax.plot(grid, med, label=m.name, lw=2 if m.full_fidelity else 1.3,
                     ls="--" if m.sampler == "rows" else "-")
-        ax.axhline(level / best, color="grey", lw=0.8, ls=":")
+        ax.axhline(0.9, color="grey", lw=0.8, ls=":")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("cumulative compute (s: set-up + training + evaluation + confirmation)")
         ax.legend(fontsize=7, loc="lower right")
