@@ -221,6 +221,8 @@ class Surrogate:
             self.oof_acc[te] = forest().fit(self.X[tr], self.acc[tr]).predict(self.X[te])
             self.oof_cost[te] = forest().fit(self.X[tr], self.cost[tr]).predict(self.X[te])
         self.res_acc, self.res_cost = self.acc - self.oof_acc, self.cost - self.oof_cost
+        self.order = np.argsort(self.oof_acc[:, -1])
+        self.by_pred = self.oof_acc[self.order, -1]
         self.m_acc = forest().fit(self.X, self.acc)
         self.m_cost = forest().fit(self.X, self.cost)
         self.cache: dict = {}
@@ -240,8 +242,14 @@ class Surrogate:
     def __call__(self, x: list[float], key: str) -> Run:
         if key in self.cache:
             return self.cache[key]
-        j = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % len(self.runs)
-        acc = self.predict(self.m_acc, x) + self.res_acc[j]
+        mean = self.predict(self.m_acc, x)
+        # The residual of a recorded row the forest predicted alike (one of the 10 nearest in
+        # predicted final accuracy): errors are small at chance and near the top, large between.
+        pos = int(np.searchsorted(self.by_pred, mean[-1]))
+        lo = max(0, min(pos - 5, len(self.order) - 10))
+        h = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16)
+        j = int(self.order[lo + h % min(10, len(self.order))])
+        acc = mean + self.res_acc[j]
         cost = self.predict(self.m_cost, x) + self.res_cost[j]
         cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
         run = self.make(acc, cost)
@@ -535,8 +543,13 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     # curve): if its early rungs ranked better than the real ones, it would flatter pruning.
     s = sur["full"]
     ho = s.held_out()
-    j = np.random.default_rng(0).integers(0, len(ho), len(ho))
-    ans = [s.make(s.oof_acc[i] + s.res_acc[j[i]], s.oof_cost[i]) for i in range(len(ho))]
+    rng = np.random.default_rng(0)
+    ans = []
+    for i in range(len(ho)):
+        pos = int(np.searchsorted(s.by_pred, s.oof_acc[i, -1]))
+        lo = max(0, min(pos - 5, len(s.order) - 10))
+        j = int(s.order[lo + rng.integers(min(10, len(s.order)))])
+        ans.append(s.make(s.oof_acc[i] + s.res_acc[j], s.oof_cost[i]))
     ans = [a for a in ans if a.ok]
     srung = [kendalltau([a.acc[k] for a in ans], [a.final for a in ans]).statistic for k in range(N_GRID - 1)]
     lines.append("  surr.  " + " ".join(f"{t:5.2f}" for t in srung))
@@ -741,6 +754,16 @@ def main() -> None:
                 print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
                       f"{statistics.mean(reached[m.name]):.2f}")
     best_eff = min(eff, key=lambda m: (ratio(m)[0], -ratio(m)[1]))
+    if args.seeds >= 4:  # picking the best of many on the same seeds flatters it: pick on half, report the other
+        half = args.seeds // 2
+
+        def ratio_on(m, seeds):
+            return statistics.median(to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in seeds)
+
+        pick = min(eff, key=lambda m: ratio_on(m, range(half)))
+        print(f"picked on seeds 0-{half - 1}: {pick.name}; on seeds {half}-{args.seeds - 1} its compute ratio is "
+              f"{ratio_on(pick, range(half, args.seeds)):.3f}, reach share "
+              f"{statistics.mean(reached[pick.name][half:]):.2f}")
     r, share = ratio(best_eff)
     d, dshare = ratio(next(m for m in ms if m.name == "effsearch-default"))
     print(f"\ncurrent effsearch default (TPE + MO-ASHA@1/9 + tuning on 20%): compute_ratio={d:.3f} "
