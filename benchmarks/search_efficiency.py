@@ -658,7 +658,8 @@ def main() -> None:
     base_full = [r["full_run"] for r in table.baseline]
     base_ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in base_full)
     base_acc = statistics.median(r.final for r in base_full)
-    base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline) for f in ("tune20", "tune50")}
+    base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline if f + "_run" in r)
+                 for f in ("tune20", "tune50")}
     tune_target = {f: round(target * base_tune[f] / base_acc, 3) for f in base_tune}
     base_cost = statistics.median(r.cost(N_GRID - 1, True) for r in base_full)
     budget = args.budget_trials * base_cost
@@ -693,7 +694,7 @@ def main() -> None:
     WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget)
     ms = [m for m in methods(args.quick, args.gp) if m.tune is None or m.tune in sur]
     if args.only:
-        ms = [m for m in ms if m.name in args.only.split(",") or m.name == "effsearch-default" or m.full_fidelity]
+        ms = [m for m in ms if m.name in args.only.split(",")]
     jobs = [(m, s) for m in ms for s in range(args.seeds)]
     results: dict = {m.name: {} for m in ms}
     if args.jobs > 1:
@@ -739,6 +740,10 @@ def main() -> None:
               f"{statistics.median(r['sampler_s'] for r in rs):9.1f}")
 
     full_fid = [m for m in ms if m.full_fidelity]
+    eff = [m for m in ms if (m.rule or m.tune) and m.sampler != "rows"]
+    if not full_fid or not eff or not any(m.name == "effsearch-default" for m in ms):
+        print(f"wall time {time.perf_counter() - t_start:.0f} s (no compute_ratio: --only left out a side)")
+        return
     best_full = min(full_fid, key=lambda m: (statistics.median(to_reach[m.name]), -statistics.median(
         c[-1] for c in curves[m.name])))
     eff = [m for m in ms if (m.rule or m.tune) and m.sampler != "rows"]
@@ -796,7 +801,9 @@ def plot(curves, grid, ms, path: Path) -> None:
     groups = [[m for m in ms if m.sampler != "rows" and (m.full_fidelity or m.name == "effsearch-default")],
               [m for m in ms if not m.full_fidelity]]
     titles = ["full-fidelity samplers and the current effsearch default", "pruning and tuning-phase variants"]
+    colours = plt.get_cmap("tab20").colors
     for ax, group, title in zip(axes, groups, titles):
+        ax.set_prop_cycle(color=colours)
         for m in group:
             med = np.median(np.array(curves[m.name]), axis=0)
             ax.plot(grid, med, label=m.name, lw=2 if m.full_fidelity else 1.3,
