@@ -650,6 +650,8 @@ def main() -> None:
 
     if args.quick:
         args.seeds = min(args.seeds, 3)
+        if args.plot == PLOT:  # a smoke run does not overwrite the documented figure
+            args.plot = None
     spec = studyfile.load(STUDY)
     table = Table(args.table, spec.space)
     target = spec.base.target_accuracy
