@@ -1,0 +1,132 @@
+"""Record learning curves and real per-trial costs of random configurations of the quickstart space.
+
+The table behind benchmarks/search_efficiency.py: configurations drawn by a
+seeded RandomSampler from studies/quickstart.yaml's space (digits, tiny CNN,
+CPU), each trained
+
+    full     at full fidelity, evaluated at every 1/9 of its epoch budget
+    tune20   on 20% of the training data (the tuning phase's default), same epochs and evaluations
+    tune50   on 50% of the data (every 4th configuration below 60, then every 8th): phase 1's data fraction
+    seed1    at full fidelity again with seed 1 (every 10th below 60, then every 20th): the noise floor
+
+plus the study's base configuration (the baseline) with seeds 0-4, and again
+(seed 100 + i) after every 20th configuration i, so that the baseline's costs
+are measured under the same load as the table's. Per run it
+keeps the curve (epoch, train seconds, val accuracy), the final val and test
+accuracy and the real costs: the wall time around ``train()``, set-up,
+evaluation, final evaluation and compile seconds, and steps.
+
+One JSON line per configuration, appended under a file lock, so several workers
+(``--worker K --workers W`` take every W-th index) can record at once and a
+stopped recording resumes where it stopped. One torch thread per worker.
+
+    EFFSEARCH_DATA_DIR=/work/shared/data nohup nice -n 10 uv run python benchmarks/record_quickstart.py \\
+        --n 600 --worker 0 --workers 2 > /tmp/rec0.log 2>&1 &
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import time
+from pathlib import Path
+
+import optuna
+import torch
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+STUDY = ROOT / "studies" / "quickstart.yaml"
+OUT = HERE / "data" / "quickstart_curves.jsonl"
+EVALS = 9  # evaluations per run: every 1/9 of the budget (MO-ASHA's default first rung is 1/9)
+BASELINE_SEEDS = 5
+
+
+def run(cfg) -> dict:
+    from effsearch.trainer.run import train
+
+    cfg = cfg.replace(eval_every=cfg.epochs / EVALS)
+    t = time.perf_counter()
+    try:
+        r = train(cfg, progress=False)
+    except Exception as e:  # a failing config is data too
+        return {"status": "failed", "reason": f"{type(e).__name__}: {e}", "history": [],
+                "wall_seconds": time.perf_counter() - t}
+    wall = time.perf_counter() - t
+    f = r.final
+    return {"status": r.status, "reason": r.reason,
+            "history": [[round(p["epoch"], 5), round(p["train_seconds"], 4), p["val_accuracy"]] for p in r.history],
+            "wall_seconds": round(wall, 4),
+            **{k: f.get(k) for k in ("train_seconds", "setup_seconds", "eval_seconds", "final_eval_seconds",
+                                     "compile_seconds", "steps", "val_accuracy", "test_accuracy")}}
+
+
+def record(cfg, index: int) -> dict:
+    row = {"full": run(cfg), "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2}))}
+    if index % 4 == 0 and (index < 60 or index % 8 == 0):
+        row["tune50"] = run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))
+    if index % 10 == 0 and (index < 60 or index % 20 == 10):
+        row["seed1"] = run(cfg.replace(seed=1))
+    return row
+
+
+def append(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    from effsearch.search import studyfile
+
+    spec = studyfile.load(STUDY)
+    done = set()
+    if args.out.exists():
+        done = {(r["kind"], r["index"]) for r in map(json.loads, args.out.read_text().splitlines())}
+    mine = lambda i: i % args.workers == args.worker  # noqa: E731
+    t0 = time.perf_counter()
+    for s in range(BASELINE_SEEDS):
+        if mine(s) and ("baseline", s) not in done:
+            cfg = spec.base.replace(seed=s)
+            append(args.out, {"kind": "baseline", "index": s, "params": {}, "config": cfg.to_dict(),
+                              "full": run(cfg),
+                              "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2})),
+                              "tune50": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))})
+            print(f"baseline seed {s} done", flush=True)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed), directions=spec.directions)
+    for i in range(args.n):
+        trial = study.ask()
+        cfg = spec.space.config(trial)
+        params = dict(trial.params)
+        study.tell(trial, [0.0] * len(spec.directions))
+        if not mine(i) or ("random", i) in done:
+            continue
+        t = time.perf_counter()
+        row = {"kind": "random", "index": i, "params": params, "config": cfg.to_dict(), **record(cfg, i)}
+        append(args.out, row)
+        if i % 20 == 0 and ("baseline", 100 + i) not in done:
+            # The baseline again, under the load of the moment: costs measured on a shared machine
+            # drift with the load, and the benchmark's reference point and budget come from these.
+            cfg0 = spec.base.replace(seed=100 + i)
+            append(args.out, {"kind": "baseline", "index": 100 + i, "params": {}, "config": cfg0.to_dict(),
+                              "full": run(cfg0), "tune20": run(cfg0.replace(**{
+                                  "dataset.data_fraction": cfg0.dataset.data_fraction * 0.2}))})
+        full = row["full"]
+        print(f"[{i}] {time.perf_counter() - t:5.1f}s (total {time.perf_counter() - t0:6.0f}s) {full['status']:9s} "
+              f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
