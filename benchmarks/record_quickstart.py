@@ -56,9 +56,9 @@ def run(cfg) -> dict:
     wall = time.perf_counter() - t
     f = r.final
     return {"status": r.status, "reason": r.reason,
-            "history": [[round(p["epoch"], 5), round(p["train_seconds"], 4), p["val_accuracy"]] for p in r.history],
+            "history": [[round(p.epoch, 5), round(p.train_seconds, 4), p.val_accuracy] for p in r.history],
             "wall_seconds": round(wall, 4),
-            **{k: f.get(k) for k in ("train_seconds", "setup_seconds", "eval_seconds", "final_eval_seconds",
+            **{k: getattr(f, k) for k in ("train_seconds", "setup_seconds", "eval_seconds", "final_eval_seconds",
                                      "compile_seconds", "steps", "val_accuracy", "test_accuracy")}}
 
 
