@@ -14,7 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import missing_system_package
+from tests.helpers import missing_system_package
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
 

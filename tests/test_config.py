@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from effsearch.config import ConfigError, TrainConfig
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 def test_yaml_round_trip_is_exact(tmp_path):

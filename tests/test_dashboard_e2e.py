@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from effsearch.cli import main
 from effsearch.search.storage import open_url
 from tests import chromium
-from tests.conftest import free_port
+from tests.helpers import free_port
 from tests.tiny_study import built_study
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import compression as C
-from tests.conftest import free_port, tiny
+from tests.helpers import free_port, tiny
 
 
 def test_bit_packing_round_trips_at_every_width():

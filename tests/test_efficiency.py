@@ -9,7 +9,7 @@ from effsearch.trainer import data as D
 from effsearch.trainer.kfac import KFACSGD
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.run import build_optimizer, prepare, train
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 def _vec(lin):

@@ -19,7 +19,7 @@ import yaml
 import effsearch.trainer
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from effsearch.trainer import loop as L
 from effsearch.trainer.algorithms import ALGORITHMS
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target
 from effsearch.trainer.run import prepare, resolve_device, train
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 def prepared(overrides):

@@ -20,7 +20,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, studyfile
 from effsearch.search.storage import open_url
 from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None):

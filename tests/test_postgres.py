@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 from effsearch.search import report
 from effsearch.search.storage import open_url
-from tests.conftest import free_port, missing_system_package, tiny
+from tests.helpers import free_port, missing_system_package, tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from effsearch.trainer.composer_model import EffModel
 from effsearch.trainer.models import build_model
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.run import prepare, train
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 STRATEGIES = SELECTIONS[1:]
 

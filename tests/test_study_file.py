@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from effsearch.cli import main
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
@@ -159,7 +159,7 @@ def test_an_empty_study_file_is_refused_with_a_minimal_example(tmp_path, capsys)
     ("sqlite://", "in-memory database"),
 ])
 def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, capsys, storage, words):
-    from tests.conftest import free_port
+    from tests.helpers import free_port
 
     path = study(tmp_path)
     port = free_port()  # nothing listens there

@@ -18,7 +18,7 @@ from effsearch.config import TrainConfig
 from effsearch.search import objective, report, workers
 from effsearch.search.pruner import NoPruner
 from effsearch.search.storage import open_url, requeue_dead_local
-from tests.conftest import tiny
+from tests.helpers import tiny
 from tests.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from effsearch.config import TrainConfig
 from effsearch.trainer import data as D
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.run import prepare, train
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 
 class Probe(Callback):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import tiny
+from tests.helpers import tiny
 
 _built: dict[str, Path] = {}
 

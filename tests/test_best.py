@@ -1,0 +1,87 @@
+"""`effsearch best`: each pick on a study made of given values; the YAML trains as it is."""
+
+import json
+
+import optuna
+import pytest
+import yaml
+
+from effsearch.cli import main
+from effsearch.config import TrainConfig
+from effsearch.search import best
+from effsearch.search.storage import open_url
+from tests.helpers import tiny
+from tests.tiny_study import built_study
+from tests.fake_study import POINTS, config
+
+
+# -- best --------------------------------------------------------------------------
+
+def best_(storage_path, out, pick, study="fake") -> int:
+    return main(["best", study, "--storage", str(storage_path), "--pick", pick, "-o", str(out)])
+
+
+@pytest.mark.parametrize("pick,trial", [("knee", 2), ("fastest", 1), ("most-accurate", 3),
+                                        ("fastest-above:0.9", 2), ("fastest-above:0.94", 0)])
+def test_each_pick_writes_that_trial_s_config(storage_path, tmp_path, pick, trial):
+    out = tmp_path / "best.yaml"
+    assert best_(storage_path, out, pick) == 0
+    assert TrainConfig.from_yaml(out).hash() == config(trial).hash()
+    text = out.read_text()
+    head = text[:text.index("\ndataset:")].splitlines()
+    assert all(line.startswith("#") for line in head)
+    head = "\n".join(head)
+    assert f"--pick {pick}: trial {trial} of study 'fake'" in head and str(storage_path) in head
+    assert f"test accuracy {POINTS[trial][1] - 0.01:.4f}" in head and "torch 2.7.0" in head
+    assert "mosaicml) 0.32.1" in head and "exported 20" in head
+
+
+def test_only_trials_that_reached_the_target_count(storage_path, tmp_path, capsys):
+    assert best_(storage_path, tmp_path / "a.yaml", "fastest-above:0.999") == 1
+    assert "no trial of study 'fake' satisfies --pick fastest-above:0.999" in capsys.readouterr().err
+    for pick in ("fastest", "knee", "fastest-above:0.5"):
+        assert best_(storage_path, tmp_path / "a.yaml", pick, study="misses") == 1
+    assert not (tmp_path / "a.yaml").exists()
+    assert best_(storage_path, tmp_path / "b.yaml", "most-accurate", study="misses") == 0
+    assert TrainConfig.from_yaml(tmp_path / "b.yaml").hash() == config(1).hash()
+
+
+@pytest.mark.parametrize("pick", ["slowest", "fastest-above", "fastest-above:", "fastest-above:x",
+                                  "fastest-above:95", "fastest-above:0", "Knee"])
+def test_a_bad_pick_exits_2_before_the_study_is_opened(tmp_path, capsys, pick):
+    assert best_(tmp_path / "none.journal", tmp_path / "b.yaml", pick, study="nope") == 2
+    err = capsys.readouterr().err
+    assert "--pick" in err and "fastest-above:0.95" in err and "Traceback" not in err
+
+
+def test_an_unknown_study_lists_the_studies_there(storage_path, tmp_path, capsys):
+    assert best_(storage_path, tmp_path / "b.yaml", "knee", study="nope") == 1
+    err = capsys.readouterr().err
+    assert "no study 'nope'" in err and "(studies there: fake, misses)" in err
+    assert not (tmp_path / "b.yaml").exists()
+
+
+def test_the_knee_is_farthest_above_the_line_between_the_ends():
+    assert best.knee([(1, 0.5), (2, 0.9), (10, 0.95)]) == 1
+    assert best.knee([(1, 0.5), (9, 0.6), (10, 0.95)]) == 0  # a convex front: no knee, nearest the ideal
+    assert best.knee([(1, 0.5), (2, 0.6)]) == 0  # two ends: the faster
+    assert best.knee([(3, 0.9)]) == 0
+
+
+def test_the_header_hides_a_password(storage_path):
+    study = optuna.load_study(study_name="fake", storage=open_url(str(storage_path)))
+    text = best.header(study, "postgresql://me:secret@db/x", study.trials[2], "knee", "b.yaml")
+    assert "secret" not in text and "postgresql://me:***@db/x" in text
+
+
+def test_best_yaml_trains_as_it_is(tmp_path_factory, tmp_path):
+    """The round trip on a real study: `effsearch train best.yaml` trains the trial's config."""
+    path = built_study(tmp_path_factory)
+    assert main(["best", str(path), "--pick", "most-accurate", "-o", str(tmp_path / "best.yaml")]) == 0
+    study = optuna.load_study(study_name="tiny", storage=open_url(str(path.with_suffix(".journal"))))
+    trial = best.pick(study, "most-accurate")
+    trained = TrainConfig.from_dict(yaml.safe_load(trial.user_attrs["config"]))
+    assert TrainConfig.from_yaml(tmp_path / "best.yaml").hash() == trained.hash()
+    assert main(["train", str(tmp_path / "best.yaml"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert TrainConfig.from_dict(result["config"]).hash() == trained.hash()
