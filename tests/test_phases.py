@@ -122,6 +122,8 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
         ran = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
         assert ran == full.replace(seed=t.user_attrs["confirm_seed"])
     assert sorted(t.user_attrs["confirm_seed"] for t in t2[1:]) == [0, 0, 0, 1, 1, 1]
+    # The seed is in the config: each seed of a confirmed config is trained, never answered as a duplicate.
+    assert len({t.user_attrs["config_hash"] for t in t2}) == 7 and not any("duplicate_of" in t.user_attrs for t in t2)
 
     # A rerun finds both phases done and adds nothing.
     assert main(["run", str(path)]) == 0

@@ -277,3 +277,44 @@ def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
     assert trials[victim.number].state == TrialState.FAIL and trials[victim.number].user_attrs["status"] == "lost"
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == victim.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == victim.params
+
+
+def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false(tmp_path, capsys, monkeypatch):
+    real_train, trained = trainer_run.train, []
+
+    def train(cfg, *args, **kwargs):
+        trained.append(cfg.hash())
+        return real_train(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `trained` counts trials only
+    # One dimension of two values (the base's 32 is one): at most two distinct configs in 6 trials.
+    path = write_study(tmp_path, n_trials=6, space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    trials = load(path)[0].get_trials()
+    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)
+    hashes = [t.user_attrs["config_hash"] for t in trials]
+    assert sorted(trained) == sorted(set(hashes)) and len(trained) < 6  # each distinct config trained once
+    dups = [t for t in trials if "duplicate_of" in t.user_attrs]
+    assert dups and not trials[0].user_attrs.get("duplicate_of")  # the baseline always trains
+    for t in dups:
+        original = trials[t.user_attrs["duplicate_of"]]
+        assert "duplicate_of" not in original.user_attrs and hashes[original.number] == hashes[t.number]
+        assert t.values == original.values and t.user_attrs["reached_target"] == original.user_attrs["reached_target"]
+        assert t.user_attrs["time_to_target"] == original.user_attrs["time_to_target"]
+        assert t.system_attrs.get("constraints") == original.system_attrs.get("constraints")
+    assert f"trial {dups[0].number:>3} duplicate of trial {dups[0].user_attrs['duplicate_of']}, not trained" in err
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"= trial {dups[0].user_attrs['duplicate_of']} (not trained)" in out
+    front = out.split("Pareto front")[1]
+    assert "not trained" not in front  # a duplicate is its original's point again
+
+    # dedupe: false trains every trial (seed-noise measurements).
+    trained.clear()
+    (tmp_path / "b").mkdir()
+    path = write_study(tmp_path / "b", n_trials=4, dedupe=False,
+                       space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
+    assert main(["run", str(path)]) == 0
+    assert len(trained) == 4 and not any("duplicate_of" in t.user_attrs for t in load(path)[0].get_trials())

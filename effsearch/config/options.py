@@ -96,6 +96,8 @@ class StudyNumbers:
     seed: int = spec(0, low=0)
     workers: int = spec(1, low=1, help="worker processes on this machine")
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
+    dedupe: bool = spec(True, help="answer a config a complete trial already trained from storage "
+                                   "(false: train it again, e.g. to measure seed noise)")
 
 
 # -- checking -------------------------------------------------------------------------------------

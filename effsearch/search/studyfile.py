@@ -23,6 +23,8 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
     failure_limit: 3            # stop (exit 1) when this many trials in a row fail with the same
                                 # error (class and message); 0: never
+    dedupe: true                # a config a complete trial already trained is answered from
+                                # storage (duplicate_of), not trained again; false: re-train
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
-        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit")
+        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit", "dedupe")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
@@ -75,6 +77,7 @@ class StudySpec:
     tuning: dict
     heartbeat: dict
     failure_limit: int = 3
+    dedupe: bool = True
     raw: dict = field(default_factory=dict)
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
@@ -170,6 +173,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     workers = number("workers", workers_flag if workers_flag is not None else raw.get("workers", 1))
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     failure_limit = number("failure_limit", raw.get("failure_limit", 3))
+    dedupe = number("dedupe", raw.get("dedupe", True))
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
@@ -189,7 +193,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, raw=raw, path=path, storage_field=storage_field)
+                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe, raw=raw, path=path, storage_field=storage_field)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
