@@ -181,3 +181,16 @@ def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field)
     with pytest.raises(ConfigError) as e:
         studyfile.load(path)
     assert e.value.field == field
+
+
+def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, monkeypatch):
+    from effsearch.search import objective
+
+    ticks = iter(range(0, 10_000, 5))
+    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+    # Phase 2 is expected to cost (1 + 2 x 1) trials x 5 s / 0.5 of the data = 30 s: phase 1 gets 60 - 30.
+    path = write(tmp_path, n_trials=20, budget=60, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2})
+    assert main(["run", str(path)]) == 0
+    s = studies(path)
+    assert len(s["ph-tune"].get_trials()) == 6 and len(s["ph"].get_trials()) == 3
+    assert "compute: 15.0 s" in capsys.readouterr().err

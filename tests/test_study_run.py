@@ -318,3 +318,32 @@ def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false
                        space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
     assert main(["run", str(path)]) == 0
     assert len(trained) == 4 and not any("duplicate_of" in t.user_attrs for t in load(path)[0].get_trials())
+
+
+def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsys, monkeypatch):
+    ticks = iter(range(0, 10_000, 5))
+    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+    path = write_study(tmp_path, n_trials=20, budget=12)
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "budget 12 compute s (0 s spent)" in err and "compute: 15.0 s" in err and "budget 12 s, 0.0 s left" in err
+    trials = load(path)[0].get_trials()
+    walls = [t.user_attrs["wall_seconds"] for t in trials]
+    assert len(trials) < 20 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert sum(walls) - walls[-1] < 12 <= sum(walls)  # within one trial of the budget
+    # The budget is the study's: a rerun starts nothing, --budget replaces the file's and goes on.
+    assert main(["run", str(path)]) == 0
+    assert "spent its budget of 12 compute seconds" in capsys.readouterr().err
+    assert main(["run", str(path), "--budget", "22"]) == 0
+    assert len(load(path)[0].get_trials()) == len(trials) + 2
+
+    for bad, flag in (("-5", []), ("soon", []), (None, ["--budget", "0"])):
+        path = write_study(tmp_path, budget=bad) if bad else write_study(tmp_path)
+        assert main(["run", str(path), *flag]) == 2
+        assert f"{path}: budget: " in capsys.readouterr().err
+    path = write_study(tmp_path, n_trials=None, budget=30)
+    from effsearch.search.studyfile import load as load_file
+    assert load_file(path).budget == 30  # a budget alone ends the study
+    path = write_study(tmp_path, n_trials=None)
+    assert main(["run", str(path)]) == 2
+    assert "give n_trials, timeout or budget" in capsys.readouterr().err

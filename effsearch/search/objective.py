@@ -13,6 +13,7 @@ raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the st
 from __future__ import annotations
 
 import gc
+import time
 
 import optuna
 from optuna.trial import TrialState
@@ -21,9 +22,12 @@ from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, record, report
 from effsearch.search.pruner import make_pruner
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WORKER_KEY,
-                                      constraints_of, retry_history, set_constraints, trial_id, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WALL_KEY,
+                                      WORKER_KEY, constraints_of, retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
+
+
+clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
 
 
 class TrialFailed(Exception):
@@ -41,6 +45,7 @@ class Objective:
         trial.set_user_attr(WORKER_KEY, worker_id())
         if self.heartbeat is not None:
             self.heartbeat.beat(trial_id(trial))
+        start = clock()
         try:
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
@@ -49,6 +54,10 @@ class Objective:
                                         "of the same command resumes it")
             raise
         finally:
+            try:  # what a study budget counts (search.budget), whatever the trial's end
+                trial.set_user_attr(WALL_KEY, clock() - start)
+            except Exception:
+                pass
             if self.heartbeat is not None:
                 self.heartbeat.beat(None)
 

@@ -34,6 +34,7 @@ WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the t
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
 BASELINE_KEY = "baseline"
 CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
+WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
 DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
 
 

@@ -15,6 +15,9 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     sampler: tpe                # or {name: nsga2, population_size: 20}; tpe nsga2 nsga3 gp random
     n_trials: 20                # the study's total, across reruns and workers
     timeout: null               # seconds per `effsearch run`: no new trial starts after it
+    budget: null                # compute seconds for the whole study (across reruns, workers and
+                                # both tuning phases): no new trial starts once its trials'
+                                # summed wall seconds reach it (effsearch.search.budget)
     seed: 0
     workers: 1                  # worker processes on this machine
     pruner: none                # or {name: moasha, eta: 3, min_fraction: 0.111, min_trials: 4}
@@ -49,7 +52,7 @@ MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
-        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit", "dedupe")
+        "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit", "dedupe")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
@@ -78,6 +81,7 @@ class StudySpec:
     heartbeat: dict
     failure_limit: int = 3
     dedupe: bool = True
+    budget: float | None = None  # compute seconds (effsearch.search.budget)
     raw: dict = field(default_factory=dict)
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
@@ -96,18 +100,20 @@ class StudySpec:
 
 
 def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
-         timeout: float | None = None, workers: int | None = None, machine=None) -> StudySpec:
+         timeout: float | None = None, workers: int | None = None, budget: float | None = None,
+         machine=None) -> StudySpec:
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
     source = str(path)
     raw = read_yaml(path, MINIMAL_STUDY)
     try:
-        return _load(raw, path, storage, n_trials, timeout, workers, machine)
+        return _load(raw, path, storage, n_trials, timeout, workers, budget, machine)
     except ConfigError as e:
         raise (e if e.source else e.with_source(source)) from None
 
 
-def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, workers_flag, machine) -> StudySpec:
+def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, workers_flag, budget_flag,
+          machine) -> StudySpec:
     source = str(path)
     here = path.resolve().parent
     for key in raw:
@@ -167,8 +173,9 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     n_trials = number("n_trials", n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20))
     timeout = number("timeout", timeout_flag if timeout_flag is not None else raw.get("timeout"))
-    if n_trials is None and timeout is None:
-        raise ConfigError("n_trials", "give n_trials or timeout (or both), else the study never ends")
+    budget = number("budget", budget_flag if budget_flag is not None else raw.get("budget"))
+    if n_trials is None and timeout is None and budget is None:
+        raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
     seed = number("seed", raw.get("seed", 0))
     workers = number("workers", workers_flag if workers_flag is not None else raw.get("workers", 1))
     heartbeat = check_heartbeat(raw.get("heartbeat"))
@@ -193,7 +200,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe, raw=raw, path=path, storage_field=storage_field)
+                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe, budget=budget, raw=raw, path=path, storage_field=storage_field)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
