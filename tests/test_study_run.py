@@ -347,3 +347,55 @@ def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsy
     path = write_study(tmp_path, n_trials=None)
     assert main(["run", str(path)]) == 2
     assert "give n_trials, timeout or budget" in capsys.readouterr().err
+
+
+def test_warm_starts_are_trained_as_given_once(tmp_path, capsys):
+    recipe = {"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2}
+    path = write_study(tmp_path, n_trials=3, warm_start=[recipe])
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warm start 1 config(s) after the baseline, trained as given: warm_start[0]" in err
+    assert "trial   1 (warm_start[0]) completed" in err
+    trials = load(path)[0].get_trials()
+    ran = TrainConfig.from_dict(yaml.safe_load(trials[1].user_attrs["config"]))
+    want = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 3})).replace(
+        **{"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2})
+    assert ran == want and trials[1].user_attrs["warm_start"] == "warm_start[0]"
+    assert trials[1].params["epochs"] == 2 and trials[1].params["batch_size"] == 64  # as far as the space can say
+    # Resuming does not queue it again.
+    assert main(["run", str(path), "--n-trials", "5"]) == 0
+    trials = load(path)[0].get_trials()
+    assert len(trials) == 5 and sum("warm_start" in t.user_attrs for t in trials) == 1
+
+    # A bad recipe is named (exit 2, nothing written).
+    (tmp_path / "bad").mkdir()
+    for recipe, field in (({"optimizer.lrr": 0.1}, "warm_start[0].optimizer.lrr"),
+                          ({"optimizer.lr": -1}, "warm_start[0].optimizer.lr")):
+        bad = write_study(tmp_path / "bad", warm_start=[recipe])
+        assert main(["run", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}: {field}: " in err, err
+    bad = write_study(tmp_path / "bad", warm_start=[{}, "lr=1"])
+    assert main(["run", str(bad)]) == 2 and f"{bad}: warm_start[1]: must be a mapping" in capsys.readouterr().err
+    assert not bad.with_suffix(".journal").exists()
+
+
+def test_warm_start_flag_queues_an_earlier_study_s_front(tmp_path, capsys):
+    earlier = write_study(tmp_path, n_trials=3)
+    assert main(["run", str(earlier)]) == 0
+    old = load(earlier)[0]
+    front = sorted(report.front(old), key=lambda t: t.number)
+    assert front
+    configs = [t.user_attrs["config"] for t in front]
+    # A study in the same storage, warm-started from the earlier one by name.
+    (tmp_path / "later").mkdir()
+    later = write_study(tmp_path / "later", name="later", storage=str(earlier.with_suffix(".journal")))
+    assert main(["run", str(later), "--n-trials", str(1 + len(front)), "--warm-start", "tiny"]) == 0
+    capsys.readouterr()
+    trials = load(earlier, "later")[0].get_trials()
+    assert [t.user_attrs.get("warm_start") for t in trials[1:]] == [f"tiny trial {t.number}" for t in front]
+    assert [t.user_attrs["config"] for t in trials[1:]] == configs
+    # Again (resumed, with more trials): the front is not queued twice.
+    assert main(["run", str(later), "--n-trials", str(2 + len(front)), "--warm-start", str(earlier)]) == 0
+    trials = load(earlier, "later")[0].get_trials()
+    assert sum("warm_start" in t.user_attrs for t in trials) == len(front)

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
-from effsearch.search import phases, record, report
+from effsearch.search import phases, record, report, warmstart
 from effsearch.search.pruner import make_pruner
 from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WALL_KEY,
                                       WORKER_KEY, constraints_of, retry_history, set_constraints, trial_id, worker_id)
@@ -72,10 +72,11 @@ class Objective:
             raise TrialFailed("duplicate baseline")
         try:
             sampled = self.spec.space.sample(trial)
-            # The baseline trains exactly the study file's config; its parameters are recorded
-            # as far as the space can express them.
+            # The baseline and a warm start train exactly their configs; their parameters are
+            # recorded as far as the space can express them.
             full = self.spec.baseline if is_baseline else \
-                phases.confirm_config(trial) or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+                phases.confirm_config(trial) or warmstart.config_of(trial) or \
+                TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained

@@ -59,7 +59,14 @@ def header(spec, study) -> str:
         f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
         f"queued; {spec.workers} worker(s); {budget}{timeout}",
         f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
-    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []))
+    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []) + warm_line(spec))
+
+
+def warm_line(spec) -> list[str]:
+    if not spec.warm_start or spec.phase == "confirm":
+        return []
+    return [f"  warm start {len(spec.warm_start)} config(s) after the baseline, trained as given: "
+            + ", ".join(label for label, _ in spec.warm_start)]
 
 
 def dashboard_hint(spec) -> str:

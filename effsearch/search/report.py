@@ -11,7 +11,7 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.search.record import Recorded
-from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, storage_errors, why
+from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY, storage_errors, why
 from effsearch.spaces.space import format_table
 from effsearch.trainer import result as R
 
@@ -145,7 +145,8 @@ def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None
     else:
         what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
     cfg = config_of(trial)
-    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else ""
+    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else \
+        (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
     if DUPLICATE_KEY in trial.user_attrs:  # answered from storage: say whose result it repeats
         state = f"duplicate of trial {trial.user_attrs[DUPLICATE_KEY]}, not trained"
     best = best_tta(trials)

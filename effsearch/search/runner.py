@@ -16,7 +16,7 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search import phases, report, workers
+from effsearch.search import phases, report, warmstart, workers
 from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent
 from effsearch.search.progress import dashboard_hint, header
 from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
@@ -55,7 +55,7 @@ def metric_names(objectives) -> list[str]:
 
 
 def ensure_study(spec, storage) -> optuna.Study:
-    """Create the study (or check the stored one matches) and queue the baseline once."""
+    """Create the study (or check the stored one matches) and queue the baseline and the warm starts once."""
     if spec.name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=spec.name, storage=storage)
         stored = study.user_attrs.get("objectives")
@@ -79,6 +79,8 @@ def ensure_study(spec, storage) -> optuna.Study:
             study.set_metric_names(metric_names(spec.objectives))
     if not any(t.user_attrs.get(BASELINE_KEY) for t in study.get_trials(deepcopy=False)):
         study.enqueue_trial(spec.space.encode(spec.baseline), user_attrs={BASELINE_KEY: True})
+    if spec.phase != "confirm":  # phase 2 confirms phase 1's picks only
+        warmstart.enqueue(spec, study)
     return study
 
 

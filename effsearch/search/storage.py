@@ -35,6 +35,8 @@ STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
 BASELINE_KEY = "baseline"
 CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
 WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
+WARM_KEY = "warm_start"  # user attr: which warm start a queued trial is (search.warmstart)
+WARM_CONFIG_KEY = "warm_config"  # user attr: the config YAML that warm start trains
 DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
 
 
@@ -203,7 +205,8 @@ def _alive(pid: int) -> bool:
 
 
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
-KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config")
+KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY,
+                 WARM_CONFIG_KEY)
 
 
 def requeue(study: optuna.Study, trial, reason: str) -> None:

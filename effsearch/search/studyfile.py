@@ -10,6 +10,8 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # or STEM.artifacts/ beside this file for an RDB storage)
     base: {...}                 # the TrainConfig every trial starts from (or a path to one)
     baseline: {}                # dotted overrides of base: trial 0, the yardstick for speed-ups
+    warm_start: []              # recipes, each dotted overrides of base (as baseline): queued
+                                # after the baseline, trained exactly as given, once
     objectives: [time_to_accuracy, final_accuracy]
     space: {...}                # see effsearch.spaces.space
     sampler: tpe                # or {name: nsga2, population_size: 20}; tpe nsga2 nsga3 gp random
@@ -51,7 +53,7 @@ from effsearch.search.storage import is_rdb_url, redact
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 
-KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
+KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space", "sampler",
         "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit", "dedupe")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
@@ -82,6 +84,7 @@ class StudySpec:
     failure_limit: int = 3
     dedupe: bool = True
     budget: float | None = None  # compute seconds (effsearch.search.budget)
+    warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
@@ -135,14 +138,11 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
         base = _config(base_dict, "base")
     else:
         raise ConfigError("base", f"must be a TrainConfig mapping or a path to a TrainConfig YAML; got {base_raw!r}")
-    baseline_raw = raw.get("baseline", {}) or {}
-    if not isinstance(baseline_raw, dict):
-        raise ConfigError("baseline", "must be a mapping of dotted TrainConfig keys to values, applied to base "
-                                      f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {baseline_raw!r}")
-    bl = base.to_dict()
-    for key, value in baseline_raw.items():
-        set_path(bl, str(key), copy.deepcopy(value))
-    baseline = _config(bl, "baseline")
+    baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
+    warm_raw = raw.get("warm_start") or []
+    if not isinstance(warm_raw, list):
+        raise ConfigError("warm_start", f"must be a list of recipes (mappings like baseline); got {warm_raw!r}")
+    warm_start = [(f"warm_start[{i}]", _recipe(base, r, f"warm_start[{i}]")) for i, r in enumerate(warm_raw)]
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
@@ -151,12 +151,14 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
         machine = detect(base.device)
     _check_runnable(base, "base")
     _check_runnable(baseline, "baseline")
+    for label, cfg in warm_start:
+        _check_runnable(cfg, label)
 
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
     for i, objective in enumerate(objectives):
         if objective in O.NEEDS:
             key, want = O.NEEDS[objective]
-            for label, cfg in (("base", base), ("baseline", baseline)):
+            for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
                 if getattr(cfg, key) != want:
                     raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
                                                           f"must measure it); {label}.{key} is {getattr(cfg, key)!r}")
@@ -200,7 +202,19 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe, budget=budget, raw=raw, path=path, storage_field=storage_field)
+                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe,
+                     budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field)
+
+
+def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
+    """``base`` with a mapping of dotted TrainConfig keys applied (the baseline, a warm start)."""
+    if not isinstance(overrides, dict):
+        raise ConfigError(prefix, "must be a mapping of dotted TrainConfig keys to values, applied to base "
+                                  f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {overrides!r}")
+    d = base.to_dict()
+    for key, value in overrides.items():
+        set_path(d, str(key), copy.deepcopy(value))
+    return _config(d, prefix)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
