@@ -54,8 +54,8 @@ MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space",
-        "sampler",
-        "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit", "dedupe")
+        "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
+        "failure_limit", "dedupe")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
