@@ -68,7 +68,11 @@ def _cmd_run(args) -> int:
 
     # Everything is checked before the storage is opened: a bad file writes nothing.
     spec = load(args.study, storage=args.storage, n_trials=args.n_trials, timeout=args.timeout,
-                workers=args.workers)
+                workers=args.workers, budget=args.budget)
+    if args.warm_start:
+        from effsearch.search.warmstart import with_front_of
+
+        spec = with_front_of(spec, args.warm_start)
     from effsearch.search.runner import run
 
     return run(spec, data_root=args.data_dir, t0=t0)
@@ -198,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "journal file (default: the study file's, else STEM.journal beside it)")
     r.add_argument("--n-trials", type=int, metavar="N", help="the study's total number of trials")
     r.add_argument("--timeout", type=float, metavar="S", help="start no new trial after S seconds")
+    r.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="the study's compute budget: no new trial starts once its trials' summed wall seconds "
+                        "(set-up, training, evaluation; both phases of a tuning phase) reach SECONDS; replaces "
+                        "the study file's `budget`")
+    r.add_argument("--warm-start", metavar="STUDY",
+                   help="queue the Pareto-front configs of an earlier study (its study file, or its name in "
+                        "this study's storage) after the baseline, trained as given; a resumed study does not "
+                        "queue them again")
     r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine")
     r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     r.set_defaults(func=_cmd_run)

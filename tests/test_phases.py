@@ -122,6 +122,8 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
         ran = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
         assert ran == full.replace(seed=t.user_attrs["confirm_seed"])
     assert sorted(t.user_attrs["confirm_seed"] for t in t2[1:]) == [0, 0, 0, 1, 1, 1]
+    # The seed is in the config: each seed of a confirmed config is trained, never answered as a duplicate.
+    assert len({t.user_attrs["config_hash"] for t in t2}) == 7 and not any("duplicate_of" in t.user_attrs for t in t2)
 
     # A rerun finds both phases done and adds nothing.
     assert main(["run", str(path)]) == 0
@@ -141,8 +143,8 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
 def test_top_k_spreads_along_the_front():
     study = optuna.create_study(directions=["minimize", "maximize"])
     pts = [(1, 0.5), (2, 0.7), (3, 0.8), (4, 0.9), (2.5, 0.6), (5, 0.85)]
-    for v in pts:
-        study.add_trial(optuna.trial.create_trial(values=list(v), user_attrs={"full_config": "x"}))
+    for i, v in enumerate(pts):
+        study.add_trial(optuna.trial.create_trial(values=list(v), user_attrs={"full_config": f"x{i}"}))
     picked = [t.number for t in phases.top_k(study.trials, ["minimize", "maximize"], 3)]
     assert picked[:2] == [0, 3] and picked[2] in (1, 2)  # both ends of the front first, then the middle
     assert sorted(t.number for t in phases.top_k(study.trials, ["minimize", "maximize"], 4)) == [0, 1, 2, 3]
@@ -179,3 +181,26 @@ def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field)
     with pytest.raises(ConfigError) as e:
         studyfile.load(path)
     assert e.value.field == field
+
+
+def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, monkeypatch):
+    from effsearch.search import objective
+
+    ticks = iter(range(0, 10_000, 5))
+    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+    # Phase 2 is expected to cost (1 + 2 x 1) trials x 5 s / 0.5 of the data = 30 s: phase 1 gets 60 - 30.
+    path = write(tmp_path, n_trials=20, budget=60, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2})
+    assert main(["run", str(path)]) == 0
+    s = studies(path)
+    assert len(s["ph-tune"].get_trials()) == 6 and len(s["ph"].get_trials()) == 3
+    assert "compute: 15.0 s" in capsys.readouterr().err
+
+
+def test_top_k_picks_distinct_configs():
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    # Trials 0 and 1 trained the same config (1 was answered from storage): 1 is skipped, 3 comes in.
+    for v, h in (((1, 0.5), "a"), ((1, 0.5), "a"), ((4, 0.9), "b"), ((2, 0.6), "c")):
+        study.add_trial(optuna.trial.create_trial(values=list(v), user_attrs={"full_config": "x", "config_hash": h}))
+    picked = phases.top_k(study.trials, ["minimize", "maximize"], 3)
+    assert sorted(t.number for t in picked) in ([0, 2, 3], [1, 2, 3])
+    assert len({t.user_attrs["config_hash"] for t in picked}) == 3

@@ -277,3 +277,125 @@ def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
     assert trials[victim.number].state == TrialState.FAIL and trials[victim.number].user_attrs["status"] == "lost"
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == victim.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == victim.params
+
+
+def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false(tmp_path, capsys, monkeypatch):
+    real_train, trained = trainer_run.train, []
+
+    def train(cfg, *args, **kwargs):
+        trained.append(cfg.hash())
+        return real_train(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `trained` counts trials only
+    # One dimension of two values (the base's 32 is one): at most two distinct configs in 6 trials.
+    path = write_study(tmp_path, n_trials=6, space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    trials = load(path)[0].get_trials()
+    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE for t in trials)
+    hashes = [t.user_attrs["config_hash"] for t in trials]
+    assert sorted(trained) == sorted(set(hashes)) and len(trained) < 6  # each distinct config trained once
+    dups = [t for t in trials if "duplicate_of" in t.user_attrs]
+    assert dups and not trials[0].user_attrs.get("duplicate_of")  # the baseline always trains
+    for t in dups:
+        original = trials[t.user_attrs["duplicate_of"]]
+        assert "duplicate_of" not in original.user_attrs and hashes[original.number] == hashes[t.number]
+        assert t.values == original.values and t.user_attrs["reached_target"] == original.user_attrs["reached_target"]
+        assert t.user_attrs["time_to_target"] == original.user_attrs["time_to_target"]
+        assert t.system_attrs.get("constraints") == original.system_attrs.get("constraints")
+    assert f"trial {dups[0].number:>3} duplicate of trial {dups[0].user_attrs['duplicate_of']}, not trained" in err
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"= trial {dups[0].user_attrs['duplicate_of']} (not trained)" in out
+    front = out.split("Pareto front")[1]
+    assert "not trained" not in front  # a duplicate is its original's point again
+
+    # dedupe: false trains every trial (seed-noise measurements).
+    trained.clear()
+    (tmp_path / "b").mkdir()
+    path = write_study(tmp_path / "b", n_trials=4, dedupe=False,
+                       space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
+    assert main(["run", str(path)]) == 0
+    assert len(trained) == 4 and not any("duplicate_of" in t.user_attrs for t in load(path)[0].get_trials())
+
+
+def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsys, monkeypatch):
+    ticks = iter(range(0, 10_000, 5))
+    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+    path = write_study(tmp_path, n_trials=20, budget=12)
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "budget 12 compute s (0 s spent)" in err and "compute: 15.0 s" in err and "budget 12 s, 0.0 s left" in err
+    trials = load(path)[0].get_trials()
+    walls = [t.user_attrs["wall_seconds"] for t in trials]
+    assert len(trials) < 20 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert sum(walls) - walls[-1] < 12 <= sum(walls)  # within one trial of the budget
+    # The budget is the study's: a rerun starts nothing, --budget replaces the file's and goes on.
+    assert main(["run", str(path)]) == 0
+    assert "spent its budget of 12 compute seconds" in capsys.readouterr().err
+    assert main(["run", str(path), "--budget", "22"]) == 0
+    assert len(load(path)[0].get_trials()) == len(trials) + 2
+
+    for bad, flag in (("-5", []), ("soon", []), (None, ["--budget", "0"])):
+        path = write_study(tmp_path, budget=bad) if bad else write_study(tmp_path)
+        assert main(["run", str(path), *flag]) == 2
+        assert f"{path}: budget: " in capsys.readouterr().err
+    path = write_study(tmp_path, n_trials=None, budget=30)
+    from effsearch.search.studyfile import load as load_file
+    assert load_file(path).budget == 30  # a budget alone ends the study
+    path = write_study(tmp_path, n_trials=None)
+    assert main(["run", str(path)]) == 2
+    assert "give n_trials, timeout or budget" in capsys.readouterr().err
+
+
+def test_warm_starts_are_trained_as_given_once(tmp_path, capsys):
+    recipe = {"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2}
+    path = write_study(tmp_path, n_trials=3, warm_start=[recipe])
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warm start 1 config(s) after the baseline, trained as given: warm_start[0]" in err
+    assert "trial   1 (warm_start[0]) completed" in err
+    trials = load(path)[0].get_trials()
+    ran = TrainConfig.from_dict(yaml.safe_load(trials[1].user_attrs["config"]))
+    want = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 3})).replace(
+        **{"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2})
+    assert ran == want and trials[1].user_attrs["warm_start"] == "warm_start[0]"
+    assert trials[1].params["epochs"] == 2 and trials[1].params["batch_size"] == 64  # as far as the space can say
+    # Resuming does not queue it again.
+    assert main(["run", str(path), "--n-trials", "5"]) == 0
+    trials = load(path)[0].get_trials()
+    assert len(trials) == 5 and sum("warm_start" in t.user_attrs for t in trials) == 1
+
+    # A bad recipe is named (exit 2, nothing written).
+    (tmp_path / "bad").mkdir()
+    for recipe, field in (({"optimizer.lrr": 0.1}, "warm_start[0].optimizer.lrr"),
+                          ({"optimizer.lr": -1}, "warm_start[0].optimizer.lr")):
+        bad = write_study(tmp_path / "bad", warm_start=[recipe])
+        assert main(["run", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}: {field}: " in err, err
+    bad = write_study(tmp_path / "bad", warm_start=[{}, "lr=1"])
+    assert main(["run", str(bad)]) == 2 and f"{bad}: warm_start[1]: must be a mapping" in capsys.readouterr().err
+    assert not bad.with_suffix(".journal").exists()
+
+
+def test_warm_start_flag_queues_an_earlier_study_s_front(tmp_path, capsys):
+    earlier = write_study(tmp_path, n_trials=3)
+    assert main(["run", str(earlier)]) == 0
+    old = load(earlier)[0]
+    front = sorted(report.front(old), key=lambda t: t.number)
+    assert front
+    configs = [t.user_attrs["config"] for t in front]
+    # A study in the same storage, warm-started from the earlier one by name.
+    (tmp_path / "later").mkdir()
+    later = write_study(tmp_path / "later", name="later", storage=str(earlier.with_suffix(".journal")))
+    assert main(["run", str(later), "--n-trials", str(1 + len(front)), "--warm-start", "tiny"]) == 0
+    capsys.readouterr()
+    trials = load(earlier, "later")[0].get_trials()
+    assert [t.user_attrs.get("warm_start") for t in trials[1:]] == [f"tiny trial {t.number}" for t in front]
+    assert [t.user_attrs["config"] for t in trials[1:]] == configs
+    # Again (resumed, with more trials): the front is not queued twice.
+    assert main(["run", str(later), "--n-trials", str(2 + len(front)), "--warm-start", str(earlier)]) == 0
+    trials = load(earlier, "later")[0].get_trials()
+    assert sum("warm_start" in t.user_attrs for t in trials) == len(front)

@@ -93,9 +93,13 @@ class Heartbeat:
 class StudyNumbers:
     n_trials: int | None = spec(20, low=1, help="the study's total, across reruns and workers")
     timeout: float | None = spec(None, low=0, low_open=True, help="seconds per `effsearch run`")
+    budget: float | None = spec(None, low=0, low_open=True,
+                                help="compute seconds for the whole study: the summed wall seconds of its trials")
     seed: int = spec(0, low=0)
     workers: int = spec(1, low=1, help="worker processes on this machine")
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
+    dedupe: bool = spec(True, help="answer a config a complete trial already trained from storage "
+                                   "(false: train it again, e.g. to measure seed noise)")
 
 
 # -- checking -------------------------------------------------------------------------------------

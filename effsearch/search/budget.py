@@ -1,4 +1,5 @@
-"""When a worker stops: the study has its n_trials, or the same error keeps repeating."""
+"""When a worker stops: the study has its n_trials, has spent its compute budget, or the same
+error keeps repeating."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import warnings
 
 import optuna
 
-from effsearch.search import report
-from effsearch.search.storage import STATUS_KEY
+from effsearch.search import phases, report
+from effsearch.search.storage import STATUS_KEY, WALL_KEY
 
 
 class StopAtTotal:
@@ -27,6 +28,60 @@ class StopAtTotal:
             optuna.storages.fail_stale_trials(study)
         c = report.counts(study.get_trials(deepcopy=False))
         return c["done"] + c["running"] >= self.n
+
+    def __call__(self, study, trial) -> None:
+        if self.reached(study):
+            study.stop()
+
+
+def spent(trials) -> float:
+    """Compute seconds: the summed wall seconds of the finished trials (a duplicate's are its look-up)."""
+    return sum(t.user_attrs.get(WALL_KEY) or 0.0 for t in trials if t.state.is_finished())
+
+
+def reserve(spec, trials) -> float:
+    """Phase 2's expected cost, held back from phase 1's budget: its 1 + top_k x seeds trials, each
+    at the phase-1 baseline's wall seconds scaled to the full data (/ data_fraction / epochs_fraction).
+    0 until the baseline has run."""
+    base = report.baseline_trial(trials)
+    wall = base.user_attrs.get(WALL_KEY) if base is not None else None
+    if not wall:
+        return 0.0
+    t = spec.tuning
+    return (1 + t["top_k"] * t["seeds"]) * wall / (t["data_fraction"] * t["epochs_fraction"])
+
+
+class StopAtBudget:
+    """Stop this worker once the study has spent its ``budget`` compute seconds (see ``spent``);
+    a trial running when it runs out finishes. With a tuning phase the budget covers both phases:
+    phase 1 stops once it spent the budget minus phase 2's expected cost (``reserve``), phase 2
+    once both phases together spent it."""
+
+    def __init__(self, spec, storage):
+        self.spec, self.storage = spec, storage
+        self._before = None  # phase 1's compute, for phase 2 (phase 1 is over: it no longer changes)
+
+    def left(self, study) -> float | None:
+        """Compute seconds left to this phase (None: no budget)."""
+        if self.spec.budget is None:
+            return None
+        trials = study.get_trials(deepcopy=False)
+        left = self.spec.budget - spent(trials)
+        if self.spec.phase == "tune":
+            left -= reserve(self.spec, trials)
+        elif self.spec.phase == "confirm":
+            left -= self.earlier()
+        return left
+
+    def earlier(self) -> float:
+        if self._before is None:
+            tune = optuna.load_study(study_name=phases.tune_spec(self.spec).name, storage=self.storage)
+            self._before = spent(tune.get_trials(deepcopy=False))
+        return self._before
+
+    def reached(self, study) -> bool:
+        left = self.left(study)
+        return left is not None and left <= 0
 
     def __call__(self, study, trial) -> None:
         if self.reached(study):

@@ -3,6 +3,9 @@
 ``Objective(trial)`` samples a config (or takes the queued baseline / a confirmation),
 trains it in this process with the study pruner watching each evaluation, records the
 result on the trial (attributes, artifacts, a note) and returns the objective values.
+A config a COMPLETE trial of the study already trained (same ``TrainConfig.hash()``) is
+not trained again unless the study file says ``dedupe: false``: the trial is answered with
+that trial's result and marked ``duplicate_of``.
 A failure it can explain (an invalid config, an exception, divergence) is recorded and
 raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
 """
@@ -10,17 +13,21 @@ raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the st
 from __future__ import annotations
 
 import gc
+import time
 
 import optuna
 from optuna.trial import TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
-from effsearch.search import phases, record, report
+from effsearch.search import phases, record, report, warmstart
 from effsearch.search.pruner import make_pruner
-from effsearch.search.storage import (BASELINE_KEY, STATUS_KEY, WORKER_KEY, retry_history, set_constraints,
-                                      trial_id, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WALL_KEY,
+                                      WORKER_KEY, constraints_of, retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
+
+
+clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
 
 
 class TrialFailed(Exception):
@@ -38,6 +45,7 @@ class Objective:
         trial.set_user_attr(WORKER_KEY, worker_id())
         if self.heartbeat is not None:
             self.heartbeat.beat(trial_id(trial))
+        start = clock()
         try:
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
@@ -46,6 +54,10 @@ class Objective:
                                         "of the same command resumes it")
             raise
         finally:
+            try:  # what a study budget counts (search.budget), whatever the trial's end
+                trial.set_user_attr(WALL_KEY, clock() - start)
+            except Exception:
+                pass
             if self.heartbeat is not None:
                 self.heartbeat.beat(None)
 
@@ -60,18 +72,24 @@ class Objective:
             raise TrialFailed("duplicate baseline")
         try:
             sampled = self.spec.space.sample(trial)
-            # The baseline trains exactly the study file's config; its parameters are recorded
-            # as far as the space can express them.
+            # The baseline and a warm start train exactly their configs; their parameters are
+            # recorded as far as the space can express them.
             full = self.spec.baseline if is_baseline else \
-                phases.confirm_config(trial) or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+                phases.confirm_config(trial) or warmstart.config_of(trial) or \
+                TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained
             self._fail(trial, "invalid", f"invalid config: {e}")
         config_yaml = cfg.to_yaml()
         trial.set_user_attr("config", config_yaml)
+        trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
         if cfg != full:
             trial.set_user_attr("full_config", full.to_yaml())
+        if self.spec.dedupe and not is_baseline:  # the baseline is the yardstick: always trained
+            original = self._trained_before(trial, cfg.hash())
+            if original is not None:
+                return self._answer_from(trial, original)
         self.pruner.begin(trial, cfg, may_prune=not is_baseline)  # the baseline is the yardstick: never pruned
         try:
             result = train(cfg, data_root=self.data_root, progress=False,
@@ -97,6 +115,27 @@ class Objective:
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
+
+    def _trained_before(self, trial, config_hash: str):
+        """The first COMPLETE trial of this study that trained this config (None if none has).
+        Two workers may still train one config at once: only finished trials are asked."""
+        same = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number != trial.number]
+        return min(same, key=lambda t: (DUPLICATE_KEY in t.user_attrs, t.number), default=None)
+
+    def _answer_from(self, trial, original):
+        """Record ``original``'s result on ``trial`` and return its values: no training."""
+        n = original.user_attrs.get(DUPLICATE_KEY, original.number)
+        record.set_attrs(trial, record.copied_attrs(original))
+        trial.set_user_attr(DUPLICATE_KEY, n)
+        constraints = constraints_of(original)
+        if constraints:
+            set_constraints(trial, constraints)
+        _note(trial, f"duplicate of trial {n}", f"trial {n} trained this same config (hash "
+                                                f"{original.user_attrs[CONFIG_HASH_KEY]}); its result is "
+                                                "answered from storage, not trained again (`dedupe: false` "
+                                                "in the study file re-trains)")
+        return list(original.values)
 
     def _other_baseline(self, trial) -> bool:
         """Two workers that start on a new study together both queue the baseline: the lower number wins."""

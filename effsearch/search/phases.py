@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import TrainConfig
 from effsearch.config.options import SubsetTuning, check_options, defaults
-from effsearch.search.storage import BASELINE_KEY
+from effsearch.search.storage import BASELINE_KEY, CONFIG_HASH_KEY
 
 # Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
 OPTIONS = SubsetTuning
@@ -83,7 +83,7 @@ def minimised(values, directions) -> tuple:
 
 
 def top_k(trials, directions, k: int) -> list:
-    """The best ``k`` complete non-baseline trials: front by front, spread first."""
+    """The best ``k`` complete non-baseline trials of distinct configs: front by front, spread first."""
     from effsearch.search.pareto import rank
 
     pool = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY)
@@ -93,7 +93,15 @@ def top_k(trials, directions, k: int) -> list:
     feasible = [i for i in range(len(pool)) if shortfall[i] == 0]
     order = [feasible[i] for i in rank([minimised(pool[j].values, directions) for j in feasible])]
     order += sorted((i for i in range(len(pool)) if shortfall[i] > 0), key=lambda i: shortfall[i])
-    return [pool[i] for i in order[:k]]
+    # Distinct configurations only: a config trained twice (or a duplicate answered from storage)
+    # would be confirmed twice; the next best takes its place.
+    picked, seen = [], set()
+    for i in order:
+        key = pool[i].user_attrs.get(CONFIG_HASH_KEY) or pool[i].user_attrs["full_config"]
+        if key not in seen:
+            seen.add(key)
+            picked.append(pool[i])
+    return picked[:k]
 
 
 def queue_confirm(spec, tune_study, study) -> list[int]:

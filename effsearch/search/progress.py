@@ -8,6 +8,7 @@ import time
 from optuna.trial import TrialState
 
 from effsearch.search import phases, report
+from effsearch.search.budget import spent
 
 
 class Progress:
@@ -36,10 +37,13 @@ class Progress:
 
 
 def header(spec, study) -> str:
-    c = report.counts(study.get_trials(deepcopy=False))
+    trials = study.get_trials(deepcopy=False)
+    c = report.counts(trials)
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
     budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
     timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
+    if spec.budget:
+        timeout += f", budget {spec.budget:g} compute s ({spent(trials):.0f} s spent)"
     pr = spec.pruner
     pruner = ", ".join(f"{k} {v:g}" for k, v in pr.items() if k != "name")
     phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
@@ -53,9 +57,16 @@ def header(spec, study) -> str:
         f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
         if spec.phase != "confirm" else
         f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
-        f"queued; {spec.workers} worker(s); {budget}",
+        f"queued; {spec.workers} worker(s); {budget}{timeout}",
         f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
-    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []))
+    ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []) + warm_line(spec))
+
+
+def warm_line(spec) -> list[str]:
+    if not spec.warm_start or spec.phase == "confirm":
+        return []
+    return [f"  warm start {len(spec.warm_start)} config(s) after the baseline, trained as given: "
+            + ", ".join(label for label, _ in spec.warm_start)]
 
 
 def dashboard_hint(spec) -> str:

@@ -62,6 +62,16 @@ def set_attrs(trial, attrs: dict) -> None:
         trial.set_user_attr(key, clean(value))
 
 
+# What result_attrs writes: a duplicate config's trial copies these from the trial that trained it.
+RESULT_KEYS = (STATUS_KEY, "reason", "reached_target", "time_to_target", "target_accuracy", "history", "device",
+               "versions", "speedup") + FINAL_KEYS
+
+
+def copied_attrs(original) -> dict:
+    """``original``'s result attributes, for a trial answered with its result."""
+    return {k: original.user_attrs[k] for k in RESULT_KEYS if k in original.user_attrs}
+
+
 def result_attrs(result, speedup: float | None) -> dict:
     f = result.final
     attrs = {

@@ -11,7 +11,7 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.search.record import Recorded
-from effsearch.search.storage import BASELINE_KEY, STATUS_KEY, storage_errors, why
+from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY, storage_errors, why
 from effsearch.spaces.space import format_table
 from effsearch.trainer import result as R
 
@@ -119,7 +119,8 @@ def front(study, trials=None) -> list:
     except storage_errors() as e:
         print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
         return []
-    return sorted(best, key=lambda t: t.values)
+    # A duplicate (answered with an earlier trial's result) is that trial's point again.
+    return sorted((t for t in best if DUPLICATE_KEY not in t.user_attrs), key=lambda t: t.values)
 
 
 def best_tta(trials) -> float | None:
@@ -144,7 +145,10 @@ def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None
     else:
         what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
     cfg = config_of(trial)
-    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else ""
+    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else \
+        (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
+    if DUPLICATE_KEY in trial.user_attrs:  # answered from storage: say whose result it repeats
+        state = f"duplicate of trial {trial.user_attrs[DUPLICATE_KEY]}, not trained"
     best = best_tta(trials)
     total = f"{c['done']}/{n_trials}" if n_trials else f"{c['done']}"
     clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
@@ -165,6 +169,8 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         cfg = config_of(t)
         tail = summary(cfg) if cfg and t.state == TrialState.COMPLETE else \
             (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+        if DUPLICATE_KEY in t.user_attrs:
+            tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
         state = t.state.name
         if t.user_attrs.get(BASELINE_KEY):
             state += "*"

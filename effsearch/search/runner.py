@@ -16,8 +16,8 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search import phases, report, workers
-from effsearch.search.budget import StopAtTotal, repeated_failure
+from effsearch.search import phases, report, warmstart, workers
+from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent
 from effsearch.search.progress import dashboard_hint, header
 from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
 from effsearch.search.workers import WARM_UP_BATCHES, run_workers, work
@@ -55,7 +55,7 @@ def metric_names(objectives) -> list[str]:
 
 
 def ensure_study(spec, storage) -> optuna.Study:
-    """Create the study (or check the stored one matches) and queue the baseline once."""
+    """Create the study (or check the stored one matches) and queue the baseline and the warm starts once."""
     if spec.name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=spec.name, storage=storage)
         stored = study.user_attrs.get("objectives")
@@ -79,6 +79,8 @@ def ensure_study(spec, storage) -> optuna.Study:
             study.set_metric_names(metric_names(spec.objectives))
     if not any(t.user_attrs.get(BASELINE_KEY) for t in study.get_trials(deepcopy=False)):
         study.enqueue_trial(spec.space.encode(spec.baseline), user_attrs={BASELINE_KEY: True})
+    if spec.phase != "confirm":  # phase 2 confirms phase 1's picks only
+        warmstart.enqueue(spec, study)
     return study
 
 
@@ -128,8 +130,13 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
               "first timed trial is not this process's first run", file=out, flush=True)
     if lost:
         print(f"  re-queued trials {lost}: their worker process is gone", file=out)
+    budget = StopAtBudget(spec, storage)
     if StopAtTotal(spec.n_trials).reached(study):
         print(f"the study already has {spec.n_trials} trials; raise --n-trials to run more", file=out)
+        outcome = "done"
+    elif budget.reached(study):
+        print(f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more",
+              file=out)
         outcome = "done"
     elif spec.workers == 1:
         outcome = work(spec, 0, data_root, progress=True, out=out, t0=t0, since=t0, warm=False)
@@ -138,6 +145,9 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     print("", file=out)
     print(report.status_table(study, spec.objectives, show_all=False), file=out)
     trials = study.get_trials(deepcopy=False)
+    print(f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
+          + (f"; budget {spec.budget:g} s, {max(0.0, budget.left(study)):.1f} s left" if spec.budget else ""),
+          file=out)
     warning = report.baseline_warning(trials)
     if warning:
         print(f"\nwarning: {warning}", file=out)

@@ -33,6 +33,11 @@ from effsearch.config import ConfigError
 WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
 BASELINE_KEY = "baseline"
+CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
+WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
+WARM_KEY = "warm_start"  # user attr: which warm start a queued trial is (search.warmstart)
+WARM_CONFIG_KEY = "warm_config"  # user attr: the config YAML that warm start trains
+DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
 
 
 def rdb_url(url: str) -> str:
@@ -200,7 +205,8 @@ def _alive(pid: int) -> bool:
 
 
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
-KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config")
+KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY,
+                 WARM_CONFIG_KEY)
 
 
 def requeue(study: optuna.Study, trial, reason: str) -> None:
@@ -333,6 +339,11 @@ def set_constraints(trial: optuna.Trial, values: list[float]) -> None:
     """Optuna's constraint values on a running trial, in its own format (its samplers and
     optuna-dashboard read them)."""
     trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_KEY, values)
+
+
+def constraints_of(trial) -> list[float] | None:
+    """A finished trial's constraint values, as ``set_constraints`` stored them."""
+    return trial.system_attrs.get(CONSTRAINTS_KEY)
 
 
 def retry_history(trial) -> list[int]:

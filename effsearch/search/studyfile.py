@@ -10,11 +10,16 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # or STEM.artifacts/ beside this file for an RDB storage)
     base: {...}                 # the TrainConfig every trial starts from (or a path to one)
     baseline: {}                # dotted overrides of base: trial 0, the yardstick for speed-ups
+    warm_start: []              # recipes, each dotted overrides of base (as baseline): queued
+                                # after the baseline, trained exactly as given, once
     objectives: [time_to_accuracy, final_accuracy]
     space: {...}                # see effsearch.spaces.space
     sampler: tpe                # or {name: nsga2, population_size: 20}; tpe nsga2 nsga3 gp random
     n_trials: 20                # the study's total, across reruns and workers
     timeout: null               # seconds per `effsearch run`: no new trial starts after it
+    budget: null                # compute seconds for the whole study (across reruns, workers and
+                                # both tuning phases): no new trial starts once its trials'
+                                # summed wall seconds reach it (effsearch.search.budget)
     seed: 0
     workers: 1                  # worker processes on this machine
     pruner: none                # or {name: moasha, eta: 3, min_fraction: 0.111, min_trials: 4}
@@ -23,6 +28,8 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
     failure_limit: 3            # stop (exit 1) when this many trials in a row fail with the same
                                 # error (class and message); 0: never
+    dedupe: true                # a config a complete trial already trained is answered from
+                                # storage (duplicate_of), not trained again; false: re-train
 """
 
 from __future__ import annotations
@@ -46,8 +53,9 @@ from effsearch.search.storage import is_rdb_url, redact
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
                  "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
 
-KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "objectives", "space", "sampler",
-        "n_trials", "timeout", "seed", "workers", "pruner", "tuning", "heartbeat", "failure_limit")
+KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space",
+        "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
+        "failure_limit", "dedupe")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
@@ -75,6 +83,9 @@ class StudySpec:
     tuning: dict
     heartbeat: dict
     failure_limit: int = 3
+    dedupe: bool = True
+    budget: float | None = None  # compute seconds (effsearch.search.budget)
+    warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
@@ -93,18 +104,20 @@ class StudySpec:
 
 
 def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
-         timeout: float | None = None, workers: int | None = None, machine=None) -> StudySpec:
+         timeout: float | None = None, workers: int | None = None, budget: float | None = None,
+         machine=None) -> StudySpec:
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
     source = str(path)
     raw = read_yaml(path, MINIMAL_STUDY)
     try:
-        return _load(raw, path, storage, n_trials, timeout, workers, machine)
+        return _load(raw, path, storage, n_trials, timeout, workers, budget, machine)
     except ConfigError as e:
         raise (e if e.source else e.with_source(source)) from None
 
 
-def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, workers_flag, machine) -> StudySpec:
+def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, workers_flag, budget_flag,
+          machine) -> StudySpec:
     source = str(path)
     here = path.resolve().parent
     for key in raw:
@@ -126,14 +139,11 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
         base = _config(base_dict, "base")
     else:
         raise ConfigError("base", f"must be a TrainConfig mapping or a path to a TrainConfig YAML; got {base_raw!r}")
-    baseline_raw = raw.get("baseline", {}) or {}
-    if not isinstance(baseline_raw, dict):
-        raise ConfigError("baseline", "must be a mapping of dotted TrainConfig keys to values, applied to base "
-                                      f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {baseline_raw!r}")
-    bl = base.to_dict()
-    for key, value in baseline_raw.items():
-        set_path(bl, str(key), copy.deepcopy(value))
-    baseline = _config(bl, "baseline")
+    baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
+    warm_raw = raw.get("warm_start") or []
+    if not isinstance(warm_raw, list):
+        raise ConfigError("warm_start", f"must be a list of recipes (mappings like baseline); got {warm_raw!r}")
+    warm_start = [(f"warm_start[{i}]", _recipe(base, r, f"warm_start[{i}]")) for i, r in enumerate(warm_raw)]
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
@@ -142,12 +152,14 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
         machine = detect(base.device)
     _check_runnable(base, "base")
     _check_runnable(baseline, "baseline")
+    for label, cfg in warm_start:
+        _check_runnable(cfg, label)
 
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
     for i, objective in enumerate(objectives):
         if objective in O.NEEDS:
             key, want = O.NEEDS[objective]
-            for label, cfg in (("base", base), ("baseline", baseline)):
+            for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
                 if getattr(cfg, key) != want:
                     raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
                                                           f"must measure it); {label}.{key} is {getattr(cfg, key)!r}")
@@ -164,12 +176,14 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
 
     n_trials = number("n_trials", n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20))
     timeout = number("timeout", timeout_flag if timeout_flag is not None else raw.get("timeout"))
-    if n_trials is None and timeout is None:
-        raise ConfigError("n_trials", "give n_trials or timeout (or both), else the study never ends")
+    budget = number("budget", budget_flag if budget_flag is not None else raw.get("budget"))
+    if n_trials is None and timeout is None and budget is None:
+        raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
     seed = number("seed", raw.get("seed", 0))
     workers = number("workers", workers_flag if workers_flag is not None else raw.get("workers", 1))
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     failure_limit = number("failure_limit", raw.get("failure_limit", 3))
+    dedupe = number("dedupe", raw.get("dedupe", True))
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
@@ -189,7 +203,19 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, raw=raw, path=path, storage_field=storage_field)
+                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe,
+                     budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field)
+
+
+def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
+    """``base`` with a mapping of dotted TrainConfig keys applied (the baseline, a warm start)."""
+    if not isinstance(overrides, dict):
+        raise ConfigError(prefix, "must be a mapping of dotted TrainConfig keys to values, applied to base "
+                                  f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {overrides!r}")
+    d = base.to_dict()
+    for key, value in overrides.items():
+        set_path(d, str(key), copy.deepcopy(value))
+    return _config(d, prefix)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:

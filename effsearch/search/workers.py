@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, report
-from effsearch.search.budget import StopAtTotal, StopOnRepeatedFailure
+from effsearch.search.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
 from effsearch.search.objective import Objective, TrialFailed
 from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
@@ -89,8 +89,8 @@ def keyboard_interrupt_on_sigint() -> None:
 
 def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None, t0=None,
          since: float | None = None, warm: bool = True) -> str:
-    """One worker: run trials until the study has n_trials, the timeout passes, the same error
-    repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
+    """One worker: run trials until the study has n_trials, the timeout passes, the budget is
+    spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
 
     ``since``: when the command started (the failure limit counts this run's trials only).
     """
@@ -103,8 +103,8 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
     started = time.time()
     storage = open_storage(spec)
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec.sampler, spec.seed))
-    stop = StopAtTotal(spec.n_trials)
-    if stop.reached(study) and not wait_for_others(spec, study, stop, started):
+    stop, budget = StopAtTotal(spec.n_trials), StopAtBudget(spec, storage)
+    if budget.reached(study) or (stop.reached(study) and not wait_for_others(spec, study, stop, started)):
         return "done"
     keyboard_interrupt_on_sigint()
     if warm:
@@ -113,7 +113,7 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
         except Exception:  # the main process checked the baseline already; never cost the study for this
             pass
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
-    callbacks = [stop, failures, lambda study, trial: mark_lost(spec, study)] + \
+    callbacks = [stop, budget, failures, lambda study, trial: mark_lost(spec, study)] + \
         ([Progress(spec, study, out, t0)] if progress else [])
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
     objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
@@ -127,8 +127,9 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
                            gc_after_trial=spec.space.machine.device == "cuda")
             if failures.hit:
                 return "failed"
-            if not stop.reached(study) or not wait_for_others(spec, study, stop, started):
-                break  # the timeout, or the study has its n_trials
+            if budget.reached(study) or not stop.reached(study) or \
+                    not wait_for_others(spec, study, stop, started):
+                break  # the timeout or the budget, or the study has its n_trials
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
         requeue_interrupted(study)
         return "interrupted"
@@ -208,7 +209,7 @@ def _worker_main(path: str, overrides: dict, index: int, data_root, since: float
 def run_workers(spec, study, data_root, out, t0=None) -> str:
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
     overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
-                 "workers": spec.workers, "phase": spec.phase}
+                 "budget": spec.budget, "workers": spec.workers, "phase": spec.phase}
     since = t0 or time.time()
     procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root, since),
                          name=f"effsearch-worker-{i}") for i in range(spec.workers)]

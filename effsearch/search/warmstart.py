@@ -1,0 +1,63 @@
+"""Warm starts: configurations queued right after the baseline and trained exactly as given.
+
+They come from the study file's ``warm_start:`` recipes (dotted overrides of base, as
+``baseline:``) and from ``effsearch run --warm-start STUDY``, the Pareto front of an earlier
+study. Each queued trial carries its config (``warm_config``) and where it came from
+(``warm_start``); its parameters are recorded as far as the space can express them, as
+the baseline's are. A config already queued is not queued again, so a resumed study adds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import yaml
+
+from effsearch.config import TrainConfig
+from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY
+
+
+def enqueue(spec, study) -> list[str]:
+    """Queue the spec's warm starts the study does not have yet; returns their labels."""
+    have = {t.user_attrs.get(WARM_CONFIG_KEY) for t in study.get_trials(deepcopy=False)}
+    queued = []
+    for label, cfg in spec.warm_start:
+        text = cfg.to_yaml()
+        if text in have:
+            continue
+        study.enqueue_trial(spec.space.encode(cfg), user_attrs={WARM_KEY: label, WARM_CONFIG_KEY: text},
+                            skip_if_exists=False)
+        have.add(text)
+        queued.append(label)
+    return queued
+
+
+def config_of(trial) -> TrainConfig | None:
+    """The config a queued warm-start trial trains (None for any other trial)."""
+    text = trial.user_attrs.get(WARM_CONFIG_KEY)
+    if not text:
+        return None
+    return TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
+
+
+def front_configs(study) -> list[tuple[str, TrainConfig]]:
+    """(label, the full-data config) of each trial on ``study``'s Pareto front."""
+    from effsearch.search import report
+
+    out = []
+    for t in report.front(study):
+        text = t.user_attrs.get("full_config") or t.user_attrs.get("config")
+        if text:
+            out.append((f"{study.study_name} trial {t.number}", TrainConfig.from_dict(yaml.safe_load(text))))
+    return out
+
+
+def with_front_of(spec, earlier: str):
+    """``spec`` with the front of the ``earlier`` study (a study file, or a study name in the same
+    storage) added to its warm starts."""
+    from effsearch.search.lookup import open_study
+
+    is_file = Path(earlier).is_file() or (Path("studies") / f"{earlier}.yaml").is_file()
+    study, _ = open_study(earlier, None if is_file else spec.storage)
+    return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))
