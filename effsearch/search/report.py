@@ -49,7 +49,7 @@ def summary(cfg: dict) -> str:
     """A config in a few words: what differs across trials."""
     o, s, sel, sp = cfg["optimizer"], cfg["schedule"], cfg["selection"], cfg["sparsity"]
     lr = o["lr"] * (cfg["batch_size"] / 128 if o.get("scale_lr_with_batch") else 1.0)
-    parts = [f"{cfg['epochs']:g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
+    parts = [f"{cfg['epochs']:.3g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
     if sel["strategy"] != "full":
         parts.append(f"{sel['strategy']} {sel['fraction']:.2f}")
     if sp["target"] > 0:
