@@ -611,6 +611,8 @@ def methods(quick: bool, gp: bool = False) -> list[Method]:
         Method("random+hyperband@1/9", "random", R("hb")),
         Method("tpe+moasha@1/9", "tpe", R("product")),
         Method("tpe+asha-acc@1/3", "tpe", R("acc", 1 / 3)),
+        # TPE's random start: how many trials before it models (the product's default is 10).
+        *[Method(f"tpe+moasha@1/9/startup{k}", "tpe", R("product"), n_startup=k) for k in (5, 20)],
         Method("effsearch-default", "tpe", R("product"), tune="tune20", confirm="end"),
         Method("tpe+tune20,rolling", "tpe", None, tune="tune20", confirm="rolling"),
         Method("tpe+tune50,rolling", "tpe", None, tune="tune50", confirm="rolling"),
