@@ -57,24 +57,27 @@ _ffcv_checked: dict = {}
 
 
 def ffcv_works() -> bool:
-    """Whether `import ffcv` works. Asked only when a study may search the loader: the
-    import takes seconds and sets torch to one thread, which is put back here."""
+    """Whether ffcv imports here. Asked only when a study may search the loader: the import
+    takes seconds."""
     if "ok" not in _ffcv_checked:
-        ok = False
-        if _importable("ffcv"):
-            import torch
-
-            threads = torch.get_num_threads()
-            try:  # the package can be present while its compiled parts are not
-                import ffcv  # noqa: F401
-
-                ok = True
-            except Exception:
-                ok = False
-            finally:
-                torch.set_num_threads(threads)
-        _ffcv_checked["ok"] = ok
+        _ffcv_checked["ok"] = _importable("ffcv") and _ffcv_import_error() is None
     return _ffcv_checked["ok"]
+
+
+def _ffcv_import_error() -> Exception | None:
+    """Import ffcv and its compiled parts (its C extension, built against OpenCV and libjpeg-turbo,
+    numba, cv2); the error if that fails. The package can be present while those are not."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        import ffcv  # noqa: F401
+        from ffcv.loader import Loader  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError when a system library is missing
+        return e
+    finally:
+        torch.set_num_threads(threads)  # importing ffcv sets torch (and numba) to one thread
+    return None
 
 
 def detect(device: str = "auto") -> Machine:
@@ -126,17 +129,10 @@ def resolve_device(cfg) -> str:
 
 def require_ffcv() -> None:
     """Raise ConfigError (with the install line) unless ffcv and its compiled parts import here."""
-    import torch
-
-    threads = torch.get_num_threads()
-    try:  # ffcv needs its C extension (built against OpenCV and libjpeg-turbo), numba and cv2
-        import ffcv  # noqa: F401
-        from ffcv.loader import Loader  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - ImportError, or OSError when a system library is missing
+    e = _ffcv_import_error()
+    if e is not None:
         raise ConfigError("loader", f"is 'ffcv' but ffcv cannot be imported here ({type(e).__name__}: {e}); "
-                          + INSTALL_HINT) from None
-    finally:
-        torch.set_num_threads(threads)  # importing ffcv sets torch (and numba) to one thread
+                          + INSTALL_HINT)
 
 
 def check_processes(cfg, device: str) -> None:

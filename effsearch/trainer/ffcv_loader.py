@@ -55,23 +55,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from effsearch.config import ConfigError
-from effsearch.config.machine import INSTALL_HINT
+from effsearch.config.machine import require_ffcv
 from effsearch.trainer import data as D
 
-_threads = torch.get_num_threads()
-try:  # ffcv needs its C extension (built against OpenCV and libjpeg-turbo), numba and cv2
-    import ffcv  # noqa: F401
-    from ffcv.fields import IntField, NDArrayField
-    from ffcv.fields.decoders import IntDecoder, NDArrayDecoder
-    from ffcv.loader import Loader, OrderOption
-    from ffcv.loader.epoch_iterator import EpochIterator
-    from ffcv.transforms import ToDevice, ToTensor
-except Exception as _e:  # noqa: BLE001 - ImportError, or OSError when a system library is missing
-    raise ConfigError("loader", f"is 'ffcv' but ffcv cannot be imported here ({type(_e).__name__}: {_e}); "
-                      + INSTALL_HINT) from None
-finally:
-    torch.set_num_threads(_threads)  # importing ffcv sets torch (and numba) to one thread
+# A ConfigError with the install line when ffcv or its compiled parts do not import (torch's
+# thread count, which importing ffcv sets to one, is put back); the names below then import.
+require_ffcv()
+from ffcv.fields import IntField, NDArrayField  # noqa: E402
+from ffcv.fields.decoders import IntDecoder, NDArrayDecoder  # noqa: E402
+from ffcv.loader import Loader, OrderOption  # noqa: E402
+from ffcv.loader.epoch_iterator import EpochIterator  # noqa: E402
+from ffcv.transforms import ToDevice, ToTensor  # noqa: E402
 
 FORMAT = 1  # bump when the file layout changes: older folders become stale
 SPLITS = ("train", "val", "test")
