@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import yaml
 from optuna.trial import TrialState
 
 from effsearch.config import TrainConfig
 from effsearch.config.options import SubsetTuning, check_options, defaults
+from effsearch.search import record
 from effsearch.search.storage import BASELINE_KEY, CONFIG_HASH_KEY
 
 # Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
@@ -128,11 +128,8 @@ def queue_confirm(spec, tune_study, study) -> list[int]:
 
 def confirm_config(trial) -> TrainConfig | None:
     """The config a queued phase-2 trial re-runs (the tune trial's, on full data, with its seed)."""
-    text = trial.user_attrs.get("confirm_config")
-    if not text:
-        return None
-    cfg = TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
-    return cfg.replace(seed=trial.user_attrs["confirm_seed"])
+    cfg = record.stored_config(trial, "confirm_config")
+    return None if cfg is None else cfg.replace(seed=trial.user_attrs["confirm_seed"])
 
 
 # -- how well phase 1 predicted phase 2 -----------------------------------------------

@@ -14,6 +14,9 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
+from effsearch.config import TrainConfig
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
 from effsearch.trainer.result import clean
 
@@ -55,6 +58,14 @@ class Recorded:
                    target_accuracy=a.get("target_accuracy"), speedup=a.get("speedup"),
                    val_accuracy=a.get("val_accuracy"), test_accuracy=a.get("test_accuracy"),
                    train_seconds=a.get("train_seconds"), device=a.get("device"), versions=a.get("versions") or {})
+
+
+def stored_config(trial, key: str = "config") -> TrainConfig | None:
+    """The TrainConfig a trial attribute holds as YAML (None: the trial has none)."""
+    text = trial.user_attrs.get(key)
+    if not text:
+        return None
+    return TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
 
 
 def set_attrs(trial, attrs: dict) -> None:

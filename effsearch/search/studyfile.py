@@ -271,12 +271,19 @@ def dump(spec: StudySpec) -> str:
     return yaml.safe_dump(spec.raw, sort_keys=False)
 
 
+def study_path(study: str) -> Path | None:
+    """The study file ``study`` names: a path, or a name under studies/ (None: neither)."""
+    path = Path(study)
+    if path.is_file():
+        return path
+    named = Path("studies") / f"{study}.yaml"
+    return named if named.is_file() else None
+
+
 def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
     """(study name, storage) from a study file or a name, without the full check (for `status`)."""
-    path = Path(study)
-    if not path.is_file() and (Path("studies") / f"{study}.yaml").is_file():
-        path = Path("studies") / f"{study}.yaml"
-    if path.is_file():
+    path = study_path(study)
+    if path is not None:
         raw = read_yaml(path, MINIMAL_STUDY)
         name = raw.get("name", path.stem)
         try:

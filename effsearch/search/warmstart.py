@@ -10,11 +10,9 @@ the baseline's are. A config already queued is not queued again, so a resumed st
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-
-import yaml
 
 from effsearch.config import TrainConfig
+from effsearch.search import record
 from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY
 
 
@@ -35,10 +33,7 @@ def enqueue(spec, study) -> list[str]:
 
 def config_of(trial) -> TrainConfig | None:
     """The config a queued warm-start trial trains (None for any other trial)."""
-    text = trial.user_attrs.get(WARM_CONFIG_KEY)
-    if not text:
-        return None
-    return TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
+    return record.stored_config(trial, WARM_CONFIG_KEY)
 
 
 def front_configs(study) -> list[tuple[str, TrainConfig]]:
@@ -47,9 +42,9 @@ def front_configs(study) -> list[tuple[str, TrainConfig]]:
 
     out = []
     for t in report.front(study):
-        text = t.user_attrs.get("full_config") or t.user_attrs.get("config")
-        if text:
-            out.append((f"{study.study_name} trial {t.number}", TrainConfig.from_dict(yaml.safe_load(text))))
+        cfg = record.stored_config(t, "full_config") or record.stored_config(t)
+        if cfg is not None:
+            out.append((f"{study.study_name} trial {t.number}", cfg))
     return out
 
 
@@ -58,6 +53,8 @@ def with_front_of(spec, earlier: str):
     storage) added to its warm starts."""
     from effsearch.search.lookup import open_study
 
-    is_file = Path(earlier).is_file() or (Path("studies") / f"{earlier}.yaml").is_file()
-    study, _ = open_study(earlier, None if is_file else spec.storage)
+    from effsearch.search.studyfile import study_path
+
+    # A study file keeps its own storage; a bare name is looked up in this study's.
+    study, _ = open_study(earlier, None if study_path(earlier) else spec.storage)
     return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))
