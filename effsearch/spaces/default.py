@@ -73,19 +73,8 @@ def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: s
     return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
 
 
-def why_not(algo: str, cfg: dict) -> str | None:
-    """Why ``algo`` cannot be switched on in ``cfg`` (None: it can), from the config's rules."""
-    blocked = rules.blockers(f"algorithms.{algo}", cfg)
-    return f"needs {blocked[0].when}" if blocked else None
-
-
 def _parallel(cfg: dict) -> bool:
     return (get_path(cfg, "distributed.processes", 1) or 1) > 1
-
-
-def _model_based() -> tuple:
-    # Strategies that look at the model; without a warm start they must select before the end.
-    return C.MODEL_SELECTIONS
 
 
 def _switch(algo: str):
@@ -169,7 +158,8 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     # Without a warm start (int(kappa * epochs) == 0) a model-based strategy must get to
     # select before training ends (config's rule): hold select_every below the budget.
     epochs = float(cfg["epochs"])
-    if get_path(cfg, "selection.strategy") in _model_based() and int(get_path(cfg, "selection.kappa", 0) * epochs) == 0:
+    model_based = get_path(cfg, "selection.strategy") in C.MODEL_SELECTIONS
+    if model_based and int(get_path(cfg, "selection.kappa", 0) * epochs) == 0:
         every = max(1, min(every, math.ceil(epochs) - 1))
     set_path(cfg, "selection.select_every", every)
 
@@ -336,7 +326,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             parents=("schedule.name",)),
         # -- data: CORDS subsets -----------------------------------------------
         Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 else
-            tuple(x for x in STRATEGIES if x not in _model_based()),
+            tuple(x for x in STRATEGIES if x not in C.MODEL_SELECTIONS),
             **gated("selection.strategy"), off="full", setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
         Dim("selection.fraction", "data", "float", low=0.1, high=0.9, **gated("selection.fraction"),
             help="share of the training set per epoch"),
