@@ -17,6 +17,7 @@ is gone (``requeue_dead_local``).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -72,6 +73,29 @@ def check_url(url: str, where: str) -> None:
     if parsed.get_backend_name() == "sqlite" and not parsed.database:
         raise ConfigError(where, "sqlite:// without a path is an in-memory database, lost when the run ends; "
                                  "give a file: sqlite:///path/to/study.db")
+
+
+RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
+URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")  # `scheme:` (a path starts with /, ., ~ or a name without :)
+
+
+def as_url(text: str, where: str) -> str | None:
+    """``text`` checked as a storage URL; None when it is a file path."""
+    scheme = URL_LIKE.match(text)
+    if not scheme:
+        return None
+    # A URL, even a malformed one: never taken as a file name (sqlite:/x would make a folder `sqlite:`)
+    name = scheme.group(1).split("+", 1)[0].lower()
+    if name not in RDB_SCHEMES:
+        raise ConfigError(where, f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
+                                 "(e.g. postgresql://user:pass@host/db) or a journal file path")
+    if not text.startswith(scheme.group(0) + "//"):
+        raise ConfigError(where, f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
+                                 + ("sqlite:///path/to/study.db" if name == "sqlite" else
+                                    f"{name}://user:pass@host/db")
+                                 + "; a journal file path must not start with `NAME:`")
+    check_url(text, where)
+    return text
 
 
 def is_rdb_url(storage: str) -> bool:
@@ -288,12 +312,14 @@ def open_url(url: str):
     return _connect(url)
 
 
+def file_storage(path: Path) -> str:
+    """A storage given as a file: a database file as an sqlite URL, any other a journal file."""
+    return f"sqlite:///{path}" if path.suffix in (".db", ".sqlite", ".sqlite3") else str(path)
+
+
 def storage_url(arg: str) -> str:
-    """A storage given as a file: database files as sqlite URLs (as --storage takes them)."""
-    if "://" in arg:
-        return arg
-    p = Path(arg).expanduser().resolve()
-    return f"sqlite:///{p}" if p.suffix in (".db", ".sqlite", ".sqlite3") else str(p)
+    """A storage argument as --storage takes it: a URL, or a file (see ``file_storage``)."""
+    return arg if "://" in arg else file_storage(Path(arg).expanduser().resolve())
 
 
 # -- where a study's artifacts go ----------------------------------------------------------

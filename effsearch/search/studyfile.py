@@ -35,7 +35,6 @@ field and what is allowed (exit code 2 in the CLI). Keys::
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from effsearch.config import ConfigError, TrainConfig, options, read_yaml
 from effsearch.config.fields import set_path
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
 from effsearch.search import phases
-from effsearch.search.storage import is_rdb_url, redact
+from effsearch.search.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
@@ -60,8 +59,6 @@ KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
 SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
-RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
-URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")  # `scheme:` (a path starts with /, ., ~ or a name without :)
 
 
 @dataclass
@@ -193,8 +190,6 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {artifacts!r}")
-    from effsearch.search.storage import artifact_dir
-
     artifacts_dir = artifact_dir(path, artifacts, storage)
     description = raw.get("description", "")
     if not isinstance(description, str):
@@ -244,26 +239,11 @@ def _storage(flag: str | None, value: Any, path: Path) -> str:
         where, base_dir, text = "storage", path.resolve().parent, value
     else:
         return str(path.resolve().parent / f"{path.stem}.journal")
-    scheme = URL_LIKE.match(text)
-    if scheme:  # a URL, even a malformed one: never taken as a file name (sqlite:/x would make a folder `sqlite:`)
-        name = scheme.group(1).split("+", 1)[0].lower()
-        if name not in RDB_SCHEMES:
-            raise ConfigError(where, f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
-                                     "(e.g. postgresql://user:pass@host/db) or a journal file path")
-        if not text.startswith(scheme.group(0) + "//"):
-            raise ConfigError(where, f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
-                                     + ("sqlite:///path/to/study.db" if name == "sqlite" else
-                                        f"{name}://user:pass@host/db")
-                                     + "; a journal file path must not start with `NAME:`")
-        from effsearch.search.storage import check_url
-
-        check_url(text, where)
-        return text
+    url = as_url(text, where)
+    if url is not None:
+        return url
     p = Path(text).expanduser()
-    p = p if p.is_absolute() else base_dir / p
-    if p.suffix in (".db", ".sqlite", ".sqlite3"):
-        return f"sqlite:///{p}"
-    return str(p)
+    return file_storage(p if p.is_absolute() else base_dir / p)
 
 
 def dump(spec: StudySpec) -> str:
