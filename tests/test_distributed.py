@@ -159,7 +159,7 @@ def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tm
 def test_processes_above_the_machine_are_refused_with_the_limit(monkeypatch):
     from effsearch.cli import main
     from effsearch.config import machine
-    from effsearch.trainer.run import check_runnable
+    from effsearch.config.machine import check_runnable
 
     monkeypatch.setattr(machine, "cpu_cores", lambda: 2)
     with pytest.raises(ConfigError) as e:

@@ -35,7 +35,7 @@ def F():
 
 def test_ffcv_missing_is_refused_with_the_install_line(monkeypatch, capsys):
     from effsearch.cli import main
-    from effsearch.trainer.run import check_runnable
+    from effsearch.config.machine import check_runnable
 
     monkeypatch.setitem(sys.modules, "ffcv", None)  # `import ffcv` raises ImportError
     monkeypatch.delitem(sys.modules, "effsearch.trainer.ffcv_loader", raising=False)

@@ -62,7 +62,8 @@ class Objective:
                 self.heartbeat.beat(None)
 
     def _run(self, trial: optuna.Trial):
-        from effsearch.trainer.run import check_runnable, train
+        from effsearch.config.machine import check_runnable
+        from effsearch.trainer.run import train
 
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
         if is_baseline and self._other_baseline(trial):

@@ -20,9 +20,7 @@ import torch
 
 from effsearch.config import TrainConfig, effective_batch
 from effsearch.config.algorithms import ALGORITHMS
-
-# The machine's rules live with the config; re-exported for the trainer's callers.
-from effsearch.config.machine import check_runnable, resolve_device  # noqa: F401
+from effsearch.config.machine import check_runnable
 from effsearch.trainer import data as D
 from effsearch.trainer.models import build_model
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
