@@ -75,7 +75,7 @@ def test_algorithm_table_matches_composer_signatures():
 
     import composer.algorithms as ca
 
-    from effsearch.trainer.algorithms import ALGORITHMS
+    from effsearch.config.algorithms import ALGORITHMS
 
     for name, spec in ALGORITHMS.items():
         sig = inspect.signature(getattr(ca, spec.composer_name)).parameters

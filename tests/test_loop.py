@@ -7,10 +7,10 @@ import torch
 from composer.core import Event, Time, TimeUnit, Timestamp
 
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import resolve_device
 from effsearch.trainer import data as D
 from effsearch.trainer import loop as L
-from effsearch.trainer.algorithms import ALGORITHMS
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target
 from effsearch.trainer.run import prepare, train
 from tests.helpers import tiny

@@ -1,14 +1,12 @@
 """Composer's algorithm objects for ``cfg.algorithms`` (imports Composer, ~18 s on 2 cores).
 
 The table of names, parameters and per-batch events is ``effsearch.config.algorithms``
-(no Composer import); it is re-exported here for the trainer's readers.
+(no Composer import).
 """
 
 from __future__ import annotations
 
-from effsearch.config.algorithms import ALGORITHMS, BY_COMPOSER_NAME, AlgoSpec
-
-__all__ = ["ALGORITHMS", "BY_COMPOSER_NAME", "AlgoSpec", "build_algorithms"]
+from effsearch.config.algorithms import ALGORITHMS
 
 
 def build_algorithms(cfg) -> list:

@@ -50,7 +50,7 @@ def listens(algorithm) -> tuple:
     table in ``algorithms.ALGORITHMS`` (checked against each ``match`` by a test), else all."""
     own = getattr(algorithm, "batch_events", None)
     if own is None:
-        from effsearch.trainer.algorithms import BY_COMPOSER_NAME
+        from effsearch.config.algorithms import BY_COMPOSER_NAME
 
         spec = BY_COMPOSER_NAME.get(type(algorithm).__name__)
         own = spec.batch_events if spec is not None else BATCH_EVENTS
