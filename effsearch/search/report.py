@@ -174,7 +174,8 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         state = t.state.name
         if t.user_attrs.get(BASELINE_KEY):
             state += "*"
-        test, train = Recorded.of(t).test_accuracy, Recorded.of(t).train_seconds
+        r = Recorded.of(t)
+        test, train = r.test_accuracy, r.train_seconds
         return ([t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
@@ -204,7 +205,8 @@ def baseline_warning(trials) -> str | None:
         return None
     if done:
         t = done[0]
-        target, acc = Recorded.of(t).target_accuracy, Recorded.of(t).val_accuracy
+        r = Recorded.of(t)
+        target, acc = r.target_accuracy, r.val_accuracy
         why = (f"missed the target {target:g} (final val accuracy {acc:.4f})" if target is not None and acc is not None
                else "missed the target")
     else:
