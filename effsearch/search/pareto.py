@@ -15,7 +15,9 @@ def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def fronts(points: Sequence[Sequence[float]]) -> list[list[int]]:
-    """Indices of ``points`` grouped into successive non-dominated fronts."""
+    """Indices of ``points`` grouped into successive non-dominated fronts (each in index order)."""
+    if points and len(points[0]) == 2:
+        return _fronts_2d(points)
     n = len(points)
     dominated_by = [0] * n
     dominating: list[list[int]] = [[] for _ in range(n)]
@@ -38,6 +40,28 @@ def fronts(points: Sequence[Sequence[float]]) -> list[list[int]]:
                     nxt.append(j)
         current = nxt
     return out
+
+
+def _fronts_2d(points: Sequence[Sequence[float]]) -> list[list[int]]:
+    """Two objectives in O(n log n + n x fronts), not O(n^2): the pruner ranks every trial at a
+    rung among all that reached it, and the pairwise version cost 35 ms a decision at 200 trials.
+
+    In order of (first, second), a point can only be dominated by points already placed, and
+    within a front the last one placed has the smallest second value: it dominates the new
+    point if any member does."""
+    tails: list[tuple[float, float]] = []
+    out: list[list[int]] = []
+    for i in sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1])):
+        a, b = points[i]
+        for k, (ta, tb) in enumerate(tails):
+            if not (tb < b or (tb == b and ta < a)):
+                out[k].append(i)
+                tails[k] = (a, b)
+                break
+        else:
+            out.append([i])
+            tails.append((a, b))
+    return [sorted(f) for f in out]
 
 
 def crowding(points: Sequence[Sequence[float]], front: list[int]) -> dict[int, float]:
