@@ -72,7 +72,8 @@ def _cmd_run(args) -> int:
     if args.warm_start:
         from effsearch.search.warmstart import with_front_of
 
-        spec = with_front_of(spec, args.warm_start)
+        for earlier in args.warm_start:
+            spec = with_front_of(spec, earlier)
     from effsearch.search.runner import run
 
     return run(spec, data_root=args.data_dir, t0=t0)
@@ -206,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the study's compute budget: no new trial starts once its trials' summed wall seconds "
                         "(set-up, training, evaluation; both phases of a tuning phase) reach SECONDS; replaces "
                         "the study file's `budget`")
-    r.add_argument("--warm-start", metavar="STUDY",
+    r.add_argument("--warm-start", metavar="STUDY|CONFIG", action="append",
                    help="queue the Pareto-front configs of an earlier study (its study file, or its name in "
-                        "this study's storage) after the baseline, trained as given; a resumed study does not "
-                        "queue them again")
+                        "this study's storage), or a training config file (as `effsearch best -o` writes), "
+                        "after the baseline, trained as given; repeatable; a resumed study does not queue "
+                        "them again")
     r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine")
     r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     r.set_defaults(func=_cmd_run)

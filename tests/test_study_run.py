@@ -399,3 +399,24 @@ def test_warm_start_flag_queues_an_earlier_study_s_front(tmp_path, capsys):
     assert main(["run", str(later), "--n-trials", str(2 + len(front)), "--warm-start", str(earlier)]) == 0
     trials = load(earlier, "later")[0].get_trials()
     assert sum("warm_start" in t.user_attrs for t in trials) == len(front)
+
+
+def test_warm_start_flag_takes_an_exported_config_file(tmp_path, capsys):
+    """`--warm-start best.yaml` (what `effsearch best -o` writes) queues that config as given;
+    the flag repeats; a config that does not fit the study is named, exit 2."""
+    path = write_study(tmp_path, n_trials=3)
+    pick = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 2})).replace(
+        **{"optimizer.lr": 0.03, "batch_size": 64})
+    pick.dump(tmp_path / "pick.yaml", header="# a pick")
+    other = pick.replace(**{"optimizer.lr": 0.02})
+    other.dump(tmp_path / "other.yaml")
+    assert main(["run", str(path), "--warm-start", str(tmp_path / "pick.yaml"),
+                 "--warm-start", str(tmp_path / "other.yaml")]) == 0
+    trials = load(path)[0].get_trials()
+    assert [t.user_attrs.get("warm_start") for t in trials[1:3]] == [str(tmp_path / "pick.yaml"),
+                                                                      str(tmp_path / "other.yaml")]
+    assert TrainConfig.from_dict(yaml.safe_load(trials[1].user_attrs["config"])) == pick
+    capsys.readouterr()
+    (tmp_path / "bad.yaml").write_text("model: {name: tiny-cnn}\nepochs: -1\n")
+    assert main(["run", str(path), "--n-trials", "4", "--warm-start", str(tmp_path / "bad.yaml")]) == 2
+    assert "epochs" in capsys.readouterr().err

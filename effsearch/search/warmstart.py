@@ -1,8 +1,8 @@
 """Warm starts: configurations queued right after the baseline and trained exactly as given.
 
 They come from the study file's ``warm_start:`` recipes (dotted overrides of base, as
-``baseline:``) and from ``effsearch run --warm-start STUDY``, the Pareto front of an earlier
-study. Each queued trial carries its config (``warm_config``) and where it came from
+``baseline:``) and from ``effsearch run --warm-start``: the Pareto front of an earlier study,
+or a training config file (a pick exported by ``effsearch best``). Each queued trial carries its config (``warm_config``) and where it came from
 (``warm_start``); its parameters are recorded as far as the space can express them, as
 the baseline's are. A config already queued is not queued again, so a resumed study adds nothing.
 """
@@ -48,13 +48,34 @@ def front_configs(study) -> list[tuple[str, TrainConfig]]:
     return out
 
 
+def config_file(path: str) -> bool:
+    """Whether ``path`` is a training config file (what ``effsearch best`` and ``train`` read),
+    not a study file: a YAML mapping without a study's ``base``."""
+    from pathlib import Path
+
+    from effsearch.config.fields import load_yaml
+
+    p = Path(path)
+    if not p.is_file() or p.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        raw = load_yaml(p.read_text())
+    except Exception:  # not YAML: let the study lookup say what is wrong
+        return False
+    return isinstance(raw, dict) and "base" not in raw and ("model" in raw or "dataset" in raw)
+
+
 def with_front_of(spec, earlier: str):
-    """``spec`` with the front of the ``earlier`` study (a study file, or a study name in the same
-    storage) added to its warm starts."""
+    """``spec`` with ``earlier`` added to its warm starts: a training config file (an exported
+    pick, trained as given), or the front of an earlier study (a study file, or a study name in
+    the same storage)."""
     from effsearch.search.lookup import open_study
 
     from effsearch.search.studyfile import study_path
 
+    if config_file(earlier):
+        cfg = TrainConfig.from_yaml(earlier)
+        return dataclasses.replace(spec, warm_start=list(spec.warm_start) + [(earlier, cfg)])
     # A study file keeps its own storage; a bare name is looked up in this study's.
     study, _ = open_study(earlier, None if study_path(earlier) else spec.storage)
     return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))
