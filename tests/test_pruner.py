@@ -117,3 +117,45 @@ def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
     study = optuna.load_study(study_name="s", storage=open_url(url))
     assert [t.user_attrs["rung_0"][:2] for t in study.trials] == \
         [[10, 0.9], [12, 0.92], [8, 0.88], [30, 0.5], [40, 0.4], [7, 0.95]]
+
+
+def test_predicted_time_extends_the_last_slope_and_caps_a_flat_curve():
+    from effsearch.search.pruner import predicted_time
+
+    # 0.5 -> 0.7 in 10 s: 0.02 a second, 0.2 short of 0.9: 10 s more.
+    assert predicted_time(20, 0.7, 0.5, 0.9, (10, 0.5)) == pytest.approx(30)
+    assert predicted_time(20, 0.95, 0.5, 0.9, (10, 0.5)) == 20  # reached: its own seconds
+    assert predicted_time(20, 0.5, 0.5, 0.9, (10, 0.6)) == pytest.approx(400)  # falling: 10x the 40 s projected
+    assert predicted_time(10, 0.3, 0.25, 0.9, None) == pytest.approx(30)  # from the start, 0 at 0 s
+
+
+def test_predicted_rank_does_not_keep_the_cheapest_so_far():
+    """Under ``spent``, the trial that has spent least is a front end with infinite crowding and
+    is kept at chance accuracy; under ``predicted`` its flat curve predicts it never gets there."""
+    spent, predicted = MOASHAPruner(eta=3, min_trials=3, rank="spent"), MOASHAPruner(eta=3, min_trials=3)
+    predicted.rank = "predicted"
+    peers = [RungPoint(20, 0.60, False), RungPoint(22, 0.62, False), RungPoint(25, 0.70, False),
+             RungPoint(30, 0.75, False), RungPoint(28, 0.72, False)]
+    assert spent.decide(RungPoint(2, 0.10, False), peers)
+    # The same cheap trial, its time now the capped prediction of a curve that is not rising.
+    assert not predicted.decide(RungPoint(180, 0.10, False), peers)
+
+
+def test_tracker_ranks_on_the_predicted_time(tmp_path):
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    pruner = MOASHAPruner(eta=2, min_fraction=0.5, min_trials=1, rank="predicted")
+    t = study.ask()
+    track = RungTracker(pruner, study, t, 4, 0.9)
+    track(EvalPoint(epoch=1, train_seconds=10, val_accuracy=0.5))
+    track(EvalPoint(epoch=2, train_seconds=20, val_accuracy=0.7))  # rung 0 at half the budget
+    secs, acc, reached = study.trials[t.number].user_attrs["rung_0"]
+    assert (secs, acc, reached) == (pytest.approx(30), 0.7, False)
+
+
+def test_rank_option_is_checked():
+    from effsearch.config import ConfigError
+    from effsearch.search.pruner import make_pruner
+
+    with pytest.raises(ConfigError, match="rank"):
+        make_pruner({"name": "moasha", "rank": "fastest"})
+    assert make_pruner({"name": "moasha", "rank": "predicted"}).pruner.rank == "predicted"
