@@ -188,12 +188,22 @@ def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, monkeypatch):
 
     ticks = iter(range(0, 10_000, 5))
     monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
-    # Phase 2 is expected to cost (1 + 2 x 1) trials x 5 s / 0.5 of the data = 30 s: phase 1 gets 60 - 30.
+    # Phase 2 is expected to cost (1 + 2 x 1) trials x (the baseline's 2 train s / 0.5 of the data
+    # + its other 3 s, which do not shrink with the data) = 21 s: phase 1 stops once 60 - 21 is spent.
     path = write(tmp_path, n_trials=20, budget=60, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2})
     assert main(["run", str(path)]) == 0
     s = studies(path)
-    assert len(s["ph-tune"].get_trials()) == 6 and len(s["ph"].get_trials()) == 3
+    assert len(s["ph-tune"].get_trials()) == 8 and len(s["ph"].get_trials()) == 3
     assert "compute: 15.0 s" in capsys.readouterr().err
+
+    # A budget that phase 2 alone would eat: phase 1 runs its baseline and nothing else; the study
+    # says so and exits 1 instead of confirming nothing.
+    (tmp_path / "small").mkdir()
+    path = write(tmp_path / "small", n_trials=20, budget=20, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2})
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "budget: 20 compute seconds leave nothing for phase 1's search" in err and "at least 52" in err
+    assert "ph" not in studies(path)  # phase 2 never started
 
 
 def test_top_k_picks_distinct_configs():

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import phases, report, warmstart, workers
-from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent
+from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.progress import dashboard_hint, header
 from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
 from effsearch.search.workers import WARM_UP_BATCHES, run_workers, work
@@ -155,6 +155,10 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     if outcome == "interrupted":
         print("interrupted: finished trials are kept; run the same command again to resume", file=out)
         return 130
+    why = starved(spec, study)
+    if why:
+        print(f"\n{why}", file=out)
+        return 1
     hit = repeated_failure(study, spec.failure_limit, datetime.datetime.fromtimestamp(t0))
     if outcome == "failed" or hit:
         if hit:
