@@ -1,4 +1,6 @@
-"""MO-ASHA pruning decisions on hand-made points, and its state in Optuna's storage."""
+"""MO-ASHA pruning decisions on hand-made points, and its state in Optuna's storage. The tests
+of storage and of non-dominated ranking use ``rank: spent`` (the stored point is the raw seconds);
+the last ones test ``rank: predicted``, the default."""
 
 import math
 
@@ -31,7 +33,7 @@ def test_rungs_are_geometric():
 
 
 def test_dominated_trial_is_pruned_front_trial_kept():
-    p = MOASHAPruner(eta=3, min_trials=3)
+    p = MOASHAPruner(eta=3, min_trials=3, rank="spent")
     peers = [RungPoint(10, 0.80, False), RungPoint(12, 0.85, False), RungPoint(20, 0.90, False),
              RungPoint(15, 0.70, False), RungPoint(30, 0.60, False)]
     assert not p.decide(RungPoint(25, 0.65, False), peers)  # slower and less accurate than several
@@ -39,13 +41,13 @@ def test_dominated_trial_is_pruned_front_trial_kept():
 
 
 def test_slow_but_accurate_is_not_pruned_for_being_slow():
-    p = MOASHAPruner(eta=3, min_trials=3)
+    p = MOASHAPruner(eta=3, min_trials=3, rank="spent")
     fast = [RungPoint(5 + i, 0.70 - 0.01 * i, False) for i in range(6)]
     assert p.decide(RungPoint(60, 0.95, False), fast)  # alone at the accurate end of the front
 
 
 def test_reached_target_time_vs_unreached_bound():
-    p = MOASHAPruner(eta=2, min_trials=2)
+    p = MOASHAPruner(eta=2, min_trials=2, rank="spent")
     # Reached the target at 100 s vs still below it after only 5 s: neither dominates.
     assert p.decide(RungPoint(5, 0.5, False), [RungPoint(100, 0.9, True)])
     assert p.decide(RungPoint(100, 0.9, True), [RungPoint(5, 0.5, False)])
@@ -68,7 +70,7 @@ def test_state_lives_in_storage_and_is_shared(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     s1 = optuna.create_study(study_name="s", storage=url, directions=["minimize", "maximize"])
     s2 = optuna.load_study(study_name="s", storage=url)
-    pruner = MOASHAPruner(eta=2, min_fraction=0.25, min_trials=3)
+    pruner = MOASHAPruner(eta=2, min_fraction=0.25, min_trials=3, rank="spent")
     good = [(10, 0.9), (12, 0.92), (8, 0.88)]
     for secs, acc in good:  # worker 1 runs three strong trials to the first rung
         t = s1.ask()
@@ -86,7 +88,7 @@ def _worker(url: str, points: list, ready=None) -> list:
 
     storage = open_url(url) if "://" not in url else url
     study = optuna.load_study(study_name="s", storage=storage)
-    pruner = MOASHAPruner(eta=2, min_fraction=0.25, min_trials=3)
+    pruner = MOASHAPruner(eta=2, min_fraction=0.25, min_trials=3, rank="spent")
     out = []
     for secs, acc in points:
         t = study.ask()
@@ -133,7 +135,7 @@ def test_predicted_rank_does_not_keep_the_cheapest_so_far():
     """Under ``spent``, the trial that has spent least is a front end with infinite crowding and
     is kept at chance accuracy; under ``predicted`` its flat curve predicts it never gets there."""
     spent, predicted = MOASHAPruner(eta=3, min_trials=3, rank="spent"), MOASHAPruner(eta=3, min_trials=3)
-    predicted.rank = "predicted"
+    assert predicted.rank == "predicted"  # the default
     peers = [RungPoint(20, 0.60, False), RungPoint(22, 0.62, False), RungPoint(25, 0.70, False),
              RungPoint(30, 0.75, False), RungPoint(28, 0.72, False)]
     assert spent.decide(RungPoint(2, 0.10, False), peers)

@@ -58,7 +58,7 @@ class MOASHAOptions:
     min_fraction: float = spec(1 / 9, low=0, high=1, low_open=True, high_open=True,
                                help="the first rung, as a fraction of the epoch budget")
     min_trials: int = spec(4, low=1, help="trials seen at a rung before it prunes")
-    rank: str = spec("spent", choices=["predicted", "spent"],
+    rank: str = spec("predicted", choices=["predicted", "spent"],
                      help="time objective at a rung: time to target predicted from the curve so far "
                           "(ties by accuracy), or the seconds spent so far (ties by crowding)")
 
