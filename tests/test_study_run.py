@@ -138,6 +138,22 @@ def test_a_dead_local_worker_s_trial_is_requeued(tmp_path):
     assert requeue_dead_local(study) == []  # a live worker's trial (this process) is left alone
 
 
+def test_a_trial_whose_worker_died_before_saying_who_it_is_is_requeued(tmp_path):
+    """Killed between ``ask`` and writing its worker attribute: no pid, no heartbeat stamp. Once
+    older than the grace period it is failed and queued again (a surviving worker used to wait
+    for it forever)."""
+    import time
+
+    storage = open_url(str(tmp_path / "s.journal"))
+    study = optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])
+    study.ask()
+    assert requeue_dead_local(study, grace_period=30) == []  # young: its worker may still be starting
+    time.sleep(0.05)
+    assert requeue_dead_local(study, grace_period=0.01) == [0]
+    t = study.get_trials()
+    assert t[0].state == TrialState.FAIL and t[0].user_attrs["status"] == "lost" and t[1].state == TrialState.WAITING
+
+
 @pytest.mark.slow
 def test_two_workers_share_the_default_storage(tmp_path):
     base = tiny(**{"dataset.synthetic_size": 384, "epochs": 3})  # a few seconds a trial

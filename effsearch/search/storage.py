@@ -287,6 +287,12 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
         stamp = t.system_attrs.get(HEARTBEAT_KEY)
         if w.get("host") == host and isinstance(w.get("pid"), int):
             dead = not _alive(w["pid"])
+        elif not w and not isinstance(stamp, (int, float)):
+            # Asked for, then its worker died before writing who it is (a worker writes that
+            # right after ``ask``): nobody will ever finish it, and a surviving worker would wait
+            # for it forever. Orphaned once older than the grace period (a minute without one).
+            start = t.datetime_start.timestamp() if t.datetime_start else time.time()
+            dead = time.time() - start > (grace_period if grace_period is not None else 60.0)
         else:
             dead = grace_period is not None and isinstance(stamp, (int, float)) and time.time() - stamp > grace_period
         if not dead:
