@@ -412,15 +412,11 @@ class Rule:
     def point(self, run: Run, k: int, target: float):
         from effsearch.search.pruner import RungPoint
 
-        from effsearch.search.pruner import predicted_time
-
         reached = next((t for t, a in zip(run.t[:k + 1], run.acc[:k + 1]) if a >= target), None)
         if self.kind == "product":
             return RungPoint(reached if reached is not None else run.t[k], run.acc[k], reached is not None)
-        if self.kind == "pred":
-            prev = (run.t[k - 1], run.acc[k - 1]) if k > 0 else None
-            t = reached if reached is not None else predicted_time(run.t[k], run.acc[k], GRID[k], target, prev)
-            return RungPoint(t, run.acc[k], reached is not None)
+        if self.kind == "pred":  # the product's predicted time (pruner.predicted_time, via the run)
+            return RungPoint(run.extrapolated_ttt(k, target), run.acc[k], reached is not None)
         return (run.extrapolated_ttt(k, target), run.acc[k])
 
     def decide(self, me, peers) -> bool:

@@ -63,12 +63,12 @@ def starved(spec, study) -> str | None:
     trials = study.get_trials(deepcopy=False)
     if any(t.state.is_finished() and not t.user_attrs.get(BASELINE_KEY) for t in trials):
         return None
-    need = reserve(spec, trials)
-    if not need or spec.budget - spent(trials) - need > 0:
+    need, used = reserve(spec, trials), spent(trials)
+    if not need or spec.budget - used - need > 0:
         return None
     return (f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
-            f"spent {spent(trials):.0f} s and phase 2 ({1 + spec.tuning['top_k'] * spec.tuning['seeds']} full-data "
-            f"trials) is expected to cost {need:.0f} s; give --budget at least {2 * (spent(trials) + need):.0f}")
+            f"spent {used:.0f} s and phase 2 ({1 + spec.tuning['top_k'] * spec.tuning['seeds']} full-data "
+            f"trials) is expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}")
 
 
 class StopAtBudget:
