@@ -114,7 +114,11 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
                 os.killpg(p.pid, signal.SIGKILL)
     trials = optuna.load_study(study_name="pg", storage=storage).get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert len(complete) == n and report.counts(trials)["done"] == n  # the survivor did not stop one short
+    states = [(t.number, t.state.name, t.user_attrs.get("status"), t.user_attrs.get("reason"),
+               (t.user_attrs.get("worker") or {}).get("pid"), t.system_attrs.get("failed_trial")) for t in trials]
+    log_b = (tmp_path / "worker-b.log").read_text()[-3000:]
+    # the survivor did not stop one short
+    assert len(complete) == n and report.counts(trials)["done"] == n, (victim, a.pid, b.pid, states, log_b)
     # No two trials proposed the same configuration (the retry re-runs the killed one's, by design).
     assert len({tuple(sorted(t.params.items())) for t in complete}) == n
     assert trials[victim].state == TrialState.FAIL

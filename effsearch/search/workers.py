@@ -127,9 +127,13 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
                            gc_after_trial=spec.space.machine.device == "cuda")
             if failures.hit:
                 return "failed"
-            if budget.reached(study) or not stop.reached(study) or \
-                    not wait_for_others(spec, study, stop, started):
-                break  # the timeout or the budget, or the study has its n_trials
+            if budget.reached(study):
+                break
+            # Not reached now though the callback stopped: a trial running elsewhere was failed
+            # by heartbeat in between (it counted as running then) and is queued again: run on.
+            # The timeout is checked at the top.
+            if stop.reached(study) and not wait_for_others(spec, study, stop, started):
+                break  # the study has its n_trials
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
         requeue_interrupted(study)
         return "interrupted"
