@@ -297,7 +297,8 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
             dead = grace_period is not None and isinstance(stamp, (int, float)) and time.time() - stamp > grace_period
         if not dead:
             continue
-        reason = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone"
+        reason = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone" if w else \
+            "its worker died before saying who it was (no heartbeat since it was asked for)"
         try:
             mark_failed(study, t, "lost", reason)
         except Exception:  # another process got there first
