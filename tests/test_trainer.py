@@ -259,12 +259,19 @@ def test_ctrl_c_writes_partial_result(tmp_path):
     assert len(saved["history"]) == 2
 
 
-def test_on_eval_hook_can_stop_a_run():
+def test_on_eval_hook_can_stop_a_run(monkeypatch):
+    from effsearch.trainer.loop import Loop
+
+    passes, evaluate = [], Loop.evaluate
+    monkeypatch.setattr(Loop, "evaluate", lambda self, x, y: passes.append(len(x)) or evaluate(self, x, y))
     cfg = TrainConfig.from_dict(tiny(epochs=5))
     r = train(cfg, progress=False, on_eval=lambda p: "weak" if p.epoch >= 2 else None)
     assert r.status == "pruned" and r.reason == "weak"
     assert len(r.history) == 2
-    assert r.final.val_accuracy is not None and r.final.test_accuracy is None  # a pruned trial skips the test set
+    # No evaluation after the rung: the one that pruned it scored the same delivered model, and
+    # nobody reads a pruned trial's test score.
+    assert len(passes) == 2 and r.final.test_accuracy is None
+    assert r.final.val_accuracy == r.history[-1].val_accuracy and r.final.val_loss == r.history[-1].val_loss
 
 
 def test_every_model_has_the_cords_interface():
@@ -292,6 +299,23 @@ def test_digits_and_fashion_mnist_load(fashion_dir):
     counts = torch.bincount(s.train_y)
     assert counts.max() - counts.min() <= 1  # stratified
     assert len(s.test_y) == 10000
+
+
+def test_val_subset_evaluates_a_stratified_part_of_the_same_validation_split(fashion_dir):
+    from effsearch.search import phases
+
+    full = TrainConfig.from_dict(tiny(**{"dataset": {"name": "fashion-mnist", "data_fraction": 0.05}}))
+    part = full.replace(**{"dataset.val_subset": 0.2})
+    a, b = D.load_splits(full, fashion_dir), D.load_splits(part, fashion_dir)
+    assert len(a.val_y) == 6000 and len(b.val_y) == 1200
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_y, b.test_y)  # only validation shrinks
+    assert torch.bincount(b.val_y).tolist() == [120] * 10  # stratified
+    whole = {bytes(x.numpy()) for x in a.val_x}
+    assert all(bytes(x.numpy()) in whole for x in b.val_x)  # a part of the same split, not new images
+    # The tuning phase's val_subset is what phase 1 trains with; phase 2 evaluates the whole split.
+    tuning = phases.check({"name": "subset", "data_fraction": 0.2, "val_subset": 0.25})
+    assert phases.shrink(full, tuning).dataset.val_subset == 0.25
+    assert phases.shrink(full, phases.check({"name": "subset"})).dataset.val_subset == 1.0
 
 
 def test_missing_data_names_the_folder(tmp_path):

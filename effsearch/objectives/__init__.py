@@ -5,11 +5,15 @@ first reaches the target, earned only if the delivered (final) model reaches it.
 A run that misses has no time to target. Optuna still needs a number for every
 finished trial, so a miss stores the train seconds it ran (a lower bound of its
 time to target: a real time, never a huge penalty that squashes every plot) and
-is marked infeasible with Optuna's own constraint (``MISS_CONSTRAINT``: how far
-the final validation accuracy fell short of the target). Optuna's samplers rank
-every feasible trial above every infeasible one and infeasible ones by that
-shortfall; ``study.best_trials`` and optuna-dashboard's plots leave misses off the
-front (drawn grey as "infeasible"). Test accuracy is recorded on every trial but
+is marked infeasible with Optuna's own constraint (``miss_constraint``: how far
+the final validation accuracy fell short of the target). A pruned trial carries
+the same constraint, from the accuracy it was stopped at. TPE reads the stored
+constraints whatever it was built with: it learns from every feasible trial
+first, then from infeasible and pruned ones by that shortfall, so a near miss
+still carries signal (without it, pruned trials, which have no values in a
+multi-objective study, would rank ahead of every miss). ``study.best_trials``
+and optuna-dashboard's plots leave misses off the front (drawn grey as
+"infeasible"). Test accuracy is recorded on every trial but
 is deliberately not an objective: selecting on it would leak the test set into
 the search.
 """
@@ -21,17 +25,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from effsearch.config import ConfigError
-
-# The replay in benchmarks/search_efficiency.py still scores a miss with one scalar penalty
-# (it has no constraints): ~11.6 days of training, so every hit beats every miss there.
-MISS_PENALTY_SECONDS = 1e6
-
-
-def miss_penalty(best_val_accuracy: float) -> float:
-    """The benchmarks' replay score of a miss: ``MISS_PENALTY_SECONDS * (2 - best)``."""
-    best = min(max(float(best_val_accuracy), 0.0), 1.0) if best_val_accuracy == best_val_accuracy else 0.0
-    return MISS_PENALTY_SECONDS * (2.0 - best)
-
 
 def time_to_accuracy(result) -> float:
     """Train seconds to the target; for a miss, the train seconds it ran (marked infeasible)."""

@@ -108,10 +108,14 @@ class Objective:
                                                      sp, is_baseline))
         except Exception as e:  # a full disk must not cost the trial
             trial.set_user_attr("artifact_error", f"{type(e).__name__}: {e}")
-        if result.status == "completed":
+        if result.status in ("completed", "pruned"):
+            # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
+            # the accuracy it stopped at is all TPE learns from it (no values in a
+            # multi-objective study); without it TPE would rank it ahead of every near miss.
             constraints = O.constraints(result, self.spec.objectives)
-            if constraints:  # Optuna's format, which its samplers and optuna-dashboard read
+            if constraints:
                 set_constraints(trial, constraints)
+        if result.status == "completed":
             return O.values(result, self.spec.objectives)
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)

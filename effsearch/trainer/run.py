@@ -215,8 +215,13 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
     # averages EMA or SWA keep, which were never masked).
     t_eval = time.perf_counter()
     with loop.delivered() as model:
-        val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
-        if loop.stop_status != "pruned":  # nobody reads a pruned trial's test score: skip its 10,000 images
+        if loop.stop_status == "pruned" and result.history:
+            # The rung evaluation that pruned it evaluated this same delivered model a moment ago,
+            # and nobody reads a pruned trial's test score: no evaluation at all (one val pass and
+            # 10,000 test images saved on every pruned trial).
+            val_acc, val_loss = result.history[-1].val_accuracy, result.history[-1].val_loss
+        else:
+            val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
             result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
         if cfg.quantize == "int8":
