@@ -110,6 +110,10 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
     assert [x.state for x in t[:4]] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED, TrialState.FAIL]
     assert t[1].user_attrs["status"] == "failed" and "out of memory" in t[1].user_attrs["reason"]
     assert t[2].user_attrs["status"] == "pruned" and t[2].user_attrs["reason"] == "pruned by the test"
+    # What TPE learns from a pruned trial: its shortfall at the accuracy it stopped at.
+    a = t[2].user_attrs
+    assert t[2].constraints == {"0": 0.0 if a["time_to_target"] is not None else
+                                pytest.approx(max(a["target_accuracy"] - a["val_accuracy"], 1e-6))}
     assert t[3].user_attrs["status"] == "interrupted"
     assert t[4].state == TrialState.WAITING and t[4].params == t[3].params and t[4].user_attrs["retry_of"] == 3
     assert report.counts(t)["done"] == 3  # the interrupted trial does not count
@@ -152,6 +156,7 @@ def test_a_trial_whose_worker_died_before_saying_who_it_is_is_requeued(tmp_path)
     assert requeue_dead_local(study, grace_period=0.01) == [0]
     t = study.get_trials()
     assert t[0].state == TrialState.FAIL and t[0].user_attrs["status"] == "lost" and t[1].state == TrialState.WAITING
+    assert "None" not in t[0].user_attrs["reason"] and "died before saying who it was" in t[0].user_attrs["reason"]
 
 
 @pytest.mark.slow
