@@ -174,6 +174,7 @@ def test_rank_correlation_is_computed_right():
     ("pruner", {"name": "moasha", "patience": 3}, "pruner.patience"),
     ("tuning", {"name": "subset", "data_fraction": 1.5}, "tuning.data_fraction"),
     ("tuning", {"name": "subset", "top_k": 0}, "tuning.top_k"),
+    ("tuning", {"name": "subset", "val_subset": 1.5}, "tuning.val_subset"),
     ("tuning", "halving", "tuning"),
 ])
 def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field):

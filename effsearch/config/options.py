@@ -73,6 +73,9 @@ class SubsetTuning:
     # Phase 1 runs the study's n_trials; phase 2 runs the baseline plus top_k * seeds.
     data_fraction: float = spec(0.2, low=0, high=1, low_open=True, help="share of the training data in phase 1")
     epochs_fraction: float = spec(1.0, low=0, high=1, low_open=True, help="share of the epochs in phase 1")
+    val_subset: float = spec(1.0, low=0, high=1, low_open=True,
+                             help="share of the validation split evaluated in phase 1 (its evaluations cost "
+                                  "as much as its training when the split is large and the training subset small)")
     target_accuracy: float | None = spec(None, low=0, high=1, low_open=True,
                                          help="phase 1's target (default: the base config's)")
     top_k: int = spec(5, low=1, help="phase-1 configurations confirmed on the full data")

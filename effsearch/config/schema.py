@@ -43,6 +43,9 @@ class DatasetConfig:
                                 help="stratified share of the training set used")
     val_fraction: float = spec(0.1, low=0.0, high=0.5, low_open=True,
                                help="held-out validation share carved from the training set")
+    val_subset: float = spec(1.0, low=0.0, high=1.0, low_open=True,
+                             help="stratified share of the validation split evaluated (cheaper, noisier "
+                                  "evaluations; the tuning phase's val_subset sets it)")
     split_seed: int = spec(0, low=0)
     image_size: int | None = spec(None, low=8, high=512,
                                   help="resize images to this side (digits defaults to 32)")

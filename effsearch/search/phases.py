@@ -45,8 +45,11 @@ def enabled(spec) -> bool:
 
 
 def shrink(cfg: TrainConfig, tuning: dict) -> TrainConfig:
-    """A phase-1 config: a subset of the training data, a share of the epochs."""
+    """A phase-1 config: a subset of the training data, a share of the epochs (and of the
+    validation split)."""
     changes = {"dataset.data_fraction": cfg.dataset.data_fraction * tuning["data_fraction"]}
+    if tuning.get("val_subset", 1.0) < 1:
+        changes["dataset.val_subset"] = cfg.dataset.val_subset * tuning["val_subset"]
     if tuning["epochs_fraction"] < 1:
         epochs = cfg.epochs * tuning["epochs_fraction"]
         changes["epochs"] = max(1, round(epochs)) if float(cfg.epochs).is_integer() else epochs
@@ -192,6 +195,7 @@ def summary(spec) -> str:
     t = spec.tuning
     name = spec.name.removesuffix(TUNE_SUFFIX) if spec.phase == "tune" else spec.name
     target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""
+    val = f", {t['val_subset']:g} of the validation split" if t.get("val_subset", 1.0) < 1 else ""
     return (f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
-            f"{t['epochs_fraction']:g} of the epochs{target}; phase 2 ({name}): baseline + top "
+            f"{t['epochs_fraction']:g} of the epochs{val}{target}; phase 2 ({name}): baseline + top "
             f"{t['top_k']} x {t['seeds']} seed(s) on the full data")

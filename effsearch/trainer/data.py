@@ -162,7 +162,8 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
     folder = data_dir(root)
-    key = (d.name, d.data_fraction, d.val_fraction, d.split_seed, d.image_size, d.synthetic_size, str(folder))
+    key = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
+           str(folder))
     if key in _CACHE:
         return _CACHE[key]
     xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
@@ -175,6 +176,11 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
         if keep < len(tr_idx):
             tr_idx, _ = train_test_split(tr_idx, train_size=keep, stratify=ytr[tr_idx],
                                          random_state=d.split_seed + 1)
+    if d.val_subset < 1.0:  # evaluated every eval_every epochs: in a tuning phase it can cost as much as training
+        keep = max(classes, int(round(d.val_subset * len(val_idx))))
+        if keep < len(val_idx):
+            val_idx, _ = train_test_split(val_idx, train_size=keep, stratify=ytr[val_idx],
+                                          random_state=d.split_seed + 2)
     tr_idx = np.sort(tr_idx)
     val_idx = np.sort(val_idx)
     size = d.image_size or (32 if d.name == "digits" else None)

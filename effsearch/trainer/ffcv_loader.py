@@ -77,6 +77,8 @@ def split_key(cfg) -> str:
     """A folder name for the split parameters of ``cfg.dataset``."""
     d = cfg.dataset
     key = f"val{d.val_fraction:g}-seed{d.split_seed}-frac{d.data_fraction:g}"
+    if d.val_subset < 1:  # a tuning phase's smaller validation split: its own files, not a rewrite
+        key += f"-valsub{d.val_subset:g}"
     if d.image_size:
         key += f"-{d.image_size}px"
     if d.name == "synthetic":
@@ -113,7 +115,8 @@ def expected_meta(cfg, splits: D.Splits) -> dict:
         "format": FORMAT,
         "dataset": {"name": d.name, "val_fraction": d.val_fraction, "split_seed": d.split_seed,
                     "data_fraction": d.data_fraction, "image_size": d.image_size,
-                    "synthetic_size": d.synthetic_size if d.name == "synthetic" else None},
+                    "synthetic_size": d.synthetic_size if d.name == "synthetic" else None,
+                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {})},
         "splits": {name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
                    for name, (x, y) in _arrays(splits).items()},
     }
