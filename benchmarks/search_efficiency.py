@@ -35,12 +35,17 @@ cross-check.
 Compute: what a trial costs is what it would cost in a study: its overhead
 (set-up, data, model; the wall time not spent training or evaluating), its
 train seconds up to where it stopped, each evaluation it ran, and the final
-evaluation (val + test; half of it for a pruned trial, which skips test), and
+evaluation (val + test; none for a pruned trial, whose rung evaluation scored
+the delivered model), and
 the sampler's own CPU seconds to propose it (measured here: TPE's grouped
 multivariate model costs tenths of a second a trial, as much as a pruned trial).
 Phase-1 trials cost their subset fidelity's recorded costs; phase-2
 confirmations cost full runs. Every method runs until the same compute budget
 is spent, not a trial count.
+
+What the sampler is told is what the product tells it: a completed trial's (time to target,
+or its train seconds for a miss; final accuracy), and for a miss or a pruned trial its
+shortfall from the target as Optuna's constraint, which TPE ranks after every hit.
 
 Hypervolume: over (time to target, -final val accuracy) of completed
 full-fidelity runs that hit the target (the product's definition: the first
@@ -108,9 +113,10 @@ class Run:
             return None
         return next((t for t, a in zip(self.t, self.acc) if a >= target), None)
 
-    def cost(self, k: int, completed: bool) -> float:
-        """Compute spent by a trial that stopped after grid point ``k``."""
-        return self.overhead + self.t[k] + self.eval_s * (k + 1) + self.final_eval * (1.0 if completed else 0.5)
+    def cost(self, k: int, pruned: bool = False) -> float:
+        """Compute spent by a trial that stopped after grid point ``k``. A pruned trial runs no
+        final evaluation (its rung evaluation scored the delivered model; nobody reads its test)."""
+        return self.overhead + self.t[k] + self.eval_s * (k + 1) + (0.0 if pruned else self.final_eval)
 
     def extrapolated_ttt(self, k: int, target: float) -> float:
         """Time to target so far, or predicted from the curve as the product's pruner predicts it."""
@@ -456,6 +462,10 @@ class Method:
     n_startup: int = 10
     full_fidelity: bool = False  # a plain full-fidelity sampler (the baselines of compute_ratio)
     warm: bool = False  # trial 0 is the study's base config (the product's baseline trial), told to the sampler
+    # What carries its shortfall as an Optuna constraint (TPE ranks those after every hit, by
+    # the shortfall): "all" (the product: misses and pruned trials), "misses" (the product
+    # before 2026-11-23: a pruned trial carried nothing), "none" (the replay before then).
+    constraints: str = "all"
 
 
 class World:
@@ -483,9 +493,17 @@ def make_sampler(m: Method, seed: int):
     raise ValueError(m.sampler)
 
 
+def shortfall(accuracy: float, hit: bool, target: float) -> float:
+    """The product's constraint value (effsearch.objectives.miss_constraint): 0 for a hit, else
+    how far the accuracy fell short of the target (at least 1e-6)."""
+    return 0.0 if hit else max(target - accuracy, 1e-6)
+
+
 def search(m: Method, seed: int, w: World) -> dict:
     """One method, one seed, until the budget is spent. Returns the hits on the full data in the
     order they were found, with the compute spent when each was found, and counts."""
+    from effsearch.search.storage import set_constraints
+
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
     study = optuna.create_study(directions=["minimize", "maximize"], sampler=make_sampler(m, seed))
@@ -504,18 +522,20 @@ def search(m: Method, seed: int, w: World) -> dict:
         # subset baseline is what the sampler is told.
         base = w.table.baseline[seed % len(w.table.baseline)]
         full = base["full_run"]
-        spent += full.cost(N_GRID - 1, True)
+        spent += full.cost(N_GRID - 1)
         h = full.ttt(w.target)
         if h is not None:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
         if m.tune:
-            spent += told.cost(N_GRID - 1, True)
+            spent += told.cost(N_GRID - 1)
         if order is None:
             study.enqueue_trial(w.space.encode(w.base))
             trial = study.ask()
             w.space.sample(trial)
             ht = told.ttt(target)
+            if m.constraints != "none":
+                set_constraints(trial, [shortfall(told.final, ht is not None, target)])
             study.tell(trial, [ht if ht is not None else told.t[-1], told.final])
             n += 1
 
@@ -526,7 +546,7 @@ def search(m: Method, seed: int, w: World) -> dict:
                 continue
             confirmed.add(key)
             run = w.sur["full"](x, key)
-            spent += run.cost(N_GRID - 1, True)
+            spent += run.cost(N_GRID - 1)
             h = run.ttt(w.target)
             if h is not None:
                 hits.append((spent, h, run.final))
@@ -551,7 +571,10 @@ def search(m: Method, seed: int, w: World) -> dict:
             key = json.dumps(trial.params, sort_keys=True, default=str)
             x = w.table.encoder(trial.params)
             if m.dedupe and key in seen:  # the product would answer a repeat from its history
-                study.tell(trial, list(seen[key]))
+                values, c = seen[key]
+                if m.constraints != "none":
+                    set_constraints(trial, [c])
+                study.tell(trial, list(values))
                 n += 1
                 continue
             run = w.sur[fid](x, key)
@@ -560,11 +583,13 @@ def search(m: Method, seed: int, w: World) -> dict:
         n += 1
         if stop is not None:
             n_pruned += 1
-            spent += run.cost(stop, False)
+            spent += run.cost(stop, pruned=True)
             if trial is not None:
+                if m.constraints == "all":  # what the product stores: the shortfall where it stopped
+                    set_constraints(trial, [shortfall(run.acc[stop], run.acc[stop] >= target, target)])
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
-        spent += run.cost(N_GRID - 1, run.ok)
+        spent += run.cost(N_GRID - 1)
         if not run.ok:
             if trial is not None:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -576,7 +601,9 @@ def search(m: Method, seed: int, w: World) -> dict:
             tv = h
         values = (tv, run.final)
         if trial is not None:
-            seen[key] = values
+            seen[key] = values, shortfall(run.final, h is not None, target)
+            if m.constraints != "none":
+                set_constraints(trial, [seen[key][1]])
             study.tell(trial, list(values))
         if not m.tune:
             if h is not None:
@@ -749,6 +776,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha@1/9+baseline", "tpe", R("product"), warm=True),
         Method("tpe+moasha-pred@1/9+baseline", "tpe", R("pred"), warm=True),
         Method("tpe+moasha-pred@1/3+baseline", "tpe", R("pred", 1 / 3), warm=True),
+        # Before misses and pruned trials told TPE their shortfall (constraints):
+        Method("tpe+baseline/no-constraints", "tpe", full_fidelity=True, warm=True, constraints="none"),
+        Method("tpe+moasha-pred@1/9+baseline/no-constraints", "tpe", R("pred"), warm=True, constraints="none"),
+        Method("tpe+moasha-pred@1/9+baseline/misses-only", "tpe", R("pred"), warm=True, constraints="misses"),
         # The tuning phase: phase 1 on a data subset, phase 2 confirms on the full data.
         Method("effsearch-default", "tpe", R("product"), tune="tune20", confirm="end"),
         Method("tpe+moasha-pred@1/9+tune50,rolling+baseline", "tpe", R("pred"), tune="tune50",
@@ -764,7 +795,9 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         # The default run fits 15 minutes on 2 cores: the rank-spent TPE variants cost 22-47 CPU-s
         # a search (TPE with 400-600 trials), and they lost (docs/benchmarks.md).
         extra = {"qmc", "random+asha-acc@1/3", "random+hyperband@1/9", "tpe+moasha@1/9", "tpe+moasha-pred@1/3",
-                 "tpe+moasha@1/9+baseline", "effsearch-default", "tpe+moasha-pred@1/9+tune50,rolling+baseline"}
+                 "tpe+moasha@1/9+baseline", "effsearch-default", "tpe+moasha-pred@1/9+tune50,rolling+baseline",
+                 "tpe+baseline/no-constraints", "tpe+moasha-pred@1/9+baseline/no-constraints",
+                 "tpe+moasha-pred@1/9+baseline/misses-only"}
         ms = [m for m in ms if m.name not in extra]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred"))]
@@ -811,13 +844,13 @@ def main() -> None:
     base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline if f + "_run" in r)
                  for f in ("tune20", "tune50")}
     tune_target = {f: round(target * base_tune[f] / base_acc, 3) for f in base_tune}
-    base_cost = statistics.median(r.cost(N_GRID - 1, True) for r in base_full)
+    base_cost = statistics.median(r.cost(N_GRID - 1) for r in base_full)
     budget = args.budget_trials * base_cost
     ref = (3 * base_ttt, -(base_acc - 0.05))
 
     n = len(table.rows)
     full_ok = [r["full_run"] for r in table.rows if r["full_run"].ok]
-    cost_full = [r.cost(N_GRID - 1, True) for r in full_ok]
+    cost_full = [r.cost(N_GRID - 1) for r in full_ok]
     print(f"table: {args.table.relative_to(ROOT) if args.table.is_relative_to(ROOT) else args.table}: {n} random "
           f"configurations of {STUDY.relative_to(ROOT)}'s space + {len(table.baseline)} baseline seeds; "
           f"{sum(1 for r in full_ok if r.ttt(target) is not None)} reach {target:g}; a full trial costs "
