@@ -493,15 +493,10 @@ def make_sampler(m: Method, seed: int):
     raise ValueError(m.sampler)
 
 
-def shortfall(accuracy: float, hit: bool, target: float) -> float:
-    """The product's constraint value (effsearch.objectives.miss_constraint): 0 for a hit, else
-    how far the accuracy fell short of the target (at least 1e-6)."""
-    return 0.0 if hit else max(target - accuracy, 1e-6)
-
-
 def search(m: Method, seed: int, w: World) -> dict:
     """One method, one seed, until the budget is spent. Returns the hits on the full data in the
     order they were found, with the compute spent when each was found, and counts."""
+    from effsearch.objectives import shortfall
     from effsearch.search.storage import set_constraints
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -158,6 +158,16 @@ LOADERS = {"digits": _digits, "fashion-mnist": _fashion_mnist, "cifar10": _cifar
 _CACHE: dict = {}
 
 
+def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int, seed: int) -> np.ndarray:
+    """``share`` of ``idx``, stratified by ``y`` (at least one image a class); all of it at 1."""
+    from sklearn.model_selection import train_test_split
+
+    keep = max(classes, int(round(share * len(idx))))
+    if share >= 1.0 or keep >= len(idx):
+        return idx
+    return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
+
+
 def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
@@ -171,16 +181,9 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     from sklearn.model_selection import train_test_split
 
     tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
-    if d.data_fraction < 1.0:
-        keep = max(classes, int(round(d.data_fraction * len(tr_idx))))
-        if keep < len(tr_idx):
-            tr_idx, _ = train_test_split(tr_idx, train_size=keep, stratify=ytr[tr_idx],
-                                         random_state=d.split_seed + 1)
-    if d.val_subset < 1.0:  # evaluated every eval_every epochs: in a tuning phase it can cost as much as training
-        keep = max(classes, int(round(d.val_subset * len(val_idx))))
-        if keep < len(val_idx):
-            val_idx, _ = train_test_split(val_idx, train_size=keep, stratify=ytr[val_idx],
-                                          random_state=d.split_seed + 2)
+    tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
+    # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
+    val_idx = _stratified_part(val_idx, d.val_subset, ytr, classes, d.split_seed + 2)
     tr_idx = np.sort(tr_idx)
     val_idx = np.sort(val_idx)
     size = d.image_size or (32 if d.name == "digits" else None)
