@@ -482,7 +482,7 @@ class Method:
     phase1_share: float = 0.75
     miss: str = "train_seconds"  # what a missed target tells the sampler: train_seconds (product) | extrapolate
     dedupe: bool = False
-    n_startup: int = 10
+    n_startup: int = 5  # the product's TPE default (effsearch.config.options.TPEOptions)
     full_fidelity: bool = False  # a plain full-fidelity sampler (the baselines of compute_ratio)
     warm: bool = False  # trial 0 is the study's base config (the product's baseline trial), told to the sampler
     # What carries its shortfall as an Optuna constraint (TPE ranks those after every hit, by

@@ -15,11 +15,14 @@ still reproduces its trials.
 from __future__ import annotations
 
 import warnings
+from dataclasses import asdict
 
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
 from optuna.samplers._lazy_random_state import LazyRandomState
+
+from effsearch.config.options import TPEOptions
 
 
 def trial_seed(study_seed: int, trial_number: int) -> int:
@@ -74,7 +77,7 @@ def _make(spec: dict, seed: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
-            kw = {"multivariate": True, "group": True, "constant_liar": True, "n_startup_trials": 10, **opts}
+            kw = {**asdict(TPEOptions()), **opts}
             if not kw["multivariate"]:
                 kw["group"] = False  # group needs multivariate
             return optuna.samplers.TPESampler(seed=seed, **kw)
