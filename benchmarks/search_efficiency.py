@@ -1059,16 +1059,20 @@ def plot(curves, grid, ms, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
-    groups = [[m for m in ms if m.sampler != "rows" and (m.full_fidelity or m.name == "effsearch-default")],
-              [m for m in ms if not m.full_fidelity]]
+    full = [m for m in ms if m.sampler != "rows" and (m.full_fidelity or m.name == "effsearch-default")]
+    # The yardstick (the best full-fidelity sampler, the product's setup: TPE + the baseline) is drawn
+    # beside the variants too, in black, so the two can be read off one panel.
+    yard = [m for m in full if m.name == "tpe+baseline"]
+    groups = [full, yard + [m for m in ms if not m.full_fidelity]]
     titles = ["full-fidelity samplers (with --all, the 20%-tuning setup too)", "pruning and tuning-phase variants"]
     colours = plt.get_cmap("tab20").colors
     for ax, group, title in zip(axes, groups, titles):
         ax.set_prop_cycle(color=colours)
         for m in group:
             med = np.median(np.array(curves[m.name]), axis=0)
-            ax.plot(grid, med, label=m.name, lw=2 if m.full_fidelity else 1.3,
-                    ls="--" if m.sampler == "rows" else "-")
+            style = {"color": "black", "lw": 2.2} if m in yard and group is groups[1] else \
+                {"lw": 2 if m.full_fidelity else 1.3}
+            ax.plot(grid, med, label=m.name, ls="--" if m.sampler == "rows" else "-", **style)
         ax.axhline(0.9, color="grey", lw=0.8, ls=":")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("cumulative compute (s: set-up + training + evaluation + confirmation)")
