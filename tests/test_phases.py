@@ -215,3 +215,20 @@ def test_top_k_picks_distinct_configs():
     picked = phases.top_k(study.trials, ["minimize", "maximize"], 3)
     assert sorted(t.number for t in picked) in ([0, 2, 3], [1, 2, 3])
     assert len({t.user_attrs["config_hash"] for t in picked}) == 3
+
+
+def test_phase_2_queues_its_picks_cheapest_first():
+    # A budget that runs out in phase 2 must leave the costliest pick unconfirmed, not a fast
+    # recipe: the accurate end of the front (here trial 1) can cost 5x the rest.
+    tune = optuna.create_study(directions=["minimize", "maximize"])
+    for v, wall in (((1, 0.5), 8.0), ((4, 0.9), 90.0), ((2, 0.7), 7.0)):
+        tune.add_trial(optuna.trial.create_trial(
+            params={"epochs": 2.0}, distributions={"epochs": optuna.distributions.FloatDistribution(1, 8)},
+            values=list(v), user_attrs={"full_config": f"c{wall}", "wall_seconds": wall}))
+    confirm = optuna.create_study(directions=["minimize", "maximize"])
+    spec = type("Spec", (), {"tuning": {"top_k": 3, "seeds": 1}, "directions": ["minimize", "maximize"],
+                             "base": TrainConfig()})()
+    picked = phases.queue_confirm(spec, tune, confirm)
+    assert sorted(picked) == [0, 1, 2]  # which configurations: unchanged
+    queued = [t.user_attrs["tune_trial"] for t in confirm.get_trials(states=(TrialState.WAITING,))]
+    assert queued == [2, 0, 1]  # 7 s, 8 s, then the 90 s one
