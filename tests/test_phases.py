@@ -232,3 +232,19 @@ def test_phase_2_queues_its_picks_cheapest_first():
     assert sorted(picked) == [0, 1, 2]  # which configurations: unchanged
     queued = [t.user_attrs["tune_trial"] for t in confirm.get_trials(states=(TrialState.WAITING,))]
     assert queued == [2, 0, 1]  # 7 s, 8 s, then the 90 s one
+
+
+def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
+    # Baseline: 2 train s of 5 wall on half the data -> 4 + 3 = 7 s on all of it. A pick that
+    # trained 40 s of 50 -> 80 + 10 = 90 s: the reserve holds that, not a second baseline.
+    from effsearch.search import budget
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.add_trial(optuna.trial.create_trial(values=[10.0, 0.8], user_attrs={
+        "baseline": True, "full_config": "b", "wall_seconds": 5.0, "train_seconds": 2.0}))
+    spec = type("Spec", (), {"tuning": {"top_k": 2, "seeds": 1, "data_fraction": 0.5, "epochs_fraction": 1.0},
+                             "directions": ["minimize", "maximize"]})()
+    assert budget.reserve(spec, study.get_trials()) == 7 + 2 * 7  # no pick yet: each at the baseline's
+    study.add_trial(optuna.trial.create_trial(values=[30.0, 0.9], user_attrs={
+        "full_config": "slow", "wall_seconds": 50.0, "train_seconds": 40.0}))
+    assert budget.reserve(spec, study.get_trials()) == 7 + 90 + 7
