@@ -371,17 +371,21 @@ class Surrogate:
         h = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16)
         m_acc, m_cost = self.folds[h % len(self.folds)]
         mean = self.predict(m_acc, x)
-        # The residual of a recorded row predicted alike (one of the 10 nearest in out-of-fold
-        # predicted final accuracy): errors are small at chance and near the top, large between.
-        pos = int(np.searchsorted(self.by_pred, mean[-1]))
-        lo = max(0, min(pos - 5, len(self.order) - 10))
-        j = int(self.order[lo + (h // len(self.folds)) % min(10, len(self.order))])
+        j = self.alike(mean[-1], h // len(self.folds))
         acc = mean + self.res_acc[j]
         cost = self.predict(m_cost, x) + self.res_cost[j]
         cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
         run = self.make(acc, cost)
         self.cache[key] = run
         return run
+
+    def alike(self, final: float, draw: int) -> int:
+        """The row whose residual an answer borrows: one of the 10 nearest to ``final`` in out-of-fold
+        predicted final accuracy (the ``draw``-th, wrapped), as errors are small at chance and near
+        the top, large between."""
+        pos = int(np.searchsorted(self.by_pred, final))
+        lo = max(0, min(pos - 5, len(self.order) - 10))
+        return int(self.order[lo + draw % min(10, len(self.order))])
 
     def held_out(self) -> list[Run]:
         """Out-of-fold predictions (no residual) for every recorded row."""
@@ -737,9 +741,7 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     rng = np.random.default_rng(0)
     ans = []
     for i in range(len(ho)):
-        pos = int(np.searchsorted(s.by_pred, s.oof_acc[i, -1]))
-        lo = max(0, min(pos - 5, len(s.order) - 10))
-        j = int(s.order[lo + rng.integers(min(10, len(s.order)))])
+        j = s.alike(s.oof_acc[i, -1], int(rng.integers(min(10, len(s.order)))))
         ans.append(s.make(s.oof_acc[i] + s.res_acc[j], s.oof_cost[i]))
     ans = [a for a in ans if a.ok]
     srung = [kendalltau([a.acc[k] for a in ans], [a.final for a in ans]).statistic for k in range(N_GRID - 1)]
