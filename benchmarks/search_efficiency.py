@@ -50,6 +50,9 @@ is spent, not a trial count.
 What the sampler is told is what the product tells it: a completed trial's (time to target,
 or its train seconds for a miss; final accuracy), and for a miss or a pruned trial its
 shortfall from the target as Optuna's constraint, which TPE ranks after every hit.
+The baseline trial (trial 0 of every study) is never pruned, and its points at the rungs are
+the others' peers there, as in the product (until 2026-11-23 evening the replay left them
+out: the first trials at each rung met no peer and ran on).
 
 Hypervolume: over (time to target, -final val accuracy) of completed
 full-fidelity runs that hit the target (the product's definition: the first
@@ -409,9 +412,12 @@ class Rule:
               each bracket its own rungs; accuracy ranking
     """
 
-    def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int = 4):
+    def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int | None = None):
+        from effsearch.config.options import MOASHAOptions
         from effsearch.search.pruner import MOASHAPruner
 
+        if min_trials is None:  # the product's default
+            min_trials = MOASHAOptions().min_trials
         self.kind, self.eta, self.min_trials = kind, eta, min_trials
         self.product = MOASHAPruner(eta, min_fraction, min_trials, rank="predicted" if kind == "pred" else "spent")
         self.brackets = []
@@ -423,23 +429,29 @@ class Rule:
             self.brackets.append([])  # the last bracket never prunes
         else:
             self.brackets.append(self.product.rungs())
+        # The curves hold an evaluation at every ninth only: a rung between two would be decided
+        # on a later point than a real run has, and charged as if it stopped there.
+        off = [r for b in self.brackets for r in b if abs(r * N_GRID - round(r * N_GRID)) > 1e-6]
+        if off:
+            raise ValueError(f"rungs {off} are not on the replay's grid (every 1/{N_GRID} of the budget)")
         self.name = {"product": "moasha", "acc": "asha-acc", "ttt": "asha-ttt", "hb": "hyperband",
                      "pred": "moasha-pred"}[kind] + \
             f"@{_frac(min_fraction)}"
 
-    def play(self, run: Run, target: float, pools: dict, n: int) -> int | None:
-        """Feed ``run`` through its rungs; the grid index it was pruned at, or None (completed)."""
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
+        """Feed ``run`` through its rungs; the grid index it was pruned at, or None (completed).
+        With ``may_prune`` False (the baseline) its points are only recorded for the others."""
         if not run.ok:
             return None
-        b = n % len(self.brackets)
-        for r in self.brackets[b]:
-            k = min(N_GRID - 1, max(0, round(r * N_GRID) - 1))
-            pool = pools.setdefault((b, k), [])
-            me = self.point(run, k, target)
-            keep = self.decide(me, pool)
-            pool.append(me)
-            if not keep:
-                return k
+        for b in (range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]):
+            for r in self.brackets[b]:
+                k = min(N_GRID - 1, max(0, round(r * N_GRID) - 1))
+                pool = pools.setdefault((b, k), [])
+                me = self.point(run, k, target)
+                keep = self.decide(me, pool) if may_prune else True
+                pool.append(me)
+                if not keep:
+                    return k
         return None
 
     def point(self, run: Run, k: int, target: float):
@@ -560,6 +572,8 @@ def search(m: Method, seed: int, w: World) -> dict:
                 set_constraints(trial, [shortfall(told.final, ht is not None, target)])
             study.tell(trial, [ht if ht is not None else told.t[-1], told.final])
             n += 1
+        if m.rule:  # the product's pruner records the baseline's rung points, never prunes it
+            m.rule.play(told, target, pools, 0, may_prune=False)
 
     def confirm(picks):
         nonlocal spent
