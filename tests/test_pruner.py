@@ -161,3 +161,24 @@ def test_rank_option_is_checked():
     with pytest.raises(ConfigError, match="rank"):
         make_pruner({"name": "moasha", "rank": "fastest"})
     assert make_pruner({"name": "moasha", "rank": "predicted"}).pruner.rank == "predicted"
+
+
+def test_default_judges_the_first_trial_against_the_baseline():
+    """By default (``min_trials`` 2) the baseline's rung point, recorded though it is never pruned,
+    is enough of a peer: a trial the baseline beats at the first rung stops there. At 4 it
+    would have run on to the end, as the first trials at every rung did in the replay."""
+    from effsearch.search.pruner import make_pruner
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    pruner = make_pruner({"name": "moasha"}, study).pruner
+    assert pruner.min_trials == 2
+    base = study.ask()
+    assert RungTracker(pruner, study, base, 9, 0.95, may_prune=False)(
+        EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.80)) is None
+    weak = study.ask()
+    reason = RungTracker(pruner, study, weak, 9, 0.95)(EvalPoint(epoch=1, train_seconds=1.2, val_accuracy=0.40))
+    assert reason and "of 2 trials" in reason
+    strong = study.ask()
+    assert RungTracker(pruner, study, strong, 9, 0.95)(
+        EvalPoint(epoch=1, train_seconds=0.9, val_accuracy=0.85)) is None
+    assert MOASHAPruner(min_trials=4).decide(RungPoint(9, 0.40, False), [RungPoint(1.5, 0.80, False)])

@@ -121,7 +121,7 @@ def predicted_time(seconds: float, accuracy: float, fraction_done: float, target
 
 
 class MOASHAPruner:
-    def __init__(self, eta: float = 3.0, min_fraction: float = 1 / 9, min_trials: int = 4,
+    def __init__(self, eta: float = 3.0, min_fraction: float = 1 / 9, min_trials: int = 2,
                  rank: str = "predicted"):
         if rank not in ("predicted", "spent"):
             raise ValueError(f"pruner.rank must be 'predicted' or 'spent', got {rank!r}")
