@@ -413,18 +413,16 @@ class Rule:
     """
 
     def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int | None = None):
-        from effsearch.config.options import MOASHAOptions
         from effsearch.search.pruner import MOASHAPruner
 
-        if min_trials is None:  # the product's default
-            min_trials = MOASHAOptions().min_trials
-        self.kind, self.eta, self.min_trials = kind, eta, min_trials
-        self.product = MOASHAPruner(eta, min_fraction, min_trials, rank="predicted" if kind == "pred" else "spent")
+        knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
+        self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
+        self.kind, self.eta, self.min_trials = kind, eta, self.product.min_trials
         self.brackets = []
         if kind == "hb":
             f = min_fraction
             while f < 1 - 1e-9:
-                self.brackets.append(MOASHAPruner(eta, f, min_trials).rungs())
+                self.brackets.append(MOASHAPruner(eta, f, self.min_trials).rungs())
                 f *= eta
             self.brackets.append([])  # the last bracket never prunes
         else:

@@ -120,9 +120,12 @@ def predicted_time(seconds: float, accuracy: float, fraction_done: float, target
     return min(seconds + (target - accuracy) / rate, cap) if rate > 0 else cap
 
 
+_DEFAULT = MOASHAOptions()  # the one home of the defaults (a study file's and this class's)
+
+
 class MOASHAPruner:
-    def __init__(self, eta: float = 3.0, min_fraction: float = 1 / 9, min_trials: int = 2,
-                 rank: str = "predicted"):
+    def __init__(self, eta: float = _DEFAULT.eta, min_fraction: float = _DEFAULT.min_fraction,
+                 min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank):
         if rank not in ("predicted", "spent"):
             raise ValueError(f"pruner.rank must be 'predicted' or 'spent', got {rank!r}")
         self.rank = rank
