@@ -67,7 +67,7 @@ def scripted(monkeypatch):
 def test_the_pruner_stops_weak_trials_and_keeps_their_curve(tmp_path, scripted, capsys):
     path = write(tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3})
     assert main(["run", str(path)]) == 0
-    assert "pruner     moasha (eta 3, min_fraction 0.125, min_trials 3)" in capsys.readouterr().err
+    assert "pruner     moasha (eta 3, min_fraction 0.125, min_trials 3, rank predicted)" in capsys.readouterr().err
     trials = studies(path)["ph"].get_trials()
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     done = [t for t in trials if t.state == TrialState.COMPLETE]

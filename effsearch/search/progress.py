@@ -7,6 +7,7 @@ import time
 
 from optuna.trial import TrialState
 
+from effsearch.config.options import PRUNERS, NoOptions, defaults
 from effsearch.search import phases, report
 from effsearch.search.budget import spent
 
@@ -45,7 +46,10 @@ def header(spec, study) -> str:
     if spec.budget:
         timeout += f", budget {spec.budget:g} compute s ({spent(trials):.0f} s spent)"
     pr = spec.pruner
-    pruner = ", ".join(f"{k} {v:g}" for k, v in pr.items() if k != "name")
+    # Every knob the pruner runs with, defaults included: a default that changed (min_trials 4 -> 2)
+    # shows in the header, not only in the release notes.
+    knobs = {**defaults(PRUNERS.get(pr["name"], NoOptions)), **{k: v for k, v in pr.items() if k != "name"}}
+    pruner = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in knobs.items())
     phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
     return "\n".join([
         f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
