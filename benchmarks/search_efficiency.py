@@ -75,7 +75,7 @@ and ``seeds=``; the same for the current effsearch default. Beside the headline 
 seed, as the issue defines it), the median over all seed pairs (``compute_ratio_all_pairs=``:
 two searches with one seed share only their random first trials, so the pairing is arbitrary and
 the paired median noisy), and the same for ``OracleRule``, a rule that knows every outcome: what
-a rung rule that never erred would reach, the floor for any rule on this replay.
+a rung rule that never erred would reach (about the floor for any rule on this replay).
 
     uv run python benchmarks/search_efficiency.py [--seeds 20] [--budget-trials 80] [--quick] [--all] [--gp] [--jobs 2]
 """
