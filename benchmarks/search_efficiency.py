@@ -447,7 +447,7 @@ class Rule:
             return None
         for b in (range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]):
             for r in self.brackets[b]:
-                k = min(N_GRID - 1, max(0, round(r * N_GRID) - 1))
+                k = grid_index(r)
                 pool = pools.setdefault((b, k), [])
                 me = self.point(run, k, target)
                 keep = self.decide(me, pool) if may_prune else True
@@ -507,7 +507,12 @@ class OracleRule(Rule):
         if p is not None and hypervolume_2d(front + [p], self.ref) > hypervolume_2d(front, self.ref) + 1e-12:
             front.append(p)
             return None
-        return min(N_GRID - 1, max(0, round(self.brackets[0][0] * N_GRID) - 1))
+        return grid_index(self.brackets[0][0])
+
+
+def grid_index(rung: float) -> int:
+    """The grid point a rung at ``rung`` of the budget is decided on (Rule refuses off-grid rungs)."""
+    return min(N_GRID - 1, max(0, round(rung * N_GRID) - 1))
 
 
 def _frac(f: float) -> str:
