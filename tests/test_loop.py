@@ -245,3 +245,11 @@ def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
     assert r.status == "completed", r.reason
     assert r.history[-1].val_accuracy == r.final.val_accuracy
     assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6)
+
+
+def test_extra_evaluations_land_on_the_first_step_at_or_past_each_epoch_asked():
+    """``eval_at`` (a pruner's rungs) adds points; one short of its epoch would judge a rung early."""
+    cfg = TrainConfig.from_dict(tiny(epochs=2))  # 128 training images, batch 32: 4 steps an epoch
+    assert [p.epoch for p in train(cfg, progress=False).history] == [1.0, 2.0]
+    r = train(cfg, progress=False, eval_at=(2 / 9, 2 / 3, 1.0))
+    assert [p.epoch for p in r.history] == [0.25, 0.75, 1.0, 2.0]

@@ -466,3 +466,28 @@ def test_warm_start_flag_takes_an_exported_config_file(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("model: {name: tiny-cnn}\nepochs: -1\n")
     assert main(["run", str(path), "--n-trials", "4", "--warm-start", str(tmp_path / "bad.yaml")]) == 2
     assert "epochs" in capsys.readouterr().err
+
+
+def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
+    """Without its own evaluation a rung was decided at the next ``eval_every`` point (1 epoch):
+    on 2-3 epoch trials the first rung (1/9) sat at a third to a half of the budget."""
+    real, runs = trainer_run.train, []
+
+    def train(cfg, *args, **kwargs):
+        r = real(cfg, *args, **kwargs)
+        runs.append((cfg, kwargs.get("eval_at", ()), r))
+        return r
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha"})
+    assert main(["run", str(path)]) == 0
+    assert len(runs) == 5
+    for cfg, at, r in runs:
+        assert at == pytest.approx((cfg.epochs / 9, cfg.epochs / 3))
+        epochs = [p.epoch for p in r.history]
+        for e in at:
+            if epochs[-1] >= e - 1e-4:  # the run got there: a point within a step (1/7 epoch) of it
+                assert e - 1e-4 <= min(x for x in epochs if x >= e - 1e-4) < e + 0.15, (e, epochs)
+        if r.status == "pruned":  # stopped at a rung's own point
+            assert any(abs(epochs[-1] - e) < 0.15 for e in at), epochs

@@ -94,7 +94,7 @@ class Objective:
         self.pruner.begin(trial, cfg, may_prune=not is_baseline)  # the baseline is the yardstick: never pruned
         try:
             result = train(cfg, data_root=self.data_root, progress=False,
-                           on_eval=lambda point: self.pruner.on_eval(trial, point))
+                           on_eval=lambda point: self.pruner.on_eval(trial, point), eval_at=self.pruner.eval_at(cfg))
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on

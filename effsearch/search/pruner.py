@@ -52,10 +52,16 @@ class StudyPruner(Protocol):
     def on_eval(self, trial, point: EvalPoint) -> str | None:
         """``point``: the trainer's evaluation. A reason stops the trial."""
 
+    def eval_at(self, cfg) -> tuple[float, ...]:
+        """Epochs at which the trainer must evaluate ``cfg`` besides every ``eval_every``."""
+
 
 class NoPruner:
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
         return None
+
+    def eval_at(self, cfg) -> tuple[float, ...]:
+        return ()
 
     def on_eval(self, trial, point: EvalPoint) -> str | None:
         return None
@@ -76,6 +82,12 @@ class MOASHAStudyPruner:
         if self.tracker is None or self.tracker.trial.number != trial.number:
             return None
         return self.tracker(point)
+
+    def eval_at(self, cfg) -> tuple[float, ...]:
+        """Every rung gets its own evaluation. Without one a rung was decided at the next
+        ``eval_every`` point: with the default (1 epoch) and the quickstart's 2-6 epochs, the
+        first rung (1/9) sat at 1/6-1/2 of the budget, where a stop saves a third as much."""
+        return tuple(r * cfg.epochs for r in self.pruner.rungs())
 
 
 def make_pruner(spec: dict, study=None) -> StudyPruner:
@@ -209,8 +221,9 @@ class RungTracker:
         if self.reached_seconds is None and point.val_accuracy >= self.target:
             self.reached_seconds = point.train_seconds
         previous, self.previous = self.previous, (point.train_seconds, point.val_accuracy)
+        # Epochs come rounded to 4 places; the point the trainer placed at a rung may read a hair short.
         frac = point.epoch / self.budget
-        k = self.pruner.rung_of(frac)
+        k = self.pruner.rung_of(frac + 5e-5 / self.budget)
         if k is None or k in self.seen:
             return None
         self.seen.add(k)

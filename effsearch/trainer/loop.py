@@ -77,7 +77,7 @@ class Loop:
 
     def __init__(self, cfg, model, optimizer, loader, augment, eval_augment, val, device: str, result,
                  algorithms=(), callbacks=(), on_eval=None, progress: bool = False, point_extras=(),
-                 on_deliver=(), dist=None):
+                 on_deliver=(), dist=None, eval_at=()):
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
         self.augment, self.eval_augment, self.val = augment, eval_augment, val
         self.on_eval, self.progress, self.point_extras = on_eval, progress, list(point_extras)
@@ -91,6 +91,9 @@ class Loop:
         self.total = max(1, round(cfg.epochs * self.bpe))
         every = max(1, round(cfg.eval_every * self.bpe))
         self.eval_steps = set(range(every, self.total + 1, every)) | {self.total}
+        # Extra points (a pruner's rungs): the first step at or past each, so that the point's
+        # epoch is never short of it (a rung decided early would see a less trained model).
+        self.eval_steps |= {min(self.total, max(1, math.ceil(e * self.bpe - 1e-9))) for e in eval_at}
         self.lr_factors = factors(cfg.schedule, self.total)
 
         state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(device),

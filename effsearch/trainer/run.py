@@ -8,6 +8,7 @@ delivered model, and where the seconds went (setup, train, compile, eval).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -60,18 +61,22 @@ def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
 
 
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
-          on_eval: EvalHook | None = None) -> RunResult:
-    """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult."""
+          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = ()) -> RunResult:
+    """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
+    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs)."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
-    with distributed.session(cfg, device, data_root, train=train) as dist:
+    # Every rank must evaluate at the same steps (they agree on stopping there).
+    entry = functools.partial(train, eval_at=tuple(eval_at)) if eval_at else train
+    with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, progress, on_eval = None, False, None
-        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval)
+        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at)
 
 
-def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval) -> RunResult:
+def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval,
+           eval_at=()) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -79,7 +84,7 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -124,7 +129,7 @@ class Prepared:
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
-            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None) -> Prepared:
+            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None, eval_at=()) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process)."""
     from effsearch.trainer.distributed import SINGLE
@@ -142,7 +147,7 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
                 (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
                 on_eval=on_eval, progress=progress,
                 point_extras=[selection.point_extra] if selection is not None else [],
-                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist)
+                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist, eval_at=eval_at)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
 
@@ -196,10 +201,10 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None, data_root=None, dist=None) -> None:
+         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=()) -> None:
     from effsearch.trainer.sparsity import measure
 
-    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist)
+    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at)
     loop = run.loop
     result.final.setup_seconds = loop.setup_seconds
     try:
