@@ -11,6 +11,15 @@ configuration (``normalise_load``). quickstart_curves_loaded.jsonl is an earlier
 recording of other configurations on a busier machine: its accuracies are used as
 they are, its costs rescaled by the configurations both recordings hold
 (``load_factors``); ``--no-loaded`` leaves it out.
+benchmarks/data/quickstart_early.jsonl (benchmarks/record_early.py) holds every one
+of those runs' first ninth again, evaluated at 1/27, 2/27 and 3/27 of its budget (the
+same seed: the runs are deterministic, 333 of 333 points both recordings share agree),
+so a rung can sit at 1/27; its train seconds are put on each run's clock as shares of
+its 3/27 point's. A run's k-th ninth is the recorder's k-th evaluation (the nearest
+to k/9; the end for the last): the recorder evaluated every round(epochs / 9 x steps an
+epoch) steps, and until 2026-11-24 the replay took the first evaluation at or past
+k/9, the (k+1)-th in the half of the runs where that rounding fell short, which put
+their first rung at 2/9.
 
 How a proposal is answered. Samplers propose continuous values, which no table
 holds, and a nearest-neighbour look-up in a 25-dimensional conditional space is
@@ -101,10 +110,14 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 TABLE = HERE / "data" / "quickstart_curves.jsonl"
 LOADED = HERE / "data" / "quickstart_curves_loaded.jsonl"  # the first recording, at load 3-6
+EARLY_TABLE = HERE / "data" / "quickstart_early.jsonl"  # every run's first ninth again, at 1/27, 2/27, 3/27
 STUDY = ROOT / "studies" / "quickstart.yaml"
 PLOT = ROOT / "docs" / "search-efficiency.png"
 N_GRID = 9  # evaluations per run, at every 1/9 of the budget
 GRID = [(k + 1) / N_GRID for k in range(N_GRID)]
+# Evaluations before the first ninth (benchmarks/record_early.py), for rungs there. A rung at
+# EARLY[i] is grid position i - len(EARLY) (negative): what runs before the ninths.
+EARLY = (1 / 27, 2 / 27)
 FIDELITIES = ("full", "tune20", "tune50")
 
 
@@ -121,38 +134,54 @@ class Run:
     eval_s: float  # seconds per evaluation
     final_eval: float  # final val + test evaluation
     ok: bool = True  # completed (not diverged/failed)
+    early_t: tuple = ()  # train seconds and val accuracy at EARLY (evaluated only for a rung there)
+    early_acc: tuple = ()
+
+    def t_at(self, k: int) -> float:
+        return self.early_t[k + len(EARLY)] if k < 0 else self.t[k]
+
+    def acc_at(self, k: int) -> float:
+        return self.early_acc[k + len(EARLY)] if k < 0 else self.acc[k]
 
     def ttt(self, target: float) -> float | None:
         if not self.ok or self.final < target:
             return None
         return next((t for t, a in zip(self.t, self.acc) if a >= target), None)
 
-    def cost(self, k: int, pruned: bool = False) -> float:
-        """Compute spent by a trial that stopped after grid point ``k``. A pruned trial runs no
-        final evaluation (its rung evaluation scored the delivered model; nobody reads its test)."""
-        return self.overhead + self.t[k] + self.eval_s * (k + 1) + (0.0 if pruned else self.final_eval)
+    def cost(self, k: int, pruned: bool = False, extra: int = 0) -> float:
+        """Compute spent by a trial that stopped after grid position ``k``, with ``extra``
+        evaluations before the ninths (its rungs there). A pruned trial runs no final evaluation
+        (its rung evaluation scored the delivered model; nobody reads its test)."""
+        return (self.overhead + self.t_at(k) + self.eval_s * (max(k + 1, 0) + extra)
+                + (0.0 if pruned else self.final_eval))
 
-    def extrapolated_ttt(self, k: int, target: float) -> float:
-        """Time to target so far, or predicted from the curve as the product's pruner predicts it."""
+    def extrapolated_ttt(self, k: int, target: float, first: int = 0) -> float:
+        """Time to target so far, or predicted from the curve as the product's pruner predicts it.
+        ``first``: the run's first evaluation (a negative position if it had rungs before the ninths)."""
         from effsearch.search.pruner import predicted_time
 
-        for t, a in zip(self.t[:k + 1], self.acc[:k + 1]):
-            if a >= target:
-                return t
-        prev = (self.t[k - 1], self.acc[k - 1]) if k > 0 else None
-        return predicted_time(self.t[k], self.acc[k], GRID[k], target, prev)
+        for j in range(first, k + 1):
+            if self.acc_at(j) >= target:
+                return self.t_at(j)
+        prev = (self.t_at(k - 1), self.acc_at(k - 1)) if k > first else None
+        return predicted_time(self.t_at(k), self.acc_at(k), EARLY[k + len(EARLY)] if k < 0 else GRID[k], target, prev)
 
 
-def grid_run(rec: dict, epochs: float, overhead_cap: float) -> Run:
-    """A recorded run resampled onto the grid: at each ninth, the first evaluation at or past it
-    (what a rung there sees)."""
+def grid_run(rec: dict, epochs: float, overhead_cap: float, early=None) -> Run:
+    """A recorded run on the grid: at each ninth, the recorder's evaluation meant for it (the
+    nearest; the end for the last). The recorder evaluated every round(epochs / 9 x batches an
+    epoch) steps, so in half the runs the k-th evaluation falls a fraction of a step short of
+    k/9; until 2026-11-24 the grid took the first evaluation at or past k/9, the (k+1)-th in
+    those runs, which put their first rung at 2/9. ``early``: that run's points at EARLY (train
+    seconds as shares of its 3/27 point's, record_early.py), put on this run's clock."""
     hist = rec.get("history") or []
     if rec.get("status") in (None, "failed") or not hist:
         w = rec.get("wall_seconds") or 0.0
-        return Run([0.0] * N_GRID, [0.0] * N_GRID, 0.0, min(w, overhead_cap), 0.0, 0.0, ok=False)
+        return Run([0.0] * N_GRID, [0.0] * N_GRID, 0.0, min(w, overhead_cap), 0.0, 0.0, ok=False,
+                   early_t=(0.0,) * len(EARLY) if early else (), early_acc=(0.0,) * len(EARLY) if early else ())
     t, acc = [], []
     for g in GRID:
-        p = next((p for p in hist if p[0] / epochs >= g - 1e-6), hist[-1])
+        p = hist[-1] if g == 1 else min(hist[:-1] or hist, key=lambda p: abs(p[0] / epochs - g))
         t.append(p[1])
         acc.append(p[2] if p[2] == p[2] else 0.0)
     ev = (rec.get("eval_seconds") or 0.0) / max(len(hist), 1)
@@ -162,7 +191,9 @@ def grid_run(rec: dict, epochs: float, overhead_cap: float) -> Run:
     final = rec.get("val_accuracy")
     final = final if isinstance(final, (int, float)) and final == final else acc[-1]
     ok = rec["status"] == "completed"
-    return Run(t, acc, float(final), min(over, overhead_cap), ev, fe, ok)
+    et = tuple(share * t[0] for share, _ in early) if early else ()
+    ea = tuple(a for _, a in early) if early else ()
+    return Run(t, acc, float(final), min(over, overhead_cap), ev, fe, ok, et, ea)
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -227,13 +258,26 @@ def normalise_load(rows: list[dict]) -> list[dict]:
     return out
 
 
+def early_points(points, epochs: float):
+    """A run's points at EARLY as (share of its 3/27 point's train seconds, val accuracy). The
+    recorder evaluated at the first step at or past each (as the product places a rung's point),
+    so a run of a few steps an epoch has fewer points: its first step is its earliest look."""
+    if not points or points[-1][1] <= 0:
+        return None
+    out = []
+    for e in EARLY:
+        q = next((q for q in points if q[0] >= e * epochs - 1e-4), points[-1])
+        out.append((q[1] / points[-1][1], q[2]))
+    return out
+
+
 class Table:
     """The recorded table. ``loaded``: an earlier recording of other configurations, made on a
     busier machine: its accuracies are used as they are, its costs rescaled to this recording's
     load by the configurations both recorded (``load_factors``); its baselines are left out (the
     budget and reference point come from this recording's)."""
 
-    def __init__(self, path: Path, space, loaded: Path | None = None):
+    def __init__(self, path: Path, space, loaded: Path | None = None, early: Path | None = EARLY_TABLE):
         rows = normalise_load(_read(path))
         self.factors = {}
         if loaded is not None and loaded.exists():
@@ -250,10 +294,17 @@ class Table:
             over = [r[f]["wall_seconds"] - (r[f].get("train_seconds") or 0) - (r[f].get("eval_seconds") or 0)
                     - (r[f].get("final_eval_seconds") or 0) for r in rows if f in r and r[f].get("history")]
             self.cap[f] = float(np.quantile(over, 0.95)) if over else 1.0
+        # Points before the first ninth, for every full-fidelity run or for none (a rung there
+        # must see every trial's).
+        pts = {(e["kind"], e["index"]): e.get("points") for e in _read(early)} \
+            if early is not None and early.exists() else {}
+        self.early = bool(pts) and all((r["kind"], r["index"]) in pts for r in rows)
         for r in rows:
             for f in FIDELITIES + ("seed1",):
                 if f in r:
-                    r[f + "_run"] = grid_run(r[f], r["config"]["epochs"], self.cap[f])
+                    e = early_points(pts.get((r["kind"], r["index"])), r["config"]["epochs"]) \
+                        if self.early and f == "full" else None
+                    r[f + "_run"] = grid_run(r[f], r["config"]["epochs"], self.cap[f], e)
         self.encoder = Encoder(space)
         self.X = np.array([self.encoder(r["params"]) for r in self.rows])
 
@@ -335,10 +386,15 @@ class Surrogate:
         self.X = table.X[keep]
         runs = [table.rows[i][fid + "_run"] for i in keep]
         self.runs = runs
+        self.early = fid == "full" and all(len(r.early_acc) == len(EARLY) for r in runs)
         self.acc, self.cost = _targets(runs)
+        # The points before the first ninth get forests of their own (a multi-output forest shares
+        # its splits between outputs: added to the curve's, they changed every other answer).
+        self.eacc = _logit([r.early_acc for r in runs]) if self.early else None
         # The time profile: train seconds at each ninth as a share of the whole, median over runs.
         ok = [r for r in runs if r.ok and r.t[-1] > 0]
         self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
+        self.early_profile = np.median([[t / r.t[-1] for t in r.early_t] for r in ok], axis=0) if self.early else []
 
         def forest():
             return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
@@ -350,12 +406,17 @@ class Surrogate:
         # (less shrunk at the top) they stacked shrinkage twice, and the surrogate's best answers
         # were 1.0 val accuracy at 0.7 s to target, where no recorded run got above 0.986 or under 1.2 s.
         self.oof_acc, self.oof_cost = np.zeros_like(self.acc), np.zeros_like(self.cost)
+        self.oof_eacc = np.zeros_like(self.eacc) if self.early else None
         self.folds = []
         for tr, te in KFold(folds, shuffle=True, random_state=seed).split(self.X):
             fa, fc = forest().fit(self.X[tr], self.acc[tr]), forest().fit(self.X[tr], self.cost[tr])
             self.oof_acc[te], self.oof_cost[te] = fa.predict(self.X[te]), fc.predict(self.X[te])
-            self.folds.append((fa, fc))
+            fe = forest().fit(self.X[tr], self.eacc[tr]) if self.early else None
+            if fe is not None:
+                self.oof_eacc[te] = fe.predict(self.X[te])
+            self.folds.append((fa, fc, fe))
         self.res_acc, self.res_cost = self.acc - self.oof_acc, self.cost - self.oof_cost
+        self.res_eacc = self.eacc - self.oof_eacc if self.early else None
         self.order = np.argsort(self.oof_acc[:, -1])
         self.by_pred = self.oof_acc[self.order, -1]
         self.cache: dict = {}
@@ -366,23 +427,26 @@ class Surrogate:
         xa = np.asarray([x], dtype=np.float32)
         return np.mean([e.tree_.predict(xa)[0, :, 0] for e in model.estimators_], axis=0)
 
-    def make(self, acc_row, cost_row) -> Run:
+    def make(self, acc_row, cost_row, early_row=None) -> Run:
         acc = 1 / (1 + np.exp(-np.asarray(acc_row)))
         t_total = math.exp(cost_row[0])
+        early = () if early_row is None else tuple(float(a) for a in 1 / (1 + np.exp(-np.asarray(early_row))))
         return Run([float(t_total * p) for p in self.profile], [float(a) for a in acc[:-1]], float(acc[-1]),
-                   math.exp(cost_row[1]), math.exp(cost_row[2]), math.exp(cost_row[3]), ok=cost_row[4] >= 0.5)
+                   math.exp(cost_row[1]), math.exp(cost_row[2]), math.exp(cost_row[3]), ok=cost_row[4] >= 0.5,
+                   early_t=tuple(float(t_total * p) for p in self.early_profile) if early else (), early_acc=early)
 
     def __call__(self, x: list[float], key: str) -> Run:
         if key in self.cache:
             return self.cache[key]
         h = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16)
-        m_acc, m_cost = self.folds[h % len(self.folds)]
+        m_acc, m_cost, m_early = self.folds[h % len(self.folds)]
         mean = self.predict(m_acc, x)
         j = self.alike(mean[-1], h // len(self.folds))
         acc = mean + self.res_acc[j]
         cost = self.predict(m_cost, x) + self.res_cost[j]
         cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
-        run = self.make(acc, cost)
+        early = self.predict(m_early, x) + self.res_eacc[j] if self.early else None
+        run = self.make(acc, cost, early)
         self.cache[key] = run
         return run
 
@@ -396,7 +460,8 @@ class Surrogate:
 
     def held_out(self) -> list[Run]:
         """Out-of-fold predictions (no residual) for every recorded row."""
-        return [self.make(a, c) for a, c in zip(self.oof_acc, self.oof_cost)]
+        return [self.make(a, c, self.oof_eacc[i] if self.early else None)
+                for i, (a, c) in enumerate(zip(self.oof_acc, self.oof_cost))]
 
 
 # -- rung rules -----------------------------------------------------------------------------
@@ -431,17 +496,25 @@ class Rule:
             self.brackets.append([])  # the last bracket never prunes
         else:
             self.brackets.append(self.product.rungs())
-        # The curves hold an evaluation at every ninth only: a rung between two would be decided
-        # on a later point than a real run has, and charged as if it stopped there.
-        off = [r for b in self.brackets for r in b if abs(r * N_GRID - round(r * N_GRID)) > 1e-6]
+        # The curves hold an evaluation at every ninth (and at EARLY): a rung between two would be
+        # decided on a later point than a real run has, and charged as if it stopped there.
+        off = [r for b in self.brackets for r in b if abs(r * N_GRID - round(r * N_GRID)) > 1e-6
+               and not any(abs(r - e) < 1e-9 for e in EARLY)]
         if off:
-            raise ValueError(f"rungs {off} are not on the replay's grid (every 1/{N_GRID} of the budget)")
+            raise ValueError(f"rungs {off} are not on the replay's grid (every 1/{N_GRID} of the budget, "
+                             f"and {', '.join(map(_frac, EARLY))})")
+        # Rungs before the first ninth: evaluations a full-fidelity run would not have had.
+        self.early = sorted({grid_index(r) for b in self.brackets for r in b if grid_index(r) < 0})
         self.name = {"product": "moasha", "acc": "asha-acc", "ttt": "asha-ttt", "hb": "hyperband",
                      "pred": "moasha-pred"}[kind] + \
             f"@{_frac(min_fraction)}"
 
+    def extra(self, k: int) -> int:
+        """Evaluations before the ninths that a trial stopped at position ``k`` ran (its early rungs)."""
+        return sum(1 for e in self.early if e <= k)
+
     def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
-        """Feed ``run`` through its rungs; the grid index it was pruned at, or None (completed).
+        """Feed ``run`` through its rungs; the grid position it was pruned at, or None (completed).
         With ``may_prune`` False (the baseline) its points are only recorded for the others."""
         if not run.ok:
             return None
@@ -459,12 +532,13 @@ class Rule:
     def point(self, run: Run, k: int, target: float):
         from effsearch.search.pruner import RungPoint
 
-        reached = next((t for t, a in zip(run.t[:k + 1], run.acc[:k + 1]) if a >= target), None)
+        first = self.early[0] if self.early else 0  # the run's first evaluation
+        reached = next((run.t_at(j) for j in range(first, k + 1) if run.acc_at(j) >= target), None)
         if self.kind == "product":
-            return RungPoint(reached if reached is not None else run.t[k], run.acc[k], reached is not None)
+            return RungPoint(reached if reached is not None else run.t_at(k), run.acc_at(k), reached is not None)
         if self.kind == "pred":  # the product's predicted time (pruner.predicted_time, via the run)
-            return RungPoint(run.extrapolated_ttt(k, target), run.acc[k], reached is not None)
-        return (run.extrapolated_ttt(k, target), run.acc[k])
+            return RungPoint(run.extrapolated_ttt(k, target, first), run.acc_at(k), reached is not None)
+        return (run.extrapolated_ttt(k, target, first), run.acc_at(k))
 
     def decide(self, me, peers) -> bool:
         if self.kind in ("product", "pred"):
@@ -511,12 +585,16 @@ class OracleRule(Rule):
 
 
 def grid_index(rung: float) -> int:
-    """The grid point a rung at ``rung`` of the budget is decided on (Rule refuses off-grid rungs)."""
+    """The grid position a rung at ``rung`` of the budget is decided on (Rule refuses off-grid
+    rungs): negative for EARLY."""
+    for i, e in enumerate(EARLY):
+        if abs(rung - e) < 1e-9:
+            return i - len(EARLY)
     return min(N_GRID - 1, max(0, round(rung * N_GRID) - 1))
 
 
 def _frac(f: float) -> str:
-    for d in (9, 3, 2, 1):
+    for d in (9, 3, 2, 1, 27):
         if abs(f * d - round(f * d)) < 1e-6:
             return f"{round(f * d)}/{d}" if d > 1 else "1"
     return f"{f:g}"
@@ -593,7 +671,8 @@ def search(m: Method, seed: int, w: World) -> dict:
         # subset baseline is what the sampler is told.
         base = w.table.baseline[seed % len(w.table.baseline)]
         full = base["full_run"]
-        spent += full.cost(N_GRID - 1)
+        # The baseline runs every rung's evaluation too (its points are the others' peers).
+        spent += full.cost(N_GRID - 1, extra=m.rule.extra(N_GRID - 1) if m.rule and not m.tune else 0)
         h = full.ttt(w.target)
         if h is not None:
             hits.append((spent, h, full.final))
@@ -656,13 +735,13 @@ def search(m: Method, seed: int, w: World) -> dict:
         n += 1
         if stop is not None:
             n_pruned += 1
-            spent += run.cost(stop, pruned=True)
+            spent += run.cost(stop, pruned=True, extra=m.rule.extra(stop))
             if trial is not None:
                 if m.constraints == "all":  # what the product stores: the shortfall where it stopped
-                    set_constraints(trial, [shortfall(run.acc[stop], run.acc[stop] >= target, target)])
+                    set_constraints(trial, [shortfall(run.acc_at(stop), run.acc_at(stop) >= target, target)])
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
-        spent += run.cost(N_GRID - 1)
+        spent += run.cost(N_GRID - 1, extra=m.rule.extra(N_GRID - 1) if m.rule else 0)
         if not run.ok:
             if trial is not None:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -778,12 +857,13 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     lines = []
     full = [r for r in table.rows if r["full_run"].ok]
     fin = [r["full_run"].final for r in full]
+    ks = list(range(-len(EARLY), 0) if table.early else []) + list(range(N_GRID - 1))
     rung = []
-    for k in range(N_GRID - 1):
-        rung.append(kendalltau([r["full_run"].acc[k] for r in full], fin).statistic)
+    for k in ks:
+        rung.append(kendalltau([r["full_run"].acc_at(k) for r in full], fin).statistic)
     lines.append("Kendall tau, accuracy at a share of the budget vs final accuracy (recorded full runs, "
                  f"n={len(full)}):")
-    lines.append("  share  " + " ".join(f"{_frac(g):>5s}" for g in GRID[:-1]))
+    lines.append("  share  " + " ".join(f"{_frac(EARLY[k + len(EARLY)] if k < 0 else GRID[k]):>5s}" for k in ks))
     lines.append("  real   " + " ".join(f"{t:5.2f}" for t in rung))
     # The surrogate's answers for held-out configurations (forest mean + one recorded residual
     # curve): if its early rungs ranked better than the real ones, it would flatter pruning.
@@ -793,9 +873,10 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     ans = []
     for i in range(len(ho)):
         j = s.alike(s.oof_acc[i, -1], int(rng.integers(min(10, len(s.order)))))
-        ans.append(s.make(s.oof_acc[i] + s.res_acc[j], s.oof_cost[i]))
+        ans.append(s.make(s.oof_acc[i] + s.res_acc[j], s.oof_cost[i],
+                          s.oof_eacc[i] + s.res_eacc[j] if s.early else None))
     ans = [a for a in ans if a.ok]
-    srung = [kendalltau([a.acc[k] for a in ans], [a.final for a in ans]).statistic for k in range(N_GRID - 1)]
+    srung = [kendalltau([a.acc_at(k) for a in ans], [a.final for a in ans]).statistic for k in ks]
     lines.append("  surr.  " + " ".join(f"{t:5.2f}" for t in srung))
     for fid in ("tune20", "tune50"):
         rows = [r for r in full if fid + "_run" in r and r[fid + "_run"].ok]
@@ -877,8 +958,11 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha@1/9+baseline", "tpe", R("product"), warm=True),
         Method("tpe+moasha-pred@1/9+baseline", "tpe", R("pred"), warm=True),
         Method("tpe+moasha-pred@1/3+baseline", "tpe", R("pred", 1 / 3), warm=True),
+        # A first rung at 1/27 (rungs 1/27, 1/9, 1/3): the points before the ninths (EARLY_TABLE).
+        Method("tpe+moasha-pred@1/27+baseline", "tpe", R("pred", 1 / 27), warm=True),
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
+        Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
         # Before misses and pruned trials told TPE their shortfall (constraints):
         Method("tpe+baseline/no-constraints", "tpe", full_fidelity=True, warm=True, constraints="none"),
         Method("tpe+moasha-pred@1/9+baseline/no-constraints", "tpe", R("pred"), warm=True, constraints="none"),
@@ -892,12 +976,19 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("rows:random", "rows"),
         Method("rows:random+moasha@1/9", "rows", R("product")),
         Method("rows:random+moasha-pred@1/9", "rows", R("pred")),
+        Method("rows:random+moasha-pred@1/27", "rows", R("pred", 1 / 27)),
         Method("rows:random+asha-acc@1/3", "rows", R("acc", 1 / 3)),
     ]
     if not full:
         # The default run fits 15 minutes on 2 cores: the rank-spent TPE variants cost 22-47 CPU-s
         # a search (TPE with 400-600 trials), and they lost (docs/benchmarks.md).
+        # Since 2026-11-24 (the rungs at 1/27 and their oracle), also TPE + pruner without the
+        # baseline, random + moasha-pred, accuracy-only ASHA and the tuning phase on 50%: all lost.
         extra = {"qmc", "random+asha-acc@1/3", "random+hyperband@1/9", "tpe+moasha@1/9", "tpe+moasha-pred@1/3",
+                 "tpe+moasha-pred@1/9", "random+moasha-pred@1/9", "tpe+asha-acc@1/3", "tpe+tune50,rolling+baseline",
+                 # a rung at 1/27 stops 96% of trials, so TPE models 600+ of them a search (50-80 CPU-s
+                 # of its own): 13 min for these two on 10 seeds (docs/benchmarks.md)
+                 "tpe+moasha-pred@1/27+baseline", "tpe+oracle@1/27+baseline",
                  "tpe+moasha@1/9+baseline", "effsearch-default", "tpe+moasha-pred@1/9+tune50,rolling+baseline",
                  "tpe+baseline/no-constraints", "tpe+moasha-pred@1/9+baseline/no-constraints",
                  "tpe+moasha-pred@1/9+baseline/misses-only"}
@@ -923,7 +1014,7 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, default=PLOT)
     ap.add_argument("--gp", action="store_true", help="also GPSampler (slow: its own seconds count as compute)")
     ap.add_argument("--all", action="store_true",
-                    help="every method, the losing rank-spent and 20%%-tuning ones too (about 40 min on 2 cores)")
+                    help="every method, the losing ones too (rank spent, 20%%-tuning, rungs at 1/27; over an hour on 2 cores)")
     ap.add_argument("--only", default="", help="comma-separated method names (default: all)")
     args = ap.parse_args()
     t_start = time.perf_counter()
@@ -981,7 +1072,9 @@ def main() -> None:
 
     WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base)
     WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base)
-    ms = [m for m in methods(args.quick, args.gp, args.all) if m.tune is None or m.tune in sur]
+    # A rung before the first ninth needs every run's early points (EARLY_TABLE, all or none).
+    ms = [m for m in methods(args.quick, args.gp, args.all) if (m.tune is None or m.tune in sur)
+          and (table.early or not (m.rule and m.rule.early))]
     if args.only:
         ms = [m for m in ms if m.name in args.only.split(",")]
     for m in ms:

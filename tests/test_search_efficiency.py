@@ -41,3 +41,34 @@ def test_the_oracle_keeps_exactly_the_trials_that_raise_the_front(se):
     assert rule.play(run(se, 8, 0.99), target, pools, 4) is None
     assert rule.play(run(se, 3, 0.95), target, pools, 5) == 0  # dominated by the 3 s / 0.955 trial now
     assert len(pools["oracle"]) == 3
+
+
+def test_the_grid_takes_the_evaluation_meant_for_each_ninth(se):
+    """The recorder evaluated every round(epochs / 9 x steps an epoch) steps: here 13 of 20 an
+    epoch, so the k-th evaluation falls short of k/9 of 6 epochs. It is still the k/9 point (the
+    first point at or past 1/9 would be the 2/9 one); the last ninth is the end."""
+    hist = [[0.65 * k, 0.1 * k, 0.1 * k] for k in range(1, 10)] + [[6.0, 1.0, 0.95]]
+    rec = {"status": "completed", "history": hist, "wall_seconds": 2.0, "train_seconds": 1.0,
+           "eval_seconds": 0.5, "final_eval_seconds": 0.1, "val_accuracy": 0.95}
+    r = se.grid_run(rec, 6.0, 1.0, early=[(1 / 3, 0.11), (2 / 3, 0.12)])
+    assert r.acc == pytest.approx([0.1 * k for k in range(1, 9)] + [0.95])
+    assert r.t[0] == pytest.approx(0.1) and r.t[-1] == 1.0
+    assert r.early_t == pytest.approx((0.1 / 3, 0.2 / 3)) and r.early_acc == (0.11, 0.12)  # on the run's clock
+
+
+def test_a_first_rung_at_1_27_decides_on_the_early_point_and_pays_its_evaluation(se):
+    rule = se.Rule("acc", 1 / 27, min_trials=1)
+    assert [se.grid_index(r) for r in rule.brackets[0]] == [-2, 0, 2]  # 1/27, 1/9, 1/3
+    assert rule.extra(-2) == 1 and rule.extra(8) == 1
+    early = dict(early_t=(0.3, 0.6), early_acc=(0.5, 0.5))
+    good = se.Run([float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 0.1, 0.2, early_t=(0.3, 0.6),
+                  early_acc=(0.6, 0.7))
+    bad = se.Run([float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 0.1, 0.2, **early)
+    pools: dict = {}
+    assert rule.play(good, 0.95, pools, 0) is None
+    # Ranked on accuracy at 1/27 alone (0.5 < 0.6; its later points are as good): stopped there.
+    assert rule.play(bad, 0.95, pools, 1) == -2
+    assert bad.cost(-2, pruned=True, extra=rule.extra(-2)) == pytest.approx(0.3 + 0.1)
+    assert good.cost(8, extra=rule.extra(8)) == pytest.approx(9.0 + 0.1 * 10 + 0.2)
+    with pytest.raises(ValueError, match="not on the replay's grid"):
+        se.Rule("acc", 1 / 18)
