@@ -491,3 +491,18 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
                 assert e - 1e-4 <= min(x for x in epochs if x >= e - 1e-4) < e + 0.15, (e, epochs)
         if r.status == "pruned":  # stopped at a rung's own point
             assert any(abs(epochs[-1] - e) < 0.15 for e in at), epochs
+
+
+def test_the_baseline_and_warm_starts_are_never_pruned(tmp_path, monkeypatch):
+    """Both are trained as given (the yardstick, and a recipe the user queued); the rest may stop."""
+    asked = []
+
+    class Record(NoPruner):
+        def begin(self, trial, cfg, may_prune=True):
+            asked.append((trial.number, may_prune))
+
+    monkeypatch.setattr(objective, "make_pruner", lambda spec, study=None: Record())
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    path = write_study(tmp_path, n_trials=3, warm_start=[{"epochs": 2}])
+    assert main(["run", str(path)]) == 0
+    assert asked == [(0, False), (1, False), (2, True)]

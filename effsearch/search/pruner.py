@@ -47,7 +47,7 @@ from effsearch.trainer.result import EvalPoint
 
 class StudyPruner(Protocol):
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
-        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline."""
+        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline and warm starts."""
 
     def on_eval(self, trial, point: EvalPoint) -> str | None:
         """``point``: the trainer's evaluation. A reason stops the trial."""
