@@ -23,13 +23,13 @@ from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.helpers import tiny
 
 
-def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None):
-    """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an epoch."""
+def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=()):
+    """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
+    epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
     result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
     steps = int(round(cfg.epochs / cfg.eval_every))
-    for k in range(1, steps + 1):
-        epoch = k * cfg.eval_every
+    for epoch in sorted({k * cfg.eval_every for k in range(1, steps + 1)} | set(eval_at)):
         point = EvalPoint(epoch=epoch, train_seconds=epoch * cfg.dataset.data_fraction,
                           val_accuracy=ceiling * (1 - math.exp(-2 * epoch)), val_loss=1.0)
         result.history.append(point)
