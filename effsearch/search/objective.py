@@ -75,9 +75,9 @@ class Objective:
             sampled = self.spec.space.sample(trial)
             # The baseline and a warm start train exactly their configs; their parameters are
             # recorded as far as the space can express them.
+            warm = warmstart.config_of(trial)  # None unless a queued warm start
             full = self.spec.baseline if is_baseline else \
-                phases.confirm_config(trial) or warmstart.config_of(trial) or \
-                TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+                phases.confirm_config(trial) or warm or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained
@@ -94,7 +94,7 @@ class Objective:
         # Never pruned (their rung points still count): the baseline, the yardstick, and a warm
         # start, a recipe the user queued to be trained as given. With rungs evaluated where they
         # sit, the quickstart's own warm start (2.3x the baseline) is at chance at 1/9 and was stopped.
-        keep = is_baseline or warmstart.config_of(trial) is not None
+        keep = is_baseline or warm is not None
         self.pruner.begin(trial, cfg, may_prune=not keep)
         try:
             result = train(cfg, data_root=self.data_root, progress=False,
