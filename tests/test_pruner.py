@@ -182,3 +182,15 @@ def test_default_judges_the_first_trial_against_the_baseline():
     assert RungTracker(pruner, study, strong, 9, 0.95)(
         EvalPoint(epoch=1, train_seconds=0.9, val_accuracy=0.85)) is None
     assert MOASHAPruner(min_trials=4).decide(RungPoint(9, 0.40, False), [RungPoint(1.5, 0.80, False)])
+
+
+def test_default_is_one_rung_at_a_ninth_keeping_the_best_ninth():
+    """A second cut at a third stopped front-making recipes among the survivors (replay, 40 seeds)."""
+    p = MOASHAPruner()
+    assert p.rungs() == pytest.approx([1 / 9])
+    peers = [RungPoint(5.0 + i, 0.5, False) for i in range(8)]  # 9 at the rung: one goes on
+    assert p.decide(RungPoint(4.0, 0.6, False), peers)
+    assert not p.decide(RungPoint(5.5, 0.5, False), peers)
+    # Written as 0.111, eta 9 would have put a rung at 0.999, where a stop saves nothing.
+    assert MOASHAPruner(eta=9, min_fraction=0.111).rungs() == [0.111]
+    assert MOASHAPruner(eta=3, min_fraction=1 / 9).rungs() == pytest.approx([1 / 9, 1 / 3])

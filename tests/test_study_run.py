@@ -480,7 +480,7 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
-    path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha"})
+    path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha", "eta": 3})  # two rungs
     assert main(["run", str(path)]) == 0
     assert len(runs) == 5
     for cfg, at, r in runs:

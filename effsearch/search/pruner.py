@@ -150,9 +150,11 @@ class MOASHAPruner:
         self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
 
     def rungs(self) -> list[float]:
-        """Rung positions as fractions of the budget (the end itself is no rung)."""
+        """Rung positions as fractions of the budget (the end itself is no rung, nor is a point in
+        its last 1%: ``min_fraction: 0.111`` with eta 9 would put one at 0.999, a stop there saves
+        nothing)."""
         out, r = [], self.min_fraction
-        while r < 1 - 1e-9:
+        while r < 0.99:
             out.append(r)
             r *= self.eta
         return out
