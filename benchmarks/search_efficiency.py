@@ -86,7 +86,7 @@ two searches with one seed share only their random first trials, so the pairing 
 the paired median noisy), and the same for ``OracleRule``, a rule that knows every outcome: what
 a rung rule that never erred would reach (about the floor for any rule on this replay).
 
-    uv run python benchmarks/search_efficiency.py [--seeds 20] [--budget-trials 80] [--quick] [--all] [--gp] [--jobs 2]
+    uv run python benchmarks/search_efficiency.py [--seeds 20] [--first-seed 0] [--budget-trials 80] [--quick] [--all] [--gp] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -507,7 +507,7 @@ class Rule:
         self.early = sorted({grid_index(r) for b in self.brackets for r in b if grid_index(r) < 0})
         self.name = {"product": "moasha", "acc": "asha-acc", "ttt": "asha-ttt", "hb": "hyperband",
                      "pred": "moasha-pred"}[kind] + \
-            f"@{_frac(min_fraction)}"
+            f"@{_frac(min_fraction)}" + (f"-eta{eta:g}" if eta != 3 else "")
 
     def extra(self, k: int) -> int:
         """Evaluations before the ninths that a trial stopped at position ``k`` ran (its early rungs)."""
@@ -837,12 +837,13 @@ def compute_to_reach(curve, level: float) -> float:
 def _worker(args):
     m, seed = args
     t = time.process_time()
-    res = search(m, seed, WORLD[m.sampler == "rows"])
+    res = search(m, seed + FIRST_SEED[0], WORLD[m.sampler == "rows"])
     res["cpu_s"] = time.process_time() - t
     return m.name, seed, res
 
 
 WORLD: dict = {}
+FIRST_SEED = [0]  # --first-seed: seeds first..first+seeds-1 (set before the workers fork)
 
 
 def _progress(done: int, total: int, t_start: float) -> None:
@@ -958,6 +959,11 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha@1/9+baseline", "tpe", R("product"), warm=True),
         Method("tpe+moasha-pred@1/9+baseline", "tpe", R("pred"), warm=True),
         Method("tpe+moasha-pred@1/3+baseline", "tpe", R("pred", 1 / 3), warm=True),
+        # One rung at 1/9 keeping the best ninth (eta 9, the product's default since 2026-11-24),
+        # and rungs at 1/9 + 4/9 (eta 4) and 1/9 + 2/3 (eta 6): no cut at 1/3 among the survivors.
+        Method("tpe+moasha-pred@1/9-eta9+baseline", "tpe", R("pred", eta=9), warm=True),
+        Method("tpe+moasha-pred@1/9-eta6+baseline", "tpe", R("pred", eta=6), warm=True),
+        Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
         # A first rung at 1/27 (rungs 1/27, 1/9, 1/3): the points before the ninths (EARLY_TABLE).
         Method("tpe+moasha-pred@1/27+baseline", "tpe", R("pred", 1 / 27), warm=True),
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
@@ -977,6 +983,7 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("rows:random+moasha@1/9", "rows", R("product")),
         Method("rows:random+moasha-pred@1/9", "rows", R("pred")),
         Method("rows:random+moasha-pred@1/27", "rows", R("pred", 1 / 27)),
+        Method("rows:random+moasha-pred@1/9-eta9", "rows", R("pred", eta=9)),
         Method("rows:random+asha-acc@1/3", "rows", R("acc", 1 / 3)),
     ]
     if not full:
@@ -991,13 +998,17 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  "tpe+moasha-pred@1/27+baseline", "tpe+oracle@1/27+baseline",
                  "tpe+moasha@1/9+baseline", "effsearch-default", "tpe+moasha-pred@1/9+tune50,rolling+baseline",
                  "tpe+baseline/no-constraints", "tpe+moasha-pred@1/9+baseline/no-constraints",
-                 "tpe+moasha-pred@1/9+baseline/misses-only"}
+                 "tpe+moasha-pred@1/9+baseline/misses-only",
+                 # Since 2026-11-24 (one rung at 1/9, eta 9, the default): a second rung at 1/3, 4/9, 2/3
+                 "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
+                 "tpe+moasha-pred@1/9-eta4+baseline"}
         ms = [m for m in ms if m.name not in extra]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred"))]
     if quick:
         keep = {"random", "tpe", "tpe+baseline", "random+moasha@1/9", "random+moasha-pred@1/9", "effsearch-default",
-                "tpe+moasha-pred@1/9+baseline", "tpe+oracle@1/9+baseline", "rows:random", "rows:random+moasha-pred@1/9"}
+                "tpe+moasha-pred@1/9+baseline", "tpe+moasha-pred@1/9-eta9+baseline", "tpe+oracle@1/9+baseline",
+                "rows:random", "rows:random+moasha-pred@1/9", "rows:random+moasha-pred@1/9-eta9"}
         ms = [m for m in ms if m.name in keep]
     return ms
 
@@ -1008,6 +1019,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget-trials", type=float, default=80,
                     help="the compute budget, in baseline full-fidelity trials (their median real cost)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="run seeds FIRST..FIRST+seeds-1 (another sample than the documented 0-19)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-loaded", action="store_true", help="leave out the first recording (load 3-6)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, a few methods")
@@ -1080,6 +1093,7 @@ def main() -> None:
     for m in ms:
         if isinstance(m.rule, OracleRule):
             m.rule.ref = ref
+    FIRST_SEED[0] = args.first_seed
     jobs = [(m, s) for m in ms for s in range(args.seeds)]
     results: dict = {m.name: {} for m in ms}
     if args.jobs > 1:
@@ -1175,7 +1189,9 @@ def main() -> None:
             return statistics.median(to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in seeds)
 
         pick = min(eff, key=lambda m: ratio_on(m, range(half)))
-        print(f"picked on seeds 0-{half - 1}: {pick.name}; on seeds {half}-{args.seeds - 1} its compute ratio is "
+        f0 = args.first_seed
+        print(f"picked on seeds {f0}-{f0 + half - 1}: {pick.name}; on seeds {f0 + half}-{f0 + args.seeds - 1} its "
+              f"compute ratio is "
               f"{ratio_on(pick, range(half, args.seeds)):.3f}, reach share "
               f"{statistics.mean(reached[pick.name][half:]):.2f}")
     r, share = ratio(best_eff)
@@ -1210,6 +1226,8 @@ def main() -> None:
     print(f"compute_ratio={r:.3f}")
     print(f"reach_share={share:.2f}")
     print(f"seeds={args.seeds}")
+    if args.first_seed:
+        print(f"first_seed={args.first_seed}")
 
     if args.plot:
         plot(curves, grid, ms, args.plot)

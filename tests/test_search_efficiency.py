@@ -72,3 +72,17 @@ def test_a_first_rung_at_1_27_decides_on_the_early_point_and_pays_its_evaluation
     assert good.cost(8, extra=rule.extra(8)) == pytest.approx(9.0 + 0.1 * 10 + 0.2)
     with pytest.raises(ValueError, match="not on the replay's grid"):
         se.Rule("acc", 1 / 18)
+
+
+def test_eta_9_decides_once_at_a_ninth_and_keeps_the_best_ninth(se):
+    """The product's default since 2026-11-24: a trial kept at 1/9 is never judged again."""
+    rule = se.Rule("pred", eta=9, min_trials=1)
+    assert rule.name == "moasha-pred@1/9-eta9" and [se.grid_index(r) for r in rule.brackets[0]] == [0]
+    pools: dict = {}
+    target = 0.95
+    # Slow starters (0.5 at 1/9) that reach the target late: the first one is alone at the rung.
+    assert rule.play(run(se, 6, 0.97), target, pools, 0) is None
+    for n in range(1, 9):  # a second to a ninth peer at the rung: only one in 9 goes on
+        fast = se.Run([float(k + 1) for k in range(9)], [0.9] + [0.96] * 8, 0.97, 0.0, 0.1, 0.2)
+        assert rule.play(fast if n == 1 else run(se, 6, 0.97), target, pools, n) == (None if n == 1 else 0)
+    assert list(pools) == [(0, 0)]  # one rung: no point was judged at 1/3
