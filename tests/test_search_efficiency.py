@@ -82,7 +82,7 @@ def test_eta_9_decides_once_at_a_ninth_and_keeps_the_best_ninth(se):
     target = 0.95
     # Slow starters (0.5 at 1/9) that reach the target late: the first one is alone at the rung.
     assert rule.play(run(se, 6, 0.97), target, pools, 0) is None
+    fast = se.Run([float(k + 1) for k in range(9)], [0.9] + [0.96] * 8, 0.97, 0.0, 0.1, 0.2)
     for n in range(1, 9):  # a second to a ninth peer at the rung: only one in 9 goes on
-        fast = se.Run([float(k + 1) for k in range(9)], [0.9] + [0.96] * 8, 0.97, 0.0, 0.1, 0.2)
         assert rule.play(fast if n == 1 else run(se, 6, 0.97), target, pools, n) == (None if n == 1 else 0)
     assert list(pools) == [(0, 0)]  # one rung: no point was judged at 1/3
