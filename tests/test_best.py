@@ -85,3 +85,31 @@ def test_best_yaml_trains_as_it_is(tmp_path_factory, tmp_path):
     assert main(["train", str(tmp_path / "best.yaml"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert TrainConfig.from_dict(result["config"]).hash() == trained.hash()
+
+
+def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path, capsys):
+    """Phase 2 with ``seeds: 2``: the fastest single seed is a lucky draw. A (1.0 s and 5.0 s)
+    means 3.0 s, B (2.5 s twice) 2.5 s, C's second seed missed: B is the fastest, C no hit."""
+    from effsearch.search import report
+    from tests.fake_study import add
+
+    storage = open_url(str(tmp_path / "s.journal"))
+    study = optuna.create_study(study_name="seeds", storage=storage, directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    add(study, 0, 10.0, 0.95, baseline=True)
+    for n, tta, acc, tune in [(1, 1.0, 0.80, 7), (2, 5.0, 0.84, 7), (3, 2.5, 0.85, 8), (4, 2.5, 0.87, 8),
+                              (5, 0.5, 0.90, 9), (6, None, 0.70, 9)]:
+        add(study, n, tta, acc, tune_trial=tune, confirm_seed=n % 2)
+    out = tmp_path / "best.yaml"
+    assert best_(tmp_path / "s.journal", out, "fastest", study="seeds") == 0
+    assert TrainConfig.from_yaml(out).hash() == config(3).hash()
+    head = out.read_text()
+    assert "trial 3 of study 'seeds', the mean of its 2 seeds (trials 3, 4)" in head
+    assert "final_accuracy 0.8600" in head and "4.00x the baseline" in head
+    front = report.front(optuna.load_study(study_name="seeds", storage=storage))
+    assert [(t.number, t.values) for t in front] == [(3, [2.5, 0.86]), (0, [10.0, 0.95])]
+    assert front[0].user_attrs["seed_trials"] == [3, 4] and front[0].user_attrs["time_to_target"] == 2.5
+    # the CSV export names the seeds behind a front row
+    assert main(["export", "seeds", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "f.json")]) == 0
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert [(r["trial"], r["seed_trials"]) for r in rows] == [(3, [3, 4]), (0, None)]

@@ -14,7 +14,9 @@ Picks, read on each complete trial's time to target and final validation accurac
   corner, ties to the faster.
 
 Only trials that reached the target count for ``fastest``, ``knee`` and
-``fastest-above``; ``most-accurate`` counts every complete trial.
+``fastest-above``; ``most-accurate`` counts every complete trial. A configuration phase 2
+confirmed with several seeds (``tuning.seeds``) is one candidate, read at the mean of its
+seeds, and a hit only if every seed hit; the config written is its first seed's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import pareto, report
+from effsearch.search import pareto, phases, report
 from effsearch.search.export import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.search.storage import redact
@@ -79,7 +81,8 @@ def knee(points: list[tuple[float, float]]) -> int:
 def pick(study, kind: str, acc: float | None = None):
     """The chosen trial, or None where no trial satisfies the pick."""
     objectives = objectives_of(study)
-    trials = [t for t in study.get_trials(deepcopy=False)
+    # A configuration phase 2 confirmed with several seeds is judged on their mean, not on its luckiest seed.
+    trials = [t for t in phases.seed_means(study.get_trials(deepcopy=False))
               if t.state == TrialState.COMPLETE and report.config_of(t) is not None]
     m = {t.number: measures(t, objectives) for t in trials}
     if kind == "most-accurate":
@@ -106,9 +109,12 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
     v = a.versions
     values = ", ".join(f"{n} {report.fmt_value(n, x)}" for n, x in zip(objectives, trial.values))
     test = a.test_accuracy
-    sp = a.speedup
+    sp = a.speedup if a.speedup is not None else report.speedup(
+        trial, report.baseline_trial(study.get_trials(deepcopy=False)))
+    seeds = trial.user_attrs.get("seed_trials")
     lines = [
-        f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}",
+        f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}"
+        + (f", the mean of its {len(seeds)} seeds (trials {', '.join(map(str, seeds))})" if seeds else ""),
         f"storage: {redact(storage_url)}",
         f"objectives: {values}" + (f"; test accuracy {test:.4f}" if test is not None else "")
         + (f"; {sp:.2f}x the baseline" if sp else ""),

@@ -60,6 +60,7 @@ def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
         "speedup": sp if sp is not None else report.speedup(trial, base),
         "train_seconds": a.train_seconds,
         "tune_trial": trial.user_attrs.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
+        "seed_trials": trial.user_attrs.get("seed_trials"),  # a front row confirmed with several seeds: their mean
         "summary": report.summary(cfg) if cfg else "",
         "params": dict(trial.params),
     })
@@ -74,7 +75,7 @@ def rows(study, all_trials: bool = False) -> list[dict]:
     pareto = report.front(study)
     if not all_trials:
         return [row(t, objectives, base, None) for t in pareto]
-    on = {t.number for t in pareto}
+    on = {n for t in pareto for n in (t.user_attrs.get("seed_trials") or [t.number])}
     return [row(t, objectives, base, t.number in on) for t in trials if t.state == TrialState.COMPLETE]
 
 

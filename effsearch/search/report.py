@@ -111,16 +111,26 @@ def speedup(trial, base) -> float | None:
 
 
 def front(study, trials=None) -> list:
-    """The Pareto front (complete trials only). A storage that does not answer (a dropped
-    database connection, a journal file gone) is a warning naming the error, and no front;
-    any other error is a bug and raises."""
+    """The Pareto front of the complete trials that reached the target, a configuration
+    confirmed with several seeds counted once, at its mean (``phases.seed_means``). A storage
+    that does not answer (a dropped database connection, a journal file gone) is a warning
+    naming the error, and no front; any other error is a bug and raises."""
+    from effsearch.search import pareto, phases
+
     try:
-        best = study.best_trials
+        trials = study.get_trials(deepcopy=False) if trials is None else trials
+        directions = study.directions
     except storage_errors() as e:
         print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
         return []
-    # A duplicate (answered with an earlier trial's result) is that trial's point again.
-    return sorted((t for t in best if DUPLICATE_KEY not in t.user_attrs), key=lambda t: t.values)
+    # A duplicate (answered with an earlier trial's result) is that trial's point again. A miss
+    # is infeasible (its constraint), as in Optuna's best_trials.
+    pool = [t for t in phases.seed_means(trials) if t.state == TrialState.COMPLETE
+            and DUPLICATE_KEY not in t.user_attrs and all(c <= 0 for c in t.constraints.values())]
+    if not pool:
+        return []
+    points = [[v if d.name == "MINIMIZE" else -v for v, d in zip(t.values, directions)] for t in pool]
+    return sorted((pool[i] for i in pareto.fronts(points)[0]), key=lambda t: t.values)
 
 
 def best_tta(trials) -> float | None:
