@@ -1,6 +1,7 @@
 """`effsearch best`: each pick on a study made of given values; the YAML trains as it is."""
 
 import json
+import re
 
 import optuna
 import pytest
@@ -109,7 +110,10 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     front = report.front(optuna.load_study(study_name="seeds", storage=storage))
     assert [(t.number, t.values) for t in front] == [(3, [2.5, 0.86]), (0, [10.0, 0.95])]
     assert front[0].user_attrs["seed_trials"] == [3, 4] and front[0].user_attrs["time_to_target"] == 2.5
-    # the CSV export names the seeds behind a front row
+    table = report.status_table(optuna.load_study(study_name="seeds", storage=storage), ["time_to_accuracy",
+                                                                                        "final_accuracy"])
+    assert re.search(r"\n3\+4 +COMPLETE +2\.50 +0\.8600 +4\.00x", table[table.index("Pareto front"):])
+    # the export names the seeds behind a front row
     assert main(["export", "seeds", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "f.json")]) == 0
     rows = json.loads((tmp_path / "f.json").read_text())["rows"]
     assert [(r["trial"], r["seed_trials"]) for r in rows] == [(3, [3, 4]), (0, None)]

@@ -186,7 +186,8 @@ def status_table(study, objectives, show_all: bool = True) -> str:
             state += "*"
         r = Recorded.of(t)
         test, train = r.test_accuracy, r.train_seconds
-        return ([t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
+        seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
+        return (["+".join(map(str, seeds)) if seeds else t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
 
@@ -196,7 +197,9 @@ def status_table(study, objectives, show_all: bool = True) -> str:
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
     pareto = front(study)
-    lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}):"]
+    lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
+              + ("; a+b: the mean of trials a and b, one config's seeds" if any(
+                  t.user_attrs.get("seed_trials") for t in pareto) else "") + "):"]
     if pareto:
         lines.append(format_table(head, [row(t) for t in pareto]))
     elif c["complete"] and "time_to_accuracy" in objectives:
