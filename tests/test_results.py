@@ -94,8 +94,7 @@ class _Study:
     def __init__(self, error):
         self.error = error
 
-    @property
-    def best_trials(self):
+    def get_trials(self, *args, **kwargs):  # what report.front reads (its own front: seed means)
         raise self.error
 
 

@@ -24,7 +24,7 @@ field and what is allowed (exit code 2 in the CLI). Keys::
     workers: 1                  # worker processes on this machine
     pruner: none                # or {name: moasha, eta: 9, min_fraction: 0.111, min_trials: 2, rank: predicted}
     tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
-                                #     val_subset: 1, target_accuracy: T, top_k: 5, seeds: 1}
+                                #     val_subset: 1, target_accuracy: T, top_k: 5, seeds: 2}
     heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
     failure_limit: 3            # stop (exit 1) when this many trials in a row fail with the same
                                 # error (class and message); 0: never
