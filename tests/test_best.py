@@ -5,6 +5,7 @@ import re
 
 import optuna
 import pytest
+from optuna.trial import TrialState, create_trial
 import yaml
 
 from effsearch.cli import main
@@ -90,7 +91,8 @@ def test_best_yaml_trains_as_it_is(tmp_path_factory, tmp_path):
 
 def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path, capsys):
     """Phase 2 with ``seeds: 2``: the fastest single seed is a lucky draw. A (1.0 s and 5.0 s)
-    means 3.0 s, B (2.5 s twice) 2.5 s, C's second seed missed: B is the fastest, C no hit."""
+    means 3.0 s, B (2.5 s twice) 2.5 s, C's second seed missed, D's diverged: B is the fastest,
+    C and D no hit."""
     from effsearch.search import report
     from tests.fake_study import add
 
@@ -101,6 +103,10 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     for n, tta, acc, tune in [(1, 1.0, 0.80, 7), (2, 5.0, 0.84, 7), (3, 2.5, 0.85, 8), (4, 2.5, 0.87, 8),
                               (5, 0.5, 0.90, 9), (6, None, 0.70, 9)]:
         add(study, n, tta, acc, tune_trial=tune, confirm_seed=n % 2)
+    # D: the fastest seed of all, but its other seed diverged: a miss, not a pick
+    add(study, 7, 0.3, 0.96, tune_trial=10, confirm_seed=0)
+    study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"status": "diverged", "tune_trial": 10,
+                                                                    "confirm_seed": 1}))
     out = tmp_path / "best.yaml"
     assert best_(tmp_path / "s.journal", out, "fastest", study="seeds") == 0
     assert TrainConfig.from_yaml(out).hash() == config(3).hash()

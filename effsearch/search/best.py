@@ -16,7 +16,7 @@ Picks, read on each complete trial's time to target and final validation accurac
 Only trials that reached the target count for ``fastest``, ``knee`` and
 ``fastest-above``; ``most-accurate`` counts every complete trial. A configuration phase 2
 confirmed with several seeds (``tuning.seeds``) is one candidate, read at the mean of its
-seeds, and a hit only if every seed hit; the config written is its first seed's.
+seeds, and a hit only if every seed hit (none diverged or failed); the config written is its first seed's.
 """
 
 from __future__ import annotations

@@ -143,20 +143,30 @@ def seed_means(trials) -> list:
     """Phase 2's trials with a configuration confirmed with several seeds as one point. The
     COMPLETE trials of one ``tune_trial`` become a copy of the first: its values and recorded
     times and accuracies the means over the seeds, a hit only if every seed hit (constraints:
-    the worst seed's), ``seed_trials`` naming them. Every other trial passes through as it is.
+    the worst seed's), ``seed_trials`` naming them. A seed that failed for a reason of its own
+    (diverged, an error; not a lost worker, whose trial is retried) makes the point a miss
+    (``failed_seed_trials``). Every other trial passes through as it is.
     Why: run 5's fastest pick was within 1 point of the baseline's test accuracy in 1 of 3 reruns;
     the fastest of several seeds is a lucky draw, not the recipe a user trains."""
     import copy
 
+    from effsearch.search.report import counted
     from effsearch.search.storage import CONSTRAINTS_KEY
 
     groups: dict[int, list] = {}
+    failed: dict[int, list] = {}
     for t in trials:
-        if t.state == TrialState.COMPLETE and t.user_attrs.get("tune_trial") is not None:
-            groups.setdefault(t.user_attrs["tune_trial"], []).append(t)
+        tune = t.user_attrs.get("tune_trial")
+        if tune is None:
+            continue
+        if t.state == TrialState.COMPLETE:
+            groups.setdefault(tune, []).append(t)
+        elif t.state == TrialState.FAIL and counted(t):
+            failed.setdefault(tune, []).append(t.number)
     merged = {}
-    for ts in groups.values():
-        if len(ts) < 2:
+    for tune, ts in groups.items():
+        bad = failed.get(tune, [])
+        if len(ts) < 2 and not bad:
             continue
         ts = sorted(ts, key=lambda t: t.number)
         m = copy.deepcopy(ts[0])
@@ -172,6 +182,10 @@ def seed_means(trials) -> list:
         cs = [t.system_attrs.get(CONSTRAINTS_KEY) for t in ts]
         if all(cs):
             m.system_attrs[CONSTRAINTS_KEY] = [max(c[i] for c in cs) for i in range(len(cs[0]))]
+        if bad:
+            a["reached_target"] = False
+            a["failed_seed_trials"] = bad
+            m.system_attrs[CONSTRAINTS_KEY] = [max(c, 1.0) for c in m.system_attrs.get(CONSTRAINTS_KEY) or [0.0]]
         merged[ts[0].number] = m
         merged.update({t.number: None for t in ts[1:]})
     return [merged.get(t.number, t) for t in trials if merged.get(t.number, t) is not None]

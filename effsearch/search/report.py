@@ -187,7 +187,8 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         r = Recorded.of(t)
         test, train = r.test_accuracy, r.train_seconds
         seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
-        return (["+".join(map(str, seeds)) if seeds else t.number, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
+        label = "+".join(map(str, seeds)) if seeds else t.number
+        return ([label, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
 
