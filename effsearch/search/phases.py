@@ -23,7 +23,8 @@ from optuna.trial import TrialState
 from effsearch.config import TrainConfig
 from effsearch.config.options import SubsetTuning, check_options, defaults
 from effsearch.search import record
-from effsearch.search.storage import BASELINE_KEY, CONFIG_HASH_KEY, WALL_KEY
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, CONSTRAINTS_KEY, COUNTED_FAIL, STATUS_KEY,
+                                      WALL_KEY)
 
 # Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
 OPTIONS = SubsetTuning
@@ -150,8 +151,6 @@ def seed_means(trials) -> list:
     the fastest of several seeds is a lucky draw, not the recipe a user trains."""
     import copy
 
-    from effsearch.search.report import counted
-    from effsearch.search.storage import CONSTRAINTS_KEY
 
     groups: dict[int, list] = {}
     failed: dict[int, list] = {}
@@ -161,7 +160,7 @@ def seed_means(trials) -> list:
             continue
         if t.state == TrialState.COMPLETE:
             groups.setdefault(tune, []).append(t)
-        elif t.state == TrialState.FAIL and counted(t):
+        elif t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) in COUNTED_FAIL:
             failed.setdefault(tune, []).append(t.number)
     merged = {}
     for tune, ts in groups.items():

@@ -11,13 +11,13 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.search.record import Recorded
-from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY, storage_errors, why
+from effsearch.search.storage import (BASELINE_KEY, COUNTED_FAIL, DUPLICATE_KEY, STATUS_KEY, WARM_KEY,
+                                      storage_errors, why)
 from effsearch.spaces.space import format_table
 from effsearch.trainer import result as R
 
 # Finished trials that count toward n_trials. A FAIL counts only if effsearch
 # recorded why (a real failure); a killed or interrupted trial is re-queued instead.
-COUNTED_FAIL = ("failed", "diverged", "invalid")
 ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
           "quantized_size": "int8"}
 

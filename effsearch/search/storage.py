@@ -33,6 +33,9 @@ from effsearch.config import ConfigError
 
 WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
+# Statuses of a trial that failed for a reason of its own (counted, never retried); a lost worker's
+# or an interrupted trial is queued again instead.
+COUNTED_FAIL = ("failed", "diverged", "invalid")
 BASELINE_KEY = "baseline"
 CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
 WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
