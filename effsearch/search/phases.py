@@ -151,7 +151,6 @@ def seed_means(trials) -> list:
     the fastest of several seeds is a lucky draw, not the recipe a user trains."""
     import copy
 
-
     groups: dict[int, list] = {}
     failed: dict[int, list] = {}
     for t in trials:
