@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from statistics import fmean
 
 from optuna.trial import TrialState
 
@@ -168,13 +169,13 @@ def seed_means(trials) -> list:
             continue
         ts = sorted(ts, key=lambda t: t.number)
         m = copy.deepcopy(ts[0])
-        m.values = [_mean(t.values[i] for t in ts) for i in range(len(ts[0].values))]
+        m.values = [fmean(t.values[i] for t in ts) for i in range(len(ts[0].values))]
         a = m.user_attrs
         hits = [t.user_attrs.get("reached_target") for t in ts]
         a["reached_target"] = None if None in hits else all(hits)
         for key in ("time_to_target", "val_accuracy", "test_accuracy", "train_seconds"):
             xs = [t.user_attrs.get(key) for t in ts]
-            a[key] = None if None in xs else _mean(xs)
+            a[key] = None if None in xs else fmean(xs)
         a.pop("speedup", None)  # the mean's is the baseline's time over the mean time (report.speedup)
         a["seed_trials"] = [t.number for t in ts]
         cs = [t.system_attrs.get(CONSTRAINTS_KEY) for t in ts]
@@ -187,11 +188,6 @@ def seed_means(trials) -> list:
         merged[ts[0].number] = m
         merged.update({t.number: None for t in ts[1:]})
     return [merged.get(t.number, t) for t in trials if merged.get(t.number, t) is not None]
-
-
-def _mean(xs) -> float:
-    xs = [float(x) for x in xs]
-    return sum(xs) / len(xs)
 
 
 # -- how well phase 1 predicted phase 2 -----------------------------------------------

@@ -16,13 +16,12 @@ from effsearch.search.storage import (BASELINE_KEY, COUNTED_FAIL, DUPLICATE_KEY,
 from effsearch.spaces.space import format_table
 from effsearch.trainer import result as R
 
-# Finished trials that count toward n_trials. A FAIL counts only if effsearch
-# recorded why (a real failure); a killed or interrupted trial is re-queued instead.
 ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
           "quantized_size": "int8"}
 
 
 def counted(trial) -> bool:
+    """Does a finished trial count toward n_trials? A FAIL only if effsearch recorded why (COUNTED_FAIL)."""
     if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
     return trial.state == TrialState.FAIL and trial.user_attrs.get(STATUS_KEY) in COUNTED_FAIL
@@ -129,7 +128,8 @@ def front(study, trials=None) -> list:
             and DUPLICATE_KEY not in t.user_attrs and all(c <= 0 for c in t.constraints.values())]
     if not pool:
         return []
-    points = [[v if d.name == "MINIMIZE" else -v for v, d in zip(t.values, directions)] for t in pool]
+    names = [d.name.lower() for d in directions]
+    points = [phases.minimised(t.values, names) for t in pool]
     return sorted((pool[i] for i in pareto.fronts(points)[0]), key=lambda t: t.values)
 
 
