@@ -22,11 +22,17 @@ def main() -> None:
     ap.add_argument("b", type=Path, help="the config to compare (e.g. an exported best.yaml)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data-dir")
+    ap.add_argument("--eval-every", type=float,
+                    help="epochs between evaluations, for both configs (default: each config's own). Time "
+                         "to target is read at evaluations: at 1 epoch a run is credited with the end of "
+                         "the epoch it crossed in, up to a whole epoch late")
     args = ap.parse_args()
     from effsearch.config import TrainConfig
     from effsearch.trainer.run import train
 
     cfgs = {"A": TrainConfig.from_yaml(args.a), "B": TrainConfig.from_yaml(args.b)}
+    if args.eval_every:
+        cfgs = {k: c.replace(eval_every=args.eval_every) for k, c in cfgs.items()}
     runs: dict[str, list] = {"A": [], "B": []}
     for r in range(args.rounds):
         for key, cfg in cfgs.items():

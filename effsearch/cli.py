@@ -237,13 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("best", help="write one trial's TrainConfig YAML, for `effsearch train`",
                        description="Pick a trial of a study and write its TrainConfig, with where it came from "
                                    "as a comment header; `effsearch train FILE` trains exactly that config. "
-                                   "fastest, knee and fastest-above count only trials that reached the target; "
+                                   "fastest, knee, fastest-above and fastest-within count only trials that "
+                                   "reached the target; "
                                    "knee: after min-max normalising time and accuracy over the front, the front "
                                    "point farthest above the line joining its two ends.")
     _study_args(b)
     b.add_argument("--pick", default="knee", metavar="PICK",
-                   help="knee (default), fastest, most-accurate, or fastest-above:ACC (least time to target "
-                        "with final val accuracy >= ACC, e.g. fastest-above:0.95)")
+                   help="knee (default), fastest, most-accurate, fastest-above:ACC (least time to target "
+                        "with final val accuracy >= ACC, e.g. fastest-above:0.95), or fastest-within:D (least "
+                        "time to target with final val accuracy at most D below the baseline trial's, e.g. "
+                        "fastest-within:0.01 for within 1 point)")
     b.add_argument("-o", "--out", required=True, metavar="FILE", help="output YAML, e.g. best.yaml")
     b.set_defaults(func=_cmd_best)
 

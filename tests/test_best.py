@@ -14,7 +14,7 @@ from effsearch.search import best
 from effsearch.search.storage import open_url
 from tests.helpers import tiny
 from tests.tiny_study import built_study
-from tests.fake_study import POINTS, config
+from tests.fake_study import POINTS, add, config
 
 
 # -- best --------------------------------------------------------------------------
@@ -24,7 +24,9 @@ def best_(storage_path, out, pick, study="fake") -> int:
 
 
 @pytest.mark.parametrize("pick,trial", [("knee", 2), ("fastest", 1), ("most-accurate", 3),
-                                        ("fastest-above:0.9", 2), ("fastest-above:0.94", 0)])
+                                        ("fastest-above:0.9", 2), ("fastest-above:0.94", 0),
+                                        # the baseline (trial 0) is at 0.95: 0.02 below lets trial 2 (0.93) in
+                                        ("fastest-within:0.02", 2), ("fastest-within:0.019", 0)])
 def test_each_pick_writes_that_trial_s_config(storage_path, tmp_path, pick, trial):
     out = tmp_path / "best.yaml"
     assert best_(storage_path, out, pick) == 0
@@ -49,11 +51,25 @@ def test_only_trials_that_reached_the_target_count(storage_path, tmp_path, capsy
 
 
 @pytest.mark.parametrize("pick", ["slowest", "fastest-above", "fastest-above:", "fastest-above:x",
-                                  "fastest-above:95", "fastest-above:0", "Knee"])
+                                  "fastest-above:95", "fastest-above:0", "Knee", "fastest-within:1",
+                                  "fastest-within:-0.01", "fastest-within:one"])
 def test_a_bad_pick_exits_2_before_the_study_is_opened(tmp_path, capsys, pick):
     assert best_(tmp_path / "none.journal", tmp_path / "b.yaml", pick, study="nope") == 2
     err = capsys.readouterr().err
-    assert "--pick" in err and "fastest-above:0.95" in err and "Traceback" not in err
+    assert "--pick" in err and "Traceback" not in err
+    assert ("fastest-within:0.01" if "within:" in pick else "fastest-above:0.95") in err
+
+
+def test_fastest_within_needs_a_baseline(tmp_path, capsys):
+    storage_path = tmp_path / "nobase.journal"
+    storage = open_url(str(storage_path))
+    study = optuna.create_study(study_name="nobase", storage=storage, directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    add(study, 1, 2.0, 0.8)
+    assert best_(storage_path, tmp_path / "b.yaml", "fastest-within:0.01", study="nobase") == 2
+    err = capsys.readouterr().err
+    assert "fastest-within" in err and "'nobase' has none" in err and "Traceback" not in err
+    assert not (tmp_path / "b.yaml").exists()
 
 
 def test_an_unknown_study_lists_the_studies_there(storage_path, tmp_path, capsys):

@@ -6,6 +6,8 @@ Picks, read on each complete trial's time to target and final validation accurac
 - ``fastest``: the least time to target.
 - ``most-accurate``: the highest final val accuracy (ties: the faster).
 - ``fastest-above:ACC``: the least time to target among those with final val accuracy >= ACC.
+- ``fastest-within:D``: the least time to target among those with final val accuracy at most
+  D below the baseline trial's (0.01: within 1 point), the question a speed-up is asked with.
 - ``knee``: on the Pareto front, after min-max normalising time (0 fastest, 1 slowest)
   and accuracy (0 least, 1 most accurate), the point farthest from the straight line
   joining the front's two ends, on the side of the ideal corner (fast and accurate):
@@ -13,8 +15,8 @@ Picks, read on each complete trial's time to target and final validation accurac
   or one with no point on that side, has no knee: then the point nearest the ideal
   corner, ties to the faster.
 
-Only trials that reached the target count for ``fastest``, ``knee`` and
-``fastest-above``; ``most-accurate`` counts every complete trial. A configuration phase 2
+Only trials that reached the target count for ``fastest``, ``knee``, ``fastest-above`` and
+``fastest-within``; ``most-accurate`` counts every complete trial. A configuration phase 2
 confirmed with several seeds (``tuning.seeds``) is one candidate, read at the mean of its
 seeds, and a hit only if every seed hit (none diverged or failed); the config written is its first seed's.
 """
@@ -33,7 +35,7 @@ from effsearch.search.export import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.search.storage import redact
 
-PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC")
+PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-within:D")
 
 
 def parse_pick(text: str) -> tuple[str, float | None]:
@@ -49,6 +51,16 @@ def parse_pick(text: str) -> tuple[str, float | None]:
             raise ConfigError("--pick", f"fastest-above takes a val accuracy in (0, 1], e.g. fastest-above:0.95; "
                                         f"got {raw!r}")
         return "fastest-above", acc
+    if text.startswith("fastest-within:"):
+        raw = text.split(":", 1)[1]
+        try:
+            d = float(raw)
+        except ValueError:
+            d = math.nan
+        if not 0 <= d < 1:
+            raise ConfigError("--pick", f"fastest-within takes how far below the baseline's val accuracy, "
+                                        f"in [0, 1), e.g. fastest-within:0.01 (1 point); got {raw!r}")
+        return "fastest-within", d
     raise ConfigError("--pick", f"expected one of {', '.join(PICKS)} (e.g. fastest-above:0.95); got {text!r}")
 
 
@@ -88,6 +100,12 @@ def pick(study, kind: str, acc: float | None = None):
     if kind == "most-accurate":
         return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
     hits = [t for t in trials if m[t.number][2]]
+    if kind == "fastest-within":
+        base = report.baseline_trial(trials)
+        if base is None:
+            raise ConfigError("--pick", f"fastest-within reads the baseline trial's accuracy, and study "
+                                        f"{study.study_name!r} has none; give fastest-above:ACC")
+        kind, acc = "fastest-above", m[base.number][1] - acc - 1e-9  # 1e-9: 0.95 - 0.02 is 0.9299999...
     if kind == "fastest-above":
         hits = [t for t in hits if m[t.number][1] >= acc]
     if kind in ("fastest", "fastest-above"):
@@ -100,7 +118,7 @@ def pick(study, kind: str, acc: float | None = None):
 
 
 def describe(kind: str, acc: float | None) -> str:
-    return f"fastest-above:{acc:g}" if kind == "fastest-above" else kind
+    return f"{kind}:{acc:g}" if kind in ("fastest-above", "fastest-within") else kind
 
 
 def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
