@@ -8,6 +8,7 @@ known in advance, and the studies run in a second or two.
 
 import json
 import math
+import re
 
 import optuna
 import pytest
@@ -252,3 +253,38 @@ def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
     study.add_trial(optuna.trial.create_trial(values=[30.0, 0.9], user_attrs={
         "full_config": "slow", "wall_seconds": 50.0, "train_seconds": 40.0}))
     assert budget.reserve(spec, study.get_trials()) == 7 + 90 + 7
+
+
+def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path, scripted, capsys, monkeypatch):
+    """benchmarks/phase1_fidelity.py on a finished two-phase study: the confirmed configurations,
+    the baseline and a sample trained on the full data; a second call reuses the sample's runs."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "target_accuracy": 0.5,
+              "top_k": 2, "seeds": 1}
+    path = write(tmp_path, n_trials=8, tuning=tuning)
+    assert main(["run", str(path)]) == 0
+    capsys.readouterr()
+    spec = importlib.util.spec_from_file_location(
+        "phase1_fidelity", Path(__file__).resolve().parent.parent / "benchmarks" / "phase1_fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+    monkeypatch.setattr(trainer_run, "train", lambda cfg, **kw: calls.append(cfg) or scripted_train(cfg, **kw))
+    runs = tmp_path / "runs.jsonl"
+    monkeypatch.setattr(sys, "argv", ["x", str(path), "--sample", "3", "--out", str(runs),
+                                      "--thresholds", "0.3,0.5,0.99"])
+    mod.main()
+    out = capsys.readouterr().out
+    assert len(calls) == 3 and all(c.dataset.data_fraction == 1.0 for c in calls)  # full data, not phase 1's
+    assert len(runs.read_text().splitlines()) == 3
+    # The baseline, 2 confirmed, 3 sampled; the scripted curves rise with the lr on both data sizes.
+    assert re.search(r"6 configurations on the full data \(\d miss 0.6\); phase 1's target 0.5", out), out
+    rows = {line.split()[0]: line.split(None, 2) for line in out.splitlines() if line.strip().startswith("0.")}
+    assert rows["0.300"][1] == "6/6" and float(rows["0.300"][2]) > 0
+    assert rows["0.990"][1:] == ["0/6", "n/a (all tied)"]
+    monkeypatch.setattr(sys, "argv", ["x", str(path), "--out", str(runs)])
+    mod.main()  # the sample again, from the file: nothing trained
+    assert len(calls) == 3 and "6 configurations" in capsys.readouterr().out
