@@ -5,6 +5,11 @@ re-measures a chosen config against the baseline in one process, alternating
 A, B, A, B, ... so slow drifts of the machine hit both alike. Prints each run,
 the medians, and ``speedup=X`` (median time to target of A / of B) last.
 
+``--seeds 0,1,2`` measures the recipes, not one seed of each: every round trains both
+configs with each of those seeds (A and B share the seed), and the medians are over all.
+A pick's time to target crosses its target at an evaluation, so one seed can be an epoch
+early or late (run 8's pick: 6.1 s with seed 1, 8.3 s with seed 0, same recipe).
+
     EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/compare_configs.py \\
         docs/results/fashion-mnist-baseline.yaml docs/results/run2-fashion-mnist-best.yaml --rounds 3
 """
@@ -12,6 +17,7 @@ the medians, and ``speedup=X`` (median time to target of A / of B) last.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from pathlib import Path
 
@@ -22,6 +28,8 @@ def main() -> None:
     ap.add_argument("b", type=Path, help="the config to compare (e.g. an exported best.yaml)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data-dir")
+    ap.add_argument("--seeds", help="comma-separated seeds: each round trains both configs with each "
+                                    "(default: each config's own seed)")
     ap.add_argument("--eval-every", type=float,
                     help="epochs between evaluations, for both configs (default: each config's own). Time "
                          "to target is read at evaluations: at 1 epoch a run is credited with the end of "
@@ -33,24 +41,36 @@ def main() -> None:
     cfgs = {"A": TrainConfig.from_yaml(args.a), "B": TrainConfig.from_yaml(args.b)}
     if args.eval_every:
         cfgs = {k: c.replace(eval_every=args.eval_every) for k, c in cfgs.items()}
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [None]
+    except ValueError:
+        ap.error(f"--seeds: comma-separated integers, e.g. 0,1,2; got {args.seeds!r}")
     runs: dict[str, list] = {"A": [], "B": []}
     for r in range(args.rounds):
-        for key, cfg in cfgs.items():
-            res = train(cfg, data_root=args.data_dir, progress=False)
-            f = res.final
-            runs[key].append((res.time_to_target, f.train_seconds, f.val_accuracy, f.test_accuracy))
-            tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
-            print(f"round {r + 1} {key} ({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
-                  f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
-                  f"test {f.test_accuracy:.4f}", flush=True)
+        for seed in seeds:
+            for key, cfg in cfgs.items():
+                if seed is not None:
+                    cfg = cfg.replace(seed=seed)
+                res = train(cfg, data_root=args.data_dir, progress=False)
+                f = res.final
+                runs[key].append((res.time_to_target, f.train_seconds, f.val_accuracy, f.test_accuracy))
+                tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
+                print(f"round {r + 1}{'' if seed is None else f' seed {seed}'} {key} "
+                      f"({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
+                      f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
+                      f"test {f.test_accuracy:.4f}", flush=True)
 
     def med(key, i):
-        vals = [x[i] for x in runs[key] if x[i] is not None]
-        return statistics.median(vals) if vals else None
+        # A run that missed the target counts as slower than any that reached it, not left out.
+        vals = [math.inf if x[i] is None else x[i] for x in runs[key]]
+        m = statistics.median(vals)
+        return None if math.isinf(m) else m
 
     for key, path in (("A", args.a), ("B", args.b)):
         tta = med(key, 0)
-        print(f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s, train "
+        missed = sum(1 for x in runs[key] if x[0] is None)
+        print(f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s"
+              f"{f' ({missed} of {len(runs[key])} runs missed it)' if missed else ''}, train "
               f"{med(key, 1):.1f} s, val {med(key, 2):.4f}, test {med(key, 3):.4f}")
     a, b = med("A", 0), med("B", 0)
     print(f"test_accuracy_delta={med('B', 3) - med('A', 3):+.4f}")

@@ -288,3 +288,45 @@ def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path
     monkeypatch.setattr(sys, "argv", ["x", str(path), "--out", str(runs)])
     mod.main()  # the sample again, from the file: nothing trained
     assert len(calls) == 3 and "6 configurations" in capsys.readouterr().out
+
+
+def test_compare_configs_measures_recipes_over_seeds_and_counts_a_miss(tmp_path, capsys, monkeypatch):
+    """benchmarks/compare_configs.py --seeds: every round trains both configs with each seed
+    (alternating A, B); a run that missed the target counts as slower than any hit, not dropped."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_configs", Path(__file__).resolve().parent.parent / "benchmarks" / "compare_configs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for path, lr in ((a, 0.1), (b, 0.15)):  # the scripted curve rises to a ceiling set by the lr
+        path.write_text(TrainConfig.from_dict(tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6,
+                                                      "seed": 7, "optimizer.lr": lr})).to_yaml())
+    calls = []
+
+    def train(cfg, **kw):  # B misses with seed 2: its ceiling falls below the target
+        calls.append((cfg.optimizer.lr, cfg.seed))
+        if cfg.optimizer.lr == 0.15 and cfg.seed == 2:
+            cfg = cfg.replace(**{"optimizer.lr": 0.01})
+        return scripted_train(cfg, **kw)
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--rounds", "1", "--seeds", "0,1"])
+    mod.main()
+    out = capsys.readouterr().out
+    assert calls == [(0.1, 0), (0.15, 0), (0.1, 1), (0.15, 1)]  # A, B alternate; both get each seed
+    assert "round 1 seed 1 B (b.yaml)" in out and "missed" not in out
+    assert re.search(r"^speedup=\d", out, re.M), out
+    calls.clear()
+    monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--rounds", "1", "--seeds", "1,2,2"])
+    mod.main()
+    out = capsys.readouterr().out
+    # B: one hit and two misses: its median is a miss, so there is no speed-up to print.
+    assert "(2 of 3 runs missed it)" in out and "speedup=n/a" in out, out
+    monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--seeds", "one"])
+    with pytest.raises(SystemExit) as e:
+        mod.main()
+    assert e.value.code == 2 and "--seeds" in capsys.readouterr().err
