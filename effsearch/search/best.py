@@ -38,29 +38,27 @@ from effsearch.search.storage import redact
 PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-within:D")
 
 
+# The picks that take a number: (its name, the range it must fall in, what to say when not).
+_ARG_PICKS = {
+    "fastest-above": (lambda x: 0 < x <= 1, "a val accuracy in (0, 1], e.g. fastest-above:0.95"),
+    "fastest-within": (lambda x: 0 <= x < 1, "how far below the baseline's val accuracy, in [0, 1), "
+                                             "e.g. fastest-within:0.01 (1 point)"),
+}
+
+
 def parse_pick(text: str) -> tuple[str, float | None]:
     if text in ("knee", "fastest", "most-accurate"):
         return text, None
-    if text.startswith("fastest-above:"):
-        raw = text.split(":", 1)[1]
+    name, _, raw = text.partition(":")
+    if name in _ARG_PICKS and raw:
+        ok, allowed = _ARG_PICKS[name]
         try:
-            acc = float(raw)
+            x = float(raw)
         except ValueError:
-            acc = math.nan
-        if not 0 < acc <= 1:
-            raise ConfigError("--pick", f"fastest-above takes a val accuracy in (0, 1], e.g. fastest-above:0.95; "
-                                        f"got {raw!r}")
-        return "fastest-above", acc
-    if text.startswith("fastest-within:"):
-        raw = text.split(":", 1)[1]
-        try:
-            d = float(raw)
-        except ValueError:
-            d = math.nan
-        if not 0 <= d < 1:
-            raise ConfigError("--pick", f"fastest-within takes how far below the baseline's val accuracy, "
-                                        f"in [0, 1), e.g. fastest-within:0.01 (1 point); got {raw!r}")
-        return "fastest-within", d
+            x = math.nan
+        if not ok(x):  # NaN fails every range
+            raise ConfigError("--pick", f"{name} takes {allowed}; got {raw!r}")
+        return name, x
     raise ConfigError("--pick", f"expected one of {', '.join(PICKS)} (e.g. fastest-above:0.95); got {text!r}")
 
 
