@@ -148,6 +148,10 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     print(f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
           + (f"; budget {spec.budget:g} s, {max(0.0, budget.left(study)):.1f} s left" if spec.budget else ""),
           file=out)
+    unrun = sorted({t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING})
+    if spec.phase == "confirm" and unrun and budget.reached(study):
+        print(f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
+              "spent; raise --budget and run again to confirm them", file=out)
     warning = report.baseline_warning(trials)
     if warning:
         print(f"\nwarning: {warning}", file=out)
