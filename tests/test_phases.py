@@ -342,12 +342,14 @@ def test_compare_configs_measures_recipes_over_seeds_and_counts_a_miss(tmp_path,
     assert calls == [(0.1, 0), (0.15, 0), (0.1, 1), (0.15, 1)]  # A, B alternate; both get each seed
     assert "round 1 seed 1 B (b.yaml)" in out and "missed" not in out
     assert re.search(r"^speedup=\d", out, re.M), out
+    assert re.search(r"^speedup_paired=\d.* \(the median of 2 same-seed ratios\)", out, re.M), out
     calls.clear()
     monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--rounds", "1", "--seeds", "1,2,2"])
     mod.main()
     out = capsys.readouterr().out
     # B: one hit and two misses: its median is a miss, so there is no speed-up to print.
     assert "(2 of 3 runs missed it)" in out and "speedup=n/a" in out, out
+    assert "speedup_paired=0.00 (the median of 3" in out, out  # B's misses are slower than A's hits
     monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--seeds", "one"])
     with pytest.raises(SystemExit) as e:
         mod.main()
