@@ -187,15 +187,23 @@ def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field)
     assert e.value.field == field
 
 
-def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, monkeypatch):
+@pytest.fixture
+def five_second_trials(monkeypatch):
     from effsearch.search import objective
 
     ticks = iter(range(0, 10_000, 5))
     monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+
+
+def budget_study(folder, budget, seeds=1):
+    return write(folder, n_trials=20, budget=budget,
+                 tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": seeds})
+
+
+def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, five_second_trials):
     # Phase 2 is expected to cost (1 + 2 x 1) trials x (the baseline's 2 train s / 0.5 of the data
     # + its other 3 s, which do not shrink with the data) = 21 s: phase 1 stops once 60 - 21 is spent.
-    path = write(tmp_path, n_trials=20, budget=60,
-                 tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
+    path = budget_study(tmp_path, 60)
     assert main(["run", str(path)]) == 0
     s = studies(path)
     assert len(s["ph-tune"].get_trials()) == 8 and len(s["ph"].get_trials()) == 3
@@ -204,25 +212,19 @@ def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, monkeypatch):
     # A baseline that spends half a budget that phase 2 alone would eat: phase 1 runs it and
     # nothing else; the study says so and exits 1 instead of confirming nothing.
     (tmp_path / "small").mkdir()
-    path = write(tmp_path / "small", n_trials=20, budget=10,
-                 tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
+    path = budget_study(tmp_path / "small", 10)
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
     assert "budget: 10 compute seconds leave nothing for phase 1's search" in err and "at least 52" in err
     assert "ph" not in studies(path)  # phase 2 never started
 
 
-def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, scripted, capsys, monkeypatch):
+def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, scripted, capsys, five_second_trials):
     # Fashion-MNIST run 10: phase 2's reserve (one costly pick) stopped phase 1 after 74 of 250
     # trials. Here the reserve, 7 + 2 seeds x 2 picks x 7 = 35 s, would leave phase 1 of a 40 s
     # budget nothing after its 5 s baseline; it spends half (4 trials), and phase 2 confirms what
     # the other half buys (the baseline and 3 of its 4 runs) and names the pick it left.
-    from effsearch.search import objective
-
-    ticks = iter(range(0, 10_000, 5))
-    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
-    path = write(tmp_path, n_trials=20, budget=40,
-                 tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 2})
+    path = budget_study(tmp_path, 40, seeds=2)
     assert main(["run", str(path)]) == 0
     s = studies(path)
     assert len(s["ph-tune"].get_trials()) == 4
