@@ -90,9 +90,10 @@ def starved(spec, study) -> str | None:
     need, used = reserve(spec, trials), spent(trials)
     if not need or tune_left(spec, trials) > 0:
         return None
+    n = 1 + spec.tuning["top_k"] * spec.tuning["seeds"]
     return (f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
-            f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({1 + spec.tuning['top_k'] * spec.tuning['seeds']} full-data "
-            f"trials) is expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}")
+            f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({n} full-data trials) is "
+            f"expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}")
 
 
 class StopAtBudget:
