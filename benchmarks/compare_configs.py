@@ -61,10 +61,12 @@ def main() -> None:
                       f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
                       f"test {f.test_accuracy:.4f}", flush=True)
 
-    def med(key, i):
+    def value(run, i):
         # A run that missed the target counts as slower than any that reached it, not left out.
-        vals = [math.inf if x[i] is None else x[i] for x in runs[key]]
-        m = statistics.median(vals)
+        return math.inf if run[i] is None else run[i]
+
+    def med(key, i):
+        m = statistics.median([value(x, i) for x in runs[key]])
         return None if math.isinf(m) else m
 
     for key, path in (("A", args.a), ("B", args.b)):
@@ -78,8 +80,8 @@ def main() -> None:
     # Each run's ratio to its partner (same round, same seed), then the median: with --seeds the
     # ratio of medians can pair one config's fast seed with the other's slow one (run 8's pick
     # over seeds 0-2: 3.30x that way, 2.93x paired).
-    pairs = [x / y for x, y in ((math.inf if p[0] is None else p[0], math.inf if q[0] is None else q[0])
-                                for p, q in zip(runs["A"], runs["B"])) if not (math.isinf(x) and math.isinf(y))]
+    both = [(value(p, 0), value(q, 0)) for p, q in zip(runs["A"], runs["B"])]
+    pairs = [x / y for x, y in both if not (math.isinf(x) and math.isinf(y))]  # inf / inf: no ratio
     print(f"speedup_paired={statistics.median(pairs):.2f} (the median of {len(pairs)} same-seed ratios)"
           if pairs else "speedup_paired=n/a (both configs missed the target in every pair)")
     print(f"speedup={a / b:.2f}" if a and b else "speedup=n/a (a config missed the target)")

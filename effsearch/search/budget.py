@@ -87,8 +87,10 @@ def starved(spec, study) -> str | None:
     trials = study.get_trials(deepcopy=False)
     if any(t.state.is_finished() and not t.user_attrs.get(BASELINE_KEY) for t in trials):
         return None
-    need, used = reserve(spec, trials), spent(trials)
-    if not need or tune_left(spec, trials) > 0:
+    if tune_left(spec, trials) > 0:
+        return None
+    need, used = reserve(spec, trials), spent(trials)  # for the message; 0: the baseline has not run
+    if not need:
         return None
     n = 1 + spec.tuning["top_k"] * spec.tuning["seeds"]
     return (f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
