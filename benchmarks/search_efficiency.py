@@ -620,6 +620,13 @@ class Method:
     # the shortfall): "all" (the product: misses and pruned trials), "misses" (the product
     # before 2026-11-23: a pruned trial carried nothing), "none" (the replay before then).
     constraints: str = "all"
+    tpe: dict | None = None  # TPE options beside the product's (TPEOptions), for sampler variants
+
+
+GAMMAS = {  # TPE's split into "good" and "bad" trials, by the number of trials told
+    "sqrt": lambda n: min(math.ceil(0.25 * n ** 0.5), 25),  # hyperopt's
+    "cap10": lambda n: min(math.ceil(0.1 * n), 10),
+}
 
 
 class World:
@@ -637,7 +644,10 @@ def make_sampler(m: Method, seed: int):
     if m.sampler in ("random", "rows"):
         return product({"name": "random"}, seed)
     if m.sampler == "tpe":
-        return product({"name": "tpe", "n_startup_trials": m.n_startup}, seed)
+        opts = dict(m.tpe or {})
+        if "gamma" in opts:
+            opts["gamma"] = GAMMAS[opts["gamma"]]
+        return product({"name": "tpe", "n_startup_trials": m.n_startup, **opts}, seed)
     if m.sampler == "nsga2":
         return product({"name": "nsga2", "population_size": 16}, seed)
     if m.sampler == "gp":
@@ -937,6 +947,10 @@ def validate(sur, table, fid, target) -> tuple[float, float, float, float]:
             kendalltau(ta, tb).statistic)
 
 
+TPE_VARIANTS = [("gamma-sqrt", {"gamma": "sqrt"}), ("gamma-cap10", {"gamma": "cap10"}),
+                ("ei64", {"n_ei_candidates": 64})]
+
+
 def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
     R = Rule
     ms = [
@@ -969,6 +983,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
+        # TPE variants (its good/bad split, its candidates), at full fidelity and under the default rule.
+        *[Method(f"tpe+baseline/{tag}", "tpe", full_fidelity=True, warm=True, tpe=o) for tag, o in TPE_VARIANTS],
+        *[Method(f"tpe+moasha-pred@1/9-eta9+baseline/{tag}", "tpe", R("pred", eta=9), warm=True, tpe=o)
+          for tag, o in TPE_VARIANTS],
         # Before misses and pruned trials told TPE their shortfall (constraints):
         Method("tpe+baseline/no-constraints", "tpe", full_fidelity=True, warm=True, constraints="none"),
         Method("tpe+moasha-pred@1/9+baseline/no-constraints", "tpe", R("pred"), warm=True, constraints="none"),
@@ -1002,7 +1020,7 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  # Since 2026-11-24 (one rung at 1/9, eta 9, the default): a second rung at 1/3, 4/9, 2/3
                  "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
                  "tpe+moasha-pred@1/9-eta4+baseline"}
-        ms = [m for m in ms if m.name not in extra]
+        ms = [m for m in ms if m.name not in extra and m.tpe is None]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred"))]
     if quick:
