@@ -135,6 +135,21 @@ def test_evaluations_measure_the_delivered_model():
     assert abs(r.final.sparsity - 0.8) < 0.01
 
 
+def test_evaluation_does_not_depend_on_its_batch_size(monkeypatch):
+    """Batches are a cost choice (a CPU scores small ones faster): every image counts once,
+    the last partial batch included, and BatchNorm uses its running statistics."""
+    run, _ = prepared({"epochs": 1})
+    run.fit()
+    x, y = run.splits.val_x, run.splits.val_y
+    scores = []
+    for size in (1024, 128, 7):  # 7 leaves a partial last batch
+        monkeypatch.setitem(L.EVAL_BATCH, "cpu", size)
+        with run.loop.delivered():
+            scores.append(run.loop.evaluate(x, y))
+    assert len(y) % 7 and scores[0][0] == scores[1][0] == scores[2][0]
+    assert scores[1][1] == pytest.approx(scores[0][1], rel=1e-5) and scores[2][1] == pytest.approx(scores[0][1], rel=1e-5)
+
+
 def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
     h = [EvalPoint(epoch=1, train_seconds=1, val_accuracy=0.5), EvalPoint(epoch=2, train_seconds=2, val_accuracy=0.95)]
     assert time_to_target(h, 0.9, final_accuracy=0.91) == 2
