@@ -24,7 +24,7 @@ from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.helpers import tiny
 
 
-def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=()):
+def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True):
     """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
     epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
@@ -39,7 +39,7 @@ def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=No
             result.status, result.reason = "pruned", reason
             break
     last = result.history[-1]
-    result.final = Final(val_accuracy=last.val_accuracy, test_accuracy=last.val_accuracy,
+    result.final = Final(val_accuracy=last.val_accuracy, test_accuracy=last.val_accuracy if test else None,
                          train_seconds=last.train_seconds)
     result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
     return result
@@ -110,6 +110,7 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
         full = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["full_config"]))
         assert cfg.dataset.data_fraction == 0.25 * full.dataset.data_fraction
         assert (cfg.epochs, full.epochs, cfg.target_accuracy, full.target_accuracy) == (2, 4, 0.5, 0.6)
+        assert t.user_attrs.get("test_accuracy") is None  # phase 1 scores no test set
 
     t2 = confirm.get_trials()
     assert len(t2) == 1 + 3 * 2 and t2[0].user_attrs["baseline"]
@@ -122,6 +123,7 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
         full = TrainConfig.from_dict(yaml.safe_load(source.user_attrs["full_config"]))
         ran = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
         assert ran == full.replace(seed=t.user_attrs["confirm_seed"])
+        assert t.user_attrs["test_accuracy"] is not None
     assert sorted(t.user_attrs["confirm_seed"] for t in t2[1:]) == [0, 0, 0, 1, 1, 1]
     # The seed is in the config: each seed of a confirmed config is trained, never answered as a duplicate.
     assert len({t.user_attrs["config_hash"] for t in t2}) == 7 and not any("duplicate_of" in t.user_attrs for t in t2)

@@ -274,6 +274,20 @@ def test_on_eval_hook_can_stop_a_run(monkeypatch):
     assert r.final.val_accuracy == r.history[-1].val_accuracy and r.final.val_loss == r.history[-1].val_loss
 
 
+def test_a_run_without_test_scores_validation_only(monkeypatch):
+    from effsearch.trainer.loop import Loop
+
+    passes, evaluate = [], Loop.evaluate
+    monkeypatch.setattr(Loop, "evaluate", lambda self, x, y: passes.append(len(x)) or evaluate(self, x, y))
+    cfg = TrainConfig.from_dict(tiny(epochs=2))
+    full, calls = train(cfg, progress=False), len(passes)
+    short = train(cfg, progress=False, test=False)
+    assert full.final.test_accuracy is not None and short.final.test_accuracy is None
+    # the same run otherwise: two evaluations, the final validation pass, and no test pass
+    assert (calls, len(passes) - calls) == (4, 3) and passes[2] == passes[3 + 2]
+    assert short.final.val_accuracy == full.final.val_accuracy and short.time_to_target == full.time_to_target
+
+
 def test_every_model_has_the_cords_interface():
     from effsearch.trainer.models import build_model
 

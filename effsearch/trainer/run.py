@@ -61,9 +61,10 @@ def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
 
 
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
-          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = ()) -> RunResult:
+          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
-    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs)."""
+    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs).
+    ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads)."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
@@ -72,11 +73,11 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, progress, on_eval = None, False, None
-        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at)
+        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test)
 
 
 def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval,
-           eval_at=()) -> RunResult:
+           eval_at=(), test: bool = True) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -84,7 +85,7 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -201,7 +202,7 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=()) -> None:
+         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=(), test: bool = True) -> None:
     from effsearch.trainer.sparsity import measure
 
     run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at)
@@ -227,7 +228,8 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
             val_acc, val_loss = result.history[-1].val_accuracy, result.history[-1].val_loss
         else:
             val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
-            result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
+            if test:
+                result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
         if cfg.quantize == "int8":
             from effsearch.trainer import quantize
