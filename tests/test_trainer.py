@@ -285,7 +285,8 @@ def test_a_run_without_test_scores_validation_only(monkeypatch):
     assert full.final.test_accuracy is not None and short.final.test_accuracy is None
     # the same run otherwise: two evaluations, the final validation pass, and no test pass
     assert (calls, len(passes) - calls) == (4, 3) and passes[2] == passes[3 + 2]
-    assert short.final.val_accuracy == full.final.val_accuracy and short.time_to_target == full.time_to_target
+    assert short.final.val_accuracy == full.final.val_accuracy and short.reached_target == full.reached_target
+    assert [p.val_accuracy for p in short.history] == [p.val_accuracy for p in full.history]
 
 
 def test_every_model_has_the_cords_interface():

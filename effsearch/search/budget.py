@@ -92,7 +92,7 @@ def starved(spec, study) -> str | None:
     need, used = reserve(spec, trials), spent(trials)  # for the message; 0: the baseline has not run
     if not need:
         return None
-    n = 1 + spec.tuning["top_k"] * spec.tuning["seeds"]
+    n = phases.confirm_spec(spec).n_trials
     return (f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
             f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({n} full-data trials) is "
             f"expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}")

@@ -98,8 +98,8 @@ class Objective:
         self.pruner.begin(trial, cfg, may_prune=not keep)
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
-            # by no one, and on Fashion-MNIST its 10,000 images cost 2-3 s of a completed phase-1
-            # trial's 14 s wall (run 12: 166 of phase 1's 1,305 s).
+            # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
+            # evaluation and set-up in each completed phase-1 trial's 14 s (run 12).
             result = train(cfg, data_root=self.data_root, progress=False,
                            on_eval=lambda point: self.pruner.on_eval(trial, point), eval_at=self.pruner.eval_at(cfg),
                            test=self.spec.phase != "tune")

@@ -43,8 +43,9 @@ BATCH_EVENTS = (
     Event.AFTER_TRAIN_BATCH, Event.BATCH_END, Event.BATCH_CHECKPOINT,
 )
 # Evaluation batches, by device. On a GPU large: no gradients, few launches. On a CPU 128: at
-# 1,024 the activations spill out of cache and an image costs 1.2-2.2x as much to score (tiny CNN
-# on Fashion-MNIST 1.5x, ResNet-20 2.1x; benchmarks/eval_batch.py). Phase 1 of the Fashion-MNIST
+# 1,024 the activations spill out of cache and an image costs 1.5-2.4x as much to score (tiny CNN
+# on Fashion-MNIST 1.5x, ResNet-20 2.4x; digits' 8x8 images are the exception, 3 ms a trial;
+# benchmarks/eval_batch.py). Phase 1 of the Fashion-MNIST
 # study spends a sixth of its compute evaluating.
 EVAL_BATCH = {"cuda": 1024, "cpu": 128}
 
