@@ -268,3 +268,15 @@ def test_extra_evaluations_land_on_the_first_step_at_or_past_each_epoch_asked():
     assert [p.epoch for p in train(cfg, progress=False).history] == [1.0, 2.0]
     r = train(cfg, progress=False, eval_at=(2 / 9, 2 / 3, 1.0))
     assert [p.epoch for p in r.history] == [0.25, 0.75, 1.0, 2.0]
+
+
+def test_evaluations_after_train_seconds_land_on_the_first_step_past_each():
+    """``eval_after`` (a pruner's time rung): a point at the first step whose train seconds passed
+    the mark; a mark already passed when another point is due costs no second evaluation."""
+    cfg = TrainConfig.from_dict(tiny(epochs=2))  # 4 steps an epoch
+    r = train(cfg, progress=False, eval_after=(1e-9,))
+    assert [p.epoch for p in r.history] == [0.25, 1.0, 2.0]
+    r = train(cfg, progress=False, eval_after=(1e-9, 2e-9), eval_at=(0.25,))
+    assert [p.epoch for p in r.history] == [0.25, 1.0, 2.0]
+    r = train(cfg, progress=False, eval_after=(1e6,))  # never reached: no extra point
+    assert [p.epoch for p in r.history] == [1.0, 2.0]

@@ -24,7 +24,8 @@ from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.helpers import tiny
 
 
-def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True):
+def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True,
+                   eval_after=()):
     """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
     epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
@@ -66,9 +67,11 @@ def scripted(monkeypatch):
 
 
 def test_the_pruner_stops_weak_trials_and_keeps_their_curve(tmp_path, scripted, capsys):
-    path = write(tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3})
+    path = write(tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3,
+                                   "clock": "budget"})
     assert main(["run", str(path)]) == 0
-    assert "pruner     moasha (eta 3, min_fraction 0.125, min_trials 3, rank predicted)" in capsys.readouterr().err
+    assert ("pruner     moasha (eta 3, min_fraction 0.125, min_trials 3, rank predicted, clock budget, "
+            "time_fraction 0.15)") in capsys.readouterr().err
     trials = studies(path)["ph"].get_trials()
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     done = [t for t in trials if t.state == TrialState.COMPLETE]

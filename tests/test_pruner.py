@@ -194,3 +194,44 @@ def test_default_is_one_rung_at_a_ninth_keeping_the_best_ninth():
     # Written as 0.111, eta 9 would have put a rung at 0.999, where a stop saves nothing.
     assert MOASHAPruner(eta=9, min_fraction=0.111).rungs() == [0.111]
     assert MOASHAPruner(eta=3, min_fraction=1 / 9).rungs() == pytest.approx([1 / 9, 1 / 3])
+
+
+def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as_a_peer():
+    """clock: time. Before the baseline has a time to target: budget rungs. After: one rung at
+    time_fraction of it, accuracy ranked, the baseline's accuracy there (from its curve) a peer;
+    a run whose budget ends before the rung is never judged."""
+    from effsearch.search.pruner import make_pruner
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    sp = make_pruner({"name": "moasha", "eta": 2, "time_fraction": 0.25}, study)
+    cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
+    base = study.ask()
+    base.set_user_attr("baseline", True)
+    sp.begin(base, cfg, may_prune=False)
+    assert sp.eval_after(cfg) == () and sp.eval_at(cfg) == pytest.approx(tuple(4 * r for r in sp.pruner.rungs()))
+    base.set_user_attr("time_to_target", 8.0)
+    base.set_user_attr("history", [{"epoch": 1, "train_seconds": 1.5, "val_accuracy": 0.5},
+                                   {"epoch": 2, "train_seconds": 3.0, "val_accuracy": 0.8}])
+    study.tell(base, [8.0, 0.95])
+    assert sp.time_rung() == (2.0, 0.8)  # the baseline's first point at or past 0.25 x 8 s
+
+    def run(points, epochs=4):
+        t = study.ask()
+        sp.begin(t, type("C", (), {"epochs": epochs, "target_accuracy": 0.9})())
+        assert sp.eval_after(None) == (2.0,) and sp.eval_at(cfg) == ()
+        out = [sp.on_eval(t, EvalPoint(epoch=e, train_seconds=s, val_accuracy=a)) for e, s, a in points]
+        study.tell(t, [9.0, 0.9])
+        return t, out
+
+    weak, out = run([(0.5, 1.0, 0.9), (1.0, 2.1, 0.6)])  # below the baseline there: 1 of 2 kept
+    assert out[0] is None and out[1] and "train seconds" in out[1]
+    assert study.trials[weak.number].user_attrs["rung_time"] == [2.1, 0.6]
+    strong, out = run([(1.0, 2.2, 0.85), (2.0, 4.0, 0.9)])
+    assert out == [None, None]  # kept, and judged once only
+    short, out = run([(0.25, 1.0, 0.2), (0.5, 2.5, 0.3)], epochs=0.5)  # its end is past the mark
+    assert out == [None, None] and "rung_time" not in study.trials[short.number].user_attrs
+    p = MOASHAPruner(eta=3, min_trials=2)
+    assert p.keep_by_accuracy(0.5, [0.9, 0.4, 0.3]) and not p.keep_by_accuracy(0.5, [0.9, 0.6, 0.7])
+    with pytest.raises(ValueError, match="clock"):
+        MOASHAPruner(clock="epochs")
+

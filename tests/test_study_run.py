@@ -480,7 +480,7 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
-    path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha", "eta": 3})  # two rungs
+    path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha", "eta": 3, "clock": "budget"})  # two rungs
     assert main(["run", str(path)]) == 0
     assert len(runs) == 5
     for cfg, at, r in runs:
@@ -491,6 +491,42 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
                 assert e - 1e-4 <= min(x for x in epochs if x >= e - 1e-4) < e + 0.15, (e, epochs)
         if r.status == "pruned":  # stopped at a rung's own point
             assert any(abs(epochs[-1] - e) < 0.15 for e in at), epochs
+
+
+def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
+    """The default clock: once the baseline has a time to target, every trial is evaluated at the
+    first step past time_fraction of it (train seconds) and judged there, on accuracy."""
+    real, runs = trainer_run.train, []
+
+    def train(cfg, *args, **kwargs):
+        r = real(cfg, *args, **kwargs)
+        runs.append((cfg, kwargs.get("eval_at", ()), kwargs.get("eval_after", ()), r))
+        return r
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
+    path = write_study(tmp_path, n_trials=8, base=base, pruner={"name": "moasha", "eta": 2, "time_fraction": 0.5})
+    assert main(["run", str(path)]) == 0
+    (cfg0, at0, after0, r0), rest = runs[0], runs[1:]
+    assert r0.reached_target and after0 == () and at0 == pytest.approx((cfg0.epochs / 9, 2 * cfg0.epochs / 9,
+                                                                       4 * cfg0.epochs / 9, 8 * cfg0.epochs / 9))  # no mark yet
+    mark = 0.5 * r0.time_to_target
+    trials = load(path)[0].get_trials()
+    judged = 0
+    for (cfg, at, after, r), t in zip(rest, trials[1:]):
+        assert at == () and after == pytest.approx((mark,))
+        secs = [p.train_seconds for p in r.history]
+        if "rung_time" in t.user_attrs:  # judged at its first point at or past the mark
+            judged += 1
+            i = next(i for i, x in enumerate(secs) if x >= mark)
+            assert t.user_attrs["rung_time"] == [secs[i], r.history[i].val_accuracy]
+            assert i < len(secs) - 1 or r.status == "pruned"
+        else:  # never judged: its budget ended first
+            assert r.status == "completed" and secs[-2 if len(secs) > 1 else -1] < mark
+        if r.status == "pruned":
+            assert "train seconds" in r.reason and secs[-1] >= mark
+    assert judged >= 1 and "rung_0" not in trials[-1].user_attrs
 
 
 def test_the_baseline_and_warm_starts_are_never_pruned(tmp_path, monkeypatch):

@@ -102,6 +102,7 @@ class Objective:
             # evaluation and set-up in each completed phase-1 trial's 14 s (run 12).
             result = train(cfg, data_root=self.data_root, progress=False,
                            on_eval=lambda point: self.pruner.on_eval(trial, point), eval_at=self.pruner.eval_at(cfg),
+                           eval_after=self.pruner.eval_after(cfg),
                            test=self.spec.phase != "tune")
         except (KeyboardInterrupt, SystemExit):
             raise

@@ -31,6 +31,19 @@ yet for a trial still below the target.
 Either way a slow but accurate trial is pruned only if another is both faster
 *and* more accurate at the same point of the budget, never for being slow alone.
 
+Where the rung sits (``clock``):
+
+- ``time`` (default): one rung at ``time_fraction`` of the baseline's time to
+  target, in train seconds: every trial is judged at the same second of training,
+  on its validation accuracy there, and goes on if in the best ``1/eta``. The time
+  objective asks what a curve has reached by a given second; a share of each
+  trial's own budget (0.2 epochs of a 2-epoch trial, 0.7 of a 6-epoch one) does
+  not. The baseline's point there (read from its curve) is a peer. Until the
+  baseline has a time to target (it is still training, or missed), trials use
+  the budget rungs. A trial whose budget ends before the rung is never judged.
+- ``budget``: rungs at ``min_fraction * eta**k`` of each trial's epochs, ranked
+  as ``rank`` says.
+
 State lives in the study's storage as trial user attributes (``rung_K``), so
 every worker and machine sees the same rungs, and a resumed study too.
 """
@@ -55,12 +68,18 @@ class StudyPruner(Protocol):
     def eval_at(self, cfg) -> tuple[float, ...]:
         """Epochs at which the trainer must evaluate ``cfg`` besides every ``eval_every``."""
 
+    def eval_after(self, cfg) -> tuple[float, ...]:
+        """Train seconds at which the trainer must evaluate ``cfg`` (its first step at or past each)."""
+
 
 class NoPruner:
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
         return None
 
     def eval_at(self, cfg) -> tuple[float, ...]:
+        return ()
+
+    def eval_after(self, cfg) -> tuple[float, ...]:
         return ()
 
     def on_eval(self, trial, point: EvalPoint) -> str | None:
@@ -73,10 +92,33 @@ class MOASHAStudyPruner:
     def __init__(self, pruner, study):
         self.pruner, self.study = pruner, study
         self.tracker = None  # the running trial's (a worker runs one trial at a time)
+        self._time_rung = None  # clock time: (seconds, the baseline's accuracy there), once known
+
+    def time_rung(self) -> tuple[float, float | None] | None:
+        """Clock ``time``: the rung's train seconds and the baseline's val accuracy at its first
+        evaluation at or past them (None when it recorded its own point there); None until the
+        study's baseline has completed with a time to target."""
+        if self.pruner.clock != "time" or self.study is None:
+            return None
+        if self._time_rung is None:
+            from optuna.trial import TrialState
+
+            from effsearch.search.report import baseline_trial
+
+            base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            tta = base.user_attrs.get("time_to_target") if base is not None else None
+            if tta:
+                mark = self.pruner.time_fraction * tta
+                hist = base.user_attrs.get("history") or []
+                p = next((p for p in hist if p.get("train_seconds", 0.0) >= mark), None)
+                own = TIME_KEY in base.user_attrs
+                self._time_rung = (mark, None if own or p is None else float(p["val_accuracy"]))
+        return self._time_rung
 
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        rung = self.time_rung()
         self.tracker = RungTracker(self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy,
-                                   may_prune=may_prune)
+                                   may_prune=may_prune, time_rung=rung)
 
     def on_eval(self, trial, point: EvalPoint) -> str | None:
         if self.tracker is None or self.tracker.trial.number != trial.number:
@@ -84,10 +126,18 @@ class MOASHAStudyPruner:
         return self.tracker(point)
 
     def eval_at(self, cfg) -> tuple[float, ...]:
-        """Every rung gets its own evaluation. Without one a rung was decided at the next
+        """Every budget rung gets its own evaluation. Without one a rung was decided at the next
         ``eval_every`` point: with the default (1 epoch) and the quickstart's 2-6 epochs, the
         first rung (1/9) sat at 1/6-1/2 of the budget, where a stop saves a third as much."""
+        if self.tracker is not None and self.tracker.time_rung is not None:
+            return ()
         return tuple(r * cfg.epochs for r in self.pruner.rungs())
+
+    def eval_after(self, cfg) -> tuple[float, ...]:
+        """Train seconds at which the trainer must evaluate: the time rung, once it is known."""
+        if self.tracker is not None and self.tracker.time_rung is not None:
+            return (self.tracker.time_rung[0],)
+        return ()
 
 
 def make_pruner(spec: dict, study=None) -> StudyPruner:
@@ -133,14 +183,20 @@ def predicted_time(seconds: float, accuracy: float, fraction_done: float, target
 
 
 _DEFAULT = MOASHAOptions()  # the one home of the defaults (a study file's and this class's)
+TIME_KEY = "rung_time"  # a trial's point at the time rung: [train seconds, val accuracy]
 
 
 class MOASHAPruner:
     def __init__(self, eta: float = _DEFAULT.eta, min_fraction: float = _DEFAULT.min_fraction,
-                 min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank):
+                 min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank, clock: str = _DEFAULT.clock,
+                 time_fraction: float = _DEFAULT.time_fraction):
         if rank not in ("predicted", "spent"):
             raise ValueError(f"pruner.rank must be 'predicted' or 'spent', got {rank!r}")
-        self.rank = rank
+        if clock not in ("time", "budget"):
+            raise ValueError(f"pruner.clock must be 'time' or 'budget', got {clock!r}")
+        if not 0 < time_fraction < 1:
+            raise ValueError(f"pruner.time_fraction must be in (0, 1), got {time_fraction}")
+        self.rank, self.clock, self.time_fraction = rank, clock, time_fraction
         if eta <= 1:
             raise ValueError(f"pruner.eta must be > 1, got {eta}")
         if not 0 < min_fraction < 1:
@@ -202,6 +258,33 @@ class MOASHAPruner:
                 f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
                 f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})")
 
+    def keep_by_accuracy(self, accuracy: float, peers: list[float]) -> bool:
+        """True: keep a trial at ``accuracy`` among ``peers`` (the others' accuracies at the same
+        rung): fewer than ``ceil(n / eta)`` of them are more accurate (ASHA)."""
+        n = len(peers) + 1
+        if n < self.min_trials:
+            return True
+        return sum(1 for p in peers if p > accuracy) < max(1, math.ceil(n / self.eta))
+
+    def check_time(self, study, trial, seconds: float, accuracy: float, base_accuracy: float | None,
+                   may_prune: bool = True) -> str | None:
+        """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
+        None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
+        if TIME_KEY in getattr(trial, "user_attrs", {}):
+            return None  # decided before (a retried or resumed trial keeps its first verdict)
+        trial.set_user_attr(TIME_KEY, [seconds, accuracy])
+        if not may_prune:
+            return None
+        peers = [float(t.user_attrs[TIME_KEY][1]) for t in study.get_trials(deepcopy=False)
+                 if t.number != trial.number and TIME_KEY in t.user_attrs]
+        if base_accuracy is not None:
+            peers.append(base_accuracy)
+        if self.keep_by_accuracy(accuracy, peers):
+            return None
+        return (f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
+                f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
+                f"trials there")
+
     def _time_label(self, me: RungPoint) -> str:
         if me.reached:
             return "time to target"
@@ -212,14 +295,17 @@ class RungTracker:
     """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
 
     def __init__(self, pruner: MOASHAPruner, study, trial, budget_epochs: float, target: float,
-                 may_prune: bool = True):
+                 may_prune: bool = True, time_rung: tuple[float, float | None] | None = None):
         self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
         self.budget, self.target = budget_epochs, target
+        self.time_rung = time_rung  # (seconds, the baseline's accuracy there): judged there, not at budget rungs
         self.reached_seconds = None
         self.previous: tuple[float, float] | None = None  # the evaluation before this one
-        self.seen: set[int] = set()
+        self.seen: set = set()  # rungs decided: their indices, and "time"
 
     def __call__(self, point: EvalPoint) -> str | None:
+        if self.time_rung is not None:
+            return self._at_time(point)
         if self.reached_seconds is None and point.val_accuracy >= self.target:
             self.reached_seconds = point.train_seconds
         previous, self.previous = self.previous, (point.train_seconds, point.val_accuracy)
@@ -238,3 +324,13 @@ class RungTracker:
             t = point.train_seconds
         me = RungPoint(t, point.val_accuracy, reached)
         return self.pruner.check(self.study, self.trial, k, me, self.may_prune)
+
+    def _at_time(self, point: EvalPoint) -> str | None:
+        seconds, base_accuracy = self.time_rung
+        if "time" in self.seen or point.train_seconds < seconds:
+            return None
+        self.seen.add("time")
+        if point.epoch / self.budget >= 0.99:  # its budget ended first: nothing left to save
+            return None
+        return self.pruner.check_time(self.study, self.trial, point.train_seconds, point.val_accuracy,
+                                      base_accuracy, self.may_prune)

@@ -82,7 +82,7 @@ class Loop:
 
     def __init__(self, cfg, model, optimizer, loader, augment, eval_augment, val, device: str, result,
                  algorithms=(), callbacks=(), on_eval=None, progress: bool = False, point_extras=(),
-                 on_deliver=(), dist=None, eval_at=()):
+                 on_deliver=(), dist=None, eval_at=(), eval_after=()):
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
         self.augment, self.eval_augment, self.val = augment, eval_augment, val
         self.on_eval, self.progress, self.point_extras = on_eval, progress, list(point_extras)
@@ -99,6 +99,10 @@ class Loop:
         # Extra points (a pruner's rungs): the first step at or past each, so that the point's
         # epoch is never short of it (a rung decided early would see a less trained model).
         self.eval_steps |= {min(self.total, max(1, math.ceil(e * self.bpe - 1e-9))) for e in eval_at}
+        # Points at train seconds (a pruner's time rung): the first step at or past each, read on the
+        # host clock (no sync: on a GPU the host may be a few steps ahead; the point's own time is
+        # synced). Not for data-parallel runs, whose ranks could not agree on the step unasked.
+        self.marks = sorted(eval_after) if not (dist is not None and dist.on) else []
         self.lr_factors = factors(cfg.schedule, self.total)
 
         state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(device),
@@ -216,7 +220,7 @@ class Loop:
             if self.bar is not None:
                 self.bar.update(1)
             ends_epoch = self.batch_in_epoch >= per_epoch or self.step >= self.total
-            if self.step in self.eval_steps and not ends_epoch:
+            if not ends_epoch and self._due():
                 self._eval_point()
             if self.stop_reason or self.step >= self.total:
                 break
@@ -231,8 +235,17 @@ class Loop:
             self.engine.run_event(Event.EPOCH_CHECKPOINT)
             # An evaluation at an epoch's end comes after EPOCH_END, as in Composer: it sees
             # what the epoch's algorithms made of the model (SWA's averages at its end, say).
-            if self.step in self.eval_steps and not self.stop_reason:
+            if not self.stop_reason and self._due():
                 self._eval_point()
+
+    def _due(self) -> bool:
+        """An evaluation is due at this step: a planned step, or a train-seconds mark passed."""
+        due = self.step in self.eval_steps
+        if self.marks and time.perf_counter() - self.t0 - self.eval_seconds >= self.marks[0]:
+            now = time.perf_counter() - self.t0 - self.eval_seconds
+            self.marks = [m for m in self.marks if m > now]
+            due = True
+        return due
 
     def _train_step(self, batch) -> None:
         st = self.state

@@ -61,9 +61,11 @@ def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
 
 
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
-          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True) -> RunResult:
+          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
+          eval_after: tuple[float, ...] = ()) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
-    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs).
+    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs);
+    ``eval_after``: train seconds, the same (a time rung; single-process runs only).
     ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads)."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
@@ -73,11 +75,11 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, progress, on_eval = None, False, None
-        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test)
+        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test, eval_after)
 
 
 def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval,
-           eval_at=(), test: bool = True) -> RunResult:
+           eval_at=(), test: bool = True, eval_after=()) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -85,7 +87,7 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test, eval_after)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -130,7 +132,8 @@ class Prepared:
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
-            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None, eval_at=()) -> Prepared:
+            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None, eval_at=(),
+            eval_after=()) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process)."""
     from effsearch.trainer.distributed import SINGLE
@@ -148,7 +151,8 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
                 (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
                 on_eval=on_eval, progress=progress,
                 point_extras=[selection.point_extra] if selection is not None else [],
-                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist, eval_at=eval_at)
+                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist, eval_at=eval_at,
+                eval_after=eval_after)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
 
@@ -202,10 +206,12 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
 
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=(), test: bool = True) -> None:
+         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=(), test: bool = True,
+         eval_after=()) -> None:
     from effsearch.trainer.sparsity import measure
 
-    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at)
+    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at,
+                  eval_after=eval_after)
     loop = run.loop
     result.final.setup_seconds = loop.setup_seconds
     try:
