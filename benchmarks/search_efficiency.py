@@ -584,6 +584,49 @@ class OracleRule(Rule):
         return grid_index(self.brackets[0][0])
 
 
+class TimeRule(Rule):
+    """The product's ``clock: time`` (the default since 2026-11-25): one rung at ``share`` x the
+    baseline's time to target, in train seconds. Every trial is judged at its first evaluation at or
+    past it (EARLY points included), on accuracy, by the product's ``keep_by_accuracy``; a trial
+    whose budget ends before it is never cut; the baseline's point there is a peer. ``T`` is set
+    per search from that search's baseline run (search()); a baseline that missed the target gives
+    none, and the product falls back to its budget rungs (``pred``, eta as given). ``pred`` as kind:
+    a variant ranking as the budget rungs do (fronts over predicted time and accuracy)."""
+
+    def __init__(self, share: float = 0.15, eta: float = 9.0, kind: str = "acc"):
+        super().__init__(kind, 1 / 9, eta)
+        self.share, self.T, self._extra = share, None, 0
+        self.fallback = Rule("pred", 1 / 9, eta)
+        self.name = f"moasha-time@{share:g}" + (f"-eta{eta:g}" if eta != 9 else "") + ("-pred" if kind == "pred" else "")
+
+    def extra(self, k: int) -> int:  # the run just played: one evaluation before the ninths if judged there
+        return self._extra if self.T is not None else self.fallback.extra(k)
+
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
+        from effsearch.search.pruner import RungPoint
+
+        if self.T is None:
+            return self.fallback.play(run, target, pools, n, may_prune)
+        self._extra = 0
+        if not run.ok:
+            return None
+        first = -len(EARLY) if run.early_t else 0
+        k = next((j for j in range(first, N_GRID) if run.t_at(j) >= self.T), None)
+        if k is None or k == N_GRID - 1:
+            return None
+        self._extra = int(k < 0)
+        pool = pools.setdefault("time", [])
+        if self.kind == "pred":
+            reached = next((run.t_at(j) for j in range(first, k + 1) if run.acc_at(j) >= target), None)
+            me = RungPoint(run.extrapolated_ttt(k, target, first), run.acc_at(k), reached is not None)
+            keep = self.product.decide(me, pool) if may_prune else True
+        else:
+            me = run.acc_at(k)
+            keep = self.product.keep_by_accuracy(me, pool) if may_prune else True
+        pool.append(me)
+        return None if keep else k
+
+
 def grid_index(rung: float) -> int:
     """The grid position a rung at ``rung`` of the budget is decided on (Rule refuses off-grid
     rungs): negative for EARLY."""
@@ -674,6 +717,8 @@ def search(m: Method, seed: int, w: World) -> dict:
     spent, hits, pools, seen, sampler_s = 0.0, [], {}, {}, 0.0
     n, n_pruned, keys, confirmed = 0, 0, [], set()
     phase1 = []  # (key, values, constraint, x, params) of completed phase-1 trials
+    if isinstance(m.rule, TimeRule):
+        m.rule.T = None  # set from this search's baseline, if it has one
     if m.warm:
         # The product trains the base config first (``baseline: {}``) and tells the sampler its
         # values. Its answer is a recorded baseline run (real data, a seed per search), at full
@@ -681,6 +726,9 @@ def search(m: Method, seed: int, w: World) -> dict:
         # subset baseline is what the sampler is told.
         base = w.table.baseline[seed % len(w.table.baseline)]
         full = base["full_run"]
+        if isinstance(m.rule, TimeRule):  # the product reads the rung off this study's baseline
+            told_ttt = (base[fid + "_run"] if fid + "_run" in base else full).ttt(target)
+            m.rule.T = m.rule.share * told_ttt if told_ttt is not None else None
         # The baseline runs every rung's evaluation too (its points are the others' peers).
         spent += full.cost(N_GRID - 1, extra=m.rule.extra(N_GRID - 1) if m.rule and not m.tune else 0)
         h = full.ttt(w.target)
@@ -983,6 +1031,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
+        # One rung at equal train seconds, a share of the baseline's time to target (the product's
+        # default since 2026-11-25, clock: time, at 0.15), and the shares and ranking tried beside it.
+        *[Method(f"tpe+{r.name}+baseline", "tpe", r, warm=True)
+          for r in (TimeRule(0.15), TimeRule(0.08), TimeRule(0.11), TimeRule(0.2), TimeRule(0.11, kind="pred"))],
         # TPE variants (its good/bad split, its candidates), at full fidelity and under the default rule.
         *[Method(f"tpe+baseline/{tag}", "tpe", full_fidelity=True, warm=True, tpe=o) for tag, o in TPE_VARIANTS],
         *[Method(f"tpe+moasha-pred@1/9-eta9+baseline/{tag}", "tpe", R("pred", eta=9), warm=True, tpe=o)
@@ -1019,13 +1071,18 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  "tpe+moasha-pred@1/9+baseline/misses-only",
                  # Since 2026-11-24 (one rung at 1/9, eta 9, the default): a second rung at 1/3, 4/9, 2/3
                  "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
-                 "tpe+moasha-pred@1/9-eta4+baseline"}
-        ms = [m for m in ms if m.name not in extra and m.tpe is None]
+                 "tpe+moasha-pred@1/9-eta4+baseline",
+                 # Since 2026-11-25 (the time rung, the default): the eta-3 rule two defaults back
+                 # (231 CPU-s over 40 seeds; the run had grown to 945 s with the time rung added).
+                 "tpe+moasha-pred@1/9+baseline"}
+        ms = [m for m in ms if m.name not in extra and m.tpe is None
+              and not (isinstance(m.rule, TimeRule) and m.rule.name != "moasha-time@0.15")]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred"))]
     if quick:
         keep = {"random", "tpe", "tpe+baseline", "random+moasha@1/9", "random+moasha-pred@1/9", "effsearch-default",
                 "tpe+moasha-pred@1/9+baseline", "tpe+moasha-pred@1/9-eta9+baseline", "tpe+oracle@1/9+baseline",
+                "tpe+moasha-time@0.15+baseline",
                 "rows:random", "rows:random+moasha-pred@1/9", "rows:random+moasha-pred@1/9-eta9"}
         ms = [m for m in ms if m.name in keep]
     return ms
@@ -1035,7 +1092,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", type=Path, default=TABLE)
     # 40: on 20 seeds the default's ratio read 0.317 on seeds 0-19 and 0.392 on 20-39 (the rule was
-    # picked on the first twenty); a verdict that holds needs both halves. 700 s on 2 cores.
+    # picked on the first twenty); a verdict that holds needs both halves. 819 s on 2 idle cores.
     ap.add_argument("--seeds", type=int, default=40)
     ap.add_argument("--budget-trials", type=float, default=80,
                     help="the compute budget, in baseline full-fidelity trials (their median real cost)")
