@@ -86,3 +86,22 @@ def test_eta_9_decides_once_at_a_ninth_and_keeps_the_best_ninth(se):
     for n in range(1, 9):  # a second to a ninth peer at the rung: only one in 9 goes on
         assert rule.play(fast if n == 1 else run(se, 6, 0.97), target, pools, n) == (None if n == 1 else 0)
     assert list(pools) == [(0, 0)]  # one rung: no point was judged at 1/3
+
+
+def test_the_time_rung_judges_at_equal_seconds_and_falls_back_without_a_baseline_time(se):
+    """TimeRule (the product's clock: time): each run at its first point at or past T seconds, on
+    accuracy, the baseline's point a peer; a run whose budget ends before T is never judged;
+    without T (a baseline that missed) the product's budget rung decides."""
+    rule = se.TimeRule(0.15, eta=2)
+    rule.T = 2.5
+    pools: dict = {}
+    fast = se.Run([0.5 * (k + 1) for k in range(se.N_GRID)], [0.9] * se.N_GRID, 0.97, 0.0, 0.1, 0.2)
+    slow = se.Run([2.0 * (k + 1) for k in range(se.N_GRID)], [0.3] * se.N_GRID, 0.97, 0.0, 0.1, 0.2)
+    short = se.Run([0.2 * (k + 1) for k in range(se.N_GRID)], [0.1] * se.N_GRID, 0.5, 0.0, 0.1, 0.2)
+    assert rule.play(fast, 0.95, pools, 0, may_prune=False) is None  # the baseline: judged at 2.5 s (k=4)
+    assert pools["time"] == [0.9]
+    assert rule.play(slow, 0.95, pools, 1) == 1  # its first point past 2.5 s is 4 s (k=1), below the baseline
+    assert rule.play(short, 0.95, pools, 2) is None and pools["time"] == [0.9, 0.3]  # ends at 1.8 s
+    assert rule.extra(1) == 0
+    rule.T = None
+    assert rule.play(slow, 0.95, {}, 3) is None  # the fallback's first trial at its rung: no peer yet
