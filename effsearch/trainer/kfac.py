@@ -61,7 +61,7 @@ class KFACSGD(torch.optim.SGD):
         # The model's order, not a set's: a set of modules iterates by address, which differs
         # between runs, and the KL clip sums over layers in that order; the rounding it moved was
         # enough to change which examples selective backprop kept, so a seeded run did not repeat.
-        current = list(dict.fromkeys(self._eligible()))
+        current = list(self._eligible())  # model.modules() yields each module once
         self.layers = {m: self.layers.get(m) or _Layer(m) for m in current}
         for layer in self.layers.values():
             self.handles.append(layer.module.register_forward_hook(self._forward_hook))

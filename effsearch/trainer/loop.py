@@ -241,10 +241,11 @@ class Loop:
     def _due(self) -> bool:
         """An evaluation is due at this step: a planned step, or a train-seconds mark passed."""
         due = self.step in self.eval_steps
-        if self.marks and time.perf_counter() - self.t0 - self.eval_seconds >= self.marks[0]:
+        if self.marks:
             now = time.perf_counter() - self.t0 - self.eval_seconds
-            self.marks = [m for m in self.marks if m > now]
-            due = True
+            if now >= self.marks[0]:
+                self.marks = [m for m in self.marks if m > now]
+                due = True
         return due
 
     def _train_step(self, batch) -> None:
