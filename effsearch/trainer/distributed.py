@@ -174,6 +174,13 @@ def agree(flag: bool, ctx: Context, device: str) -> bool:
     return bool(t.item())
 
 
+def broadcast_float(x: float, ctx: Context, device: str) -> float:
+    """Rank 0's ``x`` on every rank."""
+    t = torch.tensor([x], dtype=torch.float64, device=device)
+    torch.distributed.broadcast(t, src=0)
+    return float(t.item())
+
+
 def broadcast_object(obj, ctx: Context):
     box = [obj]
     torch.distributed.broadcast_object_list(box, src=0)

@@ -101,8 +101,8 @@ class Loop:
         self.eval_steps |= {min(self.total, max(1, math.ceil(e * self.bpe - 1e-9))) for e in eval_at}
         # Points at train seconds (a pruner's time rung): the first step at or past each, read on the
         # host clock (no sync: on a GPU the host may be a few steps ahead; the point's own time is
-        # synced). Not for data-parallel runs, whose ranks could not agree on the step unasked.
-        self.marks = sorted(eval_after) if not (dist is not None and dist.on) else []
+        # synced). Data-parallel: rank 0's clock decides for every rank (_due).
+        self.marks = sorted(eval_after)
         self.lr_factors = factors(cfg.schedule, self.total)
 
         state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(device),
@@ -243,6 +243,12 @@ class Loop:
         due = self.step in self.eval_steps
         if self.marks:
             now = time.perf_counter() - self.t0 - self.eval_seconds
+            if self.dist.on:
+                # Every rank must evaluate at the same step (rank 0 scores, the others wait in
+                # _agree): rank 0's clock, one 8-byte broadcast a step, and only until the last mark.
+                from effsearch.trainer.distributed import broadcast_float
+
+                now = broadcast_float(now, self.dist, self.device)
             if now >= self.marks[0]:
                 self.marks = [m for m in self.marks if m > now]
                 due = True

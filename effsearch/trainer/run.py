@@ -65,13 +65,15 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
           eval_after: tuple[float, ...] = ()) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
     at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs);
-    ``eval_after``: train seconds, the same (a time rung; single-process runs only).
+    ``eval_after``: train seconds, the same (a time rung; data-parallel: rank 0's clock).
     ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads)."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
-    # Every rank must evaluate at the same steps (they agree on stopping there).
-    entry = functools.partial(train, eval_at=tuple(eval_at)) if eval_at else train
+    # Every rank must evaluate at the same steps (they agree on stopping there): the other ranks
+    # get the same extra points (rank 0 scores them, the others wait there).
+    entry = (functools.partial(train, eval_at=tuple(eval_at), eval_after=tuple(eval_after))
+             if eval_at or eval_after else train)
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, progress, on_eval = None, False, None
