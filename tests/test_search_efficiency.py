@@ -105,3 +105,17 @@ def test_the_time_rung_judges_at_equal_seconds_and_falls_back_without_a_baseline
     assert rule.extra(1) == 0
     rule.T = None
     assert rule.play(slow, 0.95, {}, 3) is None  # the fallback's first trial at its rung: no peer yet
+
+
+def test_the_headline_interval_covers_what_other_seeds_read(se):
+    import numpy as np
+
+    ratios = np.random.default_rng(1).lognormal(mean=np.log(0.33), sigma=0.5, size=40)
+    lo, hi = se.median_interval(ratios)
+    assert lo < float(np.median(ratios)) < hi
+    # Over many fresh seed sets of the same size, about 90% of their medians fall inside.
+    fresh = np.median(np.random.default_rng(2).lognormal(np.log(0.33), 0.5, size=(2000, 40)), axis=1)
+    assert 0.7 < np.mean((fresh >= lo) & (fresh <= hi)) <= 1.0
+    assert se.median_interval([0.3] * 40) == (0.3, 0.3)  # no spread, no interval
+    wide = se.median_interval(np.random.default_rng(1).lognormal(np.log(0.33), 1.0, size=40))
+    assert wide[1] - wide[0] > hi - lo  # more seed noise, a wider interval
