@@ -18,7 +18,8 @@ Gradient accumulation (``accumulate: k``): an optimizer step takes k micro-batch
 AFTER_DATALOADER and the forward/backward events fire per micro-batch, the others once
 a step). Data-parallel (``distributed``): training steps go through DDP (``no_sync``
 on all but the last micro-batch); rank 0 evaluates and decides when to stop, and the
-others learn its decision at evaluation points and epoch ends, never per step.
+others learn its decision at evaluation points and epoch ends, never per step (but for
+rank 0's clock, broadcast each step while a time-rung mark is ahead).
 """
 
 from __future__ import annotations
