@@ -78,9 +78,9 @@ list; that level is still printed, as context.)
 Printed per method: median final HV share, reach share (seeds reaching 0.9 of
 the table's front within the budget), median compute to reach it (the budget for a
 seed that never does). Last lines: ``compute_ratio=`` (median over seeds of
-the best pruned/tuning method's compute to 0.9 of the table's front divided by the best
-full-fidelity sampler's; never reaching counts as the budget), ``reach_share=``
-and ``seeds=``; the same for the current effsearch default; ``compute_ratio_interval90=``, a
+the product's default rule's (``PRODUCT``; the best pruned/tuning method of the run if it was
+left out) compute to 0.9 of the table's front divided by the best full-fidelity sampler's; never
+reaching counts as the budget), ``reach_share=`` and ``seeds=``; ``compute_ratio_interval90=``, a
 bootstrap interval of the headline over seeds (what another seed set would read). Beside the headline (paired by
 seed, as the issue defines it), the median over all seed pairs (``compute_ratio_all_pairs=``:
 two searches with one seed share only their random first trials, so the pairing is arbitrary and
@@ -166,6 +166,11 @@ class Run:
                 return self.t_at(j)
         prev = (self.t_at(k - 1), self.acc_at(k - 1)) if k > first else None
         return predicted_time(self.t_at(k), self.acc_at(k), EARLY[k + len(EARLY)] if k < 0 else GRID[k], target, prev)
+
+
+# The product's default rule (pruner: {name: moasha}): one budget rung at a ninth, keeping the best
+# ninth, ranked on (predicted time to target, accuracy); the searches start with the baseline.
+PRODUCT = "tpe+moasha-pred@1/9-eta9+baseline"
 
 
 def median_interval(values, level: float = 0.9, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
@@ -1042,7 +1047,7 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
         # One rung at equal train seconds, a share of the baseline's time to target (the product's
-        # default since 2026-11-25, clock: time, at 0.15), and the shares and ranking tried beside it.
+        # clock: time, at 0.15; its default for a day), and the shares and ranking tried beside it.
         *[Method(f"tpe+{r.name}+baseline", "tpe", r, warm=True)
           for r in (TimeRule(0.15), TimeRule(0.08), TimeRule(0.11), TimeRule(0.2), TimeRule(0.11, kind="pred"))],
         # TPE variants (its good/bad split, its candidates), at full fidelity and under the default rule.
@@ -1273,6 +1278,9 @@ def main() -> None:
                 print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
                       f"{statistics.mean(reached[m.name]):.2f}")
     best_eff = min(eff, key=lambda m: (ratio(m)[0], -ratio(m)[1]))
+    # The headline is the product's default rule, not the best of the list on these seeds (picking
+    # the best of several on the seeds it is reported on flatters it); without it in the run, the best.
+    head = next((m for m in eff if m.name == PRODUCT), best_eff)
     if args.seeds >= 4:  # picking the best of many on the same seeds flatters it: pick on half, report the other
         half = args.seeds // 2
 
@@ -1285,7 +1293,7 @@ def main() -> None:
               f"compute ratio is "
               f"{ratio_on(pick, range(half, args.seeds)):.3f}, reach share "
               f"{statistics.mean(reached[pick.name][half:]):.2f}")
-    r, share = ratio(best_eff)
+    r, share = ratio(head)
     # Context, not the headline: the same at two other levels, 0.9 of the union of every front the
     # surrogate searches found (an extreme value of 20 x methods searches, the old yardstick) and 0.9
     # of the best full-fidelity sampler's median final HV (a level one search reaches).
@@ -1309,12 +1317,15 @@ def main() -> None:
         d, dshare = ratio(old)
         print(f"\nstudies/fashion-mnist.yaml's setup (TPE + MO-ASHA@1/9 rank spent + phase 1 on 20%), "
               f"'effsearch-default': compute_ratio={d:.3f} reach_share={dshare:.2f}")
-    print(f"best effsearch configuration: {best_eff.name} (picked from {len(eff)} on these seeds)")
+    print(f"best effsearch configuration: {best_eff.name} (picked from {len(eff)} on these seeds): compute "
+          f"ratio {ratio(best_eff)[0]:.3f}, all pairs {all_pairs(best_eff):.3f}")
+    print(f"headline: {head.name}" + (" (the product's default)" if head.name == PRODUCT else
+                                      " (the product's default was left out of this run)"))
     for m in oracles:
         print(f"{m.name}, which knows every outcome (a rung rule that never errs): compute ratio "
               f"{ratio(m)[0]:.3f}, all pairs {all_pairs(m):.3f}")
-    print(f"compute_ratio_all_pairs={all_pairs(best_eff):.3f}")
-    lo, hi = interval(best_eff)
+    print(f"compute_ratio_all_pairs={all_pairs(head):.3f}")
+    lo, hi = interval(head)
     print(f"compute_ratio_interval90={lo:.3f}-{hi:.3f}  (seeds resampled: how far the headline moves with "
           f"another {args.seeds} seeds)")
     print(f"compute_ratio={r:.3f}")

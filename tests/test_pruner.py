@@ -203,7 +203,7 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     from effsearch.search.pruner import make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
-    sp = make_pruner({"name": "moasha", "eta": 2, "time_fraction": 0.25}, study)
+    sp = make_pruner({"name": "moasha", "clock": "time", "eta": 2, "time_fraction": 0.25}, study)
     cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
     base = study.ask()
     base.set_user_attr("baseline", True)
@@ -235,3 +235,24 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     with pytest.raises(ValueError, match="clock"):
         MOASHAPruner(clock="epochs")
 
+
+
+def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time():
+    """pruner: {name: moasha} judges each trial at a share of its own epochs: the time rung
+    (clock: time) ranks on early speed alone and lost the accurate recipes end to end
+    (docs/results.md, runs 15-17)."""
+    from effsearch.search.pruner import make_pruner
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    sp = make_pruner({"name": "moasha"}, study)
+    cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
+    base = study.ask()
+    base.set_user_attr("baseline", True)
+    sp.begin(base, cfg, may_prune=False)
+    base.set_user_attr("time_to_target", 8.0)
+    base.set_user_attr("history", [{"epoch": 1, "train_seconds": 1.5, "val_accuracy": 0.5}])
+    study.tell(base, [8.0, 0.95])
+    t = study.ask()
+    sp.begin(t, cfg)
+    assert sp.time_rung() is None and sp.eval_after(cfg) == ()
+    assert sp.eval_at(cfg) == pytest.approx((4 / 9,))  # one rung at a ninth of its 4 epochs

@@ -22,7 +22,7 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # summed wall seconds reach it (effsearch.search.budget)
     seed: 0
     workers: 1                  # worker processes on this machine
-    pruner: none                # or {name: moasha, clock: time, time_fraction: 0.15, eta: 9, min_trials: 2}
+    pruner: none                # or {name: moasha, clock: budget, eta: 9, min_trials: 2}
     tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
                                 #     val_subset: 1, target_accuracy: T, top_k: 5, seeds: 2}
     heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
