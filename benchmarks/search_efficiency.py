@@ -600,7 +600,7 @@ class OracleRule(Rule):
 
 
 class TimeRule(Rule):
-    """The product's ``clock: time`` (the default since 2026-11-25): one rung at ``share`` x the
+    """The product's ``clock: time`` (its default on 2026-11-25 only): one rung at ``share`` x the
     baseline's time to target, in train seconds. Every trial is judged at its first evaluation at or
     past it (EARLY points included), on accuracy, by the product's ``keep_by_accuracy``; a trial
     whose budget ends before it is never cut; the baseline's point there is a peer. ``T`` is set
@@ -1087,7 +1087,7 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  # Since 2026-11-24 (one rung at 1/9, eta 9, the default): a second rung at 1/3, 4/9, 2/3
                  "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
                  "tpe+moasha-pred@1/9-eta4+baseline",
-                 # Since 2026-11-25 (the time rung, the default): the eta-3 rule two defaults back
+                 # Since 2026-11-25 (the time rung added): the eta-3 rule, an earlier default
                  # (231 CPU-s over 40 seeds; the run had grown to 945 s with the time rung added).
                  "tpe+moasha-pred@1/9+baseline"}
         ms = [m for m in ms if m.name not in extra and m.tpe is None
@@ -1246,13 +1246,11 @@ def main() -> None:
     best_full = min(full_fid, key=lambda m: (statistics.median(to_reach[m.name]), -statistics.median(
         c[-1] for c in curves[m.name])))
 
-    def ratio(m):
-        rs = [to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in range(args.seeds)]
-        return statistics.median(rs), statistics.mean(reached[m.name])
+    def paired(m):  # per seed: m's compute to the level over the yardstick's with the same seed
+        return [to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in range(args.seeds)]
 
-    def interval(m):
-        a, b = np.array(to_reach[m.name]), np.maximum(np.array(to_reach[best_full.name]), 1e-9)
-        return median_interval(a / b)
+    def ratio(m):
+        return statistics.median(paired(m)), statistics.mean(reached[m.name])
 
     def all_pairs(m):
         # Two searches with one seed share their random first trials and nothing after, so which
@@ -1285,7 +1283,8 @@ def main() -> None:
         half = args.seeds // 2
 
         def ratio_on(m, seeds):
-            return statistics.median(to_reach[m.name][s] / max(to_reach[best_full.name][s], 1e-9) for s in seeds)
+            rs = paired(m)
+            return statistics.median(rs[s] for s in seeds)
 
         pick = min(eff, key=lambda m: ratio_on(m, range(half)))
         f0 = args.first_seed
@@ -1325,7 +1324,7 @@ def main() -> None:
         print(f"{m.name}, which knows every outcome (a rung rule that never errs): compute ratio "
               f"{ratio(m)[0]:.3f}, all pairs {all_pairs(m):.3f}")
     print(f"compute_ratio_all_pairs={all_pairs(head):.3f}")
-    lo, hi = interval(head)
+    lo, hi = median_interval(paired(head))
     print(f"compute_ratio_interval90={lo:.3f}-{hi:.3f}  (seeds resampled: how far the headline moves with "
           f"another {args.seeds} seeds)")
     print(f"compute_ratio={r:.3f}")

@@ -167,18 +167,16 @@ def wrap(model, cfg, ctx: Context, device: str):
     return ddp, counter, dense
 
 
-def agree(flag: bool, ctx: Context, device: str) -> bool:
-    """Rank 0's ``flag`` on every rank (one tiny broadcast)."""
-    t = torch.tensor([1 if flag else 0], device=device)
-    torch.distributed.broadcast(t, src=0)
-    return bool(t.item())
-
-
 def broadcast_float(x: float, ctx: Context, device: str) -> float:
-    """Rank 0's ``x`` on every rank."""
+    """Rank 0's ``x`` on every rank (one 8-byte broadcast)."""
     t = torch.tensor([x], dtype=torch.float64, device=device)
     torch.distributed.broadcast(t, src=0)
     return float(t.item())
+
+
+def agree(flag: bool, ctx: Context, device: str) -> bool:
+    """Rank 0's ``flag`` on every rank."""
+    return broadcast_float(1.0 if flag else 0.0, ctx, device) != 0.0
 
 
 def broadcast_object(obj, ctx: Context):
