@@ -158,7 +158,7 @@ def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
 
     # A run whose evaluations cross the target but whose delivered model misses it.
     scores = iter([(0.9, 0.3), (0.9, 0.3), (0.1, 2.0), (0.1, 2.0)])
-    monkeypatch.setattr(L.Loop, "evaluate", lambda self, x, y: next(scores))
+    monkeypatch.setattr(L.Loop, "score", lambda self, x, y, enough=None: (*next(scores), len(y)))
     r = train(TrainConfig.from_dict(tiny(epochs=2, target_accuracy=0.5)), progress=False)
     assert [p.val_accuracy for p in r.history] == [0.9, 0.9]
     assert r.final.val_accuracy == 0.1
@@ -280,3 +280,50 @@ def test_evaluations_after_train_seconds_land_on_the_first_step_past_each():
     assert [p.epoch for p in r.history] == [0.25, 1.0, 2.0]
     r = train(cfg, progress=False, eval_after=(1e6,))  # never reached: no extra point
     assert [p.epoch for p in r.history] == [1.0, 2.0]
+
+
+def test_the_accuracy_bound_is_below_the_true_accuracy_at_most_as_often_as_it_says():
+    """A point stopped early is wrong only when the bound falls under the true accuracy: 0.135%
+    (z = 3, one-sided) at any accuracy. Checked by drawing scores of n images at known accuracies
+    (Wilson's bound failed this near 0.97)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for p in (0.1, 0.5, 0.85, 0.97):
+        for n in (128, 256, 1024):
+            c = rng.binomial(n, p, size=20000)
+            below = np.mean([L.accuracy_upper(int(k), n) < p for k in c])
+            assert below < 0.0025, (p, n, below)
+    assert L.accuracy_upper(128, 128) == 1.0 and 0.0 < L.accuracy_upper(0, 128) < 0.1
+    assert L.accuracy_upper(64, 128) < L.accuracy_upper(64, 127)  # fewer images, wider
+
+
+def test_a_point_scores_as_much_of_the_validation_set_as_its_decision_needs(monkeypatch):
+    """score(enough=...) asks after 1, 2, 4, ... batches and stops where told, the accuracy that
+    of the images scored; a run with ``settle`` scores points below the target on a prefix of a
+    fixed shuffle and its last point whole; without it every point is whole."""
+    monkeypatch.setitem(L.EVAL_BATCH, "cpu", 16)
+    run, _ = prepared({"epochs": 1})
+    run.fit()
+    x, y = run.splits.val_x, run.splits.val_y
+    asked = []
+    with run.loop.delivered():
+        whole = run.loop.score(x, y)
+        assert whole[2] == len(y) and whole[:2] == run.loop.evaluate(x, y)
+        assert run.loop.score(x, y, enough=lambda u: asked.append(u) or False)[:2] == pytest.approx(whole[:2])
+        first = run.loop.score(x, y, enough=lambda u: True)
+        alone = run.loop.evaluate(x[:16], y[:16])
+    assert len(asked) == len([b for b in (1, 2, 4, 8, 16, 32) if 16 * b < len(y)])
+    assert first[2] == 16 and first[:2] == pytest.approx(alone)
+
+    cfg = TrainConfig.from_dict(tiny(epochs=2, eval_every=0.25, target_accuracy=0.99))
+    plain = train(cfg, progress=False)
+    settled = train(cfg, progress=False, settle=True)
+    assert all(p.val_images is None for p in plain.history)
+    assert [p.val_images for p in settled.history[:-1]] == [16] * (len(settled.history) - 1)
+    assert settled.history[-1].val_images is None
+    assert settled.history[-1].val_accuracy == plain.history[-1].val_accuracy
+    assert settled.final.val_accuracy == plain.final.val_accuracy
+    # A hook's verdict comes first: False scores every point whole.
+    hooked = train(cfg, progress=False, settle=lambda epoch, seconds, upper: False)
+    assert [p.val_accuracy for p in hooked.history] == [p.val_accuracy for p in plain.history]

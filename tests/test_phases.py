@@ -25,7 +25,7 @@ from tests.helpers import tiny
 
 
 def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True,
-                   eval_after=()):
+                   eval_after=(), settle=False):
     """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
     epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)

@@ -256,3 +256,28 @@ def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time(
     sp.begin(t, cfg)
     assert sp.time_rung() is None and sp.eval_after(cfg) == ()
     assert sp.eval_at(cfg) == pytest.approx((4 / 9,))  # one rung at a ninth of its 4 epochs
+
+
+def test_a_rung_is_settled_on_part_of_the_validation_set_only_when_pruned_at_its_upper_bound():
+    """``settle``: a rung's point scored on a shuffled prefix of the validation set, its accuracy at
+    most ``upper``. True only when it is pruned even at ``upper`` (and then the whole-set score,
+    lower, prunes it too); False where it may be kept (scored whole: its record is a peer); None
+    off the rungs; the baseline is always scored whole."""
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    pruner = MOASHAPruner(eta=3, min_fraction=1 / 4, min_trials=2)  # rungs at 1 and 3 of 4 epochs
+    for acc in (0.80, 0.75, 0.70):
+        t = study.ask()
+        RungTracker(pruner, study, t, 4, 0.95)(EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=acc))
+    t = study.ask()
+    track = RungTracker(pruner, study, t, 4, 0.95)
+    assert track.settle(0.5, 0.5, 0.3) is None  # no rung here: the trainer's own rule
+    assert track.settle(1, 1.0, 0.5) is True  # even at 0.5 it is not in the best third of 4
+    assert track.settle(1, 1.0, 0.9) is False  # at 0.9 it would be kept: score it whole
+    for upper in (0.5, 0.6, 0.7, 0.74):
+        if track.settle(1, 1.0, upper):
+            assert not pruner.decide(track._point(1, 1.0, upper - 0.05, None),
+                                     [RungPoint.from_attr(v) for v in pruner.peers(study, t, "rung_0")])
+    assert track(EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.45))  # pruned, as settled
+    assert track.settle(1, 1.0, 0.5) is None  # decided: nothing left to settle
+    base = study.ask()
+    assert RungTracker(pruner, study, base, 4, 0.95, may_prune=False).settle(1, 1.0, 0.1) is False

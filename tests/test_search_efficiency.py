@@ -119,3 +119,32 @@ def test_the_headline_interval_covers_what_other_seeds_read(se):
     assert se.median_interval([0.3] * 40) == (0.3, 0.3)  # no spread, no interval
     wide = se.median_interval(np.random.default_rng(1).lognormal(np.log(0.33), 1.0, size=40))
     assert wide[1] - wide[0] > hi - lo  # more seed noise, a wider interval
+
+
+def test_settled_points_cost_a_first_batch_as_the_product_scores_them(se):
+    """The product scores a point on its first batch when the upper bound there is under the
+    target, or once the target was reached; a rung's point when it is pruned even at that bound.
+    Whole: rungs a trial was kept at, the run's end, and a stop no bound would have made."""
+    settle = se.Settle(128, 256)
+    assert settle.share == 0.5 and settle.upper(0.5) < 0.95 < settle.upper(0.94)
+    r = se.Run([float(k + 1) for k in range(9)], [0.5, 0.6, 0.94, 0.96, 0.9, 0.97, 0.97, 0.97, 0.97], 0.97,
+               0.0, 1.0, 0.0)
+    # 0.5, 0.6 settled; 0.94 is within the bound of 0.95 (whole); 0.96 reaches it (whole);
+    # then settled to the end, which is whole: 2 x 0.5 + 2 + 4 x 0.5 + 1.
+    assert r.evals(8, 0.95, settle) == pytest.approx(6.0)
+    assert r.evals(8, 0.95, None) == pytest.approx(9.0) == r.evals(8, 0.95, settle, whole=range(9))
+    assert r.evals(8, 0.95, settle, whole=[0]) == pytest.approx(6.5)  # kept at a rung at 1/9
+    assert r.evals(0, 0.95, settle, stop=True) == pytest.approx(1.0)
+    assert r.evals(0, 0.95, settle, stop=True, stop_settled=True) == pytest.approx(0.5)
+    assert r.cost(0, pruned=True, evals=0.5) == pytest.approx(1.0 + 0.5)
+
+    # The rule says whether a stop was settled: pruned even at the bound of its first batch.
+    rule = se.Rule("pred", eta=9, min_trials=1)
+    rule.settle = settle
+    pools: dict = {}
+    strong = se.Run([float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 1.0, 0.0)
+    assert rule.play(strong, 0.95, pools, 0) is None and rule.rungs_passed == [0]
+    chance = se.Run([float(k + 1) for k in range(9)], [0.1] * 9, 0.1, 0.0, 1.0, 0.0)
+    assert rule.play(chance, 0.95, pools, 1) == 0 and rule.stop_settled
+    close = se.Run([float(k + 1) for k in range(9)], [0.85] * 9, 0.9, 0.0, 1.0, 0.0)
+    assert rule.play(close, 0.95, pools, 2) == 0 and not rule.stop_settled  # kept at its bound

@@ -13,6 +13,7 @@ import yaml
 from optuna.trial import TrialState
 
 import effsearch.trainer.run as trainer_run
+from effsearch.trainer import loop
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import objective, report, workers
@@ -480,9 +481,17 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    monkeypatch.setitem(loop.EVAL_BATCH, "cpu", 8)  # so that this tiny validation set has prefixes
     path = write_study(tmp_path, n_trials=5, pruner={"name": "moasha", "eta": 3, "clock": "budget"})  # two rungs
     assert main(["run", str(path)]) == 0
     assert len(runs) == 5
+    # Points are scored on as much of the validation set as their decision needs; the baseline's
+    # (the yardstick's curve, the others' peers) and every run's last are scored whole.
+    assert all(p.val_images is None for p in runs[0][2].history)
+    assert all(r.history[-1].val_images is None for _, _, r in runs if r.status == "completed")
+    assert any(p.val_images for _, _, r in runs for p in r.history)
+    stored = [p.get("val_images") for t in load(path)[0].get_trials() for p in t.user_attrs["history"]]
+    assert stored == [p.val_images for _, _, r in runs for p in r.history]
     for cfg, at, r in runs:
         assert at == pytest.approx((cfg.epochs / 9, cfg.epochs / 3))
         epochs = [p.epoch for p in r.history]

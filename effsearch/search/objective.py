@@ -100,10 +100,14 @@ class Objective:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
             # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
             # evaluation and set-up in each completed phase-1 trial's 14 s (run 12).
+            # Each point scores as much of the validation set as its decision needs (a rung's
+            # verdict, else whether it can be the crossing of the target): below the target a
+            # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
             result = train(cfg, data_root=self.data_root, progress=False,
                            on_eval=lambda point: self.pruner.on_eval(trial, point), eval_at=self.pruner.eval_at(cfg),
                            eval_after=self.pruner.eval_after(cfg),
-                           test=self.spec.phase != "tune")
+                           test=self.spec.phase != "tune",
+                           settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper))
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on

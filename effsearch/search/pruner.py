@@ -73,6 +73,11 @@ class StudyPruner(Protocol):
     def eval_after(self, cfg) -> tuple[float, ...]:
         """Train seconds at which the trainer must evaluate ``cfg`` (its first step at or past each)."""
 
+    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+        """A point at ``epoch`` / ``seconds`` whose accuracy is at most ``upper`` so far (part of the
+        validation set scored): True if this pruner's decision there is already made, False if it
+        needs the whole set, None if the point is no decision of this pruner's."""
+
 
 class NoPruner:
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
@@ -85,6 +90,9 @@ class NoPruner:
         return ()
 
     def on_eval(self, trial, point: EvalPoint) -> str | None:
+        return None
+
+    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
         return None
 
 
@@ -126,6 +134,11 @@ class MOASHAStudyPruner:
         if self.tracker is None or self.tracker.trial.number != trial.number:
             return None
         return self.tracker(point)
+
+    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+        if self.tracker is None or self.tracker.trial.number != trial.number:
+            return None
+        return self.tracker.settle(epoch, seconds, upper)
 
     def eval_at(self, cfg) -> tuple[float, ...]:
         """Every budget rung gets its own evaluation. Without one a rung was decided at the next
@@ -247,18 +260,18 @@ class MOASHAPruner:
         trial.set_user_attr(key, me.to_attr())
         if not may_prune:
             return None
-        peers = []
-        for t in study.get_trials(deepcopy=False):
-            if t.number == trial.number:
-                continue
-            v = t.user_attrs.get(key)
-            if v is not None:
-                peers.append(RungPoint.from_attr(v))
+        peers = [RungPoint.from_attr(v) for v in self.peers(study, trial, key)]
         if self.decide(me, peers):
             return None
         return (f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
                 f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
                 f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})")
+
+    @staticmethod
+    def peers(study, trial, key: str) -> list:
+        """The other trials' records under ``key`` (their points at one rung)."""
+        return [t.user_attrs[key] for t in study.get_trials(deepcopy=False)
+                if t.number != trial.number and key in t.user_attrs]
 
     def keep_by_accuracy(self, accuracy: float, peers: list[float]) -> bool:
         """True: keep a trial at ``accuracy`` among ``peers`` (the others' accuracies at the same
@@ -277,15 +290,17 @@ class MOASHAPruner:
         trial.set_user_attr(TIME_KEY, [seconds, accuracy])
         if not may_prune:
             return None
-        peers = [float(t.user_attrs[TIME_KEY][1]) for t in study.get_trials(deepcopy=False)
-                 if t.number != trial.number and TIME_KEY in t.user_attrs]
-        if base_accuracy is not None:
-            peers.append(base_accuracy)
+        peers = self.time_peers(study, trial, base_accuracy)
         if self.keep_by_accuracy(accuracy, peers):
             return None
         return (f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
                 f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
                 f"trials there")
+
+    def time_peers(self, study, trial, base_accuracy: float | None) -> list[float]:
+        """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
+        peers = [float(v[1]) for v in self.peers(study, trial, TIME_KEY)]
+        return peers + ([base_accuracy] if base_accuracy is not None else [])
 
     def _time_label(self, me: RungPoint) -> str:
         if me.reached:
@@ -304,28 +319,66 @@ class RungTracker:
         self.reached_seconds = None
         self.previous: tuple[float, float] | None = None  # the evaluation before this one
         self.seen: set = set()  # rungs decided: their indices, and "time"
+        self._peers: tuple | None = None  # (rung key, its peers) read for the point being scored
 
     def __call__(self, point: EvalPoint) -> str | None:
+        self._peers = None
         if self.time_rung is not None:
             return self._at_time(point)
         if self.reached_seconds is None and point.val_accuracy >= self.target:
             self.reached_seconds = point.train_seconds
         previous, self.previous = self.previous, (point.train_seconds, point.val_accuracy)
-        # Epochs come rounded to 4 places; the point the trainer placed at a rung may read a hair short.
-        frac = point.epoch / self.budget
-        k = self.pruner.rung_of(frac + 5e-5 / self.budget)
-        if k is None or k in self.seen:
+        k = self._rung(point.epoch)
+        if k is None:
             return None
         self.seen.add(k)
-        reached = self.reached_seconds is not None
-        if reached:
-            t = self.reached_seconds
-        elif self.pruner.rank == "predicted":
-            t = predicted_time(point.train_seconds, point.val_accuracy, frac, self.target, previous)
-        else:
-            t = point.train_seconds
-        me = RungPoint(t, point.val_accuracy, reached)
+        me = self._point(point.epoch, point.train_seconds, point.val_accuracy, previous)
         return self.pruner.check(self.study, self.trial, k, me, self.may_prune)
+
+    def settle(self, epoch: float, seconds: float, upper: float) -> bool | None:
+        """A rung's point scored on part of the validation set, its accuracy at most ``upper``: True
+        if it is pruned even at ``upper`` (the decision is monotone in accuracy: a more accurate
+        point is never ranked worse), False if it may be kept (scored whole: its record is the
+        others' peer). The baseline and warm starts are scored whole (the yardstick's curve)."""
+        if not self.may_prune:
+            return False
+        if self.time_rung is not None:
+            s, base_accuracy = self.time_rung
+            if "time" in self.seen or seconds < s or epoch / self.budget >= 0.99 \
+                    or TIME_KEY in self.trial.user_attrs:
+                return None
+            return not self.pruner.keep_by_accuracy(upper, self._read(TIME_KEY, base_accuracy))
+        k = self._rung(epoch)
+        if k is None or f"rung_{k}" in self.trial.user_attrs:
+            return None
+        me = self._point(epoch, seconds, upper, self.previous)
+        return not self.pruner.decide(me, [RungPoint.from_attr(v) for v in self._read(f"rung_{k}")])
+
+    def _read(self, key: str, base_accuracy=None) -> list:
+        """The peers at ``key``, read once for all the questions about one point."""
+        if self._peers is None or self._peers[0] != key:
+            peers = self.pruner.time_peers(self.study, self.trial, base_accuracy) if key == TIME_KEY \
+                else self.pruner.peers(self.study, self.trial, key)
+            self._peers = (key, peers)
+        return self._peers[1]
+
+    def _rung(self, epoch: float) -> int | None:
+        """The budget rung a point at ``epoch`` decides, if any not decided yet."""
+        # Epochs come rounded to 4 places; the point the trainer placed at a rung may read a hair short.
+        k = self.pruner.rung_of(epoch / self.budget + 5e-5 / self.budget)
+        return None if k is None or k in self.seen else k
+
+    def _point(self, epoch: float, seconds: float, accuracy: float, previous) -> RungPoint:
+        reached = self.reached_seconds is not None or accuracy >= self.target
+        if self.reached_seconds is not None:
+            t = self.reached_seconds
+        elif reached:
+            t = seconds
+        elif self.pruner.rank == "predicted":
+            t = predicted_time(seconds, accuracy, epoch / self.budget, self.target, previous)
+        else:
+            t = seconds
+        return RungPoint(t, accuracy, reached)
 
     def _at_time(self, point: EvalPoint) -> str | None:
         seconds, base_accuracy = self.time_rung

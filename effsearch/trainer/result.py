@@ -43,6 +43,7 @@ class EvalPoint:
     train_loss: float | None = None
     subset_size: int | None = None  # data subset selection: images in the current subset
     selections: int | None = None  # data subset selection: subsets chosen so far
+    val_images: int | None = None  # scored on this shuffled prefix of the validation set (None: all of it)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

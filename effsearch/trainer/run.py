@@ -28,6 +28,10 @@ from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versi
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
 EvalHook = Callable[[EvalPoint], "str | None"]
+# settle(epoch, train_seconds, upper) -> True: the point's decision is the same at any validation
+# accuracy up to ``upper`` (stop scoring it); False: it needs the whole set; None: no decision of
+# the hook's here (the trainer's own rule: below the target, or the target already reached).
+SettleHook = Callable[[float, float, float], "bool | None"]
 
 
 def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
@@ -62,11 +66,14 @@ def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
 
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
           on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
-          eval_after: tuple[float, ...] = ()) -> RunResult:
+          eval_after: tuple[float, ...] = (), settle: SettleHook | bool = False) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
     at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs);
     ``eval_after``: train seconds, the same (a time rung; data-parallel: rank 0's clock).
-    ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads)."""
+    ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads).
+    ``settle``: score each evaluation point on as much of the validation set as its decision needs
+    (True: the trainer's own rule; a SettleHook: the study's pruner first; ``loop.py``); False:
+    every point on the whole set (``effsearch train``: the user's curve is exact)."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
@@ -76,12 +83,12 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
              if eval_at or eval_after else train)
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
-            out_dir, progress, on_eval = None, False, None
-        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test, eval_after)
+            out_dir, progress, on_eval, settle = None, False, None, False
+        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test, eval_after, settle)
 
 
 def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval,
-           eval_at=(), test: bool = True, eval_after=()) -> RunResult:
+           eval_at=(), test: bool = True, eval_after=(), settle=False) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -89,7 +96,7 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test, eval_after)
+        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test, eval_after, settle)
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -135,7 +142,7 @@ class Prepared:
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
             on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None, eval_at=(),
-            eval_after=()) -> Prepared:
+            eval_after=(), settle: SettleHook | bool = False) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process)."""
     from effsearch.trainer.distributed import SINGLE
@@ -154,7 +161,7 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
                 on_eval=on_eval, progress=progress,
                 point_extras=[selection.point_extra] if selection is not None else [],
                 on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist, eval_at=eval_at,
-                eval_after=eval_after)
+                eval_after=eval_after, settle=settle)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
 
@@ -209,11 +216,11 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
 
 def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
          on_eval: EvalHook | None, data_root=None, dist=None, eval_at=(), test: bool = True,
-         eval_after=()) -> None:
+         eval_after=(), settle=False) -> None:
     from effsearch.trainer.sparsity import measure
 
     run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at,
-                  eval_after=eval_after)
+                  eval_after=eval_after, settle=settle)
     loop = run.loop
     result.final.setup_seconds = loop.setup_seconds
     try:
