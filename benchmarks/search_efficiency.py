@@ -138,6 +138,18 @@ class Run:
     early_t: tuple = ()  # train seconds and val accuracy at EARLY (evaluated only for a rung there)
     early_acc: tuple = ()
 
+    def with_acc(self, k: int, accuracy: float) -> Run:
+        """This run with its accuracy at grid position ``k`` replaced (a bound, to ask a rule)."""
+        import dataclasses
+
+        if k < 0:
+            early = list(self.early_acc)
+            early[k + len(EARLY)] = accuracy
+            return dataclasses.replace(self, early_acc=tuple(early))
+        acc = list(self.acc)
+        acc[k] = accuracy
+        return dataclasses.replace(self, acc=acc)
+
     def t_at(self, k: int) -> float:
         return self.early_t[k + len(EARLY)] if k < 0 else self.t[k]
 
@@ -149,12 +161,36 @@ class Run:
             return None
         return next((t for t, a in zip(self.t, self.acc) if a >= target), None)
 
-    def cost(self, k: int, pruned: bool = False, extra: int = 0) -> float:
+    def cost(self, k: int, pruned: bool = False, extra: int = 0, evals: float | None = None) -> float:
         """Compute spent by a trial that stopped after grid position ``k``, with ``extra``
         evaluations before the ninths (its rungs there). A pruned trial runs no final evaluation
-        (its rung evaluation scored the delivered model; nobody reads its test)."""
-        return (self.overhead + self.t_at(k) + self.eval_s * (max(k + 1, 0) + extra)
-                + (0.0 if pruned else self.final_eval))
+        (its rung evaluation scored the delivered model; nobody reads its test). ``evals``: its
+        evaluations' seconds (``evals()``); default every point scored whole."""
+        if evals is None:
+            evals = self.eval_s * (max(k + 1, 0) + extra)
+        return self.overhead + self.t_at(k) + evals + (0.0 if pruned else self.final_eval)
+
+    def evals(self, k: int, target: float, settle, whole=(), stop: bool = False, stop_settled: bool = False,
+              extra: int = 0) -> float:
+        """Seconds of the evaluations at grid positions 0..``k`` (and ``extra`` before the ninths,
+        scored whole) when each point is scored on as much of the validation set as its decision
+        needs (the product's ``settle``): a point under the target by its upper bound on the first
+        batch, or after the target was reached, costs ``settle.share`` of a whole one. Whole: the
+        positions in ``whole`` (rungs the trial was kept at), the run's end, and the point it was
+        stopped at (``stop``) unless the rule prunes it even at that bound (``stop_settled``).
+        ``settle`` None: every point whole (the product before 2026-11-25, night)."""
+        if settle is None:
+            return self.eval_s * (max(k + 1, 0) + extra)
+        total, reached = self.eval_s * extra, False
+        for j in range(0, k + 1):
+            a = self.acc_at(j)
+            if j == k and stop:
+                part = stop_settled
+            else:
+                part = j not in whole and j != N_GRID - 1 and (reached or settle.upper(a) < target)
+            total += self.eval_s * (settle.share if part else 1.0)
+            reached = reached or a >= target
+        return total
 
     def extrapolated_ttt(self, k: int, target: float, first: int = 0) -> float:
         """Time to target so far, or predicted from the curve as the product's pruner predicts it.
@@ -166,6 +202,24 @@ class Run:
                 return self.t_at(j)
         prev = (self.t_at(k - 1), self.acc_at(k - 1)) if k > first else None
         return predicted_time(self.t_at(k), self.acc_at(k), EARLY[k + len(EARLY)] if k < 0 else GRID[k], target, prev)
+
+
+@dataclass(frozen=True)
+class Settle:
+    """How the product scores a point on part of the validation set: its first batch (``n``
+    images, shuffled) costs ``share`` of a whole evaluation (``images`` in all); the decision is
+    read off the upper bound there (trainer/loop.py, ``accuracy_upper``) at the recorded accuracy."""
+    n: int
+    images: int
+
+    @property
+    def share(self) -> float:
+        return self.n / self.images
+
+    def upper(self, accuracy: float) -> float:
+        from effsearch.trainer.loop import accuracy_upper
+
+        return accuracy_upper(round(accuracy * self.n), self.n)
 
 
 # The product's default rule (pruner: {name: moasha}): one budget rung at a ninth, keeping the best
@@ -502,6 +556,8 @@ class Rule:
         knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
         self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
         self.kind, self.eta, self.min_trials = kind, eta, self.product.min_trials
+        self.settle = None  # World's Settle, set by search(): the stop point's cost
+        self.rungs_passed, self.stop_settled = [], False  # the run just played: kept at; stopped settled
         self.brackets = []
         if kind == "hb":
             f = min_fraction
@@ -531,6 +587,7 @@ class Rule:
     def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
         """Feed ``run`` through its rungs; the grid position it was pruned at, or None (completed).
         With ``may_prune`` False (the baseline) its points are only recorded for the others."""
+        self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
         for b in (range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]):
@@ -539,9 +596,13 @@ class Rule:
                 pool = pools.setdefault((b, k), [])
                 me = self.point(run, k, target)
                 keep = self.decide(me, pool) if may_prune else True
+                if not keep and self.settle is not None:  # pruned even at the first batch's upper bound?
+                    self.stop_settled = not self.decide(self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))),
+                                                                   k, target), pool)
                 pool.append(me)
                 if not keep:
                     return k
+                self.rungs_passed.append(k)
         return None
 
     def point(self, run: Run, k: int, target: float):
@@ -586,6 +647,7 @@ class OracleRule(Rule):
     def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
         from effsearch.search.pareto import hypervolume_2d
 
+        self.rungs_passed, self.stop_settled = [], False
         front = pools.setdefault("oracle", [])
         h = run.ttt(target) if run.ok else None
         p = (h, -run.final) if h is not None else None
@@ -595,8 +657,9 @@ class OracleRule(Rule):
             return None
         if p is not None and hypervolume_2d(front + [p], self.ref) > hypervolume_2d(front, self.ref) + 1e-12:
             front.append(p)
+            self.rungs_passed = [grid_index(self.brackets[0][0])]
             return None
-        return grid_index(self.brackets[0][0])
+        return grid_index(self.brackets[0][0])  # scored whole: an oracle's stop is no bound's
 
 
 class TimeRule(Rule):
@@ -621,8 +684,12 @@ class TimeRule(Rule):
         from effsearch.search.pruner import RungPoint
 
         if self.T is None:
-            return self.fallback.play(run, target, pools, n, may_prune)
+            self.fallback.settle = self.settle
+            stop = self.fallback.play(run, target, pools, n, may_prune)
+            self.rungs_passed, self.stop_settled = self.fallback.rungs_passed, self.fallback.stop_settled
+            return stop
         self._extra = 0
+        self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
         first = -len(EARLY) if run.early_t else 0
@@ -638,7 +705,11 @@ class TimeRule(Rule):
         else:
             me = run.acc_at(k)
             keep = self.product.keep_by_accuracy(me, pool) if may_prune else True
+            if not keep and self.settle is not None:
+                self.stop_settled = not self.product.keep_by_accuracy(self.settle.upper(me), pool)
         pool.append(me)
+        if keep:
+            self.rungs_passed = [k]
         return None if keep else k
 
 
@@ -691,9 +762,10 @@ class World:
     """Everything a search needs: the space, the answers, the targets and the budget."""
 
     def __init__(self, space, table: Table, surrogates: dict, target: float, tune_target: float, budget: float,
-                 base=None):
+                 base=None, settle: Settle | None = None):
         self.space, self.table, self.sur, self.base = space, table, surrogates, base
         self.target, self.tune_target, self.budget = target, tune_target, budget
+        self.settle = settle  # how a point is scored on part of the validation set (None: always whole)
 
 
 def make_sampler(m: Method, seed: int):
@@ -734,6 +806,9 @@ def search(m: Method, seed: int, w: World) -> dict:
     phase1 = []  # (key, values, constraint, x, params) of completed phase-1 trials
     if isinstance(m.rule, TimeRule):
         m.rule.T = None  # set from this search's baseline, if it has one
+    if m.rule:
+        m.rule.settle = w.settle
+    every = range(N_GRID)  # the baseline under a pruner: every point scored whole (the others' peers)
     if m.warm:
         # The product trains the base config first (``baseline: {}``) and tells the sampler its
         # values. Its answer is a recorded baseline run (real data, a seed per search), at full
@@ -745,13 +820,16 @@ def search(m: Method, seed: int, w: World) -> dict:
             told_ttt = (base[fid + "_run"] if fid + "_run" in base else full).ttt(target)
             m.rule.T = m.rule.share * told_ttt if told_ttt is not None else None
         # The baseline runs every rung's evaluation too (its points are the others' peers).
-        spent += full.cost(N_GRID - 1, extra=m.rule.extra(N_GRID - 1) if m.rule and not m.tune else 0)
+        x_full = m.rule.extra(N_GRID - 1) if m.rule and not m.tune else 0
+        spent += full.cost(N_GRID - 1, extra=x_full, evals=full.evals(N_GRID - 1, w.target, w.settle,
+                                                                      every if m.rule and not m.tune else (),
+                                                                      extra=x_full))
         h = full.ttt(w.target)
         if h is not None:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
         if m.tune:
-            spent += told.cost(N_GRID - 1)
+            spent += told.cost(N_GRID - 1, evals=told.evals(N_GRID - 1, target, w.settle, every if m.rule else ()))
         if order is None:
             study.enqueue_trial(w.space.encode(w.base))
             trial = study.ask()
@@ -771,7 +849,7 @@ def search(m: Method, seed: int, w: World) -> dict:
                 continue
             confirmed.add(key)
             run = w.sur["full"](x, key)
-            spent += run.cost(N_GRID - 1)
+            spent += run.cost(N_GRID - 1, evals=run.evals(N_GRID - 1, w.target, w.settle))  # phase 2: no pruner
             h = run.ttt(w.target)
             if h is not None:
                 hits.append((spent, h, run.final))
@@ -808,13 +886,18 @@ def search(m: Method, seed: int, w: World) -> dict:
         n += 1
         if stop is not None:
             n_pruned += 1
-            spent += run.cost(stop, pruned=True, extra=m.rule.extra(stop))
+            x_stop = m.rule.extra(stop)
+            spent += run.cost(stop, pruned=True, extra=x_stop,
+                              evals=run.evals(stop, target, w.settle, m.rule.rungs_passed, stop=True,
+                                              stop_settled=m.rule.stop_settled, extra=x_stop))
             if trial is not None:
                 if m.constraints == "all":  # what the product stores: the shortfall where it stopped
                     set_constraints(trial, [shortfall(run.acc_at(stop), run.acc_at(stop) >= target, target)])
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
-        spent += run.cost(N_GRID - 1, extra=m.rule.extra(N_GRID - 1) if m.rule else 0)
+        x_end = m.rule.extra(N_GRID - 1) if m.rule else 0
+        spent += run.cost(N_GRID - 1, extra=x_end, evals=run.evals(N_GRID - 1, target, w.settle,
+                                                                    m.rule.rungs_passed if m.rule else (), extra=x_end))
         if not run.ok:
             if trial is not None:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -1121,6 +1204,9 @@ def main() -> None:
     ap.add_argument("--all", action="store_true",
                     help="every method, the losing ones too (rank spent, 20%%-tuning, rungs at 1/27; over an hour on 2 cores)")
     ap.add_argument("--only", default="", help="comma-separated method names (default: all)")
+    ap.add_argument("--whole-evals", action="store_true",
+                    help="score every evaluation point on the whole validation set (the product before "
+                         "2026-11-25, night; the default models its settled points)")
     args = ap.parse_args()
     t_start = time.perf_counter()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -1175,8 +1261,17 @@ def main() -> None:
     for line in tau_table(table, target, tune_target, sur):
         print(line)
 
-    WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base)
-    WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base)
+    settle = None
+    if not args.whole_evals:
+        from effsearch.trainer.data import load_splits
+        from effsearch.trainer.loop import EVAL_BATCH
+
+        images = len(load_splits(spec.base).val_y)
+        settle = Settle(min(EVAL_BATCH["cpu"], images), images)
+        print(f"evaluation points scored as the product does: a point settled on its first batch costs "
+              f"{settle.n} of {images} validation images' evaluation ({settle.share:.2f}; --whole-evals: none settled)\n")
+    WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base, settle)
+    WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base, settle)
     # A rung before the first ninth needs every run's early points (EARLY_TABLE, all or none).
     ms = [m for m in methods(args.quick, args.gp, args.all) if (m.tune is None or m.tune in sur)
           and (table.early or not (m.rule and m.rule.early))]
