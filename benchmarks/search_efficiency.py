@@ -93,6 +93,7 @@ a rung rule that never erred would reach (about the floor for any rule on this r
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -217,9 +218,14 @@ class Settle:
         return self.n / self.images
 
     def upper(self, accuracy: float) -> float:
-        from effsearch.trainer.loop import accuracy_upper
+        return _upper(round(accuracy * self.n), self.n)
 
-        return accuracy_upper(round(accuracy * self.n), self.n)
+
+@functools.lru_cache(maxsize=None)
+def _upper(correct: int, n: int) -> float:
+    from effsearch.trainer.loop import accuracy_upper
+
+    return accuracy_upper(correct, n)
 
 
 # The product's default rule (pruner: {name: moasha}): one budget rung at a ninth, keeping the best

@@ -134,6 +134,10 @@ def plot_curve(result, path: Path, title: str = "") -> bool:
     ax = fig.add_subplot()
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.15, top=0.9)
     ax.plot(xs, ys, marker="o", label="validation accuracy")
+    part = [(x, y) for x, y, p in zip(xs, ys, result.history) if p.val_images]
+    if part:  # scored on a prefix of the validation set: settled, not measured to the last image
+        ax.plot(*zip(*part), linestyle="none", marker="o", markerfacecolor="white", color="C0",
+                label="on part of the validation set")
     ax.axhline(result.target_accuracy, color="grey", linestyle="--", label=f"target {result.target_accuracy:g}")
     if result.time_to_target is not None:
         ax.axvline(result.time_to_target, color="green", linestyle=":",
