@@ -192,13 +192,13 @@ def test_result_file_and_time_accounting(tmp_path, monkeypatch):
 
     cfg = TrainConfig.from_dict(tiny(epochs=3, target_accuracy=0.0))
     slow = 0.4
-    original = Loop.evaluate
+    original = Loop.score  # every pass: the points' and the final ones
 
-    def slow_eval(self, *args):
+    def slow_eval(self, *args, **kwargs):
         time.sleep(slow)
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Loop, "evaluate", slow_eval)
+    monkeypatch.setattr(Loop, "score", slow_eval)
     r = train(cfg, out_dir=tmp_path, progress=False)
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["status"] == "completed"
@@ -262,8 +262,8 @@ def test_ctrl_c_writes_partial_result(tmp_path):
 def test_on_eval_hook_can_stop_a_run(monkeypatch):
     from effsearch.trainer.loop import Loop
 
-    passes, evaluate = [], Loop.evaluate
-    monkeypatch.setattr(Loop, "evaluate", lambda self, x, y: passes.append(len(x)) or evaluate(self, x, y))
+    passes, score = [], Loop.score
+    monkeypatch.setattr(Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough))
     cfg = TrainConfig.from_dict(tiny(epochs=5))
     r = train(cfg, progress=False, on_eval=lambda p: "weak" if p.epoch >= 2 else None)
     assert r.status == "pruned" and r.reason == "weak"
@@ -277,8 +277,8 @@ def test_on_eval_hook_can_stop_a_run(monkeypatch):
 def test_a_run_without_test_scores_validation_only(monkeypatch):
     from effsearch.trainer.loop import Loop
 
-    passes, evaluate = [], Loop.evaluate
-    monkeypatch.setattr(Loop, "evaluate", lambda self, x, y: passes.append(len(x)) or evaluate(self, x, y))
+    passes, score = [], Loop.score
+    monkeypatch.setattr(Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough))
     cfg = TrainConfig.from_dict(tiny(epochs=2))
     full, calls = train(cfg, progress=False), len(passes)
     short = train(cfg, progress=False, test=False)
