@@ -157,11 +157,15 @@ def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tm
 
 
 @pytest.mark.timeout(420)
-def test_a_time_rung_point_lands_on_the_same_step_on_every_rank(tmp_path):
+def test_a_time_rung_point_lands_on_the_same_step_on_every_rank(tmp_path, monkeypatch):
     """A pruner's time rung (``eval_after``) in a data-parallel run: rank 0's clock picks the
     step; the other rank waits there, and a stop decided on that point stops both (a rank that
-    went on would wait for the other's gradients until the timeout)."""
+    went on would wait for the other's gradients until the timeout). Rank 0 scores its points
+    on part of the validation set (``settle``) while the other waits."""
+    from effsearch.trainer import loop
     from effsearch.trainer.run import train
+
+    monkeypatch.setitem(loop.EVAL_BATCH, "cpu", 8)  # rank 0 is this process
 
     cfg = TrainConfig.from_dict(tiny(**{"distributed.processes": 2, "epochs": 3}))  # 2 steps an epoch a rank
     seen = []
@@ -170,9 +174,11 @@ def test_a_time_rung_point_lands_on_the_same_step_on_every_rank(tmp_path):
         seen.append(point.epoch)
         return "pruned at the second point" if len(seen) == 2 else None
 
-    result = train(cfg, progress=False, on_eval=on_eval, eval_after=(1e-9, 1e6))
+    result = train(cfg, progress=False, on_eval=on_eval, eval_after=(1e-9, 1e6),
+                   settle=lambda epoch, seconds, upper: True)
     assert seen == [0.5, 1.0]  # the first step past the mark, then the epoch's end
     assert result.status == "pruned" and [p.epoch for p in result.history] == [0.5, 1.0]
+    assert [p.val_images for p in result.history] == [8, 8]
 
 
 def test_processes_above_the_machine_are_refused_with_the_limit(monkeypatch):
