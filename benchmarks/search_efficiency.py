@@ -168,7 +168,7 @@ class Run:
         (its rung evaluation scored the delivered model; nobody reads its test). ``evals``: its
         evaluations' seconds (``evals()``); default every point scored whole."""
         if evals is None:
-            evals = self.eval_s * (max(k + 1, 0) + extra)
+            evals = self.evals(k, 0.0, None, extra=extra)
         return self.overhead + self.t_at(k) + evals + (0.0 if pruned else self.final_eval)
 
     def evals(self, k: int, target: float, settle, whole=(), stop: bool = False, stop_settled: bool = False,

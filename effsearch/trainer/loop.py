@@ -109,7 +109,6 @@ class Loop:
         # Points scored on as much of the validation set as their decision needs (``settle``):
         # in a shuffled order (fixed, the same for every trial), so any prefix is a fair sample.
         self.settle = settle
-        self.reached = False  # a point has reached the target: later points decide nothing
         if settle and self.dist.main:
             x, y = val
             order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0)).to(y.device)
@@ -396,7 +395,6 @@ class Loop:
         enough = (lambda upper: self._enough(epoch, seconds, upper)) if self.settle and self.step < self.total else None
         with self.delivered():
             acc, loss, n = self.score(*self.val, enough=enough)
-        self.reached = self.reached or acc >= self.cfg.target_accuracy
         train_loss = float(self.loss_sum) / max(self.loss_steps, 1)  # one read per point: the GPU is idle here
         self.loss_sum.zero_()
         self.loss_steps = 0
@@ -440,7 +438,8 @@ class Loop:
         verdict = self.settle(epoch, seconds, upper) if callable(self.settle) else None
         if verdict is not None:
             return verdict
-        return self.reached or upper < self.cfg.target_accuracy
+        target = self.cfg.target_accuracy  # once a point reached it, later points decide nothing
+        return upper < target or any(p.val_accuracy >= target for p in self.result.history)
 
     def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
         """Accuracy and mean loss of the model on ``(x, y)``: large batches, no gradients, the
