@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 
@@ -29,7 +30,13 @@ def main() -> None:
     from effsearch.search import phases, studyfile
     from effsearch.trainer.run import train
 
-    spec = studyfile.load(args.study)
+    from effsearch.config import ConfigError
+
+    try:
+        spec = studyfile.load(args.study)
+    except ConfigError as e:  # bad input: the message, exit 2 (as the CLI)
+        print(f"settle_eval.py: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     if args.phase == "tune" and spec.tuning:
         spec = phases.tune_spec(spec)
     cfg = phases.trial_config(spec, spec.base)
