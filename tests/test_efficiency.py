@@ -41,6 +41,23 @@ def test_kfac_update_on_one_linear_layer_is_the_damped_kronecker_fisher_solve(da
     assert not torch.allclose(update, grad, rtol=0.1)  # it did precondition
 
 
+def test_kfac_factors_stay_float32_under_bf16_autocast():
+    """The forward hook runs inside the step's autocast: its covariance came out bf16 and eigh
+    refused it on the H200 ("linalg_eigh_cuda" not implemented for 'BFloat16'). CPU autocast
+    makes the same bf16 product, so this fails here without the fix too."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(5, 3)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    opt = KFACSGD(lin.parameters(), lin, lr=0.1, momentum=0.0, update_every=1, kl_clip=None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(lin(x), y)
+    loss.backward()
+    opt.step()
+    layer = opt.layers[lin]
+    assert layer.A.dtype == layer.G.dtype == layer.QA.dtype == torch.float32
+    assert torch.isfinite(lin.weight).all()
+
+
 def test_kfac_captures_only_on_update_steps_and_trains():
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3,
                                         "epochs": 3}))

@@ -26,6 +26,14 @@ import torch
 import torch.nn.functional as F
 
 
+
+def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x.T @ x / n in float32. The forward hook runs inside the step's autocast, which would
+    make the product bf16 and then eigh refuses it on CUDA ("linalg_eigh_cuda not implemented
+    for 'BFloat16'"); the factors need float32's range anyway."""
+    with torch.autocast(x.device.type, enabled=False):
+        return x.t() @ (x / n)
+
 class _Layer:
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -85,7 +93,7 @@ class KFACSGD(torch.optim.SGD):
             a = a.reshape(-1, a.shape[-1])
         if module.bias is not None:
             a = torch.cat([a, a.new_ones(a.shape[0], 1) / (spatial if isinstance(module, torch.nn.Conv2d) else 1)], 1)
-        cov = a.t() @ (a / batch)
+        cov = _cov(a, batch)
         layer.a_sum = cov if layer.a_sum is None else layer.a_sum + cov
         layer.a_n += 1
         output.register_hook(lambda go, layer=layer, module=module: self._grad_hook(layer, module, go))
@@ -100,7 +108,7 @@ class KFACSGD(torch.optim.SGD):
         else:
             g = g.reshape(-1, g.shape[-1]) * batch
         g = g * self.accum_scale
-        cov = g.t() @ (g / g.shape[0])
+        cov = _cov(g, g.shape[0])
         layer.g_sum = cov if layer.g_sum is None else layer.g_sum + cov
         layer.g_n += 1
 
