@@ -35,7 +35,10 @@ want = ["mosaicml", "torch-optimizer", "pytorch-ranger", "coolname", "cords", "a
         "optuna", "alembic", "mako", "colorlog", "sqlalchemy", "greenlet", "plotly", "narwhals", "nose",
         # composer.loggers imports mcli at import time
         "mosaicml-cli", "argcomplete", "arrow", "backoff", "gql", "graphql-core", "prompt-toolkit", "wcwidth",
-        "questionary", "ruamel-yaml", "validators", "termcolor", "tzdata"]
+        "questionary", "ruamel-yaml", "validators", "termcolor", "tzdata",
+        # not in the GPU image: gql's websockets transport (mcli imports it), and importlib_metadata
+        # (composer.utils.collect_env); the first found by the rehearsal below, the second on the H200
+        "websockets", "importlib-metadata"]
 for name in want:
     m = re.search(r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
     if m:
@@ -55,16 +58,20 @@ EOF
 }
 
 install() {
-  if [ "$SMOKE" = 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY=$ROOT/.venv/bin/python; return; fi
-  if python3 -m pip download -q --no-deps -d /tmp/probe uv >/dev/null 2>&1; then
+  # GPU_CHECK_OFFLINE=1 takes the no-network path even with one; GPU_CHECK_PYTHON names the
+  # python holding torch. Together they rehearse the GPU machine here on a CPU copy of its torch:
+  #   GPU_CHECK_SMOKE=1 GPU_CHECK_OFFLINE=1 GPU_CHECK_PYTHON=/tmp/gpuenv/bin/python bash benchmarks/gpu_check.sh
+  local base=${GPU_CHECK_PYTHON:-python3} offline=${GPU_CHECK_OFFLINE:-0}
+  if [ "$SMOKE" = 1 ] && [ "$offline" != 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY=$ROOT/.venv/bin/python; return; fi
+  if [ "$offline" != 1 ] && "$base" -m pip download -q --no-deps -d /tmp/probe uv >/dev/null 2>&1; then
     log "install: README's commands (network)"
     python3 -m pip install -q uv && uv sync --frozen && PY=$ROOT/.venv/bin/python
   else
     log "install: no network; .gpu/wheels on the machine's own torch"
     ls "$GPU"/wheels/*.whl >/dev/null 2>&1 || { echo "no .gpu/wheels: run 'bash benchmarks/gpu_check.sh prepare' here and carry .gpu" >&2; exit 2; }
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/effsearch-site "$GPU"/wheels/*.whl
+    "$base" -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/effsearch-site "$GPU"/wheels/*.whl
     export PYTHONPATH=/tmp/effsearch-site:$ROOT
-    PY=python3
+    PY=$base
   fi
   "$PY" -c "import torch, composer, optuna, effsearch.cli; print('torch', torch.__version__, '| cuda:', torch.cuda.is_available(), '|', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
 }
@@ -131,7 +138,15 @@ summary() {
 
 case "$step" in
   prepare) prepare ;;
-  all) install; setup_run; baseline; overhead; study; summary ;;
-  baseline|overhead|study|summary) install; setup_run; "$step"; [ "$step" = summary ] || summary ;;
+  all)
+    # One lease buys one try: a part that fails is reported and the others still run.
+    # Each part runs as its own process (set -e holds inside it), on this install.
+    install; export PY PYTHONPATH="${PYTHONPATH:-}" GPU_CHECK_PART=1; failed=()
+    for part in baseline overhead study; do bash "$0" "$part" || failed+=("$part"); done
+    setup_run; summary
+    if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
+  baseline|overhead|study|summary)
+    if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
+    install; setup_run; "$step"; [ "$step" = summary ] || summary ;;
   *) echo "usage: $0 [prepare|all|baseline|overhead|study|summary]" >&2; exit 2 ;;
 esac
