@@ -226,10 +226,47 @@ def test_ghost_batchnorm_patch_keeps_composers_statistics():
     assert small.shape == (5, 3, 4, 4)
 
 
-# Algorithms that read nothing back per step (SAM does by design: its closure's loss
-# decides the second pass; StochasticDepth and SWA do inside Composer: docs/benchmarks.md).
+@pytest.mark.parametrize("interval", [1, 2])
+def test_sam_patch_steps_as_sharpness_aware_minimisation(interval):
+    """composer_compat 4: on a SAM step the update is SGD's with the gradient taken at
+    w + rho * g / |g|; on the steps between, a plain SGD step; no host read decides either."""
+    from composer.algorithms.sam.sam import SAMOptimizer
+
+    from effsearch.trainer import composer_compat
+
+    composer_compat.apply()
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 2)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    w0 = [t.detach().clone() for t in (lin.weight, lin.bias)]
+    opt = SAMOptimizer(torch.optim.SGD(lin.parameters(), lr=0.1), rho=0.05, interval=interval)
+
+    def closure(**kw):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(lin(x), y)
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert isinstance(loss, torch.Tensor)
+
+    def grad_at(params):
+        w, b = (t.clone().requires_grad_(True) for t in params)
+        torch.nn.functional.cross_entropy(x @ w.T + b, y).backward()
+        return [w.grad, b.grad]
+
+    g = grad_at(w0)
+    if interval == 1:  # this step is a SAM step
+        norm = torch.norm(torch.stack([t.norm(2) for t in g]), 2)
+        g = grad_at([t + 0.05 / (norm + 1e-12) * gt for t, gt in zip(w0, g)])
+    for t, t0, gt in zip((lin.weight, lin.bias), w0, g):
+        assert torch.allclose(t.detach(), t0 - 0.1 * gt, atol=1e-6)
+
+
+# Algorithms that read nothing back per step (StochasticDepth and SWA do inside Composer:
+# docs/benchmarks.md; SAM did, twice a step, until composer_compat 4).
 SYNC_FREE = ["label_smoothing", "mixup", "cutmix", "cutout", "ema", "gradient_clipping", "blurpool",
-             "progressive_resizing", "selective_backprop", "colout", "ghost_batchnorm", "channels_last"]
+             "progressive_resizing", "selective_backprop", "colout", "ghost_batchnorm", "channels_last", "sam"]
 
 
 @pytest.mark.parametrize("name", SYNC_FREE)

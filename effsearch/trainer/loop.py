@@ -152,8 +152,7 @@ class Loop:
         self.optimizer = state.optimizers[0]
         for group in self.optimizer.param_groups:
             group.setdefault("initial_lr", group["lr"])
-        # Composer's SAM needs a closure (it runs forward and backward twice); nothing else gets one,
-        # since a closure's loss is read on the host every step.
+        # Composer's SAM needs a closure (it runs forward and backward twice); nothing else gets one.
         self.closure = type(self.optimizer).__name__ == "SAMOptimizer"
         self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
         dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
@@ -306,8 +305,8 @@ class Loop:
             t = self._now()
         if self.closure:
             current = st.batch
-            loss = self.optimizer.step(closure=lambda **kw: self._forward_backward(current).item())
-            loss = torch.as_tensor(loss if loss is not None else float("nan"), device=self.device)
+            # The loss stays on the device (composer_compat 4: SAM asks only "is not None").
+            loss = self.optimizer.step(closure=lambda **kw: self._forward_backward(current))
         else:
             loss = self._forward_backward(st.batch)
             if self.scaler is not None:
