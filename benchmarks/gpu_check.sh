@@ -59,7 +59,9 @@ EOF
 
 install() {
   # GPU_CHECK_OFFLINE=1 takes the no-network path even with one; GPU_CHECK_PYTHON names the
-  # python holding torch. Together they rehearse the GPU machine here on a CPU copy of its torch:
+  # python holding torch. Together they rehearse the GPU machine here on a copy of its torch
+  # (a Python 3.12 venv with PyPI's torch==2.11.0 torchvision==0.26.0 and the image's usual
+  # packages: numpy scipy scikit-learn pyyaml torchmetrics tabulate py-cpuinfo numba anyio httpx ...):
   #   GPU_CHECK_SMOKE=1 GPU_CHECK_OFFLINE=1 GPU_CHECK_PYTHON=/tmp/gpuenv/bin/python bash benchmarks/gpu_check.sh
   local base=${GPU_CHECK_PYTHON:-python3} offline=${GPU_CHECK_OFFLINE:-0}
   if [ "$SMOKE" = 1 ] && [ "$offline" != 1 ] && [ -x "$ROOT/.venv/bin/python" ]; then PY=$ROOT/.venv/bin/python; return; fi
