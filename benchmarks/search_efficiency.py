@@ -1184,7 +1184,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         # slower machine, past the 15 minutes the default run must fit.
         ms = [m for m in ms if m.name not in extra and m.tpe is None and not isinstance(m.rule, TimeRule)]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
-        ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred"))]
+        ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred")),
+               # beside the yardstick and the default, with the baseline first as they have it
+               Method("gp+baseline", "gp", full_fidelity=True, warm=True),
+               Method("gp+moasha-pred@1/9-eta9+baseline", "gp", R("pred", eta=9), warm=True)]
     if quick:
         keep = {"random", "tpe", "tpe+baseline", "random+moasha@1/9", "random+moasha-pred@1/9", "effsearch-default",
                 "tpe+moasha-pred@1/9+baseline", "tpe+moasha-pred@1/9-eta9+baseline", "tpe+oracle@1/9+baseline",
