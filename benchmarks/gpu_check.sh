@@ -5,7 +5,10 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|study|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|study|summary   # one part (each installs first)
+# Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
+# ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
+# benchmarks/algorithm_cost.py, ~100 s) is a second call.
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -17,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 GPU=$ROOT/.gpu
-STUDY_SECONDS=${STUDY_SECONDS:-420}
+STUDY_SECONDS=${STUDY_SECONDS:-300}
 SMOKE=${GPU_CHECK_SMOKE:-0}
 step=${1:-all}
 
@@ -112,6 +115,17 @@ overhead() {
   fi
 }
 
+costs() {
+  log "each method's cost a step ($DEV): benchmarks/algorithm_cost.py"
+  if [ "$SMOKE" = 1 ]; then
+    "$PY" benchmarks/algorithm_cost.py --device cpu --tiny --rounds 1 --epochs 0.2 --only ema sam | tee "$OUTDIR/costs.txt"
+  else
+    "$PY" benchmarks/algorithm_cost.py --device cuda --rounds 3 2>&1 \
+      | grep -v "AUTOTUNE\|triton_mm\|^  mm \|strides:\|dtypes:\|num_choices\|Autotune" | tee "$OUTDIR/costs.txt"
+  fi
+  if [ -n "${OUT:-}" ]; then cp "$OUTDIR/costs.txt" "$OUT"/; fi
+}
+
 study() {
   log "GPU study: studies/fashion-mnist-gpu.yaml, at most ${STUDY_SECONDS}s"
   local extra=()
@@ -147,8 +161,8 @@ case "$step" in
     for part in baseline overhead study; do bash "$0" "$part" || failed+=("$part"); done
     setup_run; summary
     if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
-  baseline|overhead|study|summary)
+  baseline|overhead|costs|study|summary)
     if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
     install; setup_run; "$step"; [ "$step" = summary ] || summary ;;
-  *) echo "usage: $0 [prepare|all|baseline|overhead|study|summary]" >&2; exit 2 ;;
+  *) echo "usage: $0 [prepare|all|baseline|overhead|costs|study|summary]" >&2; exit 2 ;;
 esac
