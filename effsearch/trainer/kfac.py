@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 
 
-
 def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
     """x.T @ x / n in float32. The forward hook runs inside the step's autocast, which would
     make the product bf16 and then eigh refuses it on CUDA ("linalg_eigh_cuda not implemented
     for 'BFloat16'"); the factors need float32's range anyway."""
     with torch.autocast(x.device.type, enabled=False):
         return x.t() @ (x / n)
+
 
 class _Layer:
     def __init__(self, module: torch.nn.Module):
