@@ -30,31 +30,25 @@ from effsearch.trainer.run import train  # noqa: E402
 
 
 def variants(device: str) -> dict[str, dict]:
-    """name -> the patch on the recipe. Algorithms that need a ResNet bottleneck or host-side
-    PIL transforms are left out (the GPU study excludes the latter)."""
+    """name -> the recipe's changes, dotted keys for ``TrainConfig.replace``. Algorithms that
+    need a ResNet bottleneck or host-side PIL transforms are left out (the GPU study excludes
+    the latter)."""
     out: dict[str, dict] = {"plain": {}}
     for name, spec in ALGORITHMS.items():
         if spec.needs_bottleneck or spec.needs_torch_loader or name == "channels_last":
             continue
-        out[name] = {"algorithms": {name: {}}}
-    out["ghost_batchnorm/128"] = {"algorithms": {"ghost_batchnorm": {"ghost_batch_size": 128}}}
-    out["sam/interval 10"] = {"algorithms": {"sam": {"interval": 10}}}
-    out["ema/every 10ba"] = {"algorithms": {"ema": {"update_interval": "10ba"}}}
+        out[name] = {f"algorithms.{name}": {}}
+    out["ghost_batchnorm/128"] = {"algorithms.ghost_batchnorm": {"ghost_batch_size": 128}}
+    out["sam/interval 10"] = {"algorithms.sam": {"interval": 10}}
+    out["ema/every 10ba"] = {"algorithms.ema": {"update_interval": "10ba"}}
     out["channels_last"] = {"channels_last": True}
     out["fp32"] = {"precision": "fp32"}
-    out["kfac-sgd"] = {"optimizer": {"name": "kfac-sgd"}}
+    out["kfac-sgd"] = {"optimizer.name": "kfac-sgd"}
     out["accumulate 2"] = {"accumulate": 2}
     if device == "cuda":
-        out["fp32 unfused"] = {"precision": "fp32", "optimizer": {"fused": False}}
+        out["fp32 unfused"] = {"precision": "fp32", "optimizer.fused": False}
         out["amp_fp16"] = {"precision": "amp_fp16"}
         out["compile"] = {"compile": True}
-    return out
-
-
-def merge(base: dict, patch: dict) -> dict:
-    out = dict(base)
-    for k, v in patch.items():
-        out[k] = merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return out
 
 
@@ -81,7 +75,8 @@ def main() -> None:
         if unknown:
             ap.error(f"--only: unknown variant(s) {unknown}; known: {sorted(table)}")
         table = {k: v for k, v in table.items() if k in args.only or k == "plain"}
-    cfgs = {name: TrainConfig.from_dict(merge(base, patch)) for name, patch in table.items()}
+    plain = TrainConfig.from_dict(base)
+    cfgs = {name: plain.replace(**changes) for name, changes in table.items()}
     print(f"device: {args.device}; {base['dataset']} batch {base['batch_size']}, {args.epochs} epochs, "
           f"tiny-cnn width {base['model']['width']}, {base['precision']}; {args.rounds} round(s)", flush=True)
     run(cfgs["plain"], args.data_dir)  # warm-up: CUDA context, cuDNN autotuning, caches
