@@ -158,7 +158,7 @@ case "$step" in
     # One lease buys one try: a part that fails is reported and the others still run.
     # Each part runs as its own process (set -e holds inside it), on this install.
     install; export PY PYTHONPATH="${PYTHONPATH:-}" GPU_CHECK_PART=1; failed=()
-    for part in baseline overhead study; do bash "$0" "$part" || failed+=("$part"); done
+    for part in baseline overhead study; do bash "$ROOT/benchmarks/gpu_check.sh" "$part" || failed+=("$part"); done
     setup_run; summary
     if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
   baseline|overhead|costs|study|summary)
