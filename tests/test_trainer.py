@@ -259,11 +259,17 @@ def test_ctrl_c_writes_partial_result(tmp_path):
     assert len(saved["history"]) == 2
 
 
-def test_on_eval_hook_can_stop_a_run(monkeypatch):
+def count_passes(monkeypatch) -> list[int]:
+    """The sizes of the evaluation passes a run makes (``Loop.score``: points, final, test)."""
     from effsearch.trainer.loop import Loop
 
     passes, score = [], Loop.score
     monkeypatch.setattr(Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough))
+    return passes
+
+
+def test_on_eval_hook_can_stop_a_run(monkeypatch):
+    passes = count_passes(monkeypatch)
     cfg = TrainConfig.from_dict(tiny(epochs=5))
     r = train(cfg, progress=False, on_eval=lambda p: "weak" if p.epoch >= 2 else None)
     assert r.status == "pruned" and r.reason == "weak"
@@ -275,10 +281,7 @@ def test_on_eval_hook_can_stop_a_run(monkeypatch):
 
 
 def test_a_run_without_test_scores_validation_only(monkeypatch):
-    from effsearch.trainer.loop import Loop
-
-    passes, score = [], Loop.score
-    monkeypatch.setattr(Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough))
+    passes = count_passes(monkeypatch)
     cfg = TrainConfig.from_dict(tiny(epochs=2))
     full, calls = train(cfg, progress=False), len(passes)
     short = train(cfg, progress=False, test=False)
