@@ -5,7 +5,8 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|costs|study|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|study|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
 # benchmarks/algorithm_cost.py, ~100 s) is a second call.
@@ -23,6 +24,7 @@ GPU=$ROOT/.gpu
 STUDY_SECONDS=${STUDY_SECONDS:-300}
 SMOKE=${GPU_CHECK_SMOKE:-0}
 step=${1:-all}
+parts=("$@")
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -120,10 +122,22 @@ costs() {
   if [ "$SMOKE" = 1 ]; then
     "$PY" benchmarks/algorithm_cost.py --device cpu --tiny --rounds 1 --epochs 0.2 --only ema sam | tee "$OUTDIR/costs.txt"
   else
-    "$PY" benchmarks/algorithm_cost.py --device cuda --rounds 3 2>&1 \
+    local only=()  # COSTS_ONLY: comma-separated variant names (they hold spaces: "sam/interval 10")
+    if [ -n "${COSTS_ONLY:-}" ]; then IFS=, read -r -a only <<< "$COSTS_ONLY"; only=(--only "${only[@]}"); fi
+    "$PY" benchmarks/algorithm_cost.py --device cuda --rounds 3 "${only[@]}" 2>&1 \
       | grep -v "AUTOTUNE\|triton_mm\|^  mm \|strides:\|dtypes:\|num_choices\|Autotune" | tee "$OUTDIR/costs.txt"
   fi
   if [ -n "${OUT:-}" ]; then cp "$OUTDIR/costs.txt" "$OUT"/; fi
+}
+
+shapes() {
+  log "a worker's first run of a new shape, cudnn_benchmark on/off, per-trial warm-up on/off ($DEV)"
+  if [ "$SMOKE" = 1 ]; then
+    "$PY" benchmarks/first_run_shapes.py --device cpu --tiny --epochs 0.2 --only channels_last | tee "$OUTDIR/shapes.txt"
+  else
+    "$PY" benchmarks/first_run_shapes.py --device cuda --repeats 1 | tee "$OUTDIR/shapes.txt"
+  fi
+  if [ -n "${OUT:-}" ]; then cp "$OUTDIR/shapes.txt" "$OUT"/; fi
 }
 
 study() {
@@ -154,15 +168,19 @@ summary() {
 
 case "$step" in
   prepare) prepare ;;
-  all)
+  all|baseline|overhead|costs|shapes|study|summary)
+    if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
+    if [ "$step" = all ]; then parts=(baseline overhead study); fi
     # One lease buys one try: a part that fails is reported and the others still run.
-    # Each part runs as its own process (set -e holds inside it), on this install.
+    # Each part runs as its own process (set -e holds inside it), on one install.
     install; export PY PYTHONPATH="${PYTHONPATH:-}" GPU_CHECK_PART=1; failed=()
-    for part in baseline overhead study; do bash "$ROOT/benchmarks/gpu_check.sh" "$part" || failed+=("$part"); done
+    for part in "${parts[@]}"; do
+      case "$part" in baseline|overhead|costs|shapes|study|summary) ;;
+        *) echo "gpu_check: unknown part '$part'" >&2; exit 2 ;; esac
+      [ "$part" = summary ] && continue
+      bash "$ROOT/benchmarks/gpu_check.sh" "$part" || failed+=("$part")
+    done
     setup_run; summary
     if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
-  baseline|overhead|costs|study|summary)
-    if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
-    install; setup_run; "$step"; [ "$step" = summary ] || summary ;;
-  *) echo "usage: $0 [prepare|all|baseline|overhead|costs|study|summary]" >&2; exit 2 ;;
+  *) echo "usage: $0 [prepare|all|baseline|overhead|costs|shapes|study|summary ...]" >&2; exit 2 ;;
 esac
