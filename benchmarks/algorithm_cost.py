@@ -46,8 +46,12 @@ def variants(device: str) -> dict[str, dict]:
     out["kfac-sgd"] = {"optimizer.name": "kfac-sgd"}
     out["accumulate 2"] = {"accumulate": 2}
     if device == "cuda":
-        out["fp32 unfused"] = {"precision": "fp32", "optimizer.fused": False}
         out["amp_fp16"] = {"precision": "amp_fp16"}
+    if device == "cuda":
+        # cuDNN's autotuning (cudnn_benchmark, on by default) against its heuristics, per layout/dtype
+        for name in ("plain", "channels_last", "fp32", "amp_fp16"):
+            out[f"{name}/cudnn off"] = {**out.get(name, {}), "cudnn_benchmark": False}
+        out["fp32 unfused"] = {"precision": "fp32", "optimizer.fused": False}
         out["compile"] = {"compile": True}
     return out
 

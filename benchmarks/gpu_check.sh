@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
-# benchmarks/algorithm_cost.py, ~100 s) is a second call.
+# benchmarks/algorithm_cost.py, ~100 s; COSTS_ONLY="a,b" COSTS_ROUNDS=n) is a second call. On an
+# H100, `overhead shapes costs baseline` (3 costs variants) plus a 200 s study took 538 s.
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -124,7 +125,7 @@ costs() {
   else
     local only=()  # COSTS_ONLY: comma-separated variant names (they hold spaces: "sam/interval 10")
     if [ -n "${COSTS_ONLY:-}" ]; then IFS=, read -r -a only <<< "$COSTS_ONLY"; only=(--only "${only[@]}"); fi
-    "$PY" benchmarks/algorithm_cost.py --device cuda --rounds 3 "${only[@]}" 2>&1 \
+    "$PY" benchmarks/algorithm_cost.py --device cuda --rounds "${COSTS_ROUNDS:-3}" "${only[@]}" 2>&1 \
       | grep -v "AUTOTUNE\|triton_mm\|^  mm \|strides:\|dtypes:\|num_choices\|Autotune" | tee "$OUTDIR/costs.txt"
   fi
   if [ -n "${OUT:-}" ]; then cp "$OUTDIR/costs.txt" "$OUT"/; fi
@@ -162,7 +163,8 @@ summary() {
   "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --study "$OUTDIR/study.yaml"
   if [ -n "${OUT:-}" ]; then
     cp "$OUTDIR"/overhead.txt "$OUTDIR"/summary.txt "$OUTDIR"/profile.txt "$OUT"/ 2>/dev/null || true
-    for r in baseline baseline-bf16 fast; do [ -f "$OUTDIR/$r/result.json" ] && cp "$OUTDIR/$r/result.json" "$OUT/$r.json"; done
+    # `if`, not `&&`: a missing result (a part not run) must not make the loop, and so the script, fail
+    for r in baseline baseline-bf16 fast; do if [ -f "$OUTDIR/$r/result.json" ]; then cp "$OUTDIR/$r/result.json" "$OUT/$r.json"; fi; done
   fi
 }
 

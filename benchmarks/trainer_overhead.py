@@ -58,6 +58,7 @@ def plain_loop(cfg: TrainConfig, splits: D.Splits, device: str) -> tuple[float, 
     """A hand-written loop (airbench's habits): data on the device, one gather per batch, fused
     optimizer on CUDA, no host sync until the end. Returns (seconds, steps)."""
     cuda = device == "cuda"
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark  # as the trainer sets it
     torch.manual_seed(cfg.seed)
     model = build_model("tiny-cnn", splits.channels, splits.num_classes, cfg.model.width).to(device)
     fused = {"fused": True} if cuda else {}

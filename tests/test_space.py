@@ -201,3 +201,19 @@ def test_space_show_says_the_rules_when():
     assert rows["selection.strategy"] == ""  # no rule keeps selection off: FFCV serves subsets too
     parents = {d.name: d.parents for d in space.dims}
     assert set(parents["algorithms.sam"]) == {"optimizer.name", "optimizer.kfac", "precision"}
+
+
+def test_cudnn_autotuning_is_searched_on_a_gpu_only_when_asked():
+    """A worker keeps cuDNN's per-shape choice, so only its first trial of a shape would pay the
+    timing (1-6 s on an H100): by default the GPU space holds cudnn_benchmark at the base value
+    (off), and a range in the study file opts in."""
+    gpu_base = base(device="auto")
+    assert not gpu_base.cudnn_benchmark
+    space = Space.build(gpu_base, {}, GPU)
+    assert "cudnn_benchmark" not in space.active and "precision" in space.active
+    assert all(not cfg.cudnn_benchmark for _, cfg in sample(space, 20))
+    row = next(r for r in space.rows() if r["dimension"] == "cudnn_benchmark")
+    assert row["state"] == "n/a" and "range" in row["values"]
+    asked = Space.build(gpu_base, {"ranges": {"cudnn_benchmark": {"choices": [False, True]}}}, GPU)
+    assert "cudnn_benchmark" in asked.active
+    assert {cfg.cudnn_benchmark for _, cfg in sample(asked, 20)} == {False, True}

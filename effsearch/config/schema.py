@@ -157,7 +157,11 @@ class TrainConfig:
     compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
     channels_last: bool = spec(False)
     device: str = spec("auto", choices=DEVICES)
-    cudnn_benchmark: bool = spec(True, help="let cuDNN time its kernels for each new shape (CUDA only)")
+    # Off by default: on an H100 the timing costs 1-6 s for each new shape (layout, dtype, batch size)
+    # and gains at most ~8% a step on small nets, and a study's worker pays it only in its first
+    # trial of each shape, so trials would not be timed alike (docs/benchmarks.md).
+    cudnn_benchmark: bool = spec(False, help="let cuDNN time its kernels for each new shape (CUDA only; "
+                                             "pays for itself in long runs)")
     distributed: DistributedConfig = spec(factory=DistributedConfig)
     quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
                                                         "measured after training (quantized_bytes, accuracies)")

@@ -364,6 +364,10 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         # torch 2.7 runs fused SGD/AdamW on the CPU, but 9-17x slower a step than its default
         # (docs/benchmarks.md): settable, not worth searching.
         by_name["optimizer.fused"].extra["unavailable"] = "fused steps are slower on the CPU (torch 2.7)"
+    else:
+        # A worker caches cuDNN's choice per shape: its first trial of a shape pays 1-6 s of timing
+        # (H100), later ones nothing, so searching it times trials unlike each other. A range opts in.
+        by_name["cudnn_benchmark"].extra["unavailable"] = "not timed alike across a worker's trials; give a range"
     if machine.max_processes() < 2:
         for d in dims:
             if d.group == "distributed":
