@@ -158,7 +158,7 @@ class TrainConfig:
     channels_last: bool = spec(False)
     device: str = spec("auto", choices=DEVICES)
     # Off by default: on an H100 the timing costs 1-6 s for each new shape (layout, dtype, batch size)
-    # and gains at most ~8% a step on small nets, and a study's worker pays it only in its first
+    # and gained 0-10% a step on the tiny CNN, and a study's worker pays it only in its first
     # trial of each shape, so trials would not be timed alike (docs/benchmarks.md).
     cudnn_benchmark: bool = spec(False, help="let cuDNN time its kernels for each new shape (CUDA only; "
                                              "pays for itself in long runs)")
