@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-GPU=$ROOT/.gpu
+GPU=${GPU_CHECK_DIR:-$ROOT/.gpu}  # wheels, data, out/ (the tests point it elsewhere)
 STUDY_SECONDS=${STUDY_SECONDS:-300}
 SMOKE=${GPU_CHECK_SMOKE:-0}
 step=${1:-all}
@@ -173,16 +173,19 @@ case "$step" in
   all|baseline|overhead|costs|shapes|study|summary)
     if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
     if [ "$step" = all ]; then parts=(baseline overhead study); fi
+    for part in "${parts[@]}"; do  # a typo fails here, before the install spends the lease
+      case "$part" in baseline|overhead|costs|shapes|study|summary) ;;
+        *) echo "gpu_check: unknown part '$part'; parts: baseline overhead costs shapes study summary" >&2; exit 2 ;;
+      esac
+    done
     # One lease buys one try: a part that fails is reported and the others still run.
     # Each part runs as its own process (set -e holds inside it), on one install.
     install; export PY PYTHONPATH="${PYTHONPATH:-}" GPU_CHECK_PART=1; failed=()
     for part in "${parts[@]}"; do
-      case "$part" in baseline|overhead|costs|shapes|study|summary) ;;
-        *) echo "gpu_check: unknown part '$part'" >&2; exit 2 ;; esac
-      [ "$part" = summary ] && continue
-      bash "$ROOT/benchmarks/gpu_check.sh" "$part" || failed+=("$part")
+      if [ "$part" != summary ]; then bash "$ROOT/benchmarks/gpu_check.sh" "$part" || failed+=("$part"); fi
     done
     setup_run; summary
     if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
-  *) echo "usage: $0 [prepare|all|baseline|overhead|costs|shapes|study|summary ...]" >&2; exit 2 ;;
+  *) echo "gpu_check: unknown part '$step'; usage: $0 [prepare|all|baseline|overhead|costs|shapes|study|summary ...]" >&2
+     exit 2 ;;
 esac

@@ -90,7 +90,7 @@ def main() -> None:
         lines += [line for line in text if line.startswith(("device:", "ratio=", "profile:"))]
     lines += recipe_lines(args.out)
     lines += study_lines(args.study)
-    text = "\n".join(lines)
+    text = "\n".join(lines) or f"no overhead, recipe or study results in {args.out} (which parts ran?)"
     print(text)
     (args.out / "summary.txt").write_text(text + "\n")
 

@@ -1,0 +1,37 @@
+"""benchmarks/gpu_check.sh's dispatch, on the CPU: a lent GPU gives one try, so the script must
+refuse a bad part name before installing, and its exit status must say whether a part failed,
+not whether an optional result file happened to exist."""
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
+
+
+def run(args, tmp_path, **env):
+    e = {**os.environ, "GPU_CHECK_SMOKE": "1", "GPU_CHECK_DIR": str(tmp_path / "gpu"), **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=300,
+                          cwd=tmp_path)
+
+
+def test_an_unknown_part_is_refused_before_the_install(tmp_path):
+    for args in (["bogus"], ["overhead", "bogus"]):
+        r = run(args, tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "bogus" in r.stderr
+        assert "== install" not in r.stdout and "torch" not in r.stdout  # nothing installed or imported
+
+
+def test_summary_alone_exits_zero_without_any_result(tmp_path):
+    """The parts that write result files were not run: the summary still succeeds (it once exited
+    1 here, because a missing result ended its copy loop with a failed test)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["summary"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (out / "summary.txt").is_file()
+    assert not any(out.glob("*.json"))
+    assert "no overhead, recipe or study results" in (out / "summary.txt").read_text()
+    assert (tmp_path / "gpu" / "out" / "summary.txt").is_file()  # GPU_CHECK_DIR, not the checkout's .gpu
