@@ -168,15 +168,16 @@ summary() {
   fi
 }
 
+PARTS=(baseline overhead costs shapes study summary)
+known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+
 case "$step" in
   prepare) prepare ;;
-  all|baseline|overhead|costs|shapes|study|summary)
+  *)
     if [ "${GPU_CHECK_PART:-0}" = 1 ]; then setup_run; "$step"; exit; fi
     if [ "$step" = all ]; then parts=(baseline overhead study); fi
     for part in "${parts[@]}"; do  # a typo fails here, before the install spends the lease
-      case "$part" in baseline|overhead|costs|shapes|study|summary) ;;
-        *) echo "gpu_check: unknown part '$part'; parts: baseline overhead costs shapes study summary" >&2; exit 2 ;;
-      esac
+      known_part "$part" || { echo "gpu_check: unknown part '$part'; usage: $0 [prepare|all|$(IFS='|'; echo "${PARTS[*]}") ...]" >&2; exit 2; }
     done
     # One lease buys one try: a part that fails is reported and the others still run.
     # Each part runs as its own process (set -e holds inside it), on one install.
@@ -186,6 +187,4 @@ case "$step" in
     done
     setup_run; summary
     if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; fi ;;
-  *) echo "gpu_check: unknown part '$step'; usage: $0 [prepare|all|baseline|overhead|costs|shapes|study|summary ...]" >&2
-     exit 2 ;;
 esac
