@@ -299,6 +299,23 @@ def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
     assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6)
 
 
+def test_swa_with_compile_loads_its_averages_back(monkeypatch):
+    """SWA's averaged copy of a compiled model held the weights twice (``compiled._orig_mod.*``)
+    and failed to load back at its last epoch (a GPU study's trial). Dynamo's eager backend
+    stands in for inductor, which needs a GPU or a working C++ toolchain."""
+    import copy
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, mode=None, **kw: real(m, backend="eager"))
+    r = train(TrainConfig.from_dict(tiny(epochs=4, compile=True, algorithms={
+        "swa": {"swa_start": "0.25dur", "swa_end": "0.97dur", "update_interval": "1ep"}})), progress=False)
+    assert r.status == "completed", r.reason
+    run, _ = prepared({"compile": True})
+    model = run.state.model
+    assert model.compiled is not None
+    assert not any(k.startswith("compiled.") for k in copy.deepcopy(model).state_dict())
+
+
 def test_extra_evaluations_land_on_the_first_step_at_or_past_each_epoch_asked():
     """``eval_at`` (a pruner's rungs) adds points; one short of its epoch would judge a rung early."""
     cfg = TrainConfig.from_dict(tiny(epochs=2))  # 128 training images, batch 32: 4 steps an epoch

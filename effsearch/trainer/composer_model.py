@@ -36,6 +36,18 @@ class EffModel(ComposerModel):
         state["compiled"] = None
         return state
 
+    def __deepcopy__(self, memo):
+        # ComposerModel's copy sets each attribute with setattr, which registers the compiled
+        # module as a child: SWA's averaged copy then held the weights twice (a second set under
+        # ``compiled._orig_mod``) and could not be loaded back (a GPU study's compile + SWA trial
+        # failed so). The copy is of the eager model; training compiles anew if it needs to.
+        saved = self.__dict__["compiled"], self._weighted
+        self.__dict__["compiled"], self._weighted = None, None
+        try:
+            return super().__deepcopy__(memo)
+        finally:
+            self.__dict__["compiled"], self._weighted = saved
+
     def use_compiled(self, compiled) -> None:
         self.__dict__["compiled"] = compiled  # nn.Module.__setattr__ would register it as a child
 
