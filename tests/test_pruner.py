@@ -281,3 +281,55 @@ def test_a_rung_is_settled_on_part_of_the_validation_set_only_when_pruned_at_its
     assert track.settle(1, 1.0, 0.5) is None  # decided: nothing left to settle
     base = study.ask()
     assert RungTracker(pruner, study, base, 4, 0.95, may_prune=False).settle(1, 1.0, 0.1) is False
+
+
+def test_slow_stop_ends_a_trial_short_of_the_target_past_the_limit():
+    """max_slowdown: a trial still below the target at factor x the baseline's time to target (train
+    seconds) stops there; one that has reached the target runs on; the baseline and warm starts have
+    no limit; before the baseline has a time to target, nobody has one. The inner pruner still sees
+    every point first (its rung records are the others' peers)."""
+    from effsearch.search.pruner import NoPruner, SlowStop
+
+    seen = []
+
+    class Inner(NoPruner):
+        def on_eval(self, trial, point):
+            seen.append(point.train_seconds)
+            return "inner" if point.val_accuracy < 0 else None
+
+        def eval_after(self, cfg):
+            return (1.0,)
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    stop = SlowStop(Inner(), 4.0, study)
+    cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
+    base = study.ask()
+    base.set_user_attr("baseline", True)
+    stop.begin(base, cfg, may_prune=False)
+    assert stop.eval_after(cfg) == (1.0,)
+    assert stop.on_eval(base, EvalPoint(epoch=4, train_seconds=50.0, val_accuracy=0.5)) is None
+    early = study.ask()
+    stop.begin(early, cfg)  # the baseline is still running: no time to target yet
+    assert stop.eval_after(cfg) == (1.0,) and stop.on_eval(early, EvalPoint(epoch=4, train_seconds=99, val_accuracy=0.5)) is None
+    base.set_user_attr("time_to_target", 2.5)
+    study.tell(base, [2.5, 0.95])
+
+    slow = study.ask()
+    stop.begin(slow, cfg)
+    assert stop.eval_after(cfg) == (1.0, 10.0)
+    assert stop.on_eval(slow, EvalPoint(epoch=1, train_seconds=9.9, val_accuracy=0.8)) is None
+    assert stop.settle(slow, 2, 10.1, upper=0.85) is True  # stopped whatever the rest of the set says
+    reason = stop.on_eval(slow, EvalPoint(epoch=2, train_seconds=10.1, val_accuracy=0.85))
+    assert reason and "10.1 train seconds" in reason and "4x the baseline's time to target (2.50s" in reason
+    assert seen[-1] == 10.1
+    assert stop.on_eval(slow, EvalPoint(epoch=2, train_seconds=10.1, val_accuracy=-1)) == "inner"
+
+    reached = study.ask()
+    stop.begin(reached, cfg)
+    assert stop.on_eval(reached, EvalPoint(epoch=1, train_seconds=9.0, val_accuracy=0.91)) is None
+    assert stop.settle(reached, 2, 12.0, upper=0.5) is None  # no decision of the limit's: the inner's
+    assert stop.on_eval(reached, EvalPoint(epoch=2, train_seconds=12.0, val_accuracy=0.5)) is None
+    warm = study.ask()
+    stop.begin(warm, cfg, may_prune=False)
+    assert stop.eval_after(cfg) == (1.0,)
+    assert stop.on_eval(warm, EvalPoint(epoch=2, train_seconds=30.0, val_accuracy=0.5)) is None

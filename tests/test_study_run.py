@@ -530,7 +530,7 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     trials = load(path)[0].get_trials()
     judged = 0
     for (cfg, at, after, r), t in zip(rest, trials[1:]):
-        assert at == () and after == pytest.approx((mark,))
+        assert at == () and after == pytest.approx((mark, 4 * r0.time_to_target))  # and max_slowdown's
         secs = [p.train_seconds for p in r.history]
         if "rung_time" in t.user_attrs:  # judged at its first point at or past the mark
             judged += 1
@@ -542,6 +542,41 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
         if r.status == "pruned":
             assert "train seconds" in r.reason and secs[-1] >= mark
     assert judged >= 1 and "rung_0" not in trials[-1].user_attrs
+
+
+def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_null(tmp_path, capsys, monkeypatch):
+    """max_slowdown (default 4): a trial short of the target after that many times the baseline's
+    time to target is stopped at its first step past it, with or without a pruner; null: never."""
+    real, runs = trainer_run.train, []
+
+    def train(cfg, *args, **kwargs):
+        r = real(cfg, *args, **kwargs)
+        runs.append((kwargs.get("eval_after", ()), r))
+        return r
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
+    # Trials learn nothing at these rates; the baseline (lr 0.05) reaches 0.2 within its first epoch.
+    space = {"include": ["optimizer"], "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}}}
+    path = write_study(tmp_path, n_trials=3, base=base, space=space, max_slowdown=1.0)
+    assert main(["run", str(path)]) == 0
+    (after0, r0), rest = runs[0], runs[1:]
+    assert r0.reached_target and after0 == ()
+    for after, r in rest:
+        assert after == pytest.approx((r0.time_to_target,))
+        assert r.status == "pruned" and "max_slowdown" in r.reason, r.reason
+        assert r.history[-1].train_seconds >= r0.time_to_target
+        assert r.history[-1].epoch < 3
+    assert "without reaching the target: more than 1x the baseline's time to target" in capsys.readouterr().err
+
+    runs.clear()
+    (tmp_path / "off").mkdir()
+    path = write_study(tmp_path / "off", n_trials=2, base=base, space=space, max_slowdown=None)
+    assert main(["run", str(path)]) == 0
+    assert [r.status for _, r in runs] == ["completed", "completed"] and runs[1][0] == ()
+    bad = write_study(tmp_path / "off", max_slowdown=0.5)
+    assert main(["run", str(bad)]) == 2 and "max_slowdown" in capsys.readouterr().err
 
 
 def test_the_baseline_and_warm_starts_are_never_pruned(tmp_path, monkeypatch):

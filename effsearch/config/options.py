@@ -130,6 +130,11 @@ class StudyNumbers:
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
     dedupe: bool = spec(True, help="answer a config a complete trial already trained from storage "
                                    "(false: train it again, e.g. to measure seed noise)")
+    # 4: beyond what a user of a time-to-target search would pick, and rare where trials behave (3 of
+    # 546 random quickstart configurations trained 3x the baseline's time to target); on a GPU one
+    # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruner.SlowStop).
+    max_slowdown: float | None = spec(4.0, low=1, help="stop a trial still short of the target once it has trained "
+                                                       "this many times the baseline's time to target (null: never)")
 
 
 # -- checking -------------------------------------------------------------------------------------

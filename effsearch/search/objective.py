@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, record, report, warmstart
-from effsearch.search.pruner import make_pruner
+from effsearch.search.pruner import SlowStop, make_pruner
 from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WALL_KEY,
                                       WORKER_KEY, constraints_of, retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
@@ -38,6 +38,8 @@ class Objective:
     def __init__(self, spec, study, store, data_root=None, heartbeat=None):
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
         self.pruner = make_pruner(spec.pruner, study)
+        if spec.max_slowdown is not None:
+            self.pruner = SlowStop(self.pruner, spec.max_slowdown, study)
         self.heartbeat = heartbeat  # journal storages: JournalHeartbeat
         self._baseline_tta = None
 

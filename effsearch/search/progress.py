@@ -62,7 +62,9 @@ def header(spec, study) -> str:
         if spec.phase != "confirm" else
         f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
         f"queued; {spec.workers} worker(s); {budget}{timeout}",
-        f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else ""),
+        f"  pruner     {pr['name']}" + (f" ({pruner})" if pruner else "")
+        + (f"; a trial short of the target at {spec.max_slowdown:g}x the baseline's time to target stops"
+           if spec.max_slowdown else "; max_slowdown off"),
     ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []) + warm_line(spec))
 
 

@@ -155,6 +155,63 @@ class MOASHAStudyPruner:
         return ()
 
 
+class SlowStop:
+    """Any study pruner, plus a time limit: a trial still short of the target once it has trained
+    ``factor`` x the study baseline's time to target (train seconds, compile time included) is
+    stopped there. Its time to target would be more than ``factor`` x the baseline's, which no
+    one running this tool wants; on an H200 one compile + SAM + ghost-BN trial spent 208 s of a
+    240 s study before its first rung (the baseline reached the target in 6.8 s). No limit until
+    the baseline has a time to target; never for the baseline or a warm start."""
+
+    def __init__(self, inner, factor: float, study):
+        self.inner, self.factor, self.study = inner, factor, study
+        self._base_tta = None
+        self.trial = self.limit = None
+        self.target, self.reached = 1.0, False
+
+    def base_tta(self) -> float | None:
+        if self._base_tta is None and self.study is not None:
+            from optuna.trial import TrialState
+
+            from effsearch.search.report import baseline_trial
+
+            base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            self._base_tta = base.user_attrs.get("time_to_target") if base is not None else None
+        return self._base_tta
+
+    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+        self.inner.begin(trial, cfg, may_prune=may_prune)
+        tta = self.base_tta() if may_prune else None
+        self.trial, self.limit = trial.number, (self.factor * tta if tta else None)
+        self.target, self.reached = cfg.target_accuracy, False
+
+    def eval_at(self, cfg) -> tuple[float, ...]:
+        return self.inner.eval_at(cfg)
+
+    def eval_after(self, cfg) -> tuple[float, ...]:
+        return self.inner.eval_after(cfg) + ((self.limit,) if self.limit else ())
+
+    def _over(self, trial, seconds: float) -> bool:
+        return self.limit is not None and trial.number == self.trial and not self.reached and seconds >= self.limit
+
+    def on_eval(self, trial, point: EvalPoint) -> str | None:
+        reason = self.inner.on_eval(trial, point)  # first: a rung's point is recorded for the others
+        if reason or trial.number != self.trial:
+            return reason
+        if point.val_accuracy >= self.target:
+            self.reached = True
+        if self._over(trial, point.train_seconds):
+            return (f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
+                    f"more than {self.factor:g}x the baseline's time to target ({self.base_tta():.2f}s; "
+                    f"max_slowdown in the study file)")
+        return None
+
+    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+        if self._over(trial, seconds) and upper < self.target:
+            return True  # stopped whatever the rest of the validation set says
+        return self.inner.settle(trial, epoch, seconds, upper)
+
+
 def make_pruner(spec: dict, study=None) -> StudyPruner:
     """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
     if spec.get("name", "none") == "none":

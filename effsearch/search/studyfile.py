@@ -30,6 +30,8 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # error (class and message); 0: never
     dedupe: true                # a config a complete trial already trained is answered from
                                 # storage (duplicate_of), not trained again; false: re-train
+    max_slowdown: 4             # stop a trial still short of the target after 4x the baseline's
+                                # time to target in train seconds; null: never
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space",
         "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
-        "failure_limit", "dedupe")
+        "failure_limit", "dedupe", "max_slowdown")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
@@ -81,6 +83,7 @@ class StudySpec:
     heartbeat: dict
     failure_limit: int = 3
     dedupe: bool = True
+    max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruner)
     budget: float | None = None  # compute seconds (effsearch.search.budget)
     warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)
@@ -181,6 +184,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     failure_limit = number("failure_limit", raw.get("failure_limit", 3))
     dedupe = number("dedupe", raw.get("dedupe", True))
+    max_slowdown = number("max_slowdown", raw.get("max_slowdown", StudyNumbers.max_slowdown))
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
@@ -199,6 +203,7 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
                      tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe,
+                     max_slowdown=max_slowdown,
                      budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field)
 
 
