@@ -1102,9 +1102,7 @@ def validate(sur, table, fid, target) -> tuple[float, float, float, float]:
 TPE_VARIANTS = [("gamma-sqrt", {"gamma": "sqrt"}), ("gamma-cap10", {"gamma": "cap10"}),
                 ("ei64", {"n_ei_candidates": 64}),
                 # one density per parameter (Optuna's default) instead of the product's joint one
-                ("independent", {"multivariate": False}),
-                # a share of trials mutate a member of the current front (FrontMutation)
-                ("mutate50", {"mutate": 0.5}), ("mutate25", {"mutate": 0.25})]
+                ("independent", {"multivariate": False})]
 
 
 def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
