@@ -5,12 +5,14 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|study|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|summary   # one part (each installs first)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
 # benchmarks/algorithm_cost.py, ~100 s; COSTS_ONLY="a,b" COSTS_ROUNDS=n) is a second call. On an
 # H100, `overhead shapes costs baseline` (3 costs variants) plus a 200 s study took 538 s.
+# `recipe` trains given configs briefly with TORCH_LOGS (RECIPES, RECIPE_EPOCHS, RECIPE_SECONDS;
+# default: the H200 study's 208-second trial), its log streamed into $OUT.
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -141,6 +143,27 @@ shapes() {
   if [ -n "${OUT:-}" ]; then cp "$OUTDIR/shapes.txt" "$OUT"/; fi
 }
 
+recipe() {
+  # Train given configs (RECIPES: comma-separated paths; default the study's 208-second trial) for
+  # RECIPE_SET's share, each under RECIPE_SECONDS, with TORCH_LOGS; the log streams into $OUT as it
+  # goes, so a run the call's time limit kills still comes back.
+  local list=() f name logf
+  IFS=, read -r -a list <<< "${RECIPES:-benchmarks/data/gpu_slow_trial.yaml}"
+  local set=(--set epochs=${RECIPE_EPOCHS:-0.2})
+  if [ "$SMOKE" = 1 ]; then set=(--set device=cpu --set compile=false --set precision=fp32 --set epochs=0.5 \
+                                 --set dataset.name=digits); fi  # no data to find
+  for f in "${list[@]}"; do
+    name=$(basename "$f" .yaml); logf=$OUTDIR/recipe-$name.log
+    log "recipe $f (${RECIPE_SECONDS:-150} s at most)"
+    local sinks=("$logf"); if [ -n "${OUT:-}" ]; then sinks+=("$OUT/recipe-$name.log"); fi
+    { date +%T; TORCH_LOGS=${RECIPE_TORCH_LOGS:-recompiles} timeout "${RECIPE_SECONDS:-150}" \
+        "$PY" -m effsearch.cli train "$f" "${set[@]}" --quiet --out "$OUTDIR/recipe-$name" 2>&1 || echo "exit $?"; date +%T
+      "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); f=r['final']; print('final', {k: f.get(k) for k in ('train_seconds','compile_seconds','steps','setup_seconds')}); print('points', [(round(p['epoch'],2), round(p['train_seconds'],2)) for p in r['history']])" \
+        "$OUTDIR/recipe-$name/result.json" 2>&1 | tail -2
+    } 2>&1 | tee "${sinks[@]}"
+  done
+}
+
 study() {
   log "GPU study: studies/fashion-mnist-gpu.yaml, at most ${STUDY_SECONDS}s"
   local extra=()
@@ -168,7 +191,7 @@ summary() {
   fi
 }
 
-PARTS=(baseline overhead costs shapes study summary)
+PARTS=(baseline overhead costs shapes recipe study summary)
 known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 case "$step" in

@@ -35,3 +35,14 @@ def test_summary_alone_exits_zero_without_any_result(tmp_path):
     assert not any(out.glob("*.json"))
     assert "no overhead, recipe or study results" in (out / "summary.txt").read_text()
     assert (tmp_path / "gpu" / "out" / "summary.txt").is_file()  # GPU_CHECK_DIR, not the checkout's .gpu
+
+
+def test_recipe_streams_its_log_into_out(tmp_path):
+    """The recipe part (a slow GPU trial, timed alone) writes its log into $OUT as it runs, so a
+    call the device's time limit kills still brings it back; smoke mode trains it on the CPU, on digits."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["recipe"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    log = (out / "recipe-gpu_slow_trial.log").read_text()
+    assert "status: completed" in log and "final {'train_seconds'" in log
