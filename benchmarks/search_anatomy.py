@@ -1,0 +1,106 @@
+"""Where a search's compute goes before it reaches the level: the replay of
+benchmarks/search_efficiency.py (same table, surrogate, costs, budget and level), with
+every trial's cost sorted into the baseline, pruned trials, completed trials that hit
+the target and ones that missed, and the sampler's own seconds.
+
+    uv run python benchmarks/search_anatomy.py                      # the default, its oracle, the yardstick; 20 seeds
+    uv run python benchmarks/search_anatomy.py --only NAME,NAME --seeds 40
+
+Issue 13 asks effsearch's default for a third of the yardstick's compute; this says which
+part of its compute a better rung rule could still save (the misses it lets finish) and
+which only a better sampler could (the pruned trials before the front-raisers come).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import warnings
+from pathlib import Path
+
+import optuna
+
+sys.path.insert(0, str(Path(__file__).parent))
+import search_efficiency as se  # noqa: E402
+
+KINDS = ("baseline", "pruned", "hit", "miss")
+
+
+def world():
+    from effsearch.search import studyfile
+    from effsearch.trainer.data import load_splits
+    from effsearch.trainer.loop import EVAL_BATCH
+
+    spec = studyfile.load(se.STUDY)
+    table = se.Table(se.TABLE, spec.space, se.LOADED)
+    target = spec.base.target_accuracy
+    base = [r["full_run"] for r in table.baseline]
+    ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in base)
+    ref = (3 * ttt, -(statistics.median(r.final for r in base) - 0.05))
+    budget = 80 * statistics.median(r.cost(se.N_GRID - 1) for r in base)
+    images = len(load_splits(spec.base).val_y)
+    settle = se.Settle(min(EVAL_BATCH["cpu"], images), images)
+    w = se.World(spec.space, table, {"full": se.Surrogate(table, "full")}, target, {}, budget, spec.base, settle)
+    return w, ref, se.table_hv(table, target, ref)
+
+
+def anatomy(m, seed: int, w, ref, best: float) -> dict:
+    """One search: compute to 0.9 of the table's front, and what it was spent on until then."""
+    from effsearch.search.pareto import hypervolume_2d
+
+    log, real = [], se.Run.cost
+
+    def cost(run, k, pruned=False, extra=0, evals=None):
+        c = real(run, k, pruned=pruned, extra=extra, evals=evals)
+        log.append(("pruned" if pruned else "hit" if run.ttt(w.target) is not None else "miss", c))
+        return c
+
+    se.Run.cost = cost
+    try:
+        res = se.search(m, seed, w)
+    finally:
+        se.Run.cost = real
+    pts, level = [], w.budget
+    for spent, h, final in res["hits"]:
+        pts.append((h, -final))
+        if hypervolume_2d(pts, ref) / best >= 0.9:
+            level = spent
+            break
+    out = dict.fromkeys(KINDS, 0.0) | {"n_pruned": 0, "n_full": 0, "level": level}
+    used = 0.0
+    for i, (kind, c) in enumerate(log):
+        if used + c > level + 1e-6:
+            break
+        used += c
+        kind = "baseline" if i == 0 and m.warm else kind
+        out[kind] += c
+        out["n_pruned" if kind == "pruned" else "n_full"] += kind != "baseline"
+    out["sampler"] = level - used  # what is left is the sampler's own CPU seconds
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=f"{se.PRODUCT},tpe+oracle@1/9+baseline,tpe+baseline")
+    ap.add_argument("--seeds", type=int, default=20)
+    args = ap.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore")
+    w, ref, best = world()
+    every = {m.name: m for m in se.methods(False, full=True)}
+    print(f"{'method':36s} {'to level':>8s}  mean s before it: {'baseline':>8s} {'pruned (n)':>12s} "
+          f"{'hits':>6s} {'misses':>6s} {'(full n)':>8s} {'sampler':>7s}")
+    for name in args.only.split(","):
+        m = every[name]
+        if isinstance(m.rule, se.OracleRule):
+            m.rule.ref = ref
+        rows = [anatomy(m, s, w, ref, best) for s in range(args.seeds)]
+        mean = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
+        print(f"{name:36s} {statistics.median(r['level'] for r in rows):7.1f}s  {'':17s} {mean['baseline']:8.1f} "
+              f"{mean['pruned']:6.1f} ({mean['n_pruned']:4.1f}) {mean['hit']:6.1f} {mean['miss']:6.1f} "
+              f"({mean['n_full']:5.1f}) {mean['sampler']:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
