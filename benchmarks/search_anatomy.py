@@ -67,13 +67,20 @@ def anatomy(m, seed: int, w, ref, best: float) -> dict:
         if hypervolume_2d(pts, ref) / best >= 0.9:
             level = spent
             break
+    return split(log, level, m.warm)
+
+
+def split(log: list, level: float, warm: bool) -> dict:
+    """The trials' costs (kind, seconds), in the order they were spent, summed by kind up to
+    ``level`` (the compute at which the search reached the level, sampler seconds included);
+    the first is the baseline when the search starts from it."""
     out = dict.fromkeys(KINDS, 0.0) | {"n_pruned": 0, "n_full": 0, "level": level}
     used = 0.0
     for i, (kind, c) in enumerate(log):
         if used + c > level + 1e-6:
             break
         used += c
-        kind = "baseline" if i == 0 and m.warm else kind
+        kind = "baseline" if i == 0 and warm else kind
         out[kind] += c
         out["n_pruned" if kind == "pruned" else "n_full"] += kind != "baseline"
     out["sampler"] = level - used  # what is left is the sampler's own CPU seconds

@@ -148,3 +148,17 @@ def test_settled_points_cost_a_first_batch_as_the_product_scores_them(se):
     assert rule.play(chance, 0.95, pools, 1) == 0 and rule.stop_settled
     close = se.Run([float(k + 1) for k in range(9)], [0.85] * 9, 0.9, 0.0, 1.0, 0.0)
     assert rule.play(close, 0.95, pools, 2) == 0 and not rule.stop_settled  # kept at its bound
+
+
+def test_the_anatomy_sorts_the_costs_spent_before_the_level():
+    """benchmarks/search_anatomy.py: costs in spending order, summed by kind up to the compute at
+    which the level was reached; what is left of it is the sampler's own seconds."""
+    spec = importlib.util.spec_from_file_location("search_anatomy", PATH.parent / "search_anatomy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log = [("hit", 9.0), ("pruned", 1.0), ("miss", 6.0), ("pruned", 1.0), ("hit", 5.0), ("pruned", 1.0)]
+    out = mod.split(log, 22.5, warm=True)  # reached with the second hit, 0.5 s of sampling among them
+    assert out["baseline"] == 9.0 and out["pruned"] == 2.0 and out["miss"] == 6.0 and out["hit"] == 5.0
+    assert out["n_pruned"] == 2 and out["n_full"] == 2 and out["sampler"] == pytest.approx(0.5)
+    cold = mod.split(log, 9.5, warm=False)
+    assert cold["baseline"] == 0.0 and cold["hit"] == 9.0 and cold["n_full"] == 1 and cold["pruned"] == 0.0
