@@ -316,6 +316,23 @@ def test_swa_with_compile_loads_its_averages_back(monkeypatch):
     assert not any(k.startswith("compiled.") for k in copy.deepcopy(model).state_dict())
 
 
+def test_every_compile_run_in_a_process_compiles_its_own_graph(monkeypatch):
+    """A worker trains many configs in one process. Dynamo's graphs live per code object for the
+    process: without a reset a run reused an earlier run's graph, and from the 9th variant of the
+    model on (Dynamo's recompile limit) a "compile" run trained eager, silently."""
+    from torch._dynamo.utils import counters
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, mode=None, **kw: real(m, backend="eager"))
+    variants = [(w, cl) for w in (8, 12, 16, 20, 24) for cl in (False, True)]  # 10 > the limit of 8
+    for width, cl in variants:
+        before = counters["stats"]["unique_graphs"]
+        r = train(TrainConfig.from_dict(tiny(epochs=0.5, compile=True, channels_last=cl, **{"model.width": width})),
+                  progress=False)
+        assert r.status == "completed", r.reason
+        assert counters["stats"]["unique_graphs"] == before + 1, (width, cl)
+
+
 def test_extra_evaluations_land_on_the_first_step_at_or_past_each_epoch_asked():
     """``eval_at`` (a pruner's rungs) adds points; one short of its epoch would judge a rung early."""
     cfg = TrainConfig.from_dict(tiny(epochs=2))  # 128 training images, batch 32: 4 steps an epoch

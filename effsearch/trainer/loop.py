@@ -169,6 +169,11 @@ class Loop:
             train_module = self.ddp
             model.use_compiled(self.ddp)
         if cfg.compile:
+            # Dynamo keeps its compiled graphs per code object for the whole process, so a worker's
+            # compile trials shared the model's forward: a later trial reused an earlier one's graph
+            # (no compile time paid), and after 8 variants (width, layout, batch size, ...) Dynamo's
+            # recompile limit ran every later "compile" trial eager, silently. Each compiles afresh.
+            torch._dynamo.reset()
             model.use_compiled(torch.compile(train_module, mode=cfg.compile_mode))
         # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU, or when
         # ranks must agree on stopping (they do so once an epoch).
