@@ -58,6 +58,46 @@ def test_kfac_factors_stay_float32_under_bf16_autocast():
     assert torch.isfinite(lin.weight).all()
 
 
+def test_kfac_survives_a_factor_float32_eigh_cannot_solve(monkeypatch):
+    """float32's eigh failed to converge on a finite conv factor (1,024 zero rows of 1,152) and
+    the exception failed the trial: float64 solves it, to the same step. A factor that is not
+    finite keeps the last decomposition (the loop's loss check stops a diverging run)."""
+    from effsearch.trainer import kfac
+
+    def step(lin, x, y):
+        opt = KFACSGD(lin.parameters(), lin, lr=0.1, momentum=0.0, update_every=1, kl_clip=None)
+        F.cross_entropy(lin(x), y).backward()
+        opt.step()
+        return opt
+
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    torch.manual_seed(1)
+    ref = torch.nn.Linear(5, 3)
+    step(ref, x, y)
+    real = torch.linalg.eigh
+
+    def float32_fails(M, *a, **k):
+        if M.dtype == torch.float32:
+            raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+        return real(M, *a, **k)
+
+    monkeypatch.setattr(torch.linalg, "eigh", float32_fails)
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(5, 3)
+    opt = step(lin, x, y)
+    assert opt.layers[lin].QA.dtype == torch.float32
+    assert torch.allclose(lin.weight, ref.weight, atol=1e-6)
+    monkeypatch.setattr(torch.linalg, "eigh", real)
+    assert kfac._eigh(torch.full((3, 3), float("nan"))) is None
+    layer = opt.layers[lin]
+    QA = layer.QA.clone()
+    layer.a_sum, layer.a_n = torch.full_like(layer.A, float("inf")), 1
+    layer.g_sum, layer.g_n = layer.G.clone(), 1
+    opt._update()
+    assert torch.equal(layer.QA, QA)  # kept
+
+
 def test_kfac_captures_only_on_update_steps_and_trains():
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3,
                                         "epochs": 3}))

@@ -34,6 +34,22 @@ def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
         return x.t() @ (x / n)
 
 
+def _eigh(M: torch.Tensor):
+    """eigh of a factor, or None. float32's solver failed to converge on a finite 1152 x 1152
+    input factor with 1,024 zero rows (sparsity and dead channels: many repeated eigenvalues), and
+    the exception failed the trial; float64 solves it (once in a while, at double the cost). A
+    factor that is not finite belongs to a diverging run: None keeps the last decomposition, and
+    the loop's loss check stops the run as diverged."""
+    try:
+        return torch.linalg.eigh(M)
+    except torch.linalg.LinAlgError:
+        try:
+            d, Q = torch.linalg.eigh(M.double())
+            return d.to(M.dtype), Q.to(M.dtype)
+        except torch.linalg.LinAlgError:
+            return None
+
+
 class _Layer:
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -130,8 +146,10 @@ class KFACSGD(torch.optim.SGD):
             d = self.stat_decay
             layer.A = A if layer.A is None else d * layer.A + (1 - d) * A
             layer.G = G if layer.G is None else d * layer.G + (1 - d) * G
-            layer.dA, layer.QA = torch.linalg.eigh(layer.A)
-            layer.dG, layer.QG = torch.linalg.eigh(layer.G)
+            ea, eg = _eigh(layer.A), _eigh(layer.G)
+            if ea is None or eg is None:
+                continue  # the last decomposition stays (or none: plain gradients) until they solve
+            (layer.dA, layer.QA), (layer.dG, layer.QG) = ea, eg
             layer.dA.clamp_(min=0.0)
             layer.dG.clamp_(min=0.0)
 
