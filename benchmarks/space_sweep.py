@@ -1,0 +1,118 @@
+"""Train configurations sampled from a study's space, small and on the CPU, and report every
+one that crashes: the space offers only what trains.
+
+    uv run python benchmarks/space_sweep.py                          # the GPU study's space, 30 configs
+    uv run python benchmarks/space_sweep.py studies/quickstart.yaml --n 40 --seed 3 --as-is
+
+By default the machine is taken for a GPU with bf16 and torch.compile (``--as-is``: this machine),
+so the GPU space's combinations are sampled; each then trains here in fp32 on a sliver of its
+data, compile through Dynamo's eager backend (inductor needs a GPU or a C++ toolchain that
+builds). A config that diverges is fine; an exception or a "failed" run is a crash. Exit 1 if
+any crashed. Found so far: compile + SWA (EffModel's copy), Dynamo's cache across a worker's
+compile trials, K-FAC's eigh on a rank-deficient factor (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_space(path: Path, as_gpu: bool):
+    import torch
+
+    from effsearch.config.machine import Machine
+    from effsearch.search import studyfile
+
+    if not as_gpu:
+        return studyfile.load(path)
+    gpu = Machine("cuda", bf16=True, ffcv=False, compile=True, gpus=1)
+    saved = torch.cuda.is_available, torch.cuda.is_bf16_supported
+    torch.cuda.is_available, torch.cuda.is_bf16_supported = (lambda: True), (lambda *a, **k: True)
+    try:  # the study file's own checks ask torch whether its device exists
+        return studyfile.load(path, machine=gpu)
+    finally:
+        torch.cuda.is_available, torch.cuda.is_bf16_supported = saved
+
+
+def here(d: dict, data_fraction: float, max_epochs: float, max_batch: int) -> dict:
+    """A sampled config made small enough to train on 2 CPU cores in seconds."""
+    d = dict(d, device="cpu", precision="fp32", loader="torch")
+    d["dataset"] = {**d.get("dataset", {}), "data_fraction": data_fraction, "val_subset": 0.05}
+    d["epochs"] = min(float(d.get("epochs", 1)), max_epochs)
+    d["batch_size"] = min(int(d.get("batch_size", 64)), max_batch)
+    return d
+
+
+def sweep(path: Path, n: int, seed: int, as_gpu: bool = True, data_fraction: float = 0.006,
+          max_epochs: float = 3.0, max_batch: int = 64, data_root=None, out=sys.stdout) -> list[str]:
+    """Train ``n`` sampled configs; returns one line per crash."""
+    import optuna
+    import torch
+
+    from effsearch.config import ConfigError, TrainConfig
+    from effsearch.trainer.run import train
+
+    spec = load_space(path, as_gpu)
+    real = torch.compile
+    torch.compile = lambda m, mode=None, **kw: real(m, backend="eager")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=seed))
+    crashes = []
+    try:
+        for i in range(n):
+            sampled = spec.space.sample(study.ask())
+            try:
+                TrainConfig.from_dict(sampled)
+            except ConfigError as e:  # the space sampled what the rules refuse: the space's crash
+                crashes.append(f"{i}: refused as sampled: {e}")
+                print(crashes[-1], file=out, flush=True)
+                continue
+            d = here(sampled, data_fraction, max_epochs, max_batch)
+            algos = ",".join(k for k, v in (d.get("algorithms") or {}).items() if v is not None)
+            what = (f"{d['optimizer']['name']} bs {d['batch_size']} compile {d.get('compile')} "
+                    f"channels_last {d.get('channels_last')} sparsity {d.get('sparsity', {}).get('target', 0):.2f} "
+                    f"accumulate {d.get('accumulate', 1)} [{algos}]")
+            try:
+                cfg = TrainConfig.from_dict(d)
+            except ConfigError as e:  # made small, a rule refuses it (fewer epochs than a schedule needs)
+                print(f"{i}: skipped: made small, it is refused: {e}", file=out, flush=True)
+                continue
+            t = time.perf_counter()
+            try:
+                r = train(cfg, data_root=data_root, progress=False, test=False)
+                line = f"{i}: {r.status} {time.perf_counter() - t:.1f}s {what}"
+                if r.status not in ("completed", "diverged"):
+                    crashes.append(f"{line}: {r.reason}")
+            except Exception as e:
+                line = f"{i}: {type(e).__name__}: {str(e)[:300]} ({what})"
+                crashes.append(line + "\n" + traceback.format_exc(limit=4))
+            print(line, file=out, flush=True)
+    finally:
+        torch.compile = real
+    return crashes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("study", nargs="?", type=Path, default=ROOT / "studies" / "fashion-mnist-gpu.yaml")
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--as-is", action="store_true", help="sample the space this machine gets (default: a GPU's)")
+    ap.add_argument("--data-fraction", type=float, default=0.006)
+    ap.add_argument("--data-dir", default=None)
+    args = ap.parse_args()
+    crashes = sweep(args.study, args.n, args.seed, not args.as_is, args.data_fraction, data_root=args.data_dir)
+    print(f"\n{args.n} configs of {args.study}'s space, seed {args.seed}: {len(crashes)} crashed")
+    for c in crashes:
+        print(c)
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
