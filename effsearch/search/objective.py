@@ -179,8 +179,7 @@ class Objective:
         if result.time_to_target is None:
             return None
         if self._baseline_tta is None:
-            base = report.baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-            self._baseline_tta = base.user_attrs.get("time_to_target") if base else None
+            self._baseline_tta = report.baseline_time_to_target(self.study)
         return speedup(self._baseline_tta, result.time_to_target)
 
 

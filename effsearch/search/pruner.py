@@ -171,12 +171,9 @@ class SlowStop:
 
     def base_tta(self) -> float | None:
         if self._base_tta is None and self.study is not None:
-            from optuna.trial import TrialState
+            from effsearch.search.report import baseline_time_to_target
 
-            from effsearch.search.report import baseline_trial
-
-            base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-            self._base_tta = base.user_attrs.get("time_to_target") if base is not None else None
+            self._base_tta = baseline_time_to_target(self.study)
         return self._base_tta
 
     def begin(self, trial, cfg, may_prune: bool = True) -> None:

@@ -102,6 +102,12 @@ def baseline_trial(trials):
     return None
 
 
+def baseline_time_to_target(study) -> float | None:
+    """The study's completed baseline's time to target (None: none yet, or it missed)."""
+    base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return base.user_attrs.get("time_to_target") if base is not None else None
+
+
 def speedup(trial, base) -> float | None:
     """The trial's speed-up over the baseline trial ``base`` (None without one)."""
     if base is None:
