@@ -28,20 +28,15 @@ KINDS = ("baseline", "pruned", "hit", "miss")
 
 
 def world():
+    """search_efficiency's default world (its table, surrogate, budget of 80 baseline trials)."""
     from effsearch.search import studyfile
-    from effsearch.trainer.data import load_splits
-    from effsearch.trainer.loop import EVAL_BATCH
 
     spec = studyfile.load(se.STUDY)
     table = se.Table(se.TABLE, spec.space, se.LOADED)
     target = spec.base.target_accuracy
-    base = [r["full_run"] for r in table.baseline]
-    ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in base)
-    ref = (3 * ttt, -(statistics.median(r.final for r in base) - 0.05))
-    budget = 80 * statistics.median(r.cost(se.N_GRID - 1) for r in base)
-    images = len(load_splits(spec.base).val_y)
-    settle = se.Settle(min(EVAL_BATCH["cpu"], images), images)
-    w = se.World(spec.space, table, {"full": se.Surrogate(table, "full")}, target, {}, budget, spec.base, settle)
+    *_, budget, ref = se.baseline_marks(table, target, 80)
+    w = se.World(spec.space, table, {"full": se.Surrogate(table, "full")}, target, {}, budget, spec.base,
+                 se.product_settle(spec))
     return w, ref, se.table_hv(table, target, ref)
 
 

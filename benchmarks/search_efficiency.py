@@ -1199,6 +1199,26 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
     return ms
 
 
+def baseline_marks(table: Table, target: float, budget_trials: float):
+    """What every search is measured against, from the recorded baseline runs alone: their median
+    time to target (train seconds where one missed), final accuracy and trial cost, the compute
+    budget (``budget_trials`` baseline trials) and the hypervolume's reference point."""
+    runs = [r["full_run"] for r in table.baseline]
+    ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in runs)
+    acc = statistics.median(r.final for r in runs)
+    cost = statistics.median(r.cost(N_GRID - 1) for r in runs)
+    return ttt, acc, cost, budget_trials * cost, (3 * ttt, -(acc - 0.05))
+
+
+def product_settle(spec) -> Settle:
+    """How the product scores a point on part of the study's validation split (its first batch)."""
+    from effsearch.trainer.data import load_splits
+    from effsearch.trainer.loop import EVAL_BATCH
+
+    images = len(load_splits(spec.base).val_y)
+    return Settle(min(EVAL_BATCH["cpu"], images), images)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", type=Path, default=TABLE)
@@ -1236,15 +1256,10 @@ def main() -> None:
     target = spec.base.target_accuracy
 
     # Everything the search is measured against comes from the baseline alone.
-    base_full = [r["full_run"] for r in table.baseline]
-    base_ttt = statistics.median(r.ttt(target) if r.ttt(target) is not None else r.t[-1] for r in base_full)
-    base_acc = statistics.median(r.final for r in base_full)
+    base_ttt, base_acc, base_cost, budget, ref = baseline_marks(table, target, args.budget_trials)
     base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline if f + "_run" in r)
                  for f in ("tune20", "tune50")}
     tune_target = {f: round(target * base_tune[f] / base_acc, 3) for f in base_tune}
-    base_cost = statistics.median(r.cost(N_GRID - 1) for r in base_full)
-    budget = args.budget_trials * base_cost
-    ref = (3 * base_ttt, -(base_acc - 0.05))
 
     n = len(table.rows)
     full_ok = [r["full_run"] for r in table.rows if r["full_run"].ok]
@@ -1255,7 +1270,7 @@ def main() -> None:
           f"{statistics.median(cost_full):.1f} s median (overhead {statistics.median(r.overhead for r in full_ok):.2f}, "
           f"train {statistics.median(r.t[-1] for r in full_ok):.1f}, evaluations "
           f"{statistics.median(r.eval_s * N_GRID + r.final_eval for r in full_ok):.2f})")
-    print(f"baseline ({len(base_full)} seeds): time to target {base_ttt:.2f} s, final accuracy {base_acc:.4f}, "
+    print(f"baseline ({len(table.baseline)} seeds): time to target {base_ttt:.2f} s, final accuracy {base_acc:.4f}, "
           f"trial cost {base_cost:.1f} s; on 20% of the data {base_tune['tune20']:.4f}, on 50% {base_tune['tune50']:.4f}")
     print(f"reference point (3 x baseline time to target, baseline accuracy - 0.05) = ({ref[0]:.2f} s, {-ref[1]:.4f}); "
           f"phase-1 targets (the study's scaled by the baseline's subset/full accuracy) {tune_target}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
@@ -1276,13 +1291,9 @@ def main() -> None:
 
     settle = None
     if not args.whole_evals:
-        from effsearch.trainer.data import load_splits
-        from effsearch.trainer.loop import EVAL_BATCH
-
-        images = len(load_splits(spec.base).val_y)
-        settle = Settle(min(EVAL_BATCH["cpu"], images), images)
+        settle = product_settle(spec)
         print(f"evaluation points scored as the product does: a point settled on its first batch costs "
-              f"{settle.n} of {images} validation images' evaluation ({settle.share:.2f}; --whole-evals: none settled)\n")
+              f"{settle.n} of {settle.images} validation images' evaluation ({settle.share:.2f}; --whole-evals: none settled)\n")
     WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base, settle)
     WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base, settle)
     # A rung before the first ninth needs every run's early points (EARLY_TABLE, all or none).
