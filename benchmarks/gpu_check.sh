@@ -145,19 +145,19 @@ shapes() {
 
 recipe() {
   # Train given configs (RECIPES: comma-separated paths; default the study's 208-second trial) for
-  # RECIPE_SET's share, each under RECIPE_SECONDS, with TORCH_LOGS; the log streams into $OUT as it
+  # RECIPE_EPOCHS epochs, each under RECIPE_SECONDS, with TORCH_LOGS; the log streams into $OUT as it
   # goes, so a run the call's time limit kills still comes back.
   local list=() f name logf
   IFS=, read -r -a list <<< "${RECIPES:-benchmarks/data/gpu_slow_trial.yaml}"
-  local set=(--set epochs=${RECIPE_EPOCHS:-0.2})
-  if [ "$SMOKE" = 1 ]; then set=(--set device=cpu --set compile=false --set precision=fp32 --set epochs=0.5 \
+  local changes=(--set epochs=${RECIPE_EPOCHS:-0.2})
+  if [ "$SMOKE" = 1 ]; then changes=(--set device=cpu --set compile=false --set precision=fp32 --set epochs=0.5 \
                                  --set dataset.name=digits); fi  # no data to find
   for f in "${list[@]}"; do
     name=$(basename "$f" .yaml); logf=$OUTDIR/recipe-$name.log
     log "recipe $f (${RECIPE_SECONDS:-150} s at most)"
     local sinks=("$logf"); if [ -n "${OUT:-}" ]; then sinks+=("$OUT/recipe-$name.log"); fi
     { date +%T; TORCH_LOGS=${RECIPE_TORCH_LOGS:-recompiles} timeout "${RECIPE_SECONDS:-150}" \
-        "$PY" -m effsearch.cli train "$f" "${set[@]}" --quiet --out "$OUTDIR/recipe-$name" 2>&1 || echo "exit $?"; date +%T
+        "$PY" -m effsearch.cli train "$f" "${changes[@]}" --quiet --out "$OUTDIR/recipe-$name" 2>&1 || echo "exit $?"; date +%T
       "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); f=r['final']; print('final', {k: f.get(k) for k in ('train_seconds','compile_seconds','steps','setup_seconds')}); print('points', [(round(p['epoch'],2), round(p['train_seconds'],2)) for p in r['history']])" \
         "$OUTDIR/recipe-$name/result.json" 2>&1 | tail -2
     } 2>&1 | tee "${sinks[@]}"

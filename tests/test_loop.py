@@ -299,14 +299,19 @@ def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
     assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6)
 
 
-def test_swa_with_compile_loads_its_averages_back(monkeypatch):
-    """SWA's averaged copy of a compiled model held the weights twice (``compiled._orig_mod.*``)
-    and failed to load back at its last epoch (a GPU study's trial). Dynamo's eager backend
-    stands in for inductor, which needs a GPU or a working C++ toolchain."""
-    import copy
-
+@pytest.fixture
+def eager_compile(monkeypatch):
+    """torch.compile through Dynamo's eager backend: inductor needs a GPU or a working C++
+    toolchain, and Dynamo's tracing, guards and caches (what these tests look at) are the same."""
     real = torch.compile
     monkeypatch.setattr(torch, "compile", lambda m, mode=None, **kw: real(m, backend="eager"))
+
+
+def test_swa_with_compile_loads_its_averages_back(eager_compile):
+    """SWA's averaged copy of a compiled model held the weights twice (``compiled._orig_mod.*``)
+    and failed to load back at its last epoch (a GPU study's trial)."""
+    import copy
+
     r = train(TrainConfig.from_dict(tiny(epochs=4, compile=True, algorithms={
         "swa": {"swa_start": "0.25dur", "swa_end": "0.97dur", "update_interval": "1ep"}})), progress=False)
     assert r.status == "completed", r.reason
@@ -316,14 +321,12 @@ def test_swa_with_compile_loads_its_averages_back(monkeypatch):
     assert not any(k.startswith("compiled.") for k in copy.deepcopy(model).state_dict())
 
 
-def test_every_compile_run_in_a_process_compiles_its_own_graph(monkeypatch):
+def test_every_compile_run_in_a_process_compiles_its_own_graph(eager_compile):
     """A worker trains many configs in one process. Dynamo's graphs live per code object for the
     process: without a reset a run reused an earlier run's graph, and from the 9th variant of the
     model on (Dynamo's recompile limit) a "compile" run trained eager, silently."""
     from torch._dynamo.utils import counters
 
-    real = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda m, mode=None, **kw: real(m, backend="eager"))
     variants = [(w, cl) for w in (8, 12, 16, 20, 24) for cl in (False, True)]  # 10 > the limit of 8
     for width, cl in variants:
         before = counters["stats"]["unique_graphs"]
