@@ -43,7 +43,10 @@ accuracy and of time to target, and the rung-vs-final Kendall tau of the
 surrogate beside the real one (a surrogate whose early rungs predict the end
 better than real curves do would flatter pruning). Pruning rules are also
 replayed on the recorded rows themselves (random order, no surrogate) as a
-cross-check.
+cross-check. ``--cond`` answers with ``CondSurrogate`` instead: the first ninth (accuracy
+and val loss, benchmarks/data/quickstart_early_loss.jsonl) from the parameters, the rest
+of the curve from the parameters and that first ninth; it moves the headline (0.33 ->
+0.65 on 20 seeds, docs/benchmarks.md), which is how far the verdict depends on the model.
 
 Compute: what a trial costs is what it would cost in a study: its overhead
 (set-up, data, model; the wall time not spent training or evaluating), its
@@ -113,6 +116,10 @@ ROOT = HERE.parent
 TABLE = HERE / "data" / "quickstart_curves.jsonl"
 LOADED = HERE / "data" / "quickstart_curves_loaded.jsonl"  # the first recording, at load 3-6
 EARLY_TABLE = HERE / "data" / "quickstart_early.jsonl"  # every run's first ninth again, at 1/27, 2/27, 3/27
+# The same again with the val and train loss at each of those points (record_early.py, 2026-11-26):
+# the replay reads its val losses only (accuracies and times from the tables above).
+LOSS_TABLE = HERE / "data" / "quickstart_early_loss.jsonl"
+LOSS_CAP = 50.0  # a diverged run's loss (nan, inf) is read as this
 STUDY = ROOT / "studies" / "quickstart.yaml"
 PLOT = ROOT / "docs" / "search-efficiency.png"
 N_GRID = 9  # evaluations per run, at every 1/9 of the budget
@@ -138,6 +145,12 @@ class Run:
     ok: bool = True  # completed (not diverged/failed)
     early_t: tuple = ()  # train seconds and val accuracy at EARLY (evaluated only for a rung there)
     early_acc: tuple = ()
+    early_loss: tuple = ()  # val loss at EARLY and at the first ninth (LOSS_TABLE), for rungs ranked on it
+
+    def loss_at(self, k: int) -> float | None:
+        """Val loss at grid position ``k`` where recorded (the EARLY points and the first ninth)."""
+        i = k + len(EARLY)
+        return self.early_loss[i] if self.early_loss and 0 <= i < len(self.early_loss) else None
 
     def with_acc(self, k: int, accuracy: float) -> Run:
         """This run with its accuracy at grid position ``k`` replaced (a bound, to ask a rule)."""
@@ -346,6 +359,17 @@ def early_points(points, epochs: float):
     return out
 
 
+def loss_points(points, epochs: float) -> tuple:
+    """A run's val loss at EARLY and at 3/27 (its first ninth), as early_points picks its points;
+    a run without points, or a loss that is not finite, reads LOSS_CAP."""
+    out = []
+    for e in EARLY + (3 / 27,):
+        q = next((q for q in points if q[0] >= e * epochs - 1e-4), points[-1]) if points else None
+        v = q[3] if q is not None and len(q) > 3 and q[3] is not None else LOSS_CAP
+        out.append(min(float(v), LOSS_CAP) if math.isfinite(v) else LOSS_CAP)
+    return tuple(out)
+
+
 class Table:
     """The recorded table. ``loaded``: an earlier recording of other configurations, made on a
     busier machine: its accuracies are used as they are, its costs rescaled to this recording's
@@ -380,6 +404,12 @@ class Table:
                     e = early_points(pts.get((r["kind"], r["index"])), r["config"]["epochs"]) \
                         if self.early and f == "full" else None
                     r[f + "_run"] = grid_run(r[f], r["config"]["epochs"], self.cap[f], e)
+        # Val losses before the ninths and at the first one, for every full-fidelity run or none.
+        lpts = {(e["kind"], e["index"]): e.get("points") for e in _read(LOSS_TABLE)} if LOSS_TABLE.exists() else {}
+        self.loss = bool(lpts) and all((r["kind"], r["index"]) in lpts for r in rows)
+        if self.loss:
+            for r in rows:
+                r["full_run"].early_loss = loss_points(lpts[(r["kind"], r["index"])], r["config"]["epochs"])
         self.encoder = Encoder(space)
         self.X = np.array([self.encoder(r["params"]) for r in self.rows])
 
@@ -453,7 +483,7 @@ class Surrogate:
     """Random forests from the encoded parameters to one fidelity's curve and costs, plus
     out-of-fold residuals to add back (a real run is one draw, not the forest's mean)."""
 
-    def __init__(self, table: Table, fid: str, seed: int = 0, folds: int = 5):
+    def __init__(self, table: Table, fid: str, seed: int = 0, folds: int = 5, losses: bool = False):
         from sklearn.ensemble import RandomForestRegressor
         from sklearn.model_selection import KFold
 
@@ -466,6 +496,9 @@ class Surrogate:
         # The points before the first ninth get forests of their own (a multi-output forest shares
         # its splits between outputs: added to the curve's, they changed every other answer).
         self.eacc = _logit([r.early_acc for r in runs]) if self.early else None
+        # Val losses (a forest more a proposal) only for a rule that reads them.
+        self.has_loss = losses and fid == "full" and all(len(r.early_loss) == len(EARLY) + 1 for r in runs)
+        self.eloss = np.log([r.early_loss for r in runs]) if self.has_loss else None
         # The time profile: train seconds at each ninth as a share of the whole, median over runs.
         ok = [r for r in runs if r.ok and r.t[-1] > 0]
         self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
@@ -482,6 +515,7 @@ class Surrogate:
         # were 1.0 val accuracy at 0.7 s to target, where no recorded run got above 0.986 or under 1.2 s.
         self.oof_acc, self.oof_cost = np.zeros_like(self.acc), np.zeros_like(self.cost)
         self.oof_eacc = np.zeros_like(self.eacc) if self.early else None
+        self.oof_eloss = np.zeros_like(self.eloss) if self.has_loss else None
         self.folds = []
         for tr, te in KFold(folds, shuffle=True, random_state=seed).split(self.X):
             fa, fc = forest().fit(self.X[tr], self.acc[tr]), forest().fit(self.X[tr], self.cost[tr])
@@ -489,9 +523,13 @@ class Surrogate:
             fe = forest().fit(self.X[tr], self.eacc[tr]) if self.early else None
             if fe is not None:
                 self.oof_eacc[te] = fe.predict(self.X[te])
-            self.folds.append((fa, fc, fe))
+            fl = forest().fit(self.X[tr], self.eloss[tr]) if self.has_loss else None
+            if fl is not None:
+                self.oof_eloss[te] = fl.predict(self.X[te])
+            self.folds.append((fa, fc, fe, fl))
         self.res_acc, self.res_cost = self.acc - self.oof_acc, self.cost - self.oof_cost
         self.res_eacc = self.eacc - self.oof_eacc if self.early else None
+        self.res_eloss = self.eloss - self.oof_eloss if self.has_loss else None
         self.order = np.argsort(self.oof_acc[:, -1])
         self.by_pred = self.oof_acc[self.order, -1]
         self.cache: dict = {}
@@ -502,26 +540,28 @@ class Surrogate:
         xa = np.asarray([x], dtype=np.float32)
         return np.mean([e.tree_.predict(xa)[0, :, 0] for e in model.estimators_], axis=0)
 
-    def make(self, acc_row, cost_row, early_row=None) -> Run:
+    def make(self, acc_row, cost_row, early_row=None, loss_row=None) -> Run:
         acc = 1 / (1 + np.exp(-np.asarray(acc_row)))
         t_total = math.exp(cost_row[0])
         early = () if early_row is None else tuple(float(a) for a in 1 / (1 + np.exp(-np.asarray(early_row))))
         return Run([float(t_total * p) for p in self.profile], [float(a) for a in acc[:-1]], float(acc[-1]),
                    math.exp(cost_row[1]), math.exp(cost_row[2]), math.exp(cost_row[3]), ok=cost_row[4] >= 0.5,
-                   early_t=tuple(float(t_total * p) for p in self.early_profile) if early else (), early_acc=early)
+                   early_t=tuple(float(t_total * p) for p in self.early_profile) if early else (), early_acc=early,
+                   early_loss=() if loss_row is None else tuple(float(v) for v in np.exp(loss_row)))
 
     def __call__(self, x: list[float], key: str) -> Run:
         if key in self.cache:
             return self.cache[key]
         h = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16)
-        m_acc, m_cost, m_early = self.folds[h % len(self.folds)]
+        m_acc, m_cost, m_early, m_loss = self.folds[h % len(self.folds)]
         mean = self.predict(m_acc, x)
         j = self.alike(mean[-1], h // len(self.folds))
         acc = mean + self.res_acc[j]
         cost = self.predict(m_cost, x) + self.res_cost[j]
         cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
         early = self.predict(m_early, x) + self.res_eacc[j] if self.early else None
-        run = self.make(acc, cost, early)
+        loss = self.predict(m_loss, x) + self.res_eloss[j] if self.has_loss else None
+        run = self.make(acc, cost, early, loss)
         self.cache[key] = run
         return run
 
@@ -535,8 +575,111 @@ class Surrogate:
 
     def held_out(self) -> list[Run]:
         """Out-of-fold predictions (no residual) for every recorded row."""
-        return [self.make(a, c, self.oof_eacc[i] if self.early else None)
+        return [self.make(a, c, self.oof_eacc[i] if self.early else None,
+                          self.oof_eloss[i] if self.has_loss else None)
                 for i, (a, c) in enumerate(zip(self.oof_acc, self.oof_cost))]
+
+    def held_out_answers(self, rng) -> list[Run]:
+        """Every recorded row answered as a held-out proposal is: out-of-fold mean plus the residual
+        of a row predicted alike (what the searches see)."""
+        out = []
+        for i in range(len(self.runs)):
+            j = self.alike(self.oof_acc[i, -1], int(rng.integers(min(10, len(self.order)))))
+            out.append(self.make(self.oof_acc[i] + self.res_acc[j], self.oof_cost[i],
+                                 self.oof_eacc[i] + self.res_eacc[j] if self.early else None,
+                                 self.oof_eloss[i] + self.res_eloss[j] if self.has_loss else None))
+        return out
+
+
+class CondSurrogate(Surrogate):
+    """The surrogate in two stages, as a run unfolds: the parameters give the first ninth (the
+    accuracy at 1/27, 2/27 and 1/9 and the val loss there: what a rung before or at 1/9 sees), and
+    the parameters *and that first ninth* give the rest of the curve. Each stage adds the
+    out-of-fold residual of a row predicted alike. Why: ``Surrogate`` draws the whole curve from
+    one borrowed residual, which keeps how a run's accuracy at 1/9 goes with its end (smooth
+    curves) but not how its val loss there does: on held-out answers loss at 1/27 put 18 of 39
+    hits in the top ninth, on the recorded runs 26 of 34. A rule that ranks on the first ninth is
+    only judged fairly if what follows depends on it as it does in the recordings."""
+
+    def __init__(self, table: Table, fid: str, seed: int = 0, folds: int = 5, losses: bool = True):
+        from sklearn.ensemble import RandomForestRegressor
+        from sklearn.model_selection import KFold
+
+        if fid != "full":
+            raise ValueError("CondSurrogate models full-fidelity runs (their first ninth is recorded)")
+        keep = [i for i, r in enumerate(table.rows) if fid + "_run" in r]
+        self.X = table.X[keep]
+        runs = [table.rows[i][fid + "_run"] for i in keep]
+        self.runs = runs
+        self.early = all(len(r.early_acc) == len(EARLY) for r in runs)
+        self.has_loss = all(len(r.early_loss) == len(EARLY) + 1 for r in runs)
+        if not (self.early and self.has_loss):
+            raise ValueError("CondSurrogate needs every run's early points and losses")
+        acc, self.cost = _targets(runs)
+        # E: early accuracies, early losses, accuracy at 1/9; R: accuracy at 2/9..1 and the final.
+        self.E = np.hstack([_logit([r.early_acc for r in runs]), np.log([r.early_loss for r in runs]), acc[:, :1]])
+        self.R = acc[:, 1:]
+        ok = [r for r in runs if r.ok and r.t[-1] > 0]
+        self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
+        self.early_profile = np.median([[t / r.t[-1] for t in r.early_t] for r in ok], axis=0)
+
+        def forest():
+            return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
+                                         n_jobs=1)
+
+        XE = np.hstack([self.X, self.E])
+        self.oof_E, self.oof_R, self.oof_cost = np.zeros_like(self.E), np.zeros_like(self.R), np.zeros_like(self.cost)
+        self.fold_of = np.zeros(len(runs), dtype=int)
+        self.folds = []
+        for f, (tr, te) in enumerate(KFold(folds, shuffle=True, random_state=seed).split(self.X)):
+            f1, f2 = forest().fit(self.X[tr], self.E[tr]), forest().fit(XE[tr], self.R[tr])
+            fc = forest().fit(self.X[tr], self.cost[tr])
+            self.oof_E[te], self.oof_R[te], self.oof_cost[te] = f1.predict(self.X[te]), f2.predict(XE[te]), \
+                fc.predict(self.X[te])
+            self.fold_of[te] = f
+            self.folds.append((f1, f2, fc))
+        # Residuals of the second stage are taken given the real first ninth (what it adds to it).
+        self.res_E, self.res_R, self.res_cost = self.E - self.oof_E, self.R - self.oof_R, self.cost - self.oof_cost
+        self.e_scale = self.oof_E.std(axis=0) + 1e-9
+        self.order = np.argsort(self.oof_R[:, -1])
+        self.by_pred = self.oof_R[self.order, -1]
+        self.cache: dict = {}
+
+    def alike_early(self, e_mean: np.ndarray, draw: int) -> int:
+        """One of the 10 rows whose predicted first ninth is nearest ``e_mean`` (scaled distance)."""
+        d = (((self.oof_E - e_mean) / self.e_scale) ** 2).sum(axis=1)
+        near = np.argsort(d, kind="stable")[:10]
+        return int(near[draw % len(near)])
+
+    def _answer(self, x, fold: int, d1: int, d2: int, mean_only: bool = False) -> Run:
+        f1, f2, fc = self.folds[fold]
+        e = self.predict(f1, x)
+        if not mean_only:
+            e = e + self.res_E[self.alike_early(e, d1)]
+        r = self.predict(f2, list(x) + list(e))
+        j = self.alike(r[-1], d2)
+        cost = self.predict(fc, x)
+        if not mean_only:
+            r, cost = r + self.res_R[j], cost + self.res_cost[j]
+        cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
+        n = len(EARLY)
+        return self.make(np.concatenate([e[-1:], r]), cost, e[:n], e[n:2 * n + 1])
+
+    def __call__(self, x: list[float], key: str) -> Run:
+        if key in self.cache:
+            return self.cache[key]
+        h = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16)
+        k = len(self.folds)
+        run = self._answer(x, h % k, (h // k) % 10, (h // (10 * k)) % 10)
+        self.cache[key] = run
+        return run
+
+    def held_out(self) -> list[Run]:
+        return [self._answer(self.X[i], self.fold_of[i], 0, 0, mean_only=True) for i in range(len(self.runs))]
+
+    def held_out_answers(self, rng) -> list[Run]:
+        return [self._answer(self.X[i], self.fold_of[i], int(rng.integers(10)), int(rng.integers(10)))
+                for i in range(len(self.runs))]
 
 
 # -- rung rules -----------------------------------------------------------------------------
@@ -554,13 +697,17 @@ class Rule:
               (``product`` is ``rank: spent``: seconds so far, ties by crowding)
         hb    Hyperband: trials take brackets in turn, bracket b's first rung at min_fraction*eta**b,
               each bracket its own rungs; accuracy ranking
+        loss  val loss at the rung, the lowest first (a trial that reached the target before any
+              that did not): ASHA on loss; rungs up to the first ninth only, where LOSS_TABLE has
+              it. Scored whole (no exact bound on a mean loss from part of the images). Measured
+              and not built (docs/benchmarks.md, 2026-11-26)
     """
 
     def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int | None = None):
         from effsearch.search.pruner import MOASHAPruner
 
         knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
-        self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
+        self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind in ("pred", "loss") else "spent", **knobs)
         self.kind, self.eta, self.min_trials = kind, eta, self.product.min_trials
         self.settle = None  # World's Settle, set by search(): the stop point's cost
         self.rungs_passed, self.stop_settled = [], False  # the run just played: kept at; stopped settled
@@ -575,6 +722,8 @@ class Rule:
             self.brackets.append(self.product.rungs())
         # The curves hold an evaluation at every ninth (and at EARLY): a rung between two would be
         # decided on a later point than a real run has, and charged as if it stopped there.
+        if kind == "loss" and any(r > GRID[0] + 1e-9 for b in self.brackets for r in b):
+            raise ValueError("rank loss: the recorded losses stop at the first ninth; no rung after it")
         off = [r for b in self.brackets for r in b if abs(r * N_GRID - round(r * N_GRID)) > 1e-6
                and not any(abs(r - e) < 1e-9 for e in EARLY)]
         if off:
@@ -583,7 +732,7 @@ class Rule:
         # Rungs before the first ninth: evaluations a full-fidelity run would not have had.
         self.early = sorted({grid_index(r) for b in self.brackets for r in b if grid_index(r) < 0})
         self.name = {"product": "moasha", "acc": "asha-acc", "ttt": "asha-ttt", "hb": "hyperband",
-                     "pred": "moasha-pred"}[kind] + \
+                     "pred": "moasha-pred", "loss": "asha-loss"}[kind] + \
             f"@{_frac(min_fraction)}" + (f"-eta{eta:g}" if eta != 3 else "")
 
     def extra(self, k: int) -> int:
@@ -602,7 +751,7 @@ class Rule:
                 pool = pools.setdefault((b, k), [])
                 me = self.point(run, k, target)
                 keep = self.decide(me, pool) if may_prune else True
-                if not keep and self.settle is not None:  # pruned even at the first batch's upper bound?
+                if not keep and self.settle is not None and self.kind != "loss":  # pruned even at the first batch's upper bound?
                     self.stop_settled = not self.decide(self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))),
                                                                    k, target), pool)
                 pool.append(me)
@@ -618,11 +767,16 @@ class Rule:
         reached = next((run.t_at(j) for j in range(first, k + 1) if run.acc_at(j) >= target), None)
         if self.kind == "product":
             return RungPoint(reached if reached is not None else run.t_at(k), run.acc_at(k), reached is not None)
+        if self.kind == "loss":
+            return (reached is None, run.loss_at(k))
         if self.kind == "pred":  # the product's predicted time (pruner.predicted_time, via the run)
             return RungPoint(run.extrapolated_ttt(k, target, first), run.acc_at(k), reached is not None)
         return (run.extrapolated_ttt(k, target, first), run.acc_at(k))
 
     def decide(self, me, peers) -> bool:
+        if self.kind == "loss":  # (not reached, loss): fewer than ceil(n / eta) peers before it
+            n = len(peers) + 1
+            return n < self.min_trials or sum(1 for p in peers if p < me) < max(1, math.ceil(n / self.eta))
         if self.kind in ("product", "pred"):
             return self.product.decide(me, peers)
         n = len(peers) + 1
@@ -1030,15 +1184,7 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     lines.append("  real   " + " ".join(f"{t:5.2f}" for t in rung))
     # The surrogate's answers for held-out configurations (forest mean + one recorded residual
     # curve): if its early rungs ranked better than the real ones, it would flatter pruning.
-    s = sur["full"]
-    ho = s.held_out()
-    rng = np.random.default_rng(0)
-    ans = []
-    for i in range(len(ho)):
-        j = s.alike(s.oof_acc[i, -1], int(rng.integers(min(10, len(s.order)))))
-        ans.append(s.make(s.oof_acc[i] + s.res_acc[j], s.oof_cost[i],
-                          s.oof_eacc[i] + s.res_eacc[j] if s.early else None))
-    ans = [a for a in ans if a.ok]
+    ans = [a for a in sur["full"].held_out_answers(np.random.default_rng(0)) if a.ok]
     srung = [kendalltau([a.acc_at(k) for a in ans], [a.final for a in ans]).statistic for k in ks]
     lines.append("  surr.  " + " ".join(f"{t:5.2f}" for t in srung))
     for fid in ("tune20", "tune50"):
@@ -1120,6 +1266,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("random+moasha-pred@1/9", "random", R("pred")),
         Method("random+asha-acc@1/3", "random", R("acc", 1 / 3)),
         Method("random+hyperband@1/9", "random", R("hb")),
+        # Random proposals under the default rule and the loss rung: the same as rows:random's below
+        # but answered by the surrogate (how far the surrogate moves a verdict; 2026-11-26).
+        Method("random+moasha-pred@1/9-eta9", "random", R("pred", eta=9)),
+        Method("random+asha-loss@1/27-eta27", "random", R("loss", 1 / 27, eta=27)),
         Method("tpe+moasha@1/9", "tpe", R("product")),
         Method("tpe+moasha-pred@1/9", "tpe", R("pred")),
         Method("tpe+moasha-pred@1/3", "tpe", R("pred", 1 / 3)),
@@ -1134,6 +1284,11 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
         # A first rung at 1/27 (rungs 1/27, 1/9, 1/3): the points before the ninths (EARLY_TABLE).
         Method("tpe+moasha-pred@1/27+baseline", "tpe", R("pred", 1 / 27), warm=True),
+        # Ranked on val loss where accuracy is still near chance (LOSS_TABLE): one rung at 1/9 or at
+        # 1/27 (eta 27), or 1/27 then 1/3 (eta 9, the second ranked as pred).
+        Method("tpe+asha-loss@1/9-eta9+baseline", "tpe", R("loss", eta=9), warm=True),
+        Method("tpe+asha-loss@1/27-eta27+baseline", "tpe", R("loss", 1 / 27, eta=27), warm=True),
+        Method("tpe+asha-loss@2/27-eta13.5+baseline", "tpe", R("loss", 2 / 27, eta=13.5), warm=True),
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
@@ -1160,6 +1315,9 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("rows:random+moasha-pred@1/9", "rows", R("pred")),
         Method("rows:random+moasha-pred@1/27", "rows", R("pred", 1 / 27)),
         Method("rows:random+moasha-pred@1/9-eta9", "rows", R("pred", eta=9)),
+        Method("rows:random+asha-loss@1/9-eta9", "rows", R("loss", eta=9)),
+        Method("rows:random+asha-loss@1/27-eta27", "rows", R("loss", 1 / 27, eta=27)),
+        Method("rows:random+moasha-pred@1/27-eta27", "rows", R("pred", 1 / 27, eta=27)),
         Method("rows:random+asha-acc@1/3", "rows", R("acc", 1 / 3)),
     ]
     if not full:
@@ -1180,11 +1338,16 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  "tpe+moasha-pred@1/9-eta4+baseline",
                  # Since 2026-11-25 (the time rung added): the eta-3 rule, an earlier default
                  # (231 CPU-s over 40 seeds; the run had grown to 945 s with the time rung added).
-                 "tpe+moasha-pred@1/9+baseline"}
+                 "tpe+moasha-pred@1/9+baseline",
+                 # Since 2026-11-26: beside the loss rung at 1/27 on the recorded rows
+                 "rows:random+moasha-pred@1/27-eta27", "random+moasha-pred@1/9-eta9"}
         # Since 2026-11-26 the time rung too (an option, not the default since 2026-11-25,
         # evening; 414 CPU-s over 40 seeds): with it the run took 897-1,018 s on this session's
         # slower machine, past the 15 minutes the default run must fit.
-        ms = [m for m in ms if m.name not in extra and m.tpe is None and not isinstance(m.rule, TimeRule)]
+        # Since 2026-11-26, the rungs ranked on val loss (they lost under TPE; TPE at 1/27 models
+        # 650+ trials a search).
+        ms = [m for m in ms if m.name not in extra and m.tpe is None and not isinstance(m.rule, TimeRule)
+              and getattr(m.rule, "kind", None) != "loss"]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred")),
                # beside the yardstick and the default, with the baseline first as they have it
@@ -1237,6 +1400,8 @@ def main() -> None:
     ap.add_argument("--all", action="store_true",
                     help="every method, the losing ones too (rank spent, 20%%-tuning, rungs at 1/27; over an hour on 2 cores)")
     ap.add_argument("--only", default="", help="comma-separated method names, from every method (--all's list; default: the default run's)")
+    ap.add_argument("--cond", action="store_true",
+                    help="answer full-fidelity proposals with CondSurrogate (the first ninth, then the rest given it)")
     ap.add_argument("--whole-evals", action="store_true",
                     help="score every evaluation point on the whole validation set (the product before "
                          "2026-11-25, night; the default models its settled points)")
@@ -1275,7 +1440,10 @@ def main() -> None:
     print(f"reference point (3 x baseline time to target, baseline accuracy - 0.05) = ({ref[0]:.2f} s, {-ref[1]:.4f}); "
           f"phase-1 targets (the study's scaled by the baseline's subset/full accuracy) {tune_target}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
 
-    sur = {f: Surrogate(table, f) for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}
+    losses = any(getattr(m.rule, "kind", None) == "loss" for m in methods(args.quick, args.gp, args.all or bool(args.only))
+                 if not args.only or m.name in args.only.split(","))
+    sur = {f: (CondSurrogate if args.cond and f == "full" else Surrogate)(table, f, losses=losses)
+           for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}
     print("\nsurrogate, held out (5-fold), Spearman / Kendall vs recorded:")
     for f in sur:
         tt = target if f == "full" else tune_target[f]

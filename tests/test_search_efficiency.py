@@ -162,3 +162,40 @@ def test_the_anatomy_sorts_the_costs_spent_before_the_level():
     assert out["n_pruned"] == 2 and out["n_full"] == 2 and out["sampler"] == pytest.approx(0.5)
     cold = mod.split(log, 9.5, warm=False)
     assert cold["baseline"] == 0.0 and cold["hit"] == 9.0 and cold["n_full"] == 1 and cold["pruned"] == 0.0
+
+
+def test_the_loss_rule_keeps_the_lowest_val_loss_and_reads_it_where_recorded(se):
+    """Rank ``loss`` (a candidate rule): at a rung up to the first ninth, ASHA on val loss; the
+    recorded points give each run its loss at 1/27, 2/27 and 3/27 (a missing or non-finite one
+    reads LOSS_CAP); a rung after the first ninth, where nothing is recorded, is refused."""
+    points = [[0.1, 0.2, 0.1, 2.31, 2.4], [0.2, 0.4, 0.12, float("nan"), 2.3], [0.3, 0.6, 0.2, 2.25, 2.2]]
+    assert se.loss_points(points, 2.7) == (2.31, se.LOSS_CAP, 2.25)
+    assert se.loss_points([], 2.7) == (se.LOSS_CAP,) * 3
+    rule = se.Rule("loss", 1 / 9, eta=9, min_trials=1)
+    pools: dict = {}
+
+    def lossy(loss):
+        r = run(se, None, 0.9)
+        r.early_loss = (2.3, 2.3, loss)
+        return r
+
+    for loss in (2.30, 2.31, 2.32):
+        rule.play(lossy(loss), 0.95, pools, 0, may_prune=False)
+    assert rule.play(lossy(2.29), 0.95, pools, 1) is None  # the lowest loss of four: kept
+    assert rule.play(lossy(2.315), 0.95, pools, 2) == 0  # pruned at 1/9, with the accuracy of the rest
+    with pytest.raises(ValueError, match="first ninth"):
+        se.Rule("loss", 1 / 9, eta=2)
+
+
+def test_the_two_stage_surrogate_answers_alike_and_holds_out(se):
+    """``--cond``: the first ninth from the parameters, the rest given it. The same configuration
+    gets the same answer; held out, it ranks final accuracy at the issue's rho >= 0.8."""
+    from effsearch.search import studyfile
+
+    spec = studyfile.load(se.STUDY)
+    table = se.Table(se.TABLE, spec.space, se.LOADED)
+    sur = se.CondSurrogate(table, "full")
+    x = list(table.X[3])
+    a, b = sur(x, "k"), sur(x, "k")
+    assert a is b and len(a.early_acc) == len(se.EARLY) and len(a.early_loss) == len(se.EARLY) + 1
+    assert se.validate(sur, table, "full", spec.base.target_accuracy)[0] >= 0.8
