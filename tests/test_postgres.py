@@ -70,7 +70,10 @@ def _study_file(tmp_path) -> Path:
          "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 6}),
          "space": {"include": ["optimizer"], "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
                    "fixed": {"optimizer.name": "sgd"}},
-         "heartbeat": {"interval": 1, "grace_period": 3, "max_retry": 2}}
+         "heartbeat": {"interval": 1, "grace_period": 3, "max_retry": 2},
+         # The baseline reaches the target in ~0.05 s: 4x that is timing noise on a loaded machine, and
+         # one trial stopped as too slow (PRUNED, counted toward n_trials) failed this test in CI.
+         "max_slowdown": None}
     path = tmp_path / "pg.yaml"
     path.write_text(yaml.safe_dump(d))
     return path
@@ -114,8 +117,9 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
                 os.killpg(p.pid, signal.SIGKILL)
     trials = optuna.load_study(study_name="pg", storage=storage).get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    states = [(t.number, t.state.name, t.user_attrs.get("status"), t.user_attrs.get("reason"),
-               (t.user_attrs.get("worker") or {}).get("pid"), t.system_attrs.get("failed_trial")) for t in trials]
+    # Short, so that pytest does not cut it: number, state, status, worker pid, retry of.
+    states = [(t.number, t.state.name[:4], t.user_attrs.get("status"), (t.user_attrs.get("worker") or {}).get("pid"),
+               t.system_attrs.get("failed_trial")) for t in trials]
     log_b = (tmp_path / "worker-b.log").read_text()[-3000:]
     # the survivor did not stop one short
     assert len(complete) == n and report.counts(trials)["done"] == n, (victim, a.pid, b.pid, states, log_b)

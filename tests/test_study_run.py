@@ -521,7 +521,7 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
     path = write_study(tmp_path, n_trials=8, base=base, pruner={"name": "moasha", "eta": 2, "clock": "time",
-                                                                         "time_fraction": 0.5})
+                                                                         "time_fraction": 0.5}, max_slowdown=4)
     assert main(["run", str(path)]) == 0
     (cfg0, at0, after0, r0), rest = runs[0], runs[1:]
     assert r0.reached_target and after0 == () and at0 == pytest.approx((cfg0.epochs / 9, 2 * cfg0.epochs / 9,
