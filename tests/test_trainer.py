@@ -127,6 +127,25 @@ def test_colout_and_progressive_resizing_shrink_images():
     assert probe.inputs[0].shape[-1] == 8 and probe.inputs[-1].shape[-1] > 8
 
 
+def test_images_shrunk_below_the_poolings_train_padded():
+    """Progressive resizing at 0.3 with ColOut at 0.3 leaves 2-6 pixels of 16 (or of CIFAR's 32 for
+    ResNet-9's three poolings): the model pads them up to the side its poolings take, where its
+    poolings had failed ("Output size is too small"). A full-size image is not touched."""
+    from effsearch.trainer.models import build_model
+
+    shrink = {"algorithms": {"colout": {"p_row": 0.3, "p_col": 0.3},
+                             "progressive_resizing": {"initial_scale": 0.3, "delay_fraction": 0.0,
+                                                      "finetune_fraction": 0.0, "size_increment": 1}}}
+    _, probe, _ = built(shrink)
+    assert min(probe.inputs[0].shape[-2:]) < 4  # and it trained: a pooling error raises out of fit()
+    torch.manual_seed(0)
+    for name, side in (("tiny-cnn", 4), ("resnet9", 8)):
+        model = build_model(name, 3, 10, width=4).eval()
+        assert model(torch.randn(2, 3, side - 3, side - 2)).shape == (2, 10)
+        x = torch.randn(2, 3, 32, 32)
+        assert torch.equal(model(x), model.linear(model.features(x)))
+
+
 def test_randaugment_and_augmix_transform_images():
     for name in ("randaugment", "augmix"):
         run, probe, _ = built(algo(name, {"severity": 3}))
