@@ -6,11 +6,12 @@ trains each configuration of that table (and of quickstart_curves_loaded.jsonl, 
 baseline seeds) again, at full fidelity and with its seed, evaluates it at 1/27, 2/27 and 3/27
 of its budget (``train(eval_at=...)``, as a study's pruner asks for its rungs) and stops it
 after the third. One JSON line per run: kind, index, the points (epoch, train seconds, val
-accuracy, and since 2026-11-26 val loss and train loss) and the wall time.
-benchmarks/data/quickstart_early_loss.jsonl is the recording with losses (``--out`` there,
-``--workers 2``, 4 minutes on 2 idle cores; 675 of its 708 runs' accuracies equal the first
-recording's to the digit); the replay reads only its losses. The replay uses the accuracies as they are and the train
-seconds as shares of the 3/27 point's (this recording's load is not the table's).
+accuracy, and since 2026-11-26 val loss and train loss) and the wall time. The replay uses
+the accuracies as they are and the train seconds as shares of the 3/27 point's (this
+recording's load is not the table's). benchmarks/data/quickstart_early_loss.jsonl is the
+recording with losses (``--out`` there, ``--workers 2``, 4 minutes on 2 idle cores; 675 of
+its 708 runs' accuracies equal the first recording's to the digit); the replay reads only
+its losses.
 Resumable: runs already in the output are skipped.
 
     EFFSEARCH_DATA_DIR=/work/shared/data nohup nice uv run python benchmarks/record_early.py > /tmp/early.log 2>&1 &

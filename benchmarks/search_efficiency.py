@@ -484,7 +484,6 @@ class Surrogate:
     out-of-fold residuals to add back (a real run is one draw, not the forest's mean)."""
 
     def __init__(self, table: Table, fid: str, seed: int = 0, folds: int = 5, losses: bool = False):
-        from sklearn.ensemble import RandomForestRegressor
         from sklearn.model_selection import KFold
 
         keep = [i for i, r in enumerate(table.rows) if fid + "_run" in r]
@@ -499,14 +498,10 @@ class Surrogate:
         # Val losses (a forest more a proposal) only for a rule that reads them.
         self.has_loss = losses and fid == "full" and all(len(r.early_loss) == len(EARLY) + 1 for r in runs)
         self.eloss = np.log([r.early_loss for r in runs]) if self.has_loss else None
-        # The time profile: train seconds at each ninth as a share of the whole, median over runs.
-        ok = [r for r in runs if r.ok and r.t[-1] > 0]
-        self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
-        self.early_profile = np.median([[t / r.t[-1] for t in r.early_t] for r in ok], axis=0) if self.early else []
+        self.set_profiles(runs)
 
         def forest():
-            return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
-                                         n_jobs=1)
+            return self.forest(seed)
 
         # A proposal is answered as a held-out row would be: by one fold's forests (chosen by a hash
         # of the parameters), plus the out-of-fold residual of a row those forests' kind predicted
@@ -533,6 +528,20 @@ class Surrogate:
         self.order = np.argsort(self.oof_acc[:, -1])
         self.by_pred = self.oof_acc[self.order, -1]
         self.cache: dict = {}
+
+    def set_profiles(self, runs: list[Run]) -> None:
+        """The time profile: train seconds at each ninth (and at EARLY) as a share of the whole,
+        median over the runs that completed."""
+        ok = [r for r in runs if r.ok and r.t[-1] > 0]
+        self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
+        self.early_profile = np.median([[t / r.t[-1] for t in r.early_t] for r in ok], axis=0) if self.early else []
+
+    @staticmethod
+    def forest(seed: int):
+        from sklearn.ensemble import RandomForestRegressor
+
+        return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
+                                     n_jobs=1)
 
     @staticmethod
     def predict(model, x: list[float]) -> np.ndarray:
@@ -602,7 +611,6 @@ class CondSurrogate(Surrogate):
     only judged fairly if what follows depends on it as it does in the recordings."""
 
     def __init__(self, table: Table, fid: str, seed: int = 0, folds: int = 5, losses: bool = True):
-        from sklearn.ensemble import RandomForestRegressor
         from sklearn.model_selection import KFold
 
         if fid != "full":
@@ -619,13 +627,10 @@ class CondSurrogate(Surrogate):
         # E: early accuracies, early losses, accuracy at 1/9; R: accuracy at 2/9..1 and the final.
         self.E = np.hstack([_logit([r.early_acc for r in runs]), np.log([r.early_loss for r in runs]), acc[:, :1]])
         self.R = acc[:, 1:]
-        ok = [r for r in runs if r.ok and r.t[-1] > 0]
-        self.profile = np.median([[t / r.t[-1] for t in r.t] for r in ok], axis=0)
-        self.early_profile = np.median([[t / r.t[-1] for t in r.early_t] for r in ok], axis=0)
+        self.set_profiles(runs)
 
         def forest():
-            return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
-                                         n_jobs=1)
+            return self.forest(seed)
 
         XE = np.hstack([self.X, self.E])
         self.oof_E, self.oof_R, self.oof_cost = np.zeros_like(self.E), np.zeros_like(self.R), np.zeros_like(self.cost)
@@ -707,7 +712,7 @@ class Rule:
         from effsearch.search.pruner import MOASHAPruner
 
         knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
-        self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind in ("pred", "loss") else "spent", **knobs)
+        self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
         self.kind, self.eta, self.min_trials = kind, eta, self.product.min_trials
         self.settle = None  # World's Settle, set by search(): the stop point's cost
         self.rungs_passed, self.stop_settled = [], False  # the run just played: kept at; stopped settled
@@ -774,9 +779,6 @@ class Rule:
         return (run.extrapolated_ttt(k, target, first), run.acc_at(k))
 
     def decide(self, me, peers) -> bool:
-        if self.kind == "loss":  # (not reached, loss): fewer than ceil(n / eta) peers before it
-            n = len(peers) + 1
-            return n < self.min_trials or sum(1 for p in peers if p < me) < max(1, math.ceil(n / self.eta))
         if self.kind in ("product", "pred"):
             return self.product.decide(me, peers)
         n = len(peers) + 1
@@ -785,6 +787,8 @@ class Rule:
         keep = max(1, math.ceil(n / self.eta))
         if self.kind == "ttt":
             better = sum(1 for p in peers if (p[0], -p[1]) < (me[0], -me[1]))
+        elif self.kind == "loss":  # (not reached, loss), the smaller first
+            better = sum(1 for p in peers if p < me)
         else:
             better = sum(1 for p in peers if p[1] > me[1])
         return better < keep
@@ -1284,8 +1288,8 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
         # A first rung at 1/27 (rungs 1/27, 1/9, 1/3): the points before the ninths (EARLY_TABLE).
         Method("tpe+moasha-pred@1/27+baseline", "tpe", R("pred", 1 / 27), warm=True),
-        # Ranked on val loss where accuracy is still near chance (LOSS_TABLE): one rung at 1/9 or at
-        # 1/27 (eta 27), or 1/27 then 1/3 (eta 9, the second ranked as pred).
+        # Ranked on val loss where accuracy is still near chance (LOSS_TABLE): one rung at 1/9, 2/27
+        # or 1/27 (the losses stop at the first ninth, so no second rung).
         Method("tpe+asha-loss@1/9-eta9+baseline", "tpe", R("loss", eta=9), warm=True),
         Method("tpe+asha-loss@1/27-eta27+baseline", "tpe", R("loss", 1 / 27, eta=27), warm=True),
         Method("tpe+asha-loss@2/27-eta13.5+baseline", "tpe", R("loss", 2 / 27, eta=13.5), warm=True),
@@ -1440,8 +1444,9 @@ def main() -> None:
     print(f"reference point (3 x baseline time to target, baseline accuracy - 0.05) = ({ref[0]:.2f} s, {-ref[1]:.4f}); "
           f"phase-1 targets (the study's scaled by the baseline's subset/full accuracy) {tune_target}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
 
-    losses = any(getattr(m.rule, "kind", None) == "loss" for m in methods(args.quick, args.gp, args.all or bool(args.only))
-                 if not args.only or m.name in args.only.split(","))
+    chosen = [m for m in methods(args.quick, args.gp, args.all or bool(args.only))
+              if not args.only or m.name in args.only.split(",")]
+    losses = any(getattr(m.rule, "kind", None) == "loss" for m in chosen)
     sur = {f: (CondSurrogate if args.cond and f == "full" else Surrogate)(table, f, losses=losses)
            for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}
     print("\nsurrogate, held out (5-fold), Spearman / Kendall vs recorded:")
@@ -1465,10 +1470,7 @@ def main() -> None:
     WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base, settle)
     WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base, settle)
     # A rung before the first ninth needs every run's early points (EARLY_TABLE, all or none).
-    ms = [m for m in methods(args.quick, args.gp, args.all or bool(args.only)) if (m.tune is None or m.tune in sur)
-          and (table.early or not (m.rule and m.rule.early))]
-    if args.only:
-        ms = [m for m in ms if m.name in args.only.split(",")]
+    ms = [m for m in chosen if (m.tune is None or m.tune in sur) and (table.early or not (m.rule and m.rule.early))]
     for m in ms:
         if isinstance(m.rule, OracleRule):
             m.rule.ref = ref
