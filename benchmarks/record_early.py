@@ -57,6 +57,8 @@ def main() -> None:
     ap.add_argument("--worker", type=int, default=0, help="this recorder's share: runs i with i %% workers == worker")
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
+    if args.workers < 1 or not 0 <= args.worker < args.workers:
+        ap.error(f"--worker must be in 0..--workers - 1 and --workers >= 1 (got {args.worker} of {args.workers})")
     torch.set_num_threads(1)
     done = set()
     if args.out.exists():
