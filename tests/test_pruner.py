@@ -333,3 +333,22 @@ def test_slow_stop_ends_a_trial_short_of_the_target_past_the_limit():
     stop.begin(warm, cfg, may_prune=False)
     assert stop.eval_after(cfg) == (1.0,)
     assert stop.on_eval(warm, EvalPoint(epoch=2, train_seconds=30.0, val_accuracy=0.5)) is None
+
+
+def test_slow_stop_leaves_a_second_past_a_tiny_baseline_time():
+    """A baseline at 0.05 s to target: 4x is 0.2 s, timing noise; the limit is a second past it."""
+    from effsearch.search.pruner import NoPruner, SlowStop
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    stop = SlowStop(NoPruner(), 4.0, study)
+    cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
+    base = study.ask()
+    base.set_user_attr("baseline", True)
+    base.set_user_attr("time_to_target", 0.05)
+    study.tell(base, [0.05, 0.95])
+    trial = study.ask()
+    stop.begin(trial, cfg)
+    assert stop.eval_after(cfg) == (pytest.approx(1.05),)
+    assert stop.on_eval(trial, EvalPoint(epoch=1, train_seconds=0.3, val_accuracy=0.5)) is None
+    reason = stop.on_eval(trial, EvalPoint(epoch=2, train_seconds=1.06, val_accuracy=0.5))
+    assert reason and "21x the baseline's time to target (0.05s" in reason
