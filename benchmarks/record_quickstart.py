@@ -9,6 +9,11 @@ CPU), each trained
     tune50   on 50% of the data (every 4th configuration): phase 1's data fraction
     seed1    at full fidelity again with seed 1 (every 10th): the noise floor
 
+With ``--study FILE --phase1`` the configurations are another study's, each trained once, as
+that study's phase 1 trains it (its tuning phase's data subset, validation subset and target,
+no test set), evaluated at every 1/9 of its budget: the study's phase 1 as a task of its own
+(``full`` in the table is then that fidelity).
+
 plus the study's base configuration (the baseline) with seeds 0-4, and again
 (seed 100 + i) after every 20th configuration i, so that the baseline's costs
 are measured under the same load as the table's. Per run it
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -43,13 +49,13 @@ EVALS = 9  # evaluations per run: every 1/9 of the budget (MO-ASHA's default fir
 BASELINE_SEEDS = 5
 
 
-def run(cfg) -> dict:
+def run(cfg, test: bool = True) -> dict:
     from effsearch.trainer.run import train
 
     cfg = cfg.replace(eval_every=cfg.epochs / EVALS)
     t = time.perf_counter()
     try:
-        r = train(cfg, progress=False)
+        r = train(cfg, progress=False, test=test)
     except Exception as e:  # a failing config is data too
         return {"status": "failed", "reason": f"{type(e).__name__}: {e}", "history": [],
                 "wall_seconds": time.perf_counter() - t}
@@ -62,7 +68,9 @@ def run(cfg) -> dict:
                                      "compile_seconds", "steps", "val_accuracy", "test_accuracy")}}
 
 
-def record(cfg, index: int) -> dict:
+def record(cfg, index: int, phase1: bool = False) -> dict:
+    if phase1:  # the study's phase-1 fidelity is the task: one run, no test set (as phase 1)
+        return {"full": run(cfg, test=False)}
     row = {"full": run(cfg), "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2}))}
     if index % 4 == 0:
         row["tune50"] = run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))
@@ -87,12 +95,31 @@ def main() -> None:
     ap.add_argument("--worker", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--start", type=int, default=0, help="record configurations from this index on")
+    ap.add_argument("--study", type=Path, default=STUDY, help="the study whose space is sampled")
+    ap.add_argument("--phase1", action="store_true",
+                    help="train each configuration as the study's phase 1 does (its tuning phase), once")
     args = ap.parse_args()
+    if not 0 <= args.worker < args.workers:
+        ap.error(f"--worker must be in 0..{args.workers - 1} (--workers {args.workers}); got {args.worker}")
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    from effsearch.search import studyfile
+    from effsearch.search import phases, studyfile
 
-    spec = studyfile.load(STUDY)
+    spec = studyfile.load(args.study)
+    if args.phase1 and not phases.enabled(spec):
+        sys.exit(f"{args.study}: --phase1 needs a study with a tuning phase (tuning: name: subset)")
+    fidelity = (lambda c: phases.shrink(c, spec.tuning)) if args.phase1 else (lambda c: c)
+
+    def baseline_row(cfg, extra: bool) -> dict:
+        cfg = fidelity(cfg)
+        if args.phase1:
+            return {"config": cfg.to_dict(), "full": run(cfg, test=False)}
+        row = {"config": cfg.to_dict(), "full": run(cfg),
+               "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2}))}
+        if extra:
+            row["tune50"] = run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))
+        return row
+
     done = set()
     if args.out.exists():
         done = {(r["kind"], r["index"]) for r in map(json.loads, args.out.read_text().splitlines())}
@@ -100,30 +127,25 @@ def main() -> None:
     t0 = time.perf_counter()
     for s in range(BASELINE_SEEDS):
         if mine(s) and ("baseline", s) not in done:
-            cfg = spec.base.replace(seed=s)
-            append(args.out, {"kind": "baseline", "index": s, "params": {}, "config": cfg.to_dict(),
-                              "full": run(cfg),
-                              "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2})),
-                              "tune50": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))})
+            append(args.out, {"kind": "baseline", "index": s, "params": {},
+                              **baseline_row(spec.base.replace(seed=s), True)})
             print(f"baseline seed {s} done", flush=True)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed), directions=spec.directions)
     for i in range(args.n):
         trial = study.ask()
-        cfg = spec.space.config(trial)
+        cfg = fidelity(spec.space.config(trial))
         params = dict(trial.params)
         study.tell(trial, [0.0] * len(spec.directions))
         if i < args.start or not mine(i) or ("random", i) in done:
             continue
         t = time.perf_counter()
-        row = {"kind": "random", "index": i, "params": params, "config": cfg.to_dict(), **record(cfg, i)}
+        row = {"kind": "random", "index": i, "params": params, "config": cfg.to_dict(), **record(cfg, i, args.phase1)}
         append(args.out, row)
         if i % 20 == 0 and ("baseline", 100 + i) not in done:
             # The baseline again, under the load of the moment: costs measured on a shared machine
             # drift with the load, and the benchmark's reference point and budget come from these.
-            cfg0 = spec.base.replace(seed=100 + i)
-            append(args.out, {"kind": "baseline", "index": 100 + i, "params": {}, "config": cfg0.to_dict(),
-                              "full": run(cfg0), "tune20": run(cfg0.replace(**{
-                                  "dataset.data_fraction": cfg0.dataset.data_fraction * 0.2}))})
+            append(args.out, {"kind": "baseline", "index": 100 + i, "params": {},
+                              **baseline_row(spec.base.replace(seed=100 + i), False)})
         full = row["full"]
         print(f"[{i}] {time.perf_counter() - t:5.1f}s (total {time.perf_counter() - t0:6.0f}s) {full['status']:9s} "
               f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s", flush=True)

@@ -57,7 +57,9 @@ the sampler's own CPU seconds to propose it (measured here: TPE's grouped
 multivariate model costs tenths of a second a trial, as much as a pruned trial).
 Phase-1 trials cost their subset fidelity's recorded costs; phase-2
 confirmations cost full runs. Every method runs until the same compute budget
-is spent, not a trial count.
+is spent, not a trial count. max_slowdown is the product's (``--max-slowdown``, default 4):
+a trial still short of the target at 4x the search's baseline time to target (and at least a
+second past it) stops there, in every search that has the baseline, pruned or not.
 
 What the sampler is told is what the product tells it: a completed trial's (time to target,
 or its train seconds for a miss; final accuracy), and for a miss or a pruned trial its
@@ -91,11 +93,17 @@ the paired median noisy), and the same for ``OracleRule``, a rule that knows eve
 a rung rule that never erred would reach (about the floor for any rule on this replay).
 
     uv run python benchmarks/search_efficiency.py [--seeds 40] [--first-seed 0] [--budget-trials 80] [--quick] [--all] [--gp] [--jobs 2]
+
+Another table: ``--table T --study S [--phase1]``, for a table recorded with
+``record_quickstart.py --study S [--phase1]`` (``--phase1``: S's phase 1 is the task, its data
+subset, validation subset and target). The first recording and the early and loss points belong
+to the quickstart table and are left out; ``--plot`` another file.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import hashlib
 import json
@@ -123,6 +131,9 @@ LOSS_CAP = 50.0  # a diverged run's loss (nan, inf) is read as this
 STUDY = ROOT / "studies" / "quickstart.yaml"
 PLOT = ROOT / "docs" / "search-efficiency.png"
 N_GRID = 9  # evaluations per run, at every 1/9 of the budget
+# The product's max_slowdown (study file default; SlowStop, with its floor of a second past the
+# baseline's time): a trial short of the target at 4x the search's baseline time to target stops.
+MAX_SLOWDOWN = 4.0
 GRID = [(k + 1) / N_GRID for k in range(N_GRID)]
 # Evaluations before the first ninth (benchmarks/record_early.py), for rungs there. A rung at
 # EARLY[i] is grid position i - len(EARLY) (negative): what runs before the ninths.
@@ -205,6 +216,28 @@ class Run:
             total += self.eval_s * (settle.share if part else 1.0)
             reached = reached or a >= target
         return total
+
+    def slow_stop(self, limit: float | None, target: float) -> int | None:
+        """max_slowdown (the product's ``SlowStop``): where a run still short of ``target`` when it has
+        trained ``limit`` seconds stops. The last grid position before the mark (-1: none), or None
+        when the limit never applies (no limit, the budget ends first, the target reached first)."""
+        if limit is None or not self.ok or self.t[-1] <= limit:
+            return None
+        k = -1
+        for j in range(N_GRID):
+            if self.t[j] >= limit:
+                break
+            if self.acc[j] >= target:
+                return None
+            k = j
+        return k
+
+    def slow_cost(self, k: int, limit: float, target: float, settle, whole=(), extra: int = 0) -> float:
+        """Compute of a run stopped at ``limit`` seconds by max_slowdown, ``k`` its last grid position
+        before the mark: its evaluations to there, one more at the mark (settled on its first batch
+        where the curve is under the target there, as the product's is), no final evaluation."""
+        mark = settle.share if settle is not None and settle.upper(self.acc[k + 1]) < target else 1.0
+        return self.overhead + limit + self.evals(k, target, settle, whole, extra=extra) + self.eval_s * mark
 
     def extrapolated_ttt(self, k: int, target: float, first: int = 0) -> float:
         """Time to target so far, or predicted from the curve as the product's pruner predicts it.
@@ -376,7 +409,8 @@ class Table:
     load by the configurations both recorded (``load_factors``); its baselines are left out (the
     budget and reference point come from this recording's)."""
 
-    def __init__(self, path: Path, space, loaded: Path | None = None, early: Path | None = EARLY_TABLE):
+    def __init__(self, path: Path, space, loaded: Path | None = None, early: Path | None = EARLY_TABLE,
+                 losses: Path | None = LOSS_TABLE):
         rows = normalise_load(_read(path))
         self.factors = {}
         if loaded is not None and loaded.exists():
@@ -405,7 +439,8 @@ class Table:
                         if self.early and f == "full" else None
                     r[f + "_run"] = grid_run(r[f], r["config"]["epochs"], self.cap[f], e)
         # Val losses before the ninths and at the first one, for every full-fidelity run or none.
-        lpts = {(e["kind"], e["index"]): e.get("points") for e in _read(LOSS_TABLE)} if LOSS_TABLE.exists() else {}
+        lpts = {(e["kind"], e["index"]): e.get("points") for e in _read(losses)} \
+            if losses is not None and losses.exists() else {}
         self.loss = bool(lpts) and all((r["kind"], r["index"]) in lpts for r in rows)
         if self.loss:
             for r in rows:
@@ -451,11 +486,12 @@ def derived(params: dict) -> list[float]:
     optimizer steps (epochs x kept data / batch) and of the learning rate per optimizer (the
     space's lr is at batch 128, scaled with the batch), and their sum. Held-out rank correlation
     of final accuracy 0.78 -> 0.84 on the table (5-fold, 216 rows)."""
-    bs = params.get("batch_size", 64)
+    bs = params.get("batch_size", 64) * params.get("accumulate", 1)  # one step per accumulated batch
     frac = params.get("selection.fraction", 1.0) if params.get("selection.strategy", "full") != "full" else 1.0
     steps = math.log(params.get("epochs", 6) * frac / bs)
-    sgd = params.get("optimizer.name", "sgd") == "sgd"
-    lr = params.get("optimizer.lr" if sgd else "optimizer.lr@adamw", params.get("optimizer.lr", 0.05))
+    name = params.get("optimizer.name", "sgd")
+    sgd = name in ("sgd", "sgdw")
+    lr = params.get(f"optimizer.lr@{name}", params.get("optimizer.lr", 0.05))
     lr = math.log(lr * bs / 128)
     return [steps, lr if sgd else -10.0, -10.0 if sgd else lr, steps + lr]
 
@@ -744,15 +780,20 @@ class Rule:
         """Evaluations before the ninths that a trial stopped at position ``k`` ran (its early rungs)."""
         return sum(1 for e in self.early if e <= k)
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
+             until: int = N_GRID - 1) -> int | None:
         """Feed ``run`` through its rungs; the grid position it was pruned at, or None (completed).
-        With ``may_prune`` False (the baseline) its points are only recorded for the others."""
+        With ``may_prune`` False (the baseline) its points are only recorded for the others.
+        ``until``: the last position the run reaches (max_slowdown stops it after; later rungs
+        never see it)."""
         self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
         for b in (range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]):
             for r in self.brackets[b]:
                 k = grid_index(r)
+                if k > until:
+                    break
                 pool = pools.setdefault((b, k), [])
                 me = self.point(run, k, target)
                 keep = self.decide(me, pool) if may_prune else True
@@ -808,11 +849,14 @@ class OracleRule(Rule):
         self.name = f"oracle@{_frac(min_fraction)}"
         self.ref = None
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
+             until: int = N_GRID - 1) -> int | None:
         from effsearch.search.pareto import hypervolume_2d
 
         self.rungs_passed, self.stop_settled = [], False
         front = pools.setdefault("oracle", [])
+        if grid_index(self.brackets[0][0]) > until:
+            return None  # stopped by max_slowdown before its rung (and no hit)
         h = run.ttt(target) if run.ok else None
         p = (h, -run.final) if h is not None else None
         if not may_prune or not run.ok:
@@ -844,12 +888,13 @@ class TimeRule(Rule):
     def extra(self, k: int) -> int:  # the run just played: one evaluation before the ninths if judged there
         return self._extra if self.T is not None else self.fallback.extra(k)
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True) -> int | None:
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
+             until: int = N_GRID - 1) -> int | None:
         from effsearch.search.pruner import RungPoint
 
         if self.T is None:
             self.fallback.settle = self.settle
-            stop = self.fallback.play(run, target, pools, n, may_prune)
+            stop = self.fallback.play(run, target, pools, n, may_prune, until)
             self.rungs_passed, self.stop_settled = self.fallback.rungs_passed, self.fallback.stop_settled
             return stop
         self._extra = 0
@@ -858,7 +903,7 @@ class TimeRule(Rule):
             return None
         first = -len(EARLY) if run.early_t else 0
         k = next((j for j in range(first, N_GRID) if run.t_at(j) >= self.T), None)
-        if k is None or k == N_GRID - 1:
+        if k is None or k == N_GRID - 1 or k > until:
             return None
         self._extra = int(k < 0)
         pool = pools.setdefault("time", [])
@@ -926,10 +971,11 @@ class World:
     """Everything a search needs: the space, the answers, the targets and the budget."""
 
     def __init__(self, space, table: Table, surrogates: dict, target: float, tune_target: float, budget: float,
-                 base=None, settle: Settle | None = None):
+                 base=None, settle: Settle | None = None, max_slowdown: float | None = MAX_SLOWDOWN):
         self.space, self.table, self.sur, self.base = space, table, surrogates, base
         self.target, self.tune_target, self.budget = target, tune_target, budget
         self.settle = settle  # how a point is scored on part of the validation set (None: always whole)
+        self.max_slowdown = max_slowdown  # the product's SlowStop factor (None: no limit)
 
 
 def make_sampler(m: Method, seed: int):
@@ -966,7 +1012,8 @@ def search(m: Method, seed: int, w: World) -> dict:
     target = w.tune_target[m.tune] if m.tune else w.target
     phase1_budget = w.budget * (m.phase1_share if m.tune and m.confirm == "end" else 1.0)
     spent, hits, pools, seen, sampler_s = 0.0, [], {}, {}, 0.0
-    n, n_pruned, keys, confirmed = 0, 0, [], set()
+    n, n_pruned, n_slow, keys, confirmed = 0, 0, 0, [], set()
+    limit = None  # max_slowdown's mark, in train seconds, once this search's baseline has a time
     phase1 = []  # (key, values, constraint, x, params) of completed phase-1 trials
     if isinstance(m.rule, TimeRule):
         m.rule.T = None  # set from this search's baseline, if it has one
@@ -992,6 +1039,11 @@ def search(m: Method, seed: int, w: World) -> dict:
         if h is not None:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
+        base_t = told.ttt(target)
+        if w.max_slowdown and base_t is not None:
+            from effsearch.search.pruner import SlowStop
+
+            limit = max(w.max_slowdown * base_t, base_t + SlowStop.FLOOR)
         if m.tune:
             spent += told.cost(N_GRID - 1, evals=told.evals(N_GRID - 1, target, w.settle, every if m.rule else ()))
         if order is None:
@@ -1005,6 +1057,16 @@ def search(m: Method, seed: int, w: World) -> dict:
             n += 1
         if m.rule:  # the product's pruner records the baseline's rung points, never prunes it
             m.rule.play(told, target, pools, 0, may_prune=False)
+
+    if limit is None and order is not None and w.max_slowdown:
+        # The recorded rows run no baseline (in every rows method alike), but a product study would
+        # have: max_slowdown's mark from the recorded baseline this seed's search would have run.
+        from effsearch.search.pruner import SlowStop
+
+        base_t = w.table.baseline[seed % len(w.table.baseline)][fid + "_run"].ttt(target) \
+            if fid + "_run" in w.table.baseline[seed % len(w.table.baseline)] else None
+        if base_t is not None:
+            limit = max(w.max_slowdown * base_t, base_t + SlowStop.FLOOR)
 
     def confirm(picks):
         nonlocal spent
@@ -1046,8 +1108,19 @@ def search(m: Method, seed: int, w: World) -> dict:
                 continue
             run = w.sur[fid](x, key)
         keys.append(key)
-        stop = m.rule.play(run, target, pools, n) if m.rule else None
+        slow = run.slow_stop(limit, target)
+        stop = m.rule.play(run, target, pools, n, until=N_GRID - 1 if slow is None else slow) if m.rule else None
         n += 1
+        if stop is None and slow is not None:  # max_slowdown: stopped at its mark, recorded as pruned
+            n_pruned, n_slow = n_pruned + 1, n_slow + 1
+            x_stop = m.rule.extra(slow) if m.rule else 0
+            spent += run.slow_cost(slow, limit, target, w.settle, m.rule.rungs_passed if m.rule else (), x_stop)
+            if trial is not None:
+                if m.constraints == "all":
+                    a = run.acc_at(slow) if slow >= 0 else 0.0
+                    set_constraints(trial, [shortfall(a, False, target)])
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
         if stop is not None:
             n_pruned += 1
             x_stop = m.rule.extra(stop)
@@ -1087,8 +1160,8 @@ def search(m: Method, seed: int, w: World) -> dict:
             confirm(_picks(phase1, m.top_k, w))
     if m.tune:
         confirm(_picks(phase1, m.top_k, w))
-    return {"hits": hits, "trials": n, "pruned": n_pruned, "distinct": len(set(keys)), "spent": spent,
-            "sampler_s": sampler_s}
+    return {"hits": hits, "trials": n, "pruned": n_pruned, "slow": n_slow, "distinct": len(set(keys)),
+            "spent": spent, "sampler_s": sampler_s}
 
 
 def _picks(phase1, k: int, w: World):
@@ -1203,6 +1276,8 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
                      f"time to target (phase-1 target {tune_target[fid]:.3f} vs {target:g}) tau "
                      f"{kendalltau(tt, tf).statistic:.2f}; n={len(rows)}")
     rows = [r for r in full if "seed1_run" in r and r["seed1_run"].ok]
+    if len(rows) < 3:
+        return lines
     a, b = [r["seed1_run"].final for r in rows], [r["full_run"].final for r in rows]
     lines.append(f"  seed 1 vs seed 0 (noise floor): final accuracy tau {kendalltau(a, b).statistic:.2f} "
                  f"(rho {spearmanr(a, b).statistic:.2f}), time to target tau "
@@ -1286,6 +1361,8 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+moasha-pred@1/9-eta9+baseline", "tpe", R("pred", eta=9), warm=True),
         Method("tpe+moasha-pred@1/9-eta6+baseline", "tpe", R("pred", eta=6), warm=True),
         Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
+        # studies/fashion-mnist.yaml's rule: one rung at 0.2 of the epochs (on the grid: 2/9), eta 9.
+        Method("tpe+moasha-pred@2/9-eta9+baseline", "tpe", R("pred", 2 / 9, eta=9), warm=True),
         # A first rung at 1/27 (rungs 1/27, 1/9, 1/3): the points before the ninths (EARLY_TABLE).
         Method("tpe+moasha-pred@1/27+baseline", "tpe", R("pred", 1 / 27), warm=True),
         # Ranked on val loss where accuracy is still near chance (LOSS_TABLE): one rung at 1/9, 2/27
@@ -1319,6 +1396,7 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("rows:random+moasha-pred@1/9", "rows", R("pred")),
         Method("rows:random+moasha-pred@1/27", "rows", R("pred", 1 / 27)),
         Method("rows:random+moasha-pred@1/9-eta9", "rows", R("pred", eta=9)),
+        Method("rows:random+moasha-pred@2/9-eta9", "rows", R("pred", 2 / 9, eta=9)),
         Method("rows:random+asha-loss@1/9-eta9", "rows", R("loss", eta=9)),
         Method("rows:random+asha-loss@1/27-eta27", "rows", R("loss", 1 / 27, eta=27)),
         Method("rows:random+moasha-pred@1/27-eta27", "rows", R("pred", 1 / 27, eta=27)),
@@ -1339,12 +1417,14 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  "tpe+moasha-pred@1/9+baseline/misses-only",
                  # Since 2026-11-24 (one rung at 1/9, eta 9, the default): a second rung at 1/3, 4/9, 2/3
                  "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
-                 "tpe+moasha-pred@1/9-eta4+baseline",
+                 "tpe+moasha-pred@1/9-eta4+baseline", "tpe+moasha-pred@2/9-eta9+baseline",
                  # Since 2026-11-25 (the time rung added): the eta-3 rule, an earlier default
                  # (231 CPU-s over 40 seeds; the run had grown to 945 s with the time rung added).
                  "tpe+moasha-pred@1/9+baseline",
                  # Since 2026-11-26: beside the loss rung at 1/27 on the recorded rows
-                 "rows:random+moasha-pred@1/27-eta27", "random+moasha-pred@1/9-eta9"}
+                 "rows:random+moasha-pred@1/27-eta27", "random+moasha-pred@1/9-eta9",
+                 # Since 2026-11-26, late: studies/fashion-mnist.yaml's rung (2/9) on the recorded rows
+                 "rows:random+moasha-pred@2/9-eta9"}
         # Since 2026-11-26 the time rung too (an option, not the default since 2026-11-25,
         # evening; 414 CPU-s over 40 seeds): with it the run took 897-1,018 s on this session's
         # slower machine, past the 15 minutes the default run must fit.
@@ -1389,6 +1469,10 @@ def product_settle(spec) -> Settle:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", type=Path, default=TABLE)
+    ap.add_argument("--study", type=Path, default=STUDY, help="the study whose space the table holds")
+    ap.add_argument("--phase1", action="store_true",
+                    help="the table holds the study's phase 1 (record_quickstart.py --phase1): its "
+                         "data subset, validation subset and target are the task")
     # 40: on 20 seeds the default's ratio read 0.317 on seeds 0-19 and 0.392 on 20-39 (the rule was
     # picked on the first twenty); a verdict that holds needs both halves. 819 s on 2 idle cores.
     ap.add_argument("--seeds", type=int, default=40)
@@ -1406,6 +1490,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated method names, from every method (--all's list; default: the default run's)")
     ap.add_argument("--cond", action="store_true",
                     help="answer full-fidelity proposals with CondSurrogate (the first ninth, then the rest given it)")
+    ap.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
+                    help="the product's max_slowdown: a trial short of the target at this many times the "
+                         "search's baseline time to target stops there (0: never, the replay before 2026-11-26, late)")
     ap.add_argument("--whole-evals", action="store_true",
                     help="score every evaluation point on the whole validation set (the product before "
                          "2026-11-25, night; the default models its settled points)")
@@ -1420,27 +1507,34 @@ def main() -> None:
         args.seeds = min(args.seeds, 3)
         if args.plot == PLOT:  # a smoke run does not overwrite the documented figure
             args.plot = None
-    spec = studyfile.load(STUDY)
-    table = Table(args.table, spec.space, None if args.no_loaded else LOADED)
+    spec = studyfile.load(args.study)
+    if args.phase1:
+        from effsearch.search import phases
+
+        spec = dataclasses.replace(spec, base=phases.shrink(spec.base, spec.tuning))
+    # The first recording and the early and loss points belong to the quickstart table only.
+    own = args.table == TABLE
+    table = Table(args.table, spec.space, LOADED if own and not args.no_loaded else None,
+                  EARLY_TABLE if own else None, LOSS_TABLE if own else None)
     target = spec.base.target_accuracy
 
     # Everything the search is measured against comes from the baseline alone.
     base_ttt, base_acc, base_cost, budget, ref = baseline_marks(table, target, args.budget_trials)
     base_tune = {f: statistics.median(r[f + "_run"].final for r in table.baseline if f + "_run" in r)
-                 for f in ("tune20", "tune50")}
+                 for f in ("tune20", "tune50") if any(f + "_run" in r for r in table.baseline)}
     tune_target = {f: round(target * base_tune[f] / base_acc, 3) for f in base_tune}
 
     n = len(table.rows)
     full_ok = [r["full_run"] for r in table.rows if r["full_run"].ok]
     cost_full = [r.cost(N_GRID - 1) for r in full_ok]
     print(f"table: {args.table.relative_to(ROOT) if args.table.is_relative_to(ROOT) else args.table}: {n} random "
-          f"configurations of {STUDY.relative_to(ROOT)}'s space + {len(table.baseline)} baseline seeds; "
+          f"configurations of {args.study.relative_to(ROOT) if args.study.is_relative_to(ROOT) else args.study}'s space + {len(table.baseline)} baseline seeds; "
           f"{sum(1 for r in full_ok if r.ttt(target) is not None)} reach {target:g}; a full trial costs "
           f"{statistics.median(cost_full):.1f} s median (overhead {statistics.median(r.overhead for r in full_ok):.2f}, "
           f"train {statistics.median(r.t[-1] for r in full_ok):.1f}, evaluations "
           f"{statistics.median(r.eval_s * N_GRID + r.final_eval for r in full_ok):.2f})")
     print(f"baseline ({len(table.baseline)} seeds): time to target {base_ttt:.2f} s, final accuracy {base_acc:.4f}, "
-          f"trial cost {base_cost:.1f} s; on 20% of the data {base_tune['tune20']:.4f}, on 50% {base_tune['tune50']:.4f}")
+          f"trial cost {base_cost:.1f} s" + "".join(f"; on {f[4:]}% of the data {a:.4f}" for f, a in base_tune.items()))
     print(f"reference point (3 x baseline time to target, baseline accuracy - 0.05) = ({ref[0]:.2f} s, {-ref[1]:.4f}); "
           f"phase-1 targets (the study's scaled by the baseline's subset/full accuracy) {tune_target}; budget {args.budget_trials:g} baseline trials = {budget:.0f} s of compute")
 
@@ -1467,8 +1561,10 @@ def main() -> None:
         settle = product_settle(spec)
         print(f"evaluation points scored as the product does: a point settled on its first batch costs "
               f"{settle.n} of {settle.images} validation images' evaluation ({settle.share:.2f}; --whole-evals: none settled)\n")
-    WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base, settle)
-    WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base, settle)
+    slowdown = args.max_slowdown or None
+    WORLD[False] = World(spec.space, table, sur, target, tune_target, budget, spec.base, settle, slowdown)
+    WORLD[True] = World(spec.space, table, {"full": RowFull(table)}, target, tune_target, budget, spec.base, settle,
+                        slowdown)
     # A rung before the first ninth needs every run's early points (EARLY_TABLE, all or none).
     ms = [m for m in chosen if (m.tune is None or m.tune in sur) and (table.early or not (m.rule and m.rule.early))]
     for m in ms:
@@ -1516,20 +1612,33 @@ def main() -> None:
           f"{unions[False] / best:.3f} of it (surrogate), {unions[True] / best:.3f} (recorded rows). "
           f"{args.seeds} seeds; budget {budget:.0f} s")
     print(f"{'method':34s} {'HV@1/4':>7s} {'HV@1/2':>7s} {'HV end':>7s} {'reach':>6s} {'to 0.9 (s)':>10s} "
-          f"{'trials':>6s} {'pruned':>6s} {'distinct':>8s} {'sampler s':>9s} {'cpu s':>6s}")
+          f"{'trials':>6s} {'pruned':>6s} {'slow':>5s} {'distinct':>8s} {'sampler s':>9s} {'cpu s':>6s}")
     for m in ms:
         cs = curves[m.name]
         q = lambda i: statistics.median(c[i] for c in cs)  # noqa: E731
         rs = results[m.name].values()
         print(f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {statistics.mean(reached[m.name]):6.2f} "
               f"{statistics.median(to_reach[m.name]):10.0f} {statistics.median(r['trials'] for r in rs):6.0f} "
-              f"{statistics.median(r['pruned'] for r in rs):6.0f} {statistics.median(r['distinct'] for r in rs):8.0f} "
+              f"{statistics.median(r['pruned'] for r in rs):6.0f} {statistics.mean(r['slow'] for r in rs):5.1f} "
+              f"{statistics.median(r['distinct'] for r in rs):8.0f} "
               f"{statistics.median(r['sampler_s'] for r in rs):9.1f} {sum(r['cpu_s'] for r in rs):6.0f}")
 
     full_fid = [m for m in ms if m.full_fidelity]
     oracles = [m for m in ms if isinstance(m.rule, OracleRule)]
     eff = [m for m in ms if (m.rule or m.tune) and m.sampler != "rows" and m not in oracles]
+
+    def print_rows():
+        rows_base = next((m for m in ms if m.name == "rows:random"), None)
+        if rows_base is not None:
+            print("recorded rows, random order (no surrogate), compute to 0.9 vs rows:random:")
+            for m in ms:
+                if world(m) and m.rule:
+                    rs = [to_reach[m.name][s] / max(to_reach[rows_base.name][s], 1e-9) for s in range(args.seeds)]
+                    print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
+                          f"{statistics.mean(reached[m.name]):.2f}")
+
     if not full_fid or not eff:
+        print_rows()  # the recorded rows need no surrogate-world side
         print(f"wall time {time.perf_counter() - t_start:.0f} s (no compute_ratio: --only left out a side)")
         return
     best_full = min(full_fid, key=lambda m: (statistics.median(to_reach[m.name]), -statistics.median(
@@ -1556,14 +1665,7 @@ def main() -> None:
         r, share = ratio(m)
         print(f"  {m.name:34s} compute ratio {r:6.3f}  all pairs {all_pairs(m):6.3f}  reach share {share:.2f}"
               + ("  (knows every outcome: a rule that never errs)" if m in oracles else ""))
-    rows_base = next((m for m in ms if m.name == "rows:random"), None)
-    if rows_base is not None:
-        print("recorded rows, random order (no surrogate), compute to 0.9 vs rows:random:")
-        for m in ms:
-            if world(m) and m.rule:
-                rs = [to_reach[m.name][s] / max(to_reach[rows_base.name][s], 1e-9) for s in range(args.seeds)]
-                print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
-                      f"{statistics.mean(reached[m.name]):.2f}")
+    print_rows()
     best_eff = min(eff, key=lambda m: (ratio(m)[0], -ratio(m)[1]))
     # The headline is the product's default rule, not the best of the list on these seeds (picking
     # the best of several on the seeds it is reported on flatters it); without it in the run, the best.

@@ -199,3 +199,68 @@ def test_the_two_stage_surrogate_answers_alike_and_holds_out(se):
     a, b = sur(x, "k"), sur(x, "k")
     assert a is b and len(a.early_acc) == len(se.EARLY) and len(a.early_loss) == len(se.EARLY) + 1
     assert se.validate(sur, table, "full", spec.base.target_accuracy)[0] >= 0.8
+
+
+def test_derived_features_read_each_optimizers_lr_and_the_accumulated_batch(se):
+    """Steps count accumulated batches as one; each optimizer's own lr parameter is read (sgdw
+    shares SGD's); the quickstart's features (sgd, adamw, no accumulation) are as before."""
+    import math
+
+    base = {"epochs": 6, "batch_size": 64, "optimizer.name": "sgd", "optimizer.lr": 0.1}
+    steps, sgd_lr, adamw_lr, _ = se.derived(base)
+    assert steps == pytest.approx(math.log(6 / 64)) and sgd_lr == pytest.approx(math.log(0.05)) and adamw_lr == -10
+    assert se.derived({**base, "accumulate": 2})[0] == pytest.approx(steps - math.log(2))
+    adamw = se.derived({**base, "optimizer.name": "adamw", "optimizer.lr@adamw": 0.002})
+    assert adamw[1] == -10 and adamw[2] == pytest.approx(math.log(0.001))
+    assert se.derived({**base, "optimizer.name": "sgdw"})[1] == pytest.approx(sgd_lr)
+
+
+def test_a_phase1_table_records_the_studys_phase_1_and_loads_alone(se, tmp_path, monkeypatch):
+    """``record_quickstart.py --study F --phase1``: each configuration once, as F's phase 1 trains
+    it (its data subset and target, no test set), on the nine-point grid; the replay loads such a table
+    without the quickstart's early and loss points (keyed by the same indices)."""
+    import importlib.util
+
+    from effsearch.search import studyfile
+    from tests.tiny_study import study_file
+
+    spec_ = importlib.util.spec_from_file_location("record_quickstart", PATH.parent / "record_quickstart.py")
+    rec = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(rec)
+    monkeypatch.setattr(rec, "BASELINE_SEEDS", 1)
+    path = study_file(tmp_path, tuning={"name": "subset", "data_fraction": 0.5, "target_accuracy": 0.3})
+    out = tmp_path / "table.jsonl"
+    monkeypatch.setattr(sys, "argv", ["r", "--study", str(path), "--phase1", "--n", "2", "--out", str(out)])
+    rec.main()
+    spec = studyfile.load(path)
+    table = se.Table(out, spec.space, None, None, None)
+    assert len(table.rows) == 2 and len(table.baseline) == 2  # seed 0, and again beside the first 20
+    for r in table.rows + table.baseline:
+        assert set(r) & {"full", "tune20", "tune50", "seed1"} == {"full"}
+        assert r["config"]["dataset"]["data_fraction"] == pytest.approx(0.5 * spec.base.dataset.data_fraction)
+        assert r["config"]["target_accuracy"] == 0.3 and r["full"]["test_accuracy"] is None
+        assert r["full"]["history"] and len(r["full_run"].acc) == se.N_GRID  # (as many points as steps allow)
+    assert not table.early and not table.loss
+    # A study without a tuning phase has no phase 1 to record.
+    (tmp_path / "plain").mkdir()
+    plain = study_file(tmp_path / "plain")
+    monkeypatch.setattr(sys, "argv", ["r", "--study", str(plain), "--phase1", "--n", "1", "--out", str(tmp_path / "no.jsonl")])
+    with pytest.raises(SystemExit) as e:
+        rec.main()
+    assert "tuning phase" in str(e.value.code)
+
+
+def test_max_slowdown_stops_a_run_short_of_the_target_at_its_mark(se):
+    """The product's SlowStop in the replay: a run still under the target at the mark stops there
+    (its last grid point before it, one evaluation at the mark, no final evaluation); a run that
+    reached the target first, or whose budget ends first, runs on; rungs after the mark never see it."""
+    slow = run(se, None, 0.5)  # 1 s a ninth, never reaches 0.96
+    assert slow.slow_stop(4.5, 0.95) == 3 and slow.slow_stop(0.5, 0.95) == -1
+    assert slow.slow_stop(9.0, 0.95) is None and slow.slow_stop(None, 0.95) is None
+    assert run(se, 2, 0.97).slow_stop(4.5, 0.95) is None
+    assert slow.slow_cost(3, 4.5, 0.95, None) == pytest.approx(4.5 + 4 * 0.1 + 0.1)
+    rule = se.Rule("pred", 1 / 3, eta=3)
+    pools = {}
+    assert rule.play(slow, 0.95, pools, 1, until=1) is None and not any(pools.values())
+    rule.play(slow, 0.95, pools, 1, until=2)
+    assert sum(len(p) for p in pools.values()) == 1  # seen at its rung at 1/3 (position 2)
