@@ -977,6 +977,13 @@ class World:
         self.settle = settle  # how a point is scored on part of the validation set (None: always whole)
         self.max_slowdown = max_slowdown  # the product's SlowStop factor (None: no limit)
 
+    def slow_limit(self, base_ttt: float | None) -> float | None:
+        """max_slowdown's mark (train seconds) for a search whose baseline reached the target in
+        ``base_ttt``, by the product's rule (``SlowStop.mark``); None: no limit."""
+        from effsearch.search.pruner import SlowStop
+
+        return SlowStop.mark(self.max_slowdown, base_ttt) if self.max_slowdown and base_ttt is not None else None
+
 
 def make_sampler(m: Method, seed: int):
     from effsearch.search.samplers import make_sampler as product
@@ -1039,11 +1046,7 @@ def search(m: Method, seed: int, w: World) -> dict:
         if h is not None:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
-        base_t = told.ttt(target)
-        if w.max_slowdown and base_t is not None:
-            from effsearch.search.pruner import SlowStop
-
-            limit = max(w.max_slowdown * base_t, base_t + SlowStop.FLOOR)
+        limit = w.slow_limit(told.ttt(target))
         if m.tune:
             spent += told.cost(N_GRID - 1, evals=told.evals(N_GRID - 1, target, w.settle, every if m.rule else ()))
         if order is None:
@@ -1058,15 +1061,11 @@ def search(m: Method, seed: int, w: World) -> dict:
         if m.rule:  # the product's pruner records the baseline's rung points, never prunes it
             m.rule.play(told, target, pools, 0, may_prune=False)
 
-    if limit is None and order is not None and w.max_slowdown:
+    if order is not None:
         # The recorded rows run no baseline (in every rows method alike), but a product study would
         # have: max_slowdown's mark from the recorded baseline this seed's search would have run.
-        from effsearch.search.pruner import SlowStop
-
-        base_t = w.table.baseline[seed % len(w.table.baseline)][fid + "_run"].ttt(target) \
-            if fid + "_run" in w.table.baseline[seed % len(w.table.baseline)] else None
-        if base_t is not None:
-            limit = max(w.max_slowdown * base_t, base_t + SlowStop.FLOOR)
+        base = w.table.baseline[seed % len(w.table.baseline)]
+        limit = w.slow_limit(base[fid + "_run"].ttt(target) if fid + "_run" in base else None)
 
     def confirm(picks):
         nonlocal spent

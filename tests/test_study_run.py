@@ -17,7 +17,7 @@ from effsearch.trainer import loop
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import objective, report, workers
-from effsearch.search.pruner import NoPruner
+from effsearch.search.pruner import NoPruner, SlowStop
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.helpers import tiny
 from tests.tiny_study import study_file
@@ -530,7 +530,7 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     trials = load(path)[0].get_trials()
     judged = 0
     for (cfg, at, after, r), t in zip(rest, trials[1:]):
-        assert at == () and after == pytest.approx((mark, 4 * r0.time_to_target))  # and max_slowdown's
+        assert at == () and after == pytest.approx((mark, SlowStop.mark(4, r0.time_to_target)))  # and max_slowdown's
         secs = [p.train_seconds for p in r.history]
         if "rung_time" in t.user_attrs:  # judged at its first point at or past the mark
             judged += 1
@@ -556,6 +556,8 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
 
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    # Without the second's floor (test_pruner.py has it): these trials train a fraction of a second.
+    monkeypatch.setattr(SlowStop, "FLOOR", 0.0)
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
     # Trials learn nothing at these rates; the baseline (lr 0.05) reaches 0.2 within its first epoch.
     space = {"include": ["optimizer"], "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}}}

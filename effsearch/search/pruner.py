@@ -175,6 +175,12 @@ class SlowStop:
         self.trial = self.limit = None
         self.target, self.reached = 1.0, False
 
+    @classmethod
+    def mark(cls, factor: float, tta: float) -> float:
+        """The train seconds past which a trial short of the target stops, for a baseline time to
+        target ``tta`` (the replay benchmark applies the same rule)."""
+        return max(factor * tta, tta + cls.FLOOR)
+
     def base_tta(self) -> float | None:
         if self._base_tta is None and self.study is not None:
             from effsearch.search.report import baseline_time_to_target
@@ -185,7 +191,7 @@ class SlowStop:
     def begin(self, trial, cfg, may_prune: bool = True) -> None:
         self.inner.begin(trial, cfg, may_prune=may_prune)
         tta = self.base_tta() if may_prune else None
-        self.trial, self.limit = trial.number, (max(self.factor * tta, tta + self.FLOOR) if tta else None)
+        self.trial, self.limit = trial.number, (self.mark(self.factor, tta) if tta else None)
         self.target, self.reached = cfg.target_accuracy, False
 
     def eval_at(self, cfg) -> tuple[float, ...]:
