@@ -68,13 +68,24 @@ def run(cfg, test: bool = True) -> dict:
                                      "compile_seconds", "steps", "val_accuracy", "test_accuracy")}}
 
 
-def record(cfg, index: int, phase1: bool = False) -> dict:
-    if phase1:  # the study's phase-1 fidelity is the task: one run, no test set (as phase 1)
+def subset(cfg, share: float):
+    return cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * share})
+
+
+def fidelities(cfg, phase1: bool, tune50: bool) -> dict:
+    """The runs of one configuration: full, 20% (and 50%) of the data; with ``phase1`` the study's
+    phase-1 fidelity is the task: one run, no test set (as phase 1)."""
+    if phase1:
         return {"full": run(cfg, test=False)}
-    row = {"full": run(cfg), "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2}))}
-    if index % 4 == 0:
-        row["tune50"] = run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))
-    if index % 10 == 0:
+    row = {"full": run(cfg), "tune20": run(subset(cfg, 0.2))}
+    if tune50:
+        row["tune50"] = run(subset(cfg, 0.5))
+    return row
+
+
+def record(cfg, index: int, phase1: bool = False) -> dict:
+    row = fidelities(cfg, phase1, index % 4 == 0)
+    if not phase1 and index % 10 == 0:
         row["seed1"] = run(cfg.replace(seed=1))
     return row
 
@@ -110,15 +121,9 @@ def main() -> None:
         sys.exit(f"{args.study}: --phase1 needs a study with a tuning phase (tuning: name: subset)")
     fidelity = (lambda c: phases.shrink(c, spec.tuning)) if args.phase1 else (lambda c: c)
 
-    def baseline_row(cfg, extra: bool) -> dict:
+    def baseline_row(cfg, tune50: bool) -> dict:
         cfg = fidelity(cfg)
-        if args.phase1:
-            return {"config": cfg.to_dict(), "full": run(cfg, test=False)}
-        row = {"config": cfg.to_dict(), "full": run(cfg),
-               "tune20": run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.2}))}
-        if extra:
-            row["tune50"] = run(cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * 0.5}))
-        return row
+        return {"config": cfg.to_dict(), **fidelities(cfg, args.phase1, tune50)}
 
     done = set()
     if args.out.exists():

@@ -1067,6 +1067,15 @@ def search(m: Method, seed: int, w: World) -> dict:
         base = w.table.baseline[seed % len(w.table.baseline)]
         limit = w.slow_limit(base[fid + "_run"].ttt(target) if fid + "_run" in base else None)
 
+    def tell_pruned(trial, accuracy: float) -> None:
+        """A stopped trial (a rung, or max_slowdown), told as the product stores it: pruned, with
+        its shortfall where it stopped."""
+        if trial is None:
+            return
+        if m.constraints == "all":
+            set_constraints(trial, [shortfall(accuracy, accuracy >= target, target)])
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
     def confirm(picks):
         nonlocal spent
         for key, x in picks:
@@ -1114,11 +1123,7 @@ def search(m: Method, seed: int, w: World) -> dict:
             n_pruned, n_slow = n_pruned + 1, n_slow + 1
             x_stop = m.rule.extra(slow) if m.rule else 0
             spent += run.slow_cost(slow, limit, target, w.settle, m.rule.rungs_passed if m.rule else (), x_stop)
-            if trial is not None:
-                if m.constraints == "all":
-                    a = run.acc_at(slow) if slow >= 0 else 0.0
-                    set_constraints(trial, [shortfall(a, False, target)])
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            tell_pruned(trial, run.acc_at(slow) if slow >= 0 else 0.0)
             continue
         if stop is not None:
             n_pruned += 1
@@ -1126,10 +1131,7 @@ def search(m: Method, seed: int, w: World) -> dict:
             spent += run.cost(stop, pruned=True, extra=x_stop,
                               evals=run.evals(stop, target, w.settle, m.rule.rungs_passed, stop=True,
                                               stop_settled=m.rule.stop_settled, extra=x_stop))
-            if trial is not None:
-                if m.constraints == "all":  # what the product stores: the shortfall where it stopped
-                    set_constraints(trial, [shortfall(run.acc_at(stop), run.acc_at(stop) >= target, target)])
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            tell_pruned(trial, run.acc_at(stop))
             continue
         x_end = m.rule.extra(N_GRID - 1) if m.rule else 0
         spent += run.cost(N_GRID - 1, extra=x_end, evals=run.evals(N_GRID - 1, target, w.settle,
