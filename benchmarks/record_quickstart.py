@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -90,6 +89,21 @@ def record(cfg, index: int, phase1: bool = False) -> dict:
     return row
 
 
+def load_study(ap: argparse.ArgumentParser, path: Path, phase1: bool):
+    """The study file at ``path``; a bad file, or ``phase1`` for a study without a tuning phase,
+    is a usage error (exit 2, the message naming the file)."""
+    from effsearch.config import ConfigError
+    from effsearch.search import phases, studyfile
+
+    try:
+        spec = studyfile.load(path)
+    except ConfigError as e:
+        ap.error(str(e))
+    if phase1 and not phases.enabled(spec):
+        ap.error(f"{path}: --phase1 needs a study with a tuning phase (tuning: name: subset)")
+    return spec
+
+
 def append(path: Path, row: dict) -> None:
     with path.open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -114,11 +128,9 @@ def main() -> None:
         ap.error(f"--worker must be in 0..{args.workers - 1} (--workers {args.workers}); got {args.worker}")
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    from effsearch.search import phases, studyfile
+    from effsearch.search import phases
 
-    spec = studyfile.load(args.study)
-    if args.phase1 and not phases.enabled(spec):
-        sys.exit(f"{args.study}: --phase1 needs a study with a tuning phase (tuning: name: subset)")
+    spec = load_study(ap, args.study, args.phase1)
     fidelity = (lambda c: phases.shrink(c, spec.tuning)) if args.phase1 else (lambda c: c)
 
     def baseline_row(cfg, tune50: bool) -> dict:

@@ -1502,13 +1502,16 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
-    from effsearch.search import studyfile
+    sys.path.insert(0, str(HERE))
+    from record_quickstart import load_study
 
     if args.quick:
         args.seeds = min(args.seeds, 3)
         if args.plot == PLOT:  # a smoke run does not overwrite the documented figure
             args.plot = None
-    spec = studyfile.load(args.study)
+    spec = load_study(ap, args.study, args.phase1)
+    if not args.table.is_file():
+        ap.error(f"--table: no such file: {args.table}")
     if args.phase1:
         from effsearch.search import phases
 
