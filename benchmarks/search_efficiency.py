@@ -870,6 +870,103 @@ class OracleRule(Rule):
         return grid_index(self.brackets[0][0])  # scored whole: an oracle's stop is no bound's
 
 
+class MultiMetricRule(Rule):
+    """OptunaHub's ``pruners/multi_metric_pruner`` (joint mode; optunahub-registry ee68019,
+    2026-08), the community's multi-objective pruner, modelled for comparison. At every step a
+    trial reports (``metrics``), it is ranked by non-dominated sorting among every trial that
+    reported that step; a trial on the first front gets -1 (never pruned), one off it its rank plus
+    a bonus of -0.5 .. -0.1 by greedy hypervolume contribution among the trials of its rank. Those
+    ranks are handed to a single-objective ``base`` pruner as intermediate values: ``median``
+    (Optuna's MedianPruner, the package's example) or ``percentile`` (PercentilePruner at
+    ``percentile``; 100/9 keeps the best ninth, as effsearch's default). Optuna's pruners compare the
+    trial's best value over its steps so far (a trial once on a front is never pruned after) with
+    the percentile of the others' values at this step, once ``n_startup`` trials have finished.
+    ``metrics``: ``spent`` (train seconds so far, accuracy: what a user would report) or ``pred``
+    (the time to target the curve predicts, accuracy: effsearch's ``rank: predicted``).
+    ``steps``: the grid positions it is asked at (None: every evaluation before the end). Every
+    point it is asked at decides, so each is scored whole."""
+
+    def __init__(self, base: str = "median", metrics: str = "spent", steps=None, percentile: float = 50.0,
+                 n_startup: int = 5):
+        super().__init__("product", 1 / 9)
+        self.base, self.metrics, self.n_startup = base, metrics, n_startup
+        self.percentile = 50.0 if base == "median" else percentile
+        self.steps = list(range(N_GRID - 1)) if steps is None else [grid_index(s) for s in steps]
+        self.early = [k for k in self.steps if k < 0]
+        where = "" if steps is None else "@" + "+".join(_frac(s) for s in steps)
+        self.name = f"mmp-{base}{'' if base == 'median' else f'{percentile:.3g}'}-{metrics}{where}"
+
+    def vector(self, run: Run, k: int, target: float) -> tuple[float, float]:
+        """The reported metrics as losses (lower is better)."""
+        first = self.early[0] if self.early else 0
+        t = run.t_at(k) if self.metrics == "spent" else run.extrapolated_ttt(k, target, first)
+        return (t, -run.acc_at(k))
+
+    @staticmethod
+    def rewards(vals: list, me: int) -> list[float]:
+        """The package's values at one step: non-dominated rank, -1 for ``me`` on the first front,
+        else a hypervolume-contribution bonus among the points sharing ``me``'s rank."""
+        from optuna.study._multi_objective import _fast_non_domination_rank
+
+        lv = np.asarray(vals, dtype=float)
+        ranks = _fast_non_domination_rank(lv)
+        out = ranks.astype(float)
+        if ranks[me] == ranks.min():
+            out[me] -= 1.0
+            return list(out)
+        same = [i for i in range(len(lv)) if ranks[i] == ranks[me]]
+        if len(same) > 1:
+            for i, b in zip(greedy_hv_order(lv[same]), -np.linspace(0.5, 0.1, len(same))):
+                out[same[i]] += b
+        return list(out)
+
+    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
+             until: int = N_GRID - 1) -> int | None:
+        self.rungs_passed, self.stop_settled = [], False
+        if not run.ok:
+            return None
+        best = math.inf
+        finished = len(pools.get(("mmp", self.steps[0]), []))  # trials before this one that reported
+        for k in self.steps:
+            if k > until:
+                break
+            me = self.vector(run, k, target)
+            pool = pools.setdefault(("mmp", k), [])
+            prune = False
+            if may_prune and pool and finished >= self.n_startup:
+                r = self.rewards(pool + [me], len(pool))
+                best = min(best, r[-1])
+                prune = best > float(np.nanpercentile(r[:-1], self.percentile))
+            elif may_prune and not pool:
+                best = min(best, 0.0)  # alone at this step: the package gives rank 0
+            pool.append(me)
+            if prune:
+                return k
+            self.rungs_passed.append(k)
+        return None
+
+
+def greedy_hv_order(lv: np.ndarray) -> list[int]:
+    """Indices of the 2-D loss vectors ``lv`` (one front), the largest hypervolume contribution first,
+    greedily (each next point adds the most to those before it), with the package's reference
+    point (1.1 x the worst of each objective, or 0.9 x where it is negative); equal vectors tie in
+    index order."""
+    from effsearch.search.pareto import hypervolume_2d
+
+    worst = lv.max(axis=0)
+    ref = tuple(np.maximum(1.1 * worst, 0.9 * worst))
+    left, chosen, order = list(range(len(lv))), [], []
+    while left:
+        base = hypervolume_2d(chosen, ref)
+        gain = [hypervolume_2d(chosen + [tuple(lv[i])], ref) - base for i in left]
+        i = left[int(np.argmax(gain))]
+        same = [j for j in left if tuple(lv[j]) == tuple(lv[i])]
+        order += same
+        chosen.append(tuple(lv[i]))
+        left = [j for j in left if j not in same]
+    return order
+
+
 class TimeRule(Rule):
     """The product's ``clock: time`` (its default on 2026-11-25 only): one rung at ``share`` x the
     baseline's time to target, in train seconds. Every trial is judged at its first evaluation at or
@@ -959,6 +1056,11 @@ class Method:
     # before 2026-11-23: a pruned trial carried nothing), "none" (the replay before then).
     constraints: str = "all"
     tpe: dict | None = None  # TPE options beside the product's (TPEOptions), for sampler variants
+    # What a trial stopped at a rung tells TPE as its constraint: "shortfall" (the product: target
+    # minus its accuracy there) or "predicted" (1 + its predicted time to target over the
+    # baseline's, capped at 10: pruned trials ranked by how fast their curve heads for the target,
+    # after every miss). A candidate, measured on 2026-11-26.
+    pruned_signal: str = "shortfall"
 
 
 GAMMAS = {  # TPE's split into "good" and "bad" trials, by the number of trials told
@@ -1021,6 +1123,7 @@ def search(m: Method, seed: int, w: World) -> dict:
     spent, hits, pools, seen, sampler_s = 0.0, [], {}, {}, 0.0
     n, n_pruned, n_slow, keys, confirmed = 0, 0, 0, [], set()
     limit = None  # max_slowdown's mark, in train seconds, once this search's baseline has a time
+    base_ttt = None  # the baseline's time to target at this search's fidelity (pruned_signal)
     phase1 = []  # (key, values, constraint, x, params) of completed phase-1 trials
     if isinstance(m.rule, TimeRule):
         m.rule.T = None  # set from this search's baseline, if it has one
@@ -1047,6 +1150,7 @@ def search(m: Method, seed: int, w: World) -> dict:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
         limit = w.slow_limit(told.ttt(target))
+        base_ttt = told.ttt(target)
         if m.tune:
             spent += told.cost(N_GRID - 1, evals=told.evals(N_GRID - 1, target, w.settle, every if m.rule else ()))
         if order is None:
@@ -1067,13 +1171,17 @@ def search(m: Method, seed: int, w: World) -> dict:
         base = w.table.baseline[seed % len(w.table.baseline)]
         limit = w.slow_limit(base[fid + "_run"].ttt(target) if fid + "_run" in base else None)
 
-    def tell_pruned(trial, accuracy: float) -> None:
+    def tell_pruned(trial, accuracy: float, pred: float | None = None) -> None:
         """A stopped trial (a rung, or max_slowdown), told as the product stores it: pruned, with
-        its shortfall where it stopped."""
+        its shortfall where it stopped (``pred``: its predicted time to target, for
+        ``pruned_signal: predicted``)."""
         if trial is None:
             return
         if m.constraints == "all":
-            set_constraints(trial, [shortfall(accuracy, accuracy >= target, target)])
+            c = shortfall(accuracy, accuracy >= target, target)
+            if m.pruned_signal == "predicted" and pred is not None and base_ttt and c > 0:
+                c = 1.0 + min(pred / base_ttt, 10.0)
+            set_constraints(trial, [c])
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
     def confirm(picks):
@@ -1131,7 +1239,7 @@ def search(m: Method, seed: int, w: World) -> dict:
             spent += run.cost(stop, pruned=True, extra=x_stop,
                               evals=run.evals(stop, target, w.settle, m.rule.rungs_passed, stop=True,
                                               stop_settled=m.rule.stop_settled, extra=x_stop))
-            tell_pruned(trial, run.acc_at(stop))
+            tell_pruned(trial, run.acc_at(stop), run.extrapolated_ttt(stop, target, m.rule.early[0] if m.rule.early else 0))
             continue
         x_end = m.rule.extra(N_GRID - 1) if m.rule else 0
         spent += run.cost(N_GRID - 1, extra=x_end, evals=run.evals(N_GRID - 1, target, w.settle,
@@ -1360,6 +1468,8 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         # One rung at 1/9 keeping the best ninth (eta 9, the product's default since 2026-11-24),
         # and rungs at 1/9 + 4/9 (eta 4) and 1/9 + 2/3 (eta 6): no cut at 1/3 among the survivors.
         Method("tpe+moasha-pred@1/9-eta9+baseline", "tpe", R("pred", eta=9), warm=True),
+        Method("tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted", "tpe", R("pred", eta=9), warm=True,
+               pruned_signal="predicted"),
         Method("tpe+moasha-pred@1/9-eta6+baseline", "tpe", R("pred", eta=6), warm=True),
         Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
         # studies/fashion-mnist.yaml's rule: one rung at 0.2 of the epochs (on the grid: 2/9), eta 9.
@@ -1371,6 +1481,16 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("tpe+asha-loss@1/9-eta9+baseline", "tpe", R("loss", eta=9), warm=True),
         Method("tpe+asha-loss@1/27-eta27+baseline", "tpe", R("loss", 1 / 27, eta=27), warm=True),
         Method("tpe+asha-loss@2/27-eta13.5+baseline", "tpe", R("loss", 2 / 27, eta=13.5), warm=True),
+        # OptunaHub's multi_metric_pruner (joint mode), as a user would set it up (MedianPruner at
+        # every evaluation on seconds so far and accuracy), and closest to effsearch's default (one
+        # look at 1/9 keeping the best ninth, on predicted time and accuracy). Measured 2026-11-26.
+        Method("tpe+mmp-median-spent+baseline", "tpe", MultiMetricRule("median", "spent"), warm=True),
+        Method("tpe+mmp-median-pred+baseline", "tpe", MultiMetricRule("median", "pred"), warm=True),
+        Method("tpe+mmp-percentile11.1-pred@1/9+baseline", "tpe",
+               MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9), warm=True),
+        Method("rows:random+mmp-median-spent", "rows", MultiMetricRule("median", "spent")),
+        Method("rows:random+mmp-percentile11.1-pred@1/9", "rows",
+               MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9)),
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
@@ -1425,7 +1545,13 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  # Since 2026-11-26: beside the loss rung at 1/27 on the recorded rows
                  "rows:random+moasha-pred@1/27-eta27", "random+moasha-pred@1/9-eta9",
                  # Since 2026-11-26, late: studies/fashion-mnist.yaml's rung (2/9) on the recorded rows
-                 "rows:random+moasha-pred@2/9-eta9"}
+                 "rows:random+moasha-pred@2/9-eta9",
+                 # Since 2026-11-26, evening: pruned trials told TPE by predicted speed (no lever)
+                 "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted",
+                 # OptunaHub's multi_metric_pruner (2026-11-26, evening)
+                 "tpe+mmp-median-spent+baseline", "tpe+mmp-median-pred+baseline",
+                 "tpe+mmp-percentile11.1-pred@1/9+baseline", "rows:random+mmp-median-spent",
+                 "rows:random+mmp-percentile11.1-pred@1/9"}
         # Since 2026-11-26 the time rung too (an option, not the default since 2026-11-25,
         # evening; 414 CPU-s over 40 seeds): with it the run took 897-1,018 s on this session's
         # slower machine, past the 15 minutes the default run must fit.
@@ -1485,6 +1611,8 @@ def main() -> None:
     ap.add_argument("--no-loaded", action="store_true", help="leave out the first recording (load 3-6)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, a few methods")
     ap.add_argument("--plot", type=Path, default=PLOT)
+    ap.add_argument("--dump", type=Path, help="write each method's compute to the level per seed (JSON), to pool "
+                                               "runs over disjoint --first-seed blocks")
     ap.add_argument("--gp", action="store_true", help="also GPSampler (slow: its own seconds count as compute)")
     ap.add_argument("--all", action="store_true",
                     help="every method, the losing ones too (rank spent, 20%%-tuning, rungs at 1/27; over an hour on 2 cores)")
@@ -1610,6 +1738,9 @@ def main() -> None:
         curves[m.name] = cs
         to_reach[m.name] = [next((c for c, h in zip(grid, cv) if h >= 0.9 - 1e-12), budget) for cv in cs]
         reached[m.name] = [cv[-1] >= 0.9 - 1e-12 for cv in cs]
+    if args.dump:  # per seed, to pool runs over disjoint seed blocks (--first-seed) afterwards
+        args.dump.write_text(json.dumps({m.name: {str(s + args.first_seed): to_reach[m.name][s]
+                                                  for s in range(args.seeds)} for m in ms}, indent=1))
 
     print(f"\nthe level: hypervolume of the recorded table's front {best:.4f} (every real full run in it; "
           f"fixed before any search); levels are shares of it. The union of every front found is "

@@ -264,3 +264,28 @@ def test_max_slowdown_stops_a_run_short_of_the_target_at_its_mark(se):
     assert rule.play(slow, 0.95, pools, 1, until=1) is None and not any(pools.values())
     rule.play(slow, 0.95, pools, 1, until=2)
     assert sum(len(p) for p in pools.values()) == 1  # seen at its rung at 1/3 (position 2)
+
+
+def test_the_multi_metric_rule_ranks_by_fronts_and_never_prunes_a_front_member(se):
+    """OptunaHub's multi_metric_pruner as modelled: MedianPruner on the Pareto ranks of (seconds so
+    far, accuracy); a trial on the first front at a step is never pruned, then or later."""
+
+    def curve(speed, acc):
+        return se.Run([speed * (k + 1) for k in range(se.N_GRID)], [acc] * se.N_GRID, acc, 0.0, 0.1, 0.2)
+
+    rule = se.MultiMetricRule("median", "spent")
+    assert rule.steps == list(range(se.N_GRID - 1))  # every evaluation before the end
+    pools: dict = {}
+    target = 0.95
+    for i, (speed, acc) in enumerate([(1.0, 0.6), (2.0, 0.7), (3.0, 0.8), (1.5, 0.5), (2.5, 0.55)]):
+        assert rule.play(curve(speed, acc), target, pools, i) is None  # the first 5: no pruning (startup)
+    # Slower and less accurate than most: pruned at its first evaluation.
+    assert rule.play(curve(3.0, 0.4), target, pools, 5) == 0
+    # The slowest of all but the most accurate: on the first front, so it runs to the end.
+    assert rule.play(curve(4.0, 0.9), target, pools, 6) is None
+    # The package's values at one step: -1 for the current trial on the front, else its rank plus a
+    # bonus in (-0.5, -0.1) by hypervolume contribution among the trials sharing its rank.
+    assert rule.rewards([(1.0, -0.5), (2.0, -0.6)], 1)[1] == -1.0
+    # Both behind the first point, neither behind the other: the one adding more hypervolume (the
+    # current trial, 1.0 x 0.04 against 0.2 x 0.14 from the reference point (2.2, -0.36)) goes first.
+    assert rule.rewards([(1.0, -0.9), (2.0, -0.5), (1.2, -0.4)], 2) == pytest.approx([0.0, 0.9, 0.5])
