@@ -289,3 +289,22 @@ def test_the_multi_metric_rule_ranks_by_fronts_and_never_prunes_a_front_member(s
     # Both behind the first point, neither behind the other: the one adding more hypervolume (the
     # current trial, 1.0 x 0.04 against 0.2 x 0.14 from the reference point (2.2, -0.36)) goes first.
     assert rule.rewards([(1.0, -0.9), (2.0, -0.5), (1.2, -0.4)], 2) == pytest.approx([0.0, 0.9, 0.5])
+
+
+def test_loss_then_pred_stops_at_1_27_on_loss_then_judges_survivors_at_1_9(se):
+    """The candidate two-look rule: val loss at 1/27 keeping 1/eta1, then the default's rung at 1/9
+    among the survivors; both looks are evaluations before or at the ninths, paid by every survivor."""
+    rule = se.LossThenPred(eta1=2, eta2=2)
+    assert rule.early == [se.grid_index(1 / 27)] and rule.extra(0) == 1
+    pools: dict = {}
+
+    def trial(loss, acc):
+        r = run(se, None, 0.9)
+        r.acc = [acc] + r.acc[1:]
+        r.early_t, r.early_acc, r.early_loss = (0.3, 0.6), (0.1, 0.1), (loss, 2.3, 2.3)
+        return r
+
+    rule.play(trial(2.30, 0.5), 0.95, pools, 0, may_prune=False)  # the baseline: a peer at both looks
+    assert rule.play(trial(2.40, 0.9), 0.95, pools, 1) == se.grid_index(1 / 27)  # worse loss: stopped first
+    assert rule.play(trial(2.20, 0.3), 0.95, pools, 2) == 0  # best loss, but the worst at 1/9
+    assert rule.play(trial(2.10, 0.9), 0.95, pools, 3) is None  # best at both: runs on
