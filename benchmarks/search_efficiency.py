@@ -794,17 +794,27 @@ class Rule:
                 k = grid_index(r)
                 if k > until:
                     break
-                pool = pools.setdefault((b, k), [])
-                me = self.point(run, k, target)
-                keep = self.decide(me, pool) if may_prune else True
-                if not keep and self.settle is not None and self.kind != "loss":  # pruned even at the first batch's upper bound?
-                    self.stop_settled = not self.decide(self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))),
-                                                                   k, target), pool)
-                pool.append(me)
-                if not keep:
+                if not self.judge(run, k, target, pools.setdefault((b, k), []), may_prune):
                     return k
                 self.rungs_passed.append(k)
         return None
+
+    @property
+    def reads_loss(self) -> bool:
+        """Whether the rule ranks on val loss somewhere (the surrogate must then answer losses)."""
+        return self.kind == "loss"
+
+    def judge(self, run: Run, k: int, target: float, pool: list, may_prune: bool = True) -> bool:
+        """One rung at grid position ``k``: True if ``run`` goes on. Its point joins ``pool`` either
+        way; ``stop_settled``: a stopped run is pruned even at its first batch's upper bound."""
+        me = self.point(run, k, target)
+        keep = self.decide(me, pool) if may_prune else True
+        self.stop_settled = False
+        if not keep and self.settle is not None and self.kind != "loss":  # pruned even at the first batch's upper bound?
+            self.stop_settled = not self.decide(self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))),
+                                                           k, target), pool)
+        pool.append(me)
+        return keep
 
     def point(self, run: Run, k: int, target: float):
         from effsearch.search.pruner import RungPoint
@@ -984,33 +994,20 @@ class LossThenPred(Rule):
         self.early = [grid_index(1 / 27)]
         self.name = f"loss@1/27-eta{eta1:g}+pred@1/9-eta{eta2:g}"
 
+    reads_loss = True
+
     def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
              until: int = N_GRID - 1) -> int | None:
         self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
-        k0 = self.early[0]
-        if k0 > until:
-            return None
-        pool = pools.setdefault("loss@1/27", [])
-        me = self.first.point(run, k0, target)
-        keep = self.first.decide(me, pool) if may_prune else True
-        pool.append(me)
-        if not keep:
-            return k0
-        self.rungs_passed.append(k0)
-        if 0 > until:
-            return None
-        pool = pools.setdefault("pred@1/9", [])
-        me = self.point(run, 0, target)
-        keep = self.decide(me, pool) if may_prune else True
-        if not keep and self.settle is not None:
-            self.stop_settled = not self.decide(self.point(run.with_acc(0, self.settle.upper(run.acc_at(0))), 0, target),
-                                                pool)
-        pool.append(me)
-        if not keep:
-            return 0
-        self.rungs_passed.append(0)
+        for rule, k in ((self.first, self.early[0]), (self, 0)):
+            if k > until:
+                return None
+            if not rule.judge(run, k, target, pools.setdefault((rule.name, k), []), may_prune):
+                self.stop_settled = rule.stop_settled
+                return k
+            self.rungs_passed.append(k)
         return None
 
 
@@ -1196,8 +1193,8 @@ def search(m: Method, seed: int, w: World) -> dict:
         if h is not None:
             hits.append((spent, h, full.final))
         told = base[fid + "_run"] if fid + "_run" in base else full
-        limit = w.slow_limit(told.ttt(target))
         base_ttt = told.ttt(target)
+        limit = w.slow_limit(base_ttt)
         if m.tune:
             spent += told.cost(N_GRID - 1, evals=told.evals(N_GRID - 1, target, w.settle, every if m.rule else ()))
         if order is None:
@@ -1218,16 +1215,16 @@ def search(m: Method, seed: int, w: World) -> dict:
         base = w.table.baseline[seed % len(w.table.baseline)]
         limit = w.slow_limit(base[fid + "_run"].ttt(target) if fid + "_run" in base else None)
 
-    def tell_pruned(trial, accuracy: float, pred: float | None = None) -> None:
+    def tell_pruned(trial, accuracy: float, pred=None) -> None:
         """A stopped trial (a rung, or max_slowdown), told as the product stores it: pruned, with
-        its shortfall where it stopped (``pred``: its predicted time to target, for
-        ``pruned_signal: predicted``)."""
+        its shortfall where it stopped (``pred``: a function giving its predicted time to target,
+        for ``pruned_signal: predicted``)."""
         if trial is None:
             return
         if m.constraints == "all":
             c = shortfall(accuracy, accuracy >= target, target)
             if m.pruned_signal == "predicted" and pred is not None and base_ttt and c > 0:
-                c = 1.0 + min(pred / base_ttt, 10.0)
+                c = 1.0 + min(pred() / base_ttt, 10.0)
             set_constraints(trial, [c])
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
 
@@ -1286,7 +1283,8 @@ def search(m: Method, seed: int, w: World) -> dict:
             spent += run.cost(stop, pruned=True, extra=x_stop,
                               evals=run.evals(stop, target, w.settle, m.rule.rungs_passed, stop=True,
                                               stop_settled=m.rule.stop_settled, extra=x_stop))
-            tell_pruned(trial, run.acc_at(stop), run.extrapolated_ttt(stop, target, m.rule.early[0] if m.rule.early else 0))
+            tell_pruned(trial, run.acc_at(stop),
+                        lambda: run.extrapolated_ttt(stop, target, m.rule.early[0] if m.rule.early else 0))
             continue
         x_end = m.rule.extra(N_GRID - 1) if m.rule else 0
         spent += run.cost(N_GRID - 1, extra=x_end, evals=run.evals(N_GRID - 1, target, w.settle,
@@ -1539,9 +1537,10 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
         Method("rows:random+mmp-percentile11.1-pred@1/9", "rows",
                MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9)),
         # A cheap first look on val loss at 1/27, then the default's rung (2026-11-26, evening).
-        *[Method(f"{w}{LossThenPred(a, b).name}" + ("+baseline" if w == "tpe+" else ""), w[:-1] if w == "tpe+" else "rows",
-                 LossThenPred(a, b), warm=w == "tpe+")
-          for w in ("tpe+", "rows:random+") for a, b in ((3, 3), (2, 4.5), (3, 9))],
+        *[Method(f"{prefix}{LossThenPred(a, b).name}{'+baseline' if warm else ''}", sampler, LossThenPred(a, b),
+                 warm=warm)
+          for prefix, sampler, warm in (("tpe+", "tpe", True), ("rows:random+", "rows", False))
+          for a, b in ((3, 3), (2, 4.5), (3, 9))],
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
@@ -1598,19 +1597,15 @@ def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
                  # Since 2026-11-26, late: studies/fashion-mnist.yaml's rung (2/9) on the recorded rows
                  "rows:random+moasha-pred@2/9-eta9",
                  # Since 2026-11-26, evening: pruned trials told TPE by predicted speed (no lever)
-                 "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted",
-                 # OptunaHub's multi_metric_pruner (2026-11-26, evening)
-                 "tpe+mmp-median-spent+baseline", "tpe+mmp-median-pred+baseline",
-                 "tpe+mmp-percentile11.1-pred@1/9+baseline", "rows:random+mmp-median-spent",
-                 "rows:random+mmp-percentile11.1-pred@1/9"}
-        extra |= {m.name for m in ms if isinstance(m.rule, LossThenPred)}  # 2026-11-26, evening: lost under TPE
+                 "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted"}
         # Since 2026-11-26 the time rung too (an option, not the default since 2026-11-25,
         # evening; 414 CPU-s over 40 seeds): with it the run took 897-1,018 s on this session's
         # slower machine, past the 15 minutes the default run must fit.
         # Since 2026-11-26, the rungs ranked on val loss (they lost under TPE; TPE at 1/27 models
-        # 650+ trials a search).
-        ms = [m for m in ms if m.name not in extra and m.tpe is None and not isinstance(m.rule, TimeRule)
-              and getattr(m.rule, "kind", None) != "loss"]
+        # 650+ trials a search); since 2026-11-26, evening, OptunaHub's multi_metric_pruner and a
+        # loss look before the default's rung (both lost).
+        ms = [m for m in ms if m.name not in extra and m.tpe is None
+              and not isinstance(m.rule, (TimeRule, MultiMetricRule, LossThenPred)) and not (m.rule and m.rule.reads_loss)]
     if gp:  # minutes a search on 2 cores: measured on its own (--gp)
         ms += [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred")),
                # beside the yardstick and the default, with the baseline first as they have it
@@ -1724,7 +1719,7 @@ def main() -> None:
 
     chosen = [m for m in methods(args.quick, args.gp, args.all or bool(args.only))
               if not args.only or m.name in args.only.split(",")]
-    losses = any(getattr(m.rule, "kind", None) == "loss" or isinstance(m.rule, LossThenPred) for m in chosen)
+    losses = any(m.rule is not None and m.rule.reads_loss for m in chosen)
     sur = {f: (CondSurrogate if args.cond and f == "full" else Surrogate)(table, f, losses=losses)
            for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}
     print("\nsurrogate, held out (5-fold), Spearman / Kendall vs recorded:")
