@@ -1684,6 +1684,9 @@ def main() -> None:
         args.seeds = min(args.seeds, 3)
         if args.plot == PLOT:  # a smoke run does not overwrite the documented figure
             args.plot = None
+    for flag, out in (("--plot", args.plot), ("--dump", args.dump)):  # written after the run: check first
+        if out is not None and not out.resolve().parent.is_dir():
+            ap.error(f"{flag}: no such folder: {out.parent}")
     spec = load_study(ap, args.study, args.phase1)
     if not args.table.is_file():
         ap.error(f"--table: no such file: {args.table}")
@@ -1719,6 +1722,10 @@ def main() -> None:
 
     chosen = [m for m in methods(args.quick, args.gp, args.all or bool(args.only))
               if not args.only or m.name in args.only.split(",")]
+    unknown = set(args.only.split(",")) - {m.name for m in chosen} if args.only else set()
+    if unknown:  # a misspelt method would run nothing and exit 0
+        ap.error(f"--only: no method named {', '.join(sorted(unknown))} (--gp adds the gp+ methods; "
+                 f"the names are those in methods() of {Path(__file__).name})")
     losses = any(m.rule is not None and m.rule.reads_loss for m in chosen)
     sur = {f: (CondSurrogate if args.cond and f == "full" else Surrogate)(table, f, losses=losses)
            for f in FIDELITIES if sum(1 for r in table.rows if f + "_run" in r) >= 20}

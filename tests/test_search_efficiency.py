@@ -308,3 +308,15 @@ def test_loss_then_pred_stops_at_1_27_on_loss_then_judges_survivors_at_1_9(se):
     assert rule.play(trial(2.40, 0.9), 0.95, pools, 1) == se.grid_index(1 / 27)  # worse loss: stopped first
     assert rule.play(trial(2.20, 0.3), 0.95, pools, 2) == 0  # best loss, but the worst at 1/9
     assert rule.play(trial(2.10, 0.9), 0.95, pools, 3) is None  # best at both: runs on
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--dump", "/no/such/folder/x.json"], "--dump: no such folder"),  # written after a 15-minute run
+    (["--plot", "/no/such/folder/x.png"], "--plot: no such folder"),
+    (["--only", "rows:random,no-such-method"], "--only: no method named no-such-method"),  # would run nothing
+])
+def test_a_bad_output_folder_or_method_name_is_a_usage_error_before_any_search(se, monkeypatch, capsys, args, says):
+    monkeypatch.setattr(sys, "argv", ["search_efficiency.py", "--seeds", "1", *args])
+    with pytest.raises(SystemExit) as e:
+        se.main()
+    assert e.value.code == 2 and says in capsys.readouterr().err
