@@ -35,7 +35,7 @@ def variants(device: str) -> dict[str, dict]:
     the latter)."""
     out: dict[str, dict] = {"plain": {}}
     for name, spec in ALGORITHMS.items():
-        if spec.needs_bottleneck or spec.needs_torch_loader or name == "channels_last":
+        if spec.needs_structure == "bottleneck" or spec.needs_torch_loader or name == "channels_last":
             continue
         out[name] = {f"algorithms.{name}": {}}
     out["ghost_batchnorm/128"] = {"algorithms.ghost_batchnorm": {"ghost_batch_size": 128}}

@@ -35,7 +35,7 @@ VARIANTS = {  # parameters that change which events an algorithm matches
 def test_each_algorithm_matches_no_per_batch_event_outside_its_table(name):
     """The loop fires only the per-batch events in ALGORITHMS[name].batch_events: every other one
     must be one the algorithm's own match() refuses, at the start, middle and end of training."""
-    model = {"model.name": "resnet-bottleneck", "model.width": 4} if ALGORITHMS[name].needs_bottleneck else {}
+    model = {"model.name": "resnet-bottleneck", "model.width": 4} if ALGORITHMS[name].needs_structure == "bottleneck" else {}
     for params in VARIANTS.get(name, [{}]):
         run, _ = prepared({"algorithms": {name: params}, **model})
         state = run.state

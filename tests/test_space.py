@@ -5,7 +5,8 @@ import optuna
 import pytest
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.config.algorithms import CONFLICTS, MODELS_WITH_BOTTLENECK
+from effsearch.config.algorithms import CONFLICTS
+from effsearch.config.sources import facts
 from effsearch.spaces import Machine, Space
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -61,7 +62,7 @@ def test_invalid_combinations_are_never_sampled(machine, model, epochs):
         assert not any(pair <= on for pair in CONFLICTS)
         assert cfg.precision in machine.precisions()
         assert not ("sam" in on and cfg.precision == "amp_fp16")
-        assert "stochastic_depth" not in on or model in MODELS_WITH_BOTTLENECK
+        assert "stochastic_depth" not in on or facts({"name": model}).bottleneck
         if cfg.loader == "ffcv":
             assert not on & {"randaugment", "augmix"}
     # ...while the space still covers what the machine can do.
@@ -69,7 +70,7 @@ def test_invalid_combinations_are_never_sampled(machine, model, epochs):
     assert ("amp_fp16" in seen) == (machine.device == "cuda")
     assert ("ffcv" in seen) == machine.ffcv
     assert ("ffcv x selection" in seen) == machine.ffcv  # FFCV serves CORDS subsets: the space samples both
-    assert ("stochastic_depth" in seen) == (model in MODELS_WITH_BOTTLENECK)
+    assert ("stochastic_depth" in seen) == facts({"name": model}).bottleneck
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -21,7 +21,7 @@ class AlgoSpec:
     fixed: dict = field(default_factory=dict)  # passed by effsearch, not by users
     ranges: dict = field(default_factory=dict)  # parameter -> (low, high) inclusive
     choices: dict = field(default_factory=dict)  # parameter -> allowed values
-    needs_bottleneck: bool = False
+    needs_structure: str = ""  # a field of sources.ModelFacts the model must have (the rules read it)
     needs_torch_loader: bool = False  # edits a torchvision dataset's transforms
     mixes_targets: bool = False  # builds soft / permuted targets in the loss
     help: str = ""
@@ -36,7 +36,8 @@ TIME = "a Composer time string such as '100ba', '2ep' or '0.5dur'"
 ALGORITHMS: dict[str, AlgoSpec] = {
     "blurpool": AlgoSpec("BlurPool", {"replace_convs": True, "replace_maxpools": True,
                                       "blur_first": True, "min_channels": 16},
-                         ranges={"min_channels": (0, 4096)}, help="anti-aliased downsampling"),
+                         ranges={"min_channels": (0, 4096)}, needs_structure="downsamples",
+                         help="anti-aliased downsampling"),
     "channels_last": AlgoSpec("ChannelsLast", {}, help="NHWC memory format"),
     "ema": AlgoSpec("EMA", {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur",
                             "update_interval": None}, ranges={"smoothing": _P01},
@@ -83,11 +84,11 @@ ALGORITHMS: dict[str, AlgoSpec] = {
                                  ranges={"drop_rate": _P01, "drop_warmup": _P01},
                                  choices={"stochastic_method": ("block", "sample"),
                                           "drop_distribution": ("uniform", "linear")},
-                                 needs_bottleneck=True),
+                                 needs_structure="bottleneck"),
     "squeeze_excite": AlgoSpec("SqueezeExcite", {"latent_channels": 64, "min_channels": 128},
                                ranges={"latent_channels": (1, 4096), "min_channels": (1, 4096)}),
     "ghost_batchnorm": AlgoSpec("GhostBatchNorm", {"ghost_batch_size": 32},
-                                ranges={"ghost_batch_size": (1, 65536)}),
+                                ranges={"ghost_batch_size": (1, 65536)}, needs_structure="batchnorm"),
     "layer_freezing": AlgoSpec("LayerFreezing", {"freeze_start": 0.5, "freeze_level": 1.0},
                                ranges={"freeze_start": _P01, "freeze_level": _P01}),
     "gradient_clipping": AlgoSpec("GradientClipping", {"clipping_type": "norm", "clipping_threshold": 1.0},
@@ -121,8 +122,6 @@ CONFLICTS = {
     frozenset({"mixup", "cutmix"}): "both replace the targets with a mix; pick one",
     frozenset({"ema", "swa"}): "both replace the final weights with an average; pick one",
 }
-
-MODELS_WITH_BOTTLENECK = ("resnet-bottleneck",)
 
 # Algorithms DDP cannot run: parameters stop getting gradients mid-training.
 UNSHARDED = ("layer_freezing", "stochastic_depth")

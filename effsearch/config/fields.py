@@ -42,10 +42,11 @@ class ConfigError(ValueError):
 
 
 def spec(default: Any = dataclasses.MISSING, *, choices=None, low=None, high=None,
-         low_open=False, high_open=False, factory=None, help: str = ""):
-    """A dataclass field with its allowed values attached."""
+         low_open=False, high_open=False, factory=None, check=None, help: str = ""):
+    """A dataclass field with its allowed values attached. ``check(value)``: why a value of the
+    right type is not allowed (None: it is), for what choices and bounds cannot say."""
     meta = {"choices": choices, "low": low, "high": high, "low_open": low_open,
-            "high_open": high_open, "help": help}
+            "high_open": high_open, "check": check, "help": help}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -150,6 +151,9 @@ def coerce(tp, value, name: str, meta):
         if not isinstance(value, list):
             raise ConfigError(name, f"must be a list, got {value!r}")
         check_finite(value, name)
+    why = meta.get("check") and meta["check"](value)
+    if why:
+        raise ConfigError(name, why)
     choices = meta.get("choices")
     if choices and value not in choices:
         raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")

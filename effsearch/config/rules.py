@@ -23,7 +23,6 @@ from typing import Any, Callable
 from effsearch.config.algorithms import (
     ALGORITHMS,
     CONFLICTS,
-    MODELS_WITH_BOTTLENECK,
     RESHAPES_BATCHES,
     UNSHARDED,
     check_algorithms,
@@ -38,6 +37,7 @@ from effsearch.config.choices import (
     WEIGHTED_SELECTIONS,
 )
 from effsearch.config.fields import ConfigError, get_path
+from effsearch.config.sources import FILE_DATASETS, ModelFacts, dataset_kind, facts, model_kind
 
 Pred = Callable[[dict], bool]
 
@@ -110,6 +110,28 @@ def _greedy_wrong(cfg: dict) -> bool:
     return greedy != "auto" and greedy not in GREEDY.get(_strategy(cfg).split("-")[0], ())
 
 
+def _facts(cfg: dict) -> ModelFacts | None:
+    return facts(cfg.get("model") or {})
+
+
+def _lacks(fact: str) -> Pred:
+    """The model is known (built-in, or probed) to lack ``fact``; an unprobed model waits for its probe."""
+    return lambda cfg: _facts(cfg) is not None and not getattr(_facts(cfg), fact)
+
+
+def _model_name(cfg: dict) -> str:
+    return get_path(cfg, "model.name", "tiny-cnn")
+
+
+def _dataset_name(cfg: dict) -> str:
+    return get_path(cfg, "dataset.name", "digits")
+
+
+# What each structure an algorithm needs is, for the messages (the field of ModelFacts).
+STRUCTURE = {"bottleneck": "bottleneck blocks (torchvision's Bottleneck)", "batchnorm": "batch norm layers",
+             "downsamples": "strided convolutions or max-pools"}
+
+
 def _bad_milestones(cfg: dict) -> bool:
     ms = get_path(cfg, "schedule.milestones", [0.5, 0.75])
     return not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms)
@@ -120,6 +142,22 @@ def _bad_milestones(cfg: dict) -> bool:
 _UNWEIGHTED = ", ".join(s for s in ("random", "random-online", "glister", "glister-pb", "glister-pc"))
 
 RULES: list[Rule] = [
+    Rule("dataset.path", "dataset.path", on=lambda c: dataset_kind(_dataset_name(c)) in FILE_DATASETS,
+         forbids=lambda c: not get_path(c, "dataset.path"),
+         message=lambda c: f"dataset.name {_dataset_name(c)!r} reads its data from dataset.path; set it (a folder "
+                           "of class folders for imagefolder, a .npz file, or a folder written by datasets' "
+                           "save_to_disk for hf)",
+         when="a dataset read from a path", reads=("dataset.name",)),
+    Rule("dataset.path", "dataset.path", on=lambda c: bool(get_path(c, "dataset.path")),
+         forbids=lambda c: dataset_kind(_dataset_name(c)) not in FILE_DATASETS,
+         message=lambda c: f"only applies to dataset.name {', '.join(FILE_DATASETS)}; dataset.name is "
+                           f"{_dataset_name(c)!r}",
+         when="dataset imagefolder, npz or hf", reads=("dataset.name",)),
+    Rule("model.width", "model.width", on=lambda c: bool(get_path(c, "model.width", 0)),
+         forbids=lambda c: model_kind(_model_name(c)) in ("torchvision", "timm"),
+         message=lambda c: f"applies to the built-in models and to factories that take `width`; "
+                           f"{_model_name(c)!r} takes its size from its name or model.kwargs",
+         when="a built-in model or a factory", reads=("model.name",)),
     Rule("schedule.milestones", "schedule.milestones",
          on=lambda c: get_path(c, "schedule.name", "cosine") == "multistep", forbids=_bad_milestones,
          message=lambda c: f"must be fractions in (0, 1); got {get_path(c, 'schedule.milestones', [0.5, 0.75])!r}",
@@ -207,12 +245,19 @@ RULES: list[Rule] = [
          forbids=lambda c: _method(c) == "powersgd",
          message="powersgd compresses each layer's gradient matrix; use layerwise",
          when="method not powersgd", reads=("distributed.compression.method",)),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name),
-           forbids=lambda c: get_path(c, "model.name", "tiny-cnn") not in MODELS_WITH_BOTTLENECK,
-           message=lambda c: f"needs a model with bottleneck blocks ({', '.join(MODELS_WITH_BOTTLENECK)}); "
-                             f"model.name is {get_path(c, 'model.name', 'tiny-cnn')!r}",
-           when="bottleneck model", reads=("model.name",))
-      for name, spec in ALGORITHMS.items() if spec.needs_bottleneck],
+    # Structure an algorithm needs, read from the model's facts (built-ins written down, any other
+    # model probed as built: effsearch.config.sources), so no trial meets a model it cannot change.
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_lacks(spec.needs_structure),
+           message=lambda c, n=spec.needs_structure: f"needs a model with {STRUCTURE[n]}; model.name "
+                                                      f"{_model_name(c)!r} has none",
+           when=f"a model with {STRUCTURE[spec.needs_structure]}", reads=("model.name", "model.kwargs"))
+      for name, spec in ALGORITHMS.items() if spec.needs_structure],
+    Rule("selection.model_based", "selection.strategy",
+         on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_lacks("final_linear"),
+         message=lambda c: f"{_strategy(c)!r} takes its embeddings from the input of the model's final "
+                           f"nn.Linear; model.name {_model_name(c)!r} does not end in one (use random, "
+                           "random-online or full)",
+         when="a model ending in nn.Linear", reads=("model.name", "model.kwargs")),
     *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: _loader(c) != "torch",
            message=lambda c: f"works on the torch loader's per-image transforms only; loader is {_loader(c)!r}",
            when="loader torch", reads=("loader",))

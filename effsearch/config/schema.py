@@ -34,11 +34,22 @@ from effsearch.config.choices import (
     SELECTIONS,
 )
 from effsearch.config.fields import ConfigError, apply_override, build, read_yaml, set_path, spec
+from effsearch.config.sources import check_dataset_name, check_model_name
 
 
 @dataclass
 class DatasetConfig:
-    name: str = spec("digits", choices=DATASETS)
+    name: str = spec("digits", check=check_dataset_name,
+                     help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
+                          "or an import path package.module:callable returning x_train, y_train, x_test, y_test "
+                          "(runs that code)")
+    path: str | None = spec(None, help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
+                                       "npz: a .npz file; hf: a folder written by datasets' save_to_disk")
+    test_fraction: float = spec(0.2, low=0.0, high=0.5, low_open=True,
+                                help="held-out test share carved (stratified) from a source with no test split "
+                                     "(an imagefolder without test/)")
+    image_column: str = spec("image", help="hf: the column of images")
+    label_column: str = spec("label", help="hf: the column of class labels")
     data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True,
                                 help="stratified share of the training set used")
     val_fraction: float = spec(0.1, low=0.0, high=0.5, low_open=True,
@@ -48,7 +59,8 @@ class DatasetConfig:
                                   "evaluations; the tuning phase's val_subset sets it)")
     split_seed: int = spec(0, low=0)
     image_size: int | None = spec(None, low=8, high=512,
-                                  help="resize images to this side (digits defaults to 32)")
+                                  help="resize images to this side (digits defaults to 32; an imagefolder whose "
+                                       "images differ in size needs it)")
     flip: bool | None = spec(None, help="random horizontal flips (default: on for CIFAR only)")
     crop_padding: int = spec(2, low=0, high=16, help="random pad-and-crop; 0 switches it off")
     synthetic_size: int = spec(512, low=16, high=1_000_000,
@@ -57,9 +69,13 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = spec("tiny-cnn", choices=MODELS)
+    name: str = spec("tiny-cnn", check=check_model_name,
+                     help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); or an "
+                          "import path package.module:callable, called as callable(num_classes=..., "
+                          "in_channels=..., **model.kwargs) and returning an nn.Module (runs that code)")
     width: int = spec(0, low=0, high=1024, help="channels of the first layer (0: the model's default, "
-                                                 "MODEL_WIDTHS)")
+                                                 "MODEL_WIDTHS); built-in models, or a factory that takes width")
+    kwargs: dict = spec(factory=dict, help="keyword arguments passed to the model's builder")
 
 
 @dataclass

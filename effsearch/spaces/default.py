@@ -15,7 +15,9 @@ from typing import Callable
 
 from effsearch import config as C
 from effsearch.config import TrainConfig, rules
-from effsearch.config.algorithms import ALGORITHMS, MODELS_WITH_BOTTLENECK
+from effsearch.config.algorithms import ALGORITHMS
+from effsearch.config.rules import STRUCTURE
+from effsearch.config.sources import facts
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
 from effsearch.spaces.dims import Dim
@@ -99,7 +101,10 @@ def _time_string(unit: str):
     return to_config, from_config
 
 
-def algorithm_dims(model_name: str) -> list[Dim]:
+def algorithm_dims(model: dict) -> list[Dim]:
+    """The algorithm switches and parameters; one the model's structure rules out (its facts:
+    effsearch.config.sources) is unavailable."""
+    known = facts(model)
     dims = []
     for algo, params in ALGO_PARAMS.items():
         spec = ALGORITHMS[algo]
@@ -108,9 +113,9 @@ def algorithm_dims(model_name: str) -> list[Dim]:
                    help=spec.help or spec.composer_name,
                    setter=_switch(algo), getter=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
                    extra={"algorithm": algo})
-        missing = spec.needs_bottleneck and model_name not in MODELS_WITH_BOTTLENECK
+        missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
         if missing:
-            gate.extra["unavailable"] = f"model {model_name!r} has no bottleneck blocks"
+            gate.extra["unavailable"] = f"model {model.get('name')!r} has no {STRUCTURE[spec.needs_structure]}"
         dims.append(gate)
         for param, rng in params.items():
             to_cfg = from_cfg = None
@@ -176,8 +181,10 @@ def batch_sizes(base: int) -> tuple:
 
 
 def widths(base: TrainConfig) -> tuple:
-    w = base.model.width or C.MODEL_WIDTHS[base.model.name]
-    return tuple(sorted({max(4, w // 2), w, 2 * w}))
+    """Half, the base and double the base width; a model not built in has no default width to scale
+    (its own size is in its name or model.kwargs), so only the base's value."""
+    w = base.model.width or C.MODEL_WIDTHS.get(base.model.name, 0)
+    return tuple(sorted({max(4, w // 2), w, 2 * w})) if w else (base.model.width,)
 
 
 def _sgd_family(cfg: dict) -> bool:
@@ -227,6 +234,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     (a reason, or a callable that returns one or None)."""
     e = float(base.epochs)
     bs = base.batch_size
+    # A model known to end in no nn.Linear gives CORDS's model-based strategies no embedding.
+    model_facts = facts(base.to_dict()["model"])
+    no_embedding = model_facts is not None and not model_facts.final_linear
     precisions = machine.precisions()
 
     def precision_check(v):
@@ -325,7 +335,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             when=lambda cfg: get_path(cfg, "schedule.name") == "multistep", when_text="schedule multistep",
             parents=("schedule.name",)),
         # -- data: CORDS subsets -----------------------------------------------
-        Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 else
+        Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 and not no_embedding else
             tuple(x for x in STRATEGIES if x not in C.MODEL_SELECTIONS),
             **gated("selection.strategy"), off="full", setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
         Dim("selection.fraction", "data", "float", low=0.1, high=0.9, **gated("selection.fraction"),
@@ -347,7 +357,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         Dim("sparsity.schedule", "sparsity", "cat", choices=("constant", "polynomial"),
             when=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, when_text="sparsity on", parents=("sparsity",)),
     ]
-    dims += algorithm_dims(base.model.name)
+    dims += algorithm_dims(base.to_dict()["model"])
     by_name = {d.name: d for d in dims}
     # A rule reads config fields; a dimension's parents are the dimensions that set them
     # (optimizer.name is set by optimizer.name and by the optimizer.kfac switch).

@@ -23,7 +23,9 @@ from effsearch.config import TrainConfig, effective_batch
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable
 from effsearch.trainer import data as D
-from effsearch.trainer.models import build_model
+from effsearch.config import rules
+from effsearch.config.sources import model_kind
+from effsearch.trainer.models import build_network
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
@@ -152,7 +154,7 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
     _quiet_composer()
     t_setup = time.perf_counter()
     splits = D.to_device(splits, device)
-    model = _build_model(cfg, splits, device)
+    model = _build_model(cfg, splits, device, result)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms, gmp = _algorithms(cfg, selection)
     loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device, model), train_loader,
@@ -177,12 +179,22 @@ def _quiet_composer() -> None:
     _restore_ctrl_c()
 
 
-def _build_model(cfg: TrainConfig, splits: D.Splits, device: str):
-    """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``."""
+def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult | None = None):
+    """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``. A model not
+    built in is checked on a batch shaped like the data, adapted to its channels (the note goes
+    into the result), and the rules about structure are checked on its probed facts."""
     from effsearch.trainer.composer_model import EffModel
 
     torch.manual_seed(cfg.seed)
-    module = build_model(cfg.model.name, splits.channels, splits.num_classes, cfg.model.width)
+    module = build_network(cfg.model, splits.channels, splits.num_classes)
+    if model_kind(cfg.model.name) != "builtin":
+        from effsearch.trainer.probe import check_network
+
+        module, note = check_network(module.to(device), cfg.model, splits.channels, splits.num_classes,
+                                     tuple(splits.train_x.shape[-2:]), device)
+        rules.check(cfg.to_dict())  # now that the model's facts are known
+        if note and result is not None:
+            result.final.extra["input_adapted"] = note
     return EffModel(module, splits.num_classes).to(device)
 
 

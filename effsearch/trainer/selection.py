@@ -137,7 +137,9 @@ class NormalizedImages(torch.utils.data.Dataset):
 
 class ModelView(torch.nn.Module):
     """The live training model as CORDS calls it: ``forward(x, last, freeze)``
-    and ``get_embedding_dim()`` (every effsearch model has both).
+    and ``get_embedding_dim()``. The built-in models have both; for any other model
+    the embedding is the input of its final ``nn.Linear``, read by a forward hook,
+    so a user's plain ``nn.Module`` needs no CORDS interface.
 
     Computes without autograd through the network; the logits come back as a
     leaf that requires grad, which is all CORDS differentiates (its gradients
@@ -149,31 +151,52 @@ class ModelView(torch.nn.Module):
     def __init__(self, module: torch.nn.Module):
         super().__init__()
         object.__setattr__(self, "module", module)  # not a submodule: no parameters of its own
+        linear = None
+        if not hasattr(module, "get_embedding_dim"):
+            from effsearch.trainer.probe import final_linear
+
+            linear = final_linear(module)
+            if linear is None:
+                raise SelectionError("the model ends in no nn.Linear, whose input CORDS's model-based strategies "
+                                     "take as the embedding; use random, random-online or full")
+        object.__setattr__(self, "linear", linear)
 
     def forward(self, x, last: bool = False, freeze: bool = False):
         with torch.no_grad():
-            out, emb = self.module(x, last=True, freeze=True)
+            if self.linear is None:
+                out, emb = self.module(x, last=True, freeze=True)
+            else:
+                seen = []
+                hook = self.linear.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
+                try:
+                    out = self.module(x)
+                finally:
+                    hook.remove()
+                emb = seen[-1].flatten(1)
         out = out.float().detach().requires_grad_(True)
         return (out, emb.float()) if last else out
 
     def get_embedding_dim(self) -> int:
-        return self.module.get_embedding_dim()
+        return self.module.get_embedding_dim() if self.linear is None else self.linear.in_features
 
     def load_state_dict(self, *_args, **_kwargs):
         return None
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The effsearch network inside Composer's model (and DDP / torch.compile wrappers)."""
+    """The network inside Composer's model (and DDP / torch.compile wrappers)."""
+    from effsearch.trainer.composer_model import EffModel
+
     m = model
     for _ in range(8):
         if hasattr(m, "get_embedding_dim"):
             return m
+        if isinstance(m, EffModel):
+            return m.module
         m = getattr(m, "_orig_mod", None) or getattr(m, "module", None)
         if m is None:
             break
-    raise SelectionError("the model has no get_embedding_dim(); CORDS strategies need the effsearch models' "
-                         "forward(x, last, freeze) interface")
+    raise SelectionError(f"no network found inside {type(model).__name__} for CORDS")
 
 
 # -- greedy methods ---------------------------------------------------------------

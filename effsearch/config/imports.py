@@ -1,0 +1,78 @@
+"""Import paths and plugins: the one place effsearch imports a user's code.
+
+``model.name``, ``dataset.name`` and a study file's ``plugins`` may name code by import path
+(``package.module:callable``, or a module). Naming one runs it, as a Python script would:
+treat such config and study files as trusted code. Modules are looked up on ``sys.path``
+with the current folder first (as ``python -m`` does), and every process effsearch starts
+(study workers, data-parallel ranks) imports the same plugins: the parent lists them in
+``EFFSEARCH_PLUGINS`` and children call :func:`import_plugins` with none given.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+from effsearch.config.fields import ConfigError
+
+PLUGINS_ENV = "EFFSEARCH_PLUGINS"
+MODULE_HINT = ("it must be importable from the current folder or the Python path (a package installed in this "
+               "environment, or PYTHONPATH)")
+
+
+def add_search_path(folder: str | os.PathLike | None = None) -> None:
+    """Put ``folder`` (default: the current folder) on ``sys.path`` and in ``PYTHONPATH``, so this
+    process and the ones it starts find modules there."""
+    path = os.path.abspath(os.fspath(folder) if folder is not None else os.getcwd())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if path not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([path, *parts])
+
+
+def import_module(name: str, field: str):
+    """Import module ``name``; a ConfigError naming ``field`` if it is missing or fails."""
+    add_search_path()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise ConfigError(field, f"no module named {e.name!r}; {MODULE_HINT}") from None
+        raise ConfigError(field, f"importing {name!r} failed: {type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module raised: show its error, named
+        raise ConfigError(field, f"importing {name!r} raised {type(e).__name__}: {_short(e)}") from None
+
+
+def load_object(path: str, field: str) -> Any:
+    """The object at ``package.module:attr.sub``; a ConfigError naming ``field`` if it is not there."""
+    module_name, _, attr = path.partition(":")
+    obj = import_module(module_name, field)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(field, f"module {module_name!r} has no attribute {attr!r} ({path!r})")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(field, f"{path!r} is a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def import_plugins(modules: list[str] | tuple[str, ...] | None = None, field: str = "plugins") -> list[str]:
+    """Import each plugin module and list them in ``EFFSEARCH_PLUGINS`` for child processes;
+    with ``modules`` None, import those the parent listed there. Returns the modules imported."""
+    if modules is None:
+        modules = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
+    for i, name in enumerate(modules):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{field}[{i}]", f"must be a module name such as mypkg.effsearch_models; got {name!r}")
+        import_module(name.strip(), f"{field}[{i}]")
+    listed = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
+    os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys([*listed, *(m.strip() for m in modules)]))
+    return list(modules)
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    text = str(e)
+    return text if len(text) <= limit else text[:limit] + "..."

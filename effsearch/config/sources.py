@@ -1,0 +1,109 @@
+"""What ``model.name`` and ``dataset.name`` may say, and what is known of a model's structure.
+
+A name is a built-in (``choices.MODELS``, ``choices.DATASETS``), a library prefix
+(``torchvision:resnet18``, ``timm:resnet18``), a file format (``imagefolder``, ``npz``, ``hf``,
+which read ``dataset.path``) or an import path ``package.module:callable`` (the user's own
+factory). An import path is code: a config or study file that names one runs it, as a
+Python script would.
+
+``ModelFacts`` is what the rules need to know of a model's structure (bottleneck blocks for
+StochasticDepth, batch norm for GhostBatchNorm, a final linear layer for CORDS's embeddings).
+The built-ins' facts are written here; any other model's come from a probe of the model as
+built (``effsearch.trainer.probe``), which records them with :func:`remember`. Validation,
+the space's gates and ``space show`` read :func:`facts`; a model not yet probed has no facts,
+and the rules about structure wait for the probe (the trainer probes before it trains).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from effsearch.config.choices import DATASETS, MODELS
+
+MODEL_LIBRARIES = ("torchvision", "timm")
+FILE_DATASETS = ("imagefolder", "npz", "hf")  # read from dataset.path
+# ``package.module:callable`` (dotted names on both sides of one colon).
+IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+LIBRARY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# An optional extra that brings a library, by the module it installs.
+EXTRAS = {"timm": "timm", "datasets": "hf"}
+
+
+def model_kind(name: str) -> str:
+    """``builtin``, ``torchvision``, ``timm`` or ``import``."""
+    if name in MODELS:
+        return "builtin"
+    prefix = name.split(":", 1)[0]
+    return prefix if prefix in MODEL_LIBRARIES else "import"
+
+
+def dataset_kind(name: str) -> str:
+    """``builtin``, ``imagefolder``, ``npz``, ``hf`` or ``import``."""
+    if name in DATASETS:
+        return "builtin"
+    return name if name in FILE_DATASETS else "import"
+
+
+def check_model_name(name: str) -> str | None:
+    """Why ``name`` cannot be a model name (None: it can)."""
+    if name in MODELS:
+        return None
+    prefix, _, rest = name.partition(":")
+    if prefix in MODEL_LIBRARIES:
+        return None if rest and LIBRARY_NAME.match(rest) else f"{prefix}: needs a model name after the colon " \
+                                                             f"(e.g. {prefix}:resnet18); got {name!r}"
+    if IMPORT_PATH.match(name):
+        return None
+    return (f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME or an import path "
+            f"package.module:callable; got {name!r}")
+
+
+def check_dataset_name(name: str) -> str | None:
+    """Why ``name`` cannot be a dataset name (None: it can)."""
+    if name in DATASETS or name in FILE_DATASETS or IMPORT_PATH.match(name):
+        return None
+    return (f"must be a built-in dataset ({', '.join(DATASETS)}), one read from dataset.path "
+            f"({', '.join(FILE_DATASETS)}) or an import path package.module:callable; got {name!r}")
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the rules read of a model's structure."""
+
+    bottleneck: bool  # torchvision Bottleneck blocks (Composer's StochasticDepth replaces them)
+    batchnorm: bool  # BatchNorm layers (GhostBatchNorm replaces them)
+    downsamples: bool  # strided convolutions or max-pools (BlurPool blurs them)
+    final_linear: bool  # ends in an nn.Linear, whose input is CORDS's embedding
+    in_channels: int | None = None  # the first convolution's input channels (None: no convolution)
+    params: int = 0
+
+
+def key(model: dict) -> str:
+    """The facts' key for a ``model`` mapping (name and kwargs: the built model's identity)."""
+    return json.dumps({"name": model.get("name"), "kwargs": model.get("kwargs") or {}}, sort_keys=True,
+                      default=str)
+
+
+_BUILTIN = {
+    "tiny-cnn": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
+    "resnet9": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
+    "resnet20": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
+    "resnet56": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
+    "resnet-bottleneck": ModelFacts(bottleneck=True, batchnorm=True, downsamples=True, final_linear=True),
+}
+_PROBED: dict[str, ModelFacts] = {}
+
+
+def facts(model: dict) -> ModelFacts | None:
+    """The facts of the model a config names (None: not probed yet in this process)."""
+    name = model.get("name", "tiny-cnn")
+    if name in _BUILTIN:
+        return _BUILTIN[name]
+    return _PROBED.get(key(model))
+
+
+def remember(model: dict, found: ModelFacts) -> None:
+    """Record a probe's facts for the model ``model`` names (read by the rules from then on)."""
+    _PROBED[key(model)] = found

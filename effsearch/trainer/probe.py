@@ -1,0 +1,98 @@
+"""The probe: what a model is made of, read from the model as built (not from its name).
+
+The rules about structure (StochasticDepth needs bottleneck blocks, GhostBatchNorm batch
+norm, BlurPool downsampling, CORDS's model-based strategies a final ``nn.Linear``) read
+these facts (``effsearch.config.sources``). A study probes its base model once, on the meta
+device (no memory, no weights initialised), before it builds its space; the trainer checks
+the network it is about to train: its logits' width and its input channels.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from effsearch.config import ConfigError
+from effsearch.config.sources import ModelFacts, facts, remember
+
+
+def facts_of(net: nn.Module) -> ModelFacts:
+    from torchvision.models.resnet import Bottleneck
+
+    modules = list(net.modules())
+    convs = [m for m in modules if isinstance(m, nn.Conv2d)]
+    linears = [m for m in modules if isinstance(m, nn.Linear)]
+    return ModelFacts(
+        bottleneck=any(isinstance(m, Bottleneck) for m in modules),
+        batchnorm=any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in modules),
+        downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules)
+        or any(max(c.stride) > 1 for c in convs),
+        final_linear=bool(linears),
+        in_channels=convs[0].in_channels if convs else None,
+        params=sum(p.numel() for p in net.parameters()))
+
+
+def final_linear(net: nn.Module) -> nn.Linear | None:
+    """The model's last ``nn.Linear`` (by registration order): its input is CORDS's embedding."""
+    last = None
+    for m in net.modules():
+        if isinstance(m, nn.Linear):
+            last = m
+    return last
+
+
+def probe(model, channels: int = 3, num_classes: int = 10) -> ModelFacts:
+    """Build the model a ModelConfig names on the meta device (on the CPU if its builder cannot),
+    record its facts for the rules, and return them. Built-ins are known without building."""
+    from effsearch.trainer.models import build_network
+
+    model_dict = {"name": model.name, "kwargs": model.kwargs}
+    known = facts(model_dict)
+    if known is not None:
+        return known
+    try:
+        with torch.device("meta"):
+            net = build_network(model, channels, num_classes)
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - a builder that needs real tensors: build it on the CPU instead
+        net = build_network(model, channels, num_classes)
+    found = facts_of(net)
+    remember(model_dict, found)
+    return found
+
+
+def check_network(net: nn.Module, model, channels: int, num_classes: int, image_size: tuple[int, int],
+                  device: str) -> tuple[nn.Module, str]:
+    """The network ready to train on images of ``channels`` channels: its logits checked on a
+    batch of two (eval mode, no gradients), a 1-channel input repeated where its first
+    convolution takes more. Returns it and a note on what was adapted ('' if nothing)."""
+    from effsearch.trainer.models import RepeatChannels
+
+    found = facts_of(net)
+    remember({"name": model.name, "kwargs": model.kwargs}, found)
+    note = ""
+    wanted = found.in_channels
+    if wanted is not None and wanted != channels:
+        if channels != 1:
+            raise ConfigError("model.name", f"{model.name!r} takes {wanted}-channel images; the dataset's have "
+                                            f"{channels} (an image folder converts to one channel count; "
+                                            "pass in_channels through model.kwargs where the builder takes it)")
+        net = RepeatChannels(net, wanted)
+        note = f"the dataset's 1-channel images are repeated to the {wanted} channels {model.name!r} takes"
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            out = net(torch.zeros(2, channels, *image_size, device=device))
+    except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
+        text = str(e)[:300]
+        raise ConfigError("model.name", f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
+                                        f"{image_size[1]}: {type(e).__name__}: {text}") from None
+    finally:
+        net.train(was_training)
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ConfigError("model.name", f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "
+                                        f"for the dataset's {num_classes} classes; it returned {got}")
+    return net, note
