@@ -32,20 +32,25 @@ def sample(space, n, sampler=None):
     return out
 
 
+def assert_conditional(params, cfg):
+    """A child dimension is in a trial's params exactly when its parent is on."""
+    for name in ("mixup", "cutmix", "ema", "sam", "progressive_resizing"):
+        children = [p for p in params if p.startswith(f"algorithms.{name}.")]
+        assert bool(children) == bool(params.get(f"algorithms.{name}")), (name, params)
+        assert (name in cfg.algorithms) == bool(params.get(f"algorithms.{name}", False))
+    assert ("optimizer.lr" in params) == (params["optimizer.name"] in ("sgd", "sgdw"))
+    assert ("optimizer.lr@adamw" in params) == (params["optimizer.name"] == "adamw")
+    assert ("schedule.gamma" in params) == (params["schedule.name"] == "multistep")
+    assert ("selection.fraction" in params) == (params.get("selection.strategy", "full") != "full")
+    assert ("sparsity.target" in params) == params["sparsity"] == (cfg.sparsity.target > 0)
+    if "batch_size" in params:  # lr is "lr at batch 128": the batch dimension scales it
+        assert cfg.optimizer.scale_lr_with_batch
+
+
 def test_children_are_sampled_only_when_their_parent_is_on():
     space = Space.build(base(), {}, CPU)
     for params, cfg in sample(space, 300):
-        for name in ("mixup", "cutmix", "ema", "sam", "progressive_resizing"):
-            children = [p for p in params if p.startswith(f"algorithms.{name}.")]
-            assert bool(children) == bool(params.get(f"algorithms.{name}")), (name, params)
-            assert (name in cfg.algorithms) == bool(params.get(f"algorithms.{name}", False))
-        assert ("optimizer.lr" in params) == (params["optimizer.name"] in ("sgd", "sgdw"))
-        assert ("optimizer.lr@adamw" in params) == (params["optimizer.name"] == "adamw")
-        assert ("schedule.gamma" in params) == (params["schedule.name"] == "multistep")
-        assert ("selection.fraction" in params) == (params["selection.strategy"] != "full")
-        assert ("sparsity.target" in params) == params["sparsity"] == (cfg.sparsity.target > 0)
-        if "batch_size" in params:  # lr is "lr at batch 128": the batch dimension scales it
-            assert cfg.optimizer.scale_lr_with_batch
+        assert_conditional(params, cfg)
 
 
 @pytest.mark.parametrize("machine, model, epochs", [
@@ -75,9 +80,19 @@ def test_invalid_combinations_are_never_sampled(machine, model, epochs):
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_tpe_and_nsga2_sample_valid_configs_too():
+    """The model-based samplers propose from what they learnt (TPE's groups, NSGA-II's crossover of
+    parents with different conditional params), not only at random: the same invariants hold."""
     space = Space.build(base(), {"exclude": ["data"]}, CPU)
-    sample(space, 25, optuna.samplers.TPESampler(seed=1, multivariate=True, group=True, n_startup_trials=5))
-    sample(space, 25, optuna.samplers.NSGAIISampler(seed=1, population_size=6))
+    for sampler in (optuna.samplers.TPESampler(seed=1, multivariate=True, group=True, n_startup_trials=5),
+                    optuna.samplers.NSGAIISampler(seed=1, population_size=6)):
+        drawn = sample(space, 25, sampler)  # past TPE's 5 random trials and NSGA-II's first generation
+        for params, cfg in drawn:
+            assert_conditional(params, cfg)
+            assert not any(pair <= set(cfg.algorithms) for pair in CONFLICTS)
+            assert cfg.precision in CPU.precisions()
+        # Proposals that vary: a sampler stuck on one point would pass the checks above vacuously.
+        assert len({str(sorted(params.items())) for params, _ in drawn[6:]}) > 10
+        assert len({name for _, cfg in drawn for name in cfg.algorithms}) >= 3
 
 
 def test_include_exclude_ranges_and_fixed():
