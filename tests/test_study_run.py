@@ -188,8 +188,11 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
     t = load(path)[0].get_trials()
     assert len(t) == 3 and all(x.state == TrialState.FAIL for x in t)  # failure_limit: 3, not 8 trials
     assert "stopped: trials 0, 1, 2 failed with the same error (failure_limit: 3)" in err
-    # Printed where it first happened and in the verdict; the repeats point at the first.
-    assert err.count("libfoo.so") == 2 and err.count("the same error as trial 0") == 2
+    # Printed once as it happens (trial 0's line; the repeats point at it), and once in the verdict,
+    # the run's last lines, which say why the study stopped below the table.
+    running, verdict = err.split("effsearch run: stopped:")
+    assert running.count("libfoo.so") == 1 and running.count("the same error as trial 0") == 2
+    assert verdict.count("libfoo.so") == 1
     assert "warning: the baseline (trial 0) failed: there is no yardstick" in err
 
     # Different errors do not stop it; a study that ends with no completed trial still fails.
