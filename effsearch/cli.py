@@ -15,28 +15,29 @@ EXIT_BAD_INPUT = 2
 
 
 def _cmd_train(args) -> int:
-    from effsearch.config import TrainConfig
-
-    cfg = TrainConfig.from_yaml(args.config, args.set)
-    out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
     import os
 
-    from effsearch.config.machine import check_runnable, under_torchrun
-    from effsearch.trainer.run import train
+    from effsearch import api
+    from effsearch.config.imports import import_plugins
+    from effsearch.config.machine import under_torchrun
 
-    check_runnable(cfg)
+    import_plugins(args.plugin)
+    cfg = api.load_config(args.config, args.set)
+    out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
     # Under torchrun every rank runs this command; rank 0 speaks and writes.
     main = not under_torchrun() or os.environ.get("RANK") == "0"
     if main:
         print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
     try:
-        result = train(cfg, data_root=args.data_dir, out_dir=out, progress=not args.quiet and main)
+        result = api.train(cfg, data_dir=args.data_dir, out_dir=out, progress=not args.quiet and main)
     except KeyboardInterrupt:
         print(f"\ninterrupted: partial result written to {out / 'result.json'}", file=sys.stderr)
         return 130
     if not main:
         return 0 if result.status == "completed" else 1
     f = result.final
+    if f.extra.get("input_adapted"):
+        print(f"note: {f.extra['input_adapted']}", file=sys.stderr)
     ttt = f"{result.time_to_target:.1f}s" if result.time_to_target is not None else "not reached"
     print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     nan = float("nan")
@@ -61,22 +62,18 @@ def _or(value, default):
 
 
 def _cmd_run(args) -> int:
-    import time
-
-    t0 = time.time()
-    from effsearch.search.studyfile import load
+    from effsearch import api
 
     # Everything is checked before the storage is opened: a bad file writes nothing.
-    spec = load(args.study, storage=args.storage, n_trials=args.n_trials, timeout=args.timeout,
-                workers=args.workers, budget=args.budget)
-    if args.warm_start:
-        from effsearch.search.warmstart import with_front_of
-
-        for earlier in args.warm_start:
-            spec = with_front_of(spec, earlier)
-    from effsearch.search.runner import run
-
-    return run(spec, data_root=args.data_dir, t0=t0)
+    try:
+        api.run_study(args.study, storage=args.storage, n_trials=args.n_trials, timeout=args.timeout,
+                      workers=args.workers, budget=args.budget, data_dir=args.data_dir,
+                      warm_start=args.warm_start or (), plugins=args.plugin, out=sys.stderr)
+    except api.StudyFailed:  # why is already printed, in the run's own lines
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
 
 
 def _cmd_status(args) -> int:
@@ -145,8 +142,10 @@ def _cmd_dashboard(args) -> int:
 
 
 def _cmd_space_show(args) -> int:
+    from effsearch.config.imports import import_plugins
     from effsearch.search.studyfile import load
 
+    import_plugins(args.plugin)
     spec = load(args.study)
     space = spec.space
     print(f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
@@ -187,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
+    t.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
+                        "path in a config, it runs that code")
     t.set_defaults(func=_cmd_train)
 
     r = sub.add_parser("run", help="run or resume a study: the Pareto front of time to target vs accuracy",
@@ -214,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "them again")
     r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine")
     r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
+    r.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
+                        "path in a config, it runs that code")
     r.set_defaults(func=_cmd_run)
 
     st = sub.add_parser("status", help="trials and the Pareto front of a study",
@@ -271,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("study", help="study file")
     show.add_argument("--all", action="store_true", help="also list dimensions left at the base value or "
                                                          "unavailable on this machine")
+    show.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
+                        "path in a config, it runs that code")
     show.set_defaults(func=_cmd_space_show)
 
     from effsearch.data_cli import add_data_parser  # `effsearch data prepare` (FFCV .beton files)

@@ -32,6 +32,11 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # storage (duplicate_of), not trained again; false: re-train
     max_slowdown: 4             # stop a trial still short of the target after 4x the baseline's
                                 # time to target in train seconds; null: never
+    plugins: []                 # modules imported first, here and in every worker and rank
+
+A study file that names code (an import path in model.name or dataset.name, a plugin) runs
+that code: treat it as you would a Python script. Modules are found on the Python path, in
+the current folder and in the study file's folder.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from typing import Any
 import yaml
 
 from effsearch import objectives as O
-from effsearch.config import ConfigError, TrainConfig, options, read_yaml
+from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
 from effsearch.config.fields import set_path
+from effsearch.config.imports import add_search_path, import_plugins
+from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
 from effsearch.search import phases
 from effsearch.search.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
@@ -56,7 +63,7 @@ MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the
 
 KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space",
         "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
-        "failure_limit", "dedupe", "max_slowdown")
+        "failure_limit", "dedupe", "max_slowdown", "plugins")
 
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
@@ -108,21 +115,39 @@ def load(path: str | Path, *, storage: str | None = None, n_trials: int | None =
          machine=None) -> StudySpec:
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
-    source = str(path)
     raw = read_yaml(path, MINIMAL_STUDY)
+    return from_mapping(raw, path, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers,
+                        budget=budget, machine=machine)
+
+
+def from_mapping(raw: Any, path: str | Path, *, source: str | None = None, storage: str | None = None,
+                 n_trials: int | None = None, timeout: float | None = None, workers: int | None = None,
+                 budget: float | None = None, machine=None) -> StudySpec:
+    """A study from its mapping, as if read from the file ``path`` (its folder holds the default
+    storage and resolves a relative ``base`` path); ``source`` names it in messages (default: path)."""
+    path = Path(path)
+    source = source or str(path)
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"a study must be a mapping; got {type(raw).__name__}", source)
     try:
-        return _load(raw, path, storage, n_trials, timeout, workers, budget, machine)
+        return _load(copy.deepcopy(raw), path, source, storage, n_trials, timeout, workers, budget, machine)
     except ConfigError as e:
         raise (e if e.source else e.with_source(source)) from None
 
 
-def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, workers_flag, budget_flag,
+def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeout_flag, workers_flag, budget_flag,
           machine) -> StudySpec:
-    source = str(path)
     here = path.resolve().parent
     for key in raw:
         if key not in KEYS:
             raise ConfigError(str(key), f"unknown key; allowed keys in a study file: {', '.join(KEYS)}")
+
+    # Plugins first: the configs below may name what they bring.
+    plugins = raw.get("plugins") or []
+    if not isinstance(plugins, list):
+        raise ConfigError("plugins", f"must be a list of module names; got {plugins!r}")
+    add_search_path(here)
+    import_plugins(plugins)
 
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
@@ -154,6 +179,10 @@ def _load(raw: dict, path: Path, storage_flag, n_trials_flag, timeout_flag, work
     _check_runnable(baseline, "baseline")
     for label, cfg in warm_start:
         _check_runnable(cfg, label)
+    # A model not built in is probed once (on the meta device), so that the space's gates and the
+    # rules about structure (an algorithm the model cannot take) read what it is made of.
+    for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
+        _probe(cfg, label)
 
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
     for i, objective in enumerate(objectives):
@@ -230,6 +259,18 @@ def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
 
     try:
         check_runnable(cfg)
+    except ConfigError as e:
+        raise e.under(prefix) from None
+
+
+def _probe(cfg: TrainConfig, prefix: str) -> None:
+    if model_kind(cfg.model.name) == "builtin":
+        return
+    from effsearch.trainer.probe import probe
+
+    try:
+        probe(cfg.model)
+        rules.check(cfg.to_dict())
     except ConfigError as e:
         raise e.under(prefix) from None
 

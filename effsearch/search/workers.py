@@ -199,12 +199,15 @@ def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
 WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
 
 
-def _worker_main(path: str, overrides: dict, index: int, data_root, since: float) -> None:
-    from effsearch.search.studyfile import load
+def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int, data_root, since: float) -> None:
+    from effsearch.config.imports import import_plugins
+    from effsearch.search.studyfile import from_mapping
 
     try:
+        import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS); the study's own come with from_mapping
         phase = overrides.pop("phase")
-        spec = phases.phase_spec(load(path, **overrides), phase)
+        # The study as the parent read it (a study given as a mapping has no file to read again).
+        spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase)
         sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since)])
     except KeyboardInterrupt:
         sys.exit(130)
@@ -215,7 +218,8 @@ def run_workers(spec, study, data_root, out, t0=None) -> str:
     overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
                  "budget": spec.budget, "workers": spec.workers, "phase": spec.phase}
     since = t0 or time.time()
-    procs = [ctx.Process(target=_worker_main, args=(str(spec.path), overrides, i, data_root, since),
+    procs = [ctx.Process(target=_worker_main,
+                         args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since),
                          name=f"effsearch-worker-{i}") for i in range(spec.workers)]
     for p in procs:
         p.start()

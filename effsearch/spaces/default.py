@@ -367,6 +367,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     for d in dims:
         d.parents = tuple(dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else [])
                                         + setters.get(p, [])))
+    if len(by_name["model.width"].choices) < 2:
+        by_name["model.width"].extra["unavailable"] = (f"{base.model.name!r} takes its size from its name or "
+                                                       "model.kwargs (give model.width to a factory that takes it)")
     if len(precisions) < 2:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
     if machine.device != "cuda":

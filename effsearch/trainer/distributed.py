@@ -135,6 +135,9 @@ def _child(train, rank: int, world: int, port: int, be: str, cfg_dict: dict, dev
 
     warnings.filterwarnings("ignore")
     from effsearch.config import TrainConfig
+    from effsearch.config.imports import import_plugins
+
+    import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS): the config may name what they bring
 
     ctx = Context(rank, world, rank if device == "cuda" else 0, be)
     _setup_rank(ctx, device)

@@ -179,6 +179,9 @@ def build_network(model, channels: int, num_classes: int) -> nn.Module:
     factory = load_object(model.name, "model.name")
     kwargs = {"num_classes": num_classes, "in_channels": channels, **model.kwargs}
     if model.width:
+        if "width" in model.kwargs:
+            raise ConfigError("model.width", f"given twice, as model.width ({model.width}) and model.kwargs.width "
+                                             f"({model.kwargs['width']}); keep one")
         if not _takes(factory, "width"):
             raise ConfigError("model.width", f"{model.name!r} takes no width argument; set model.width to 0 "
                                              "(or give the factory a width parameter)")

@@ -29,7 +29,8 @@ def facts_of(net: nn.Module) -> ModelFacts:
         or any(max(c.stride) > 1 for c in convs),
         final_linear=bool(linears),
         in_channels=convs[0].in_channels if convs else None,
-        params=sum(p.numel() for p in net.parameters()))
+        # A lazy module's parameters have no size until its first forward.
+        params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)))
 
 
 def final_linear(net: nn.Module) -> nn.Linear | None:
@@ -69,10 +70,9 @@ def check_network(net: nn.Module, model, channels: int, num_classes: int, image_
     convolution takes more. Returns it and a note on what was adapted ('' if nothing)."""
     from effsearch.trainer.models import RepeatChannels
 
-    found = facts_of(net)
-    remember({"name": model.name, "kwargs": model.kwargs}, found)
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    wanted = convs[0].in_channels if convs else None
     note = ""
-    wanted = found.in_channels
     if wanted is not None and wanted != channels:
         if channels != 1:
             raise ConfigError("model.name", f"{model.name!r} takes {wanted}-channel images; the dataset's have "
@@ -83,7 +83,7 @@ def check_network(net: nn.Module, model, channels: int, num_classes: int, image_
     was_training = net.training
     net.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad():  # also gives lazy modules their parameters
             out = net(torch.zeros(2, channels, *image_size, device=device))
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
         text = str(e)[:300]
@@ -91,6 +91,7 @@ def check_network(net: nn.Module, model, channels: int, num_classes: int, image_
                                         f"{image_size[1]}: {type(e).__name__}: {text}") from None
     finally:
         net.train(was_training)
+    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ConfigError("model.name", f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from effsearch.config import TrainConfig, effective_batch
+from effsearch.config import ConfigError, TrainConfig, effective_batch
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable
 from effsearch.trainer import data as D
@@ -99,6 +99,9 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
     out = Path(out_dir) if out_dir else None
     try:
         _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test, eval_after, settle)
+    except ConfigError:  # bad input found in set-up (a model that does not fit the data): nothing is written
+        out = None
+        raise
     except KeyboardInterrupt:
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
@@ -297,7 +300,7 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
         return make_train_loader(cfg, splits, device, data_root, dist)
     per_image = any(ALGORITHMS[name].needs_torch_loader for name in cfg.algorithms)
     # A compiled model sees one batch shape: the last partial batch would compile a second graph.
-    drop_last = cfg.compile
+    drop_last = cfg.compile or _lone_last(len(splits.train_y), cfg.batch_size, dist.world)
     if cfg.selection.strategy == "full":
         if per_image:
             return D.make_loader(splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True,
@@ -309,7 +312,15 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=Non
     if per_image:  # rank 0 chooses each subset; the others receive it
         return make_selection(cfg, splits, device, dist)
     plan = plan_selection(cfg, splits)
+    drop_last = drop_last or _lone_last(len(plan.sampler), cfg.batch_size, dist.world)
     batches = D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
                               sampler=plan.sampler, weights=plan.weights, drop_last=drop_last,
                               rank=dist.rank, world=dist.world)
     return batches, plan.selection(cfg, splits, device, batches, dist)  # it writes each subset's weights there
+
+
+def _lone_last(n: int, batch_size: int, world: int) -> bool:
+    """Whether an epoch of ``n`` samples (split over ``world`` ranks) ends in a batch of one image:
+    batch norm cannot train on one value per channel (a ResNet's last 1x1 maps), so it is dropped."""
+    per_rank = -(-n // world)
+    return batch_size > 1 and per_rank % batch_size == 1
