@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "effsearch"
 ABOVE_CONFIG = ("effsearch.trainer", "effsearch.spaces", "effsearch.search", "effsearch.objectives",
-                "effsearch.cli", "effsearch.data_cli")
+                "effsearch.cli", "effsearch.data_cli", "effsearch.api")
 
 
 def module_name(path: Path) -> str:
