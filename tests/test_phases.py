@@ -94,6 +94,34 @@ def test_no_pruner_prunes_nothing(tmp_path, scripted):
     assert all(t.state == TrialState.COMPLETE for t in studies(path)["ph"].get_trials())
 
 
+def reached_at(lr: float, target: float = 0.6) -> float | None:
+    """The first train second at which ``scripted_train``'s curve for ``lr`` (all the data) is at
+    ``target``: its points every half epoch, a second an epoch."""
+    ceiling = min(0.95, 0.4 + 3 * lr)
+    return next((e for e in (k / 2 for k in range(1, 9)) if ceiling * (1 - math.exp(-2 * e)) >= target), None)
+
+
+def test_max_slowdown_stops_a_trial_short_of_the_target_at_its_mark(tmp_path, scripted, capsys):
+    # A baseline at lr 0.1 reaches the target 0.6 at its second point (1 s): max_slowdown 2 puts
+    # the mark at 2 s, half of the 4 s every trial would train. (At write()'s lr 0.05 the baseline
+    # never reaches the target, and there is no mark at all.)
+    base = tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6, "optimizer.lr": 0.1})
+    path = write(tmp_path, base=base, max_slowdown=2)
+    assert reached_at(0.1) == 1.0
+    assert main(["run", str(path)]) == 0
+    trials = studies(path)["ph"].get_trials()
+    assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["time_to_target"] == 1.0
+    late = [t for t in trials if (reached_at(t.params["optimizer.lr"]) or math.inf) > 2.0]
+    assert late and len(late) < len(trials)  # the random lrs fall on both sides of the mark
+    for t in trials:
+        seconds = [p["train_seconds"] for p in t.user_attrs["history"]]
+        if t in late:  # stopped at the first point at or past 2 x 1 s, short of the target
+            assert t.state == TrialState.PRUNED and seconds[-1] == 2.0, (t.number, seconds)
+            assert "more than 2x the baseline's time to target (1.00s; max_slowdown" in t.user_attrs["reason"]
+        else:  # reached the target by the mark: runs to its end
+            assert t.state == TrialState.COMPLETE and seconds[-1] == 4.0, (t.number, seconds)
+
+
 def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys):
     # seeds: the default, 2 (one seed's time to target is a draw)
     tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "target_accuracy": 0.5, "top_k": 3}
