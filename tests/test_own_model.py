@@ -230,6 +230,22 @@ def test_a_warm_start_the_model_cannot_take_is_refused_when_the_study_loads(mode
     assert "warm_start[0].algorithms.ghost_batchnorm: needs a model with batch norm" in err
 
 
+def pattern_folder(root, per_class: int = 60):
+    """An image folder of three learnable classes (stripes across, stripes down, checks), 16 px, grey."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[:16, :16]
+    for name, pattern in {"across": (y // 2) % 2, "down": (x // 2) % 2, "checks": ((x // 4) + (y // 4)) % 2}.items():
+        folder = root / name
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.clip(pattern * 160 + 40 + rng.normal(0, 50, (16, 16)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{i}.png")
+    return root
+
+
 PLUGIN_PY = '''
 import os
 import pathlib
@@ -247,6 +263,10 @@ def test_a_two_worker_study_on_an_importable_model_imports_its_plugin_in_every_w
     monkeypatch.setenv("PLUGIN_MARKS", str(marks))
     monkeypatch.delenv("EFFSEARCH_PLUGINS", raising=False)
     path = study_file(models, {"name": "mymodels:cnn"}, plugins=["myplugin"], n_trials=4)
+    study = yaml.safe_load(open(path))
+    study["base"]["dataset"] = {"name": "imagefolder", "path": str(pattern_folder(models / "images"))}
+    study["base"]["target_accuracy"] = 0.5
+    open(path, "w").write(yaml.safe_dump(study))
     code = cli.main(["run", path, "--workers", "2"])
     err = capsys.readouterr().err
     assert code == 0, err[-3000:]
@@ -257,6 +277,7 @@ def test_a_two_worker_study_on_an_importable_model_imports_its_plugin_in_every_w
     study, _ = open_study(path)
     states = [t.state for t in study.trials]
     assert len(states) == 4 and all(s == optuna.trial.TrialState.COMPLETE for s in states), states
+    assert study.trials[0].user_attrs["reached_target"] is True  # the baseline learned the folder
     assert len(list(marks.iterdir())) >= 3  # this process and both workers imported it
 
 
