@@ -77,6 +77,19 @@ def test_shipped_studies_are_valid(name, capsys):
     assert "dimension" in out and "search" in out
 
 
+def test_the_quantized_study_measures_int8_size():
+    """studies/fashion-mnist-quantized.yaml: its third objective is the int8 file size, which
+    every trial can measure because base (and so the baseline) quantizes."""
+    from effsearch.config.machine import Machine
+    from effsearch.search import studyfile
+
+    spec = studyfile.load(STUDIES / "fashion-mnist-quantized.yaml", machine=Machine())
+    assert spec.objectives == ("time_to_accuracy", "final_accuracy", "quantized_size")
+    assert spec.directions == ["minimize", "maximize", "minimize"]
+    assert spec.base.quantize == "int8" and spec.baseline.quantize == "int8"
+    assert "sparsity.target" in spec.space.active and spec.sampler["name"] == "nsga2"
+
+
 def test_space_show_lists_conditions(tmp_path, capsys):
     assert main(["space", "show", str(study(tmp_path)), "--all"]) == 0
     out = capsys.readouterr().out
