@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from effsearch.config import ConfigError
+
 
 class StudyNotFound(Exception):
-    """No storage, or no such study in it (exit code 1 in the CLI)."""
+    """No storage, or no such study in it (no storage yet: exit code 1 in the CLI, run it first)."""
+
+
+class UnknownStudy(StudyNotFound, ConfigError):
+    """A storage that holds other studies but not this name: bad input, a ConfigError (exit code 2)
+    whose message lists the studies that are there."""
 
 
 def open_existing(url: str, where: str = "--storage"):
@@ -20,7 +27,6 @@ def open_existing(url: str, where: str = "--storage"):
     ``where`` (exit code 2)."""
     import optuna
 
-    from effsearch.config import ConfigError
     from effsearch.search.storage import open_url, redact, sqlite_path, why
 
     db = sqlite_path(url)
@@ -40,7 +46,7 @@ def check_name(storage, name: str, url: str) -> None:
 
     names = optuna.get_all_study_names(storage)
     if name not in names:
-        raise StudyNotFound(f"no study {name!r} in {redact(url)} (studies there: {', '.join(names) or 'none'})")
+        raise UnknownStudy("study", f"no study {name!r} in {redact(url)} (studies there: {', '.join(names) or 'none'})")
 
 
 def open_study(study: str, storage_flag: str | None = None):
