@@ -1,7 +1,8 @@
 """Datasets held in memory as uint8 tensors, split and augmented in batches.
 
 Train/validation/test: the validation split is carved (stratified, seeded) from
-the training set; the search only ever looks at validation accuracy.
+the training set, unless the dataset brings one (a user's, ``userdata.py``); the
+search only ever looks at validation accuracy.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numpy as np
 import torch
 
 from effsearch.config import ConfigError
+from effsearch.config.sources import dataset_kind
+from effsearch.trainer import userdata
 
 DATA_ENV = "EFFSEARCH_DATA_DIR"
 
@@ -94,18 +97,19 @@ def _fashion_mnist(root: Path, _cfg):
     stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
     paths = [_find_idx(root, s) for s in stems]
+    failed = ""
     if None in paths:
         try:  # a network may exist: let torchvision fetch its usual layout
             import torchvision
 
             torchvision.datasets.FashionMNIST(str(root), download=True)
             paths = [_find_idx(root, s) for s in stems]
-        except Exception:
-            pass
+        except Exception as e:  # noqa: BLE001 - any failure means "not here": said below, with its cause
+            failed = f" ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no message'})"
     if None in paths:
         raise DataMissing("dataset.name", f"Fashion-MNIST not found in {root} (looked for "
                           f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
-                          "be downloaded. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
+                          f"be downloaded{failed}. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
                           f"or point --data-dir / ${DATA_ENV} at the folder that holds them.")
     xtr = _read_idx(paths[0], 16).reshape(-1, 1, 28, 28)
     ytr = _read_idx(paths[1], 8).astype(np.int64)
@@ -172,31 +176,55 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
     folder = data_dir(root)
+    builtin = dataset_kind(d.name) == "builtin"
     key = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
            str(folder))
+    if not builtin:  # a user's dataset: where it is and how it is read
+        key += (d.path and os.path.abspath(os.path.expanduser(d.path)), d.test_fraction, d.image_column,
+                d.label_column)
     if key in _CACHE:
         return _CACHE[key]
-    xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
+    if builtin:
+        xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
+        given = None
+    else:
+        u = userdata.load(d, folder)
+        xtr, ytr, xte, yte, classes, given = u.train_x, u.train_y, u.test_x, u.test_y, u.classes, u.val
     idx = np.arange(len(ytr))
     from sklearn.model_selection import train_test_split
 
-    tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
-    tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
-    # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
-    val_idx = _stratified_part(val_idx, d.val_subset, ytr, classes, d.split_seed + 2)
+    field = "dataset.val_fraction"
+    try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
+        if given is None:
+            tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
+            xval, yval = xtr, ytr
+        else:  # the dataset's own validation split, used as it is
+            tr_idx, (xval, yval) = idx, given
+            val_idx = np.arange(len(yval))
+        field = "dataset.data_fraction"
+        tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
+        # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
+        field = "dataset.val_subset"
+        val_idx = _stratified_part(val_idx, d.val_subset, yval, classes, d.split_seed + 2)
+    except ValueError as e:
+        raise ConfigError(field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) "
+                                 f"stratified: {e}") from None
     tr_idx = np.sort(tr_idx)
     val_idx = np.sort(val_idx)
     size = d.image_size or (32 if d.name == "digits" else None)
+    if not builtin:  # only the images kept are read (from a memory map, for a folder): do they fit?
+        userdata.check_fits(len(tr_idx) + len(val_idx) + len(yte),
+                            (xtr.shape[1], *((size, size) if size else xtr.shape[2:])))
 
     def t(x):
         x = torch.from_numpy(np.array(x))  # a writable copy
-        if size and x.shape[-1] != size:
+        if size and tuple(x.shape[-2:]) != (size, size):
             x = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear",
                                                 align_corners=False).round().clamp(0, 255).to(torch.uint8)
         return x.contiguous()
 
-    splits = Splits(d.name, t(xtr[tr_idx]), torch.from_numpy(ytr[tr_idx]), t(xtr[val_idx]),
-                    torch.from_numpy(ytr[val_idx]), t(xte), torch.from_numpy(yte), classes, tr_idx)
+    splits = Splits(d.name, t(xtr[tr_idx]), torch.from_numpy(ytr[tr_idx]), t(xval[val_idx]),
+                    torch.from_numpy(yval[val_idx]), t(xte), torch.from_numpy(yte), classes, tr_idx)
     _CACHE[key] = splits
     return splits
 

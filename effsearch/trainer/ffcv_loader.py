@@ -6,7 +6,8 @@ stored raw, so pixel-exact; ``label``; ``index``: the sample's position in its
 split, which is how per-sample weights are looked up) plus ``meta.json``. They
 live next to the dataset, in ``DATA/ffcv/DATASET/SPLITKEY/`` (the split key
 names validation fraction, split seed, data fraction and image size, so runs
-with other splits never share or overwrite files). ``meta.json`` records the
+with other splits never share or overwrite files; for a user's dataset DATASET is
+its name and a hash of where it is, :func:`dataset_folder`). ``meta.json`` records the
 split parameters and a SHA-256 of every split's pixels and labels; a folder
 whose record differs from the run's splits is *stale* and is written again.
 Writing happens under a lock into a temporary folder that is then renamed, so
@@ -45,6 +46,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import threading
 import time
@@ -56,6 +58,7 @@ import numpy as np
 import torch
 
 from effsearch.config.machine import require_ffcv
+from effsearch.config.sources import dataset_kind
 from effsearch.trainer import data as D
 
 # A ConfigError with the install line when ffcv or its compiled parts do not import (torch's
@@ -83,17 +86,40 @@ def split_key(cfg) -> str:
         key += f"-{d.image_size}px"
     if d.name == "synthetic":
         key += f"-n{d.synthetic_size}"
+    if dataset_kind(d.name) != "builtin":  # carved from a source without a test split
+        key += f"-test{d.test_fraction:g}"
     return key
+
+
+def _user_source(d) -> dict:
+    """Where a user's dataset comes from and how it is read (empty for a built-in)."""
+    if dataset_kind(d.name) == "builtin":
+        return {}
+    return {"path": os.path.abspath(os.path.expanduser(d.path)) if d.path else None,
+            "test_fraction": d.test_fraction, "image_column": d.image_column, "label_column": d.label_column}
+
+
+def dataset_folder(cfg) -> str:
+    """The folder of ``cfg.dataset``'s files under ``ffcv/``: a built-in's name; for a user's
+    dataset a readable stem (the import path, or the kind and the path's last part) and a hash
+    of name, path and columns, so that two folders never share files. No ':' or '/' in it."""
+    d = cfg.dataset
+    if dataset_kind(d.name) == "builtin":
+        return d.name
+    source = _user_source(d)
+    stem = d.name if not source["path"] else f"{d.name}-{Path(source['path']).name}"
+    digest = hashlib.sha256(json.dumps([d.name, source["path"], d.image_column, d.label_column]).encode())
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip(".-")[:60] + "-" + digest.hexdigest()[:12]
 
 
 def default_folder(cfg, data_root=None) -> Path:
     """Where runs look for (and write) the .beton files: next to the dataset."""
-    return D.data_dir(data_root) / "ffcv" / cfg.dataset.name / split_key(cfg)
+    return D.data_dir(data_root) / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
 def _fallback_folder(cfg) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "effsearch" / "ffcv" / cfg.dataset.name / split_key(cfg)
+    return Path(base) / "effsearch" / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
 def _digest(x: torch.Tensor, y: torch.Tensor) -> str:
@@ -116,7 +142,7 @@ def expected_meta(cfg, splits: D.Splits) -> dict:
         "dataset": {"name": d.name, "val_fraction": d.val_fraction, "split_seed": d.split_seed,
                     "data_fraction": d.data_fraction, "image_size": d.image_size,
                     "synthetic_size": d.synthetic_size if d.name == "synthetic" else None,
-                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {})},
+                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {}), **_user_source(d)},
         "splits": {name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
                    for name, (x, y) in _arrays(splits).items()},
     }
