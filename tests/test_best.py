@@ -73,7 +73,7 @@ def test_fastest_within_needs_a_baseline(tmp_path, capsys):
 
 
 def test_an_unknown_study_lists_the_studies_there(storage_path, tmp_path, capsys):
-    assert best_(storage_path, tmp_path / "b.yaml", "knee", study="nope") == 1
+    assert best_(storage_path, tmp_path / "b.yaml", "knee", study="nope") == 2  # bad input
     err = capsys.readouterr().err
     assert "no study 'nope'" in err and "(studies there: fake, misses)" in err
     assert not (tmp_path / "b.yaml").exists()

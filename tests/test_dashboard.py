@@ -50,7 +50,7 @@ def test_dashboard_on_a_name_or_a_storage(storage_path, tmp_path, served, capsys
 
 
 @pytest.mark.parametrize("args,code,message", [
-    (["nope", "--storage", "{s}"], 1, "studies there: fake, misses"),
+    (["nope", "--storage", "{s}"], 2, "studies there: fake, misses"),
     (["nope"], 2, "neither a study file nor a study name"),
     (["fake", "--storage", "{s}", "--port", "0"], 2, "--port: must be in [1, 65535]"),
     (["{s}", "--storage", "{s}"], 2, "is already a storage"),
