@@ -88,6 +88,9 @@ def _cmd_status(args) -> int:
     print(f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
           + (f"; target val accuracy {target:g}" if target is not None else ""))
     print(report.status_table(study, objectives, show_all=not args.front))
+    from effsearch.search import best
+
+    print("\n" + "\n".join(best.cost_of(study).lines()))
     warning = report.baseline_warning(study.get_trials(deepcopy=False))
     if warning:
         print(f"\nwarning: {warning}")

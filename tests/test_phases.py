@@ -240,7 +240,10 @@ def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, five_second_tri
     assert main(["run", str(path)]) == 0
     s = studies(path)
     assert len(s["ph-tune"].get_trials()) == 8 and len(s["ph"].get_trials()) == 3
-    assert "compute: 15.0 s" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "compute: 15.0 s" in err
+    # The cost counts both phases (8 + 3 trials of 5 s) in runs of phase 2's baseline (5 s).
+    assert "cost: 55.0 s of compute = 11.0 runs of the baseline (its trial took 5.0 s)" in err
 
     # A baseline that spends half a budget that phase 2 alone would eat: phase 1 runs it and
     # nothing else; the study says so and exits 1 instead of confirming nothing.

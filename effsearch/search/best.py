@@ -30,8 +30,8 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import pareto, phases, report
-from effsearch.search.export import objectives_of
+from effsearch.search import cost, pareto, phases, report
+from effsearch.search.report import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.search.storage import redact
 
@@ -62,18 +62,6 @@ def parse_pick(text: str) -> tuple[str, float | None]:
     raise ConfigError("--pick", f"expected one of {', '.join(PICKS)} (e.g. fastest-above:0.95); got {text!r}")
 
 
-def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
-    """(time to target (inf for a miss), final val accuracy, reached the target)."""
-    a = Recorded.of(trial)
-    values = dict(zip(objectives, trial.values))
-    tta = values.get("time_to_accuracy", a.time_to_target)
-    acc = values.get("final_accuracy", a.val_accuracy)
-    reached = report.reached(trial)
-    if tta is None or not reached:
-        tta = math.inf
-    return float(tta), float(acc) if acc is not None else -math.inf, bool(reached)
-
-
 def knee(points: list[tuple[float, float]]) -> int:
     """Index of the knee of ``points`` (time, accuracy), all on one front (see the module doc)."""
     ts, accs = [p[0] for p in points], [p[1] for p in points]
@@ -94,7 +82,7 @@ def pick(study, kind: str, acc: float | None = None):
     # A configuration phase 2 confirmed with several seeds is judged on their mean, not on its luckiest seed.
     trials = [t for t in phases.seed_means(study.get_trials(deepcopy=False))
               if t.state == TrialState.COMPLETE and report.config_of(t) is not None]
-    m = {t.number: measures(t, objectives) for t in trials}
+    m = {t.number: report.measures(t, objectives) for t in trials}
     if kind == "most-accurate":
         return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
     hits = [t for t in trials if m[t.number][2]]
@@ -113,6 +101,16 @@ def pick(study, kind: str, acc: float | None = None):
     points = [(m[t.number][0], -m[t.number][1]) for t in hits]
     front = sorted((hits[i] for i in pareto.fronts(points)[0]), key=lambda t: (m[t.number][0], t.number))
     return front[knee([m[t.number][:2] for t in front])]
+
+
+def cost_of(study, pick_text: str = cost.DEFAULT_PICK) -> cost.Cost:
+    """The study's cost and the saving of the trial ``pick_text`` chooses (none: no saving)."""
+    kind, acc = parse_pick(pick_text)
+    try:
+        trial = pick(study, kind, acc)
+    except ConfigError:  # fastest-within without a baseline: nothing picked
+        trial = None
+    return cost.of(study, trial, pick_text)
 
 
 def describe(kind: str, acc: float | None) -> str:
@@ -140,6 +138,7 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
         + (f", {trial.datetime_complete:%Y-%m-%d %H:%M}" if trial.datetime_complete else ""),
         f"exported {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
     ]
+    lines += cost.of(study, trial, pick_text).lines()
     if trial.user_attrs.get("full_config"):  # a tuning-phase trial trained a shrunk config
         lines.append(f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
                      f"{study.user_attrs.get('confirm_study') or 'NAME'!r}")

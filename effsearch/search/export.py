@@ -17,16 +17,14 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import report
+from effsearch.search.best import cost_of
+from effsearch.search.report import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.trainer.result import clean
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",
             ".png": "png"}
-
-
-def objectives_of(study) -> list[str]:
-    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
 
 
 def format_of(path: str | Path, fmt: str | None) -> str:
@@ -95,6 +93,8 @@ def document(study, storage_label: str, all_trials: bool) -> dict:
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
         "trials": "all complete" if all_trials else "pareto front",
         "tuning_phase": tuning_phase(study),
+        # What the study cost (both phases), in baseline runs, and when `best`'s default pick pays it back.
+        "cost": cost_of(study).as_dict(),
         "rows": rows(study, all_trials),
     }
 

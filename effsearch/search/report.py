@@ -5,6 +5,7 @@ Only Optuna is imported here, so `effsearch status` answers in a second or two.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import yaml
@@ -18,6 +19,22 @@ from effsearch.trainer import result as R
 
 ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
           "quantized_size": "int8"}
+
+
+def objectives_of(study) -> list[str]:
+    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
+
+
+def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
+    """(time to target (inf for a miss), final val accuracy, reached the target)."""
+    a = Recorded.of(trial)
+    values = dict(zip(objectives, trial.values))
+    tta = values.get("time_to_accuracy", a.time_to_target)
+    acc = values.get("final_accuracy", a.val_accuracy)
+    hit = reached(trial)
+    if tta is None or not hit:
+        tta = math.inf
+    return float(tta), float(acc) if acc is not None else -math.inf, bool(hit)
 
 
 def counted(trial) -> bool:

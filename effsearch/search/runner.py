@@ -16,7 +16,7 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search import phases, report, warmstart, workers
+from effsearch.search import best, cost, phases, report, warmstart, workers
 from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.progress import dashboard_hint, header
 from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
@@ -109,7 +109,10 @@ def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
     storage = open_storage(spec)
     confirm = phases.confirm_spec(spec)
     study = ensure_study(confirm, storage)
-    picked = phases.queue_confirm(spec, optuna.load_study(study_name=tune.name, storage=storage), study)
+    tune_study = optuna.load_study(study_name=tune.name, storage=storage)
+    picked = phases.queue_confirm(spec, tune_study, study)
+    # Phase 1 is over: its compute is part of what the confirmed front cost (search.cost).
+    study.set_user_attr(cost.TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
     print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n",
           file=out)
     code = run_phase(confirm, data_root, out, t0, study)
@@ -148,6 +151,8 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     print(f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
           + (f"; budget {spec.budget:g} s, {max(0.0, budget.left(study)):.1f} s left" if spec.budget else ""),
           file=out)
+    if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
+        print("\n".join(best.cost_of(study).lines()), file=out)
     unrun = sorted({t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING})
     if spec.phase == "confirm" and unrun and budget.reached(study):
         print(f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
