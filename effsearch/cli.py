@@ -162,6 +162,13 @@ def _cmd_space_show(args) -> int:
     return 0
 
 
+def _cmd_recipes(args) -> int:
+    from effsearch.search import recipes
+
+    print(recipes.table())
+    return 0
+
+
 def _study_args(parser) -> None:
     parser.add_argument("study", help="study file, or a study name (with --storage)")
     parser.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
@@ -283,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import MODULE first (and in every worker and process); repeatable. Like an import "
                         "path in a config, it runs that code")
     show.set_defaults(func=_cmd_space_show)
+
+    rc = sub.add_parser("recipes", help="list the named starting recipes a study can warm-start from",
+                        description="Published fast-training recipes, each a change to a study's base (so it fits "
+                                    "your model and data), with its source and when it helps. A study queues them "
+                                    "after its baseline with warm_start: [recipe:NAME] (or [recipes] for all).")
+    rc.set_defaults(func=_cmd_recipes)
 
     from effsearch.data_cli import add_data_parser  # `effsearch data prepare` (FFCV .beton files)
 

@@ -126,12 +126,16 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
     sp = a.speedup if a.speedup is not None else report.speedup(
         trial, report.baseline_trial(study.get_trials(deepcopy=False)))
     seeds = trial.user_attrs.get("seed_trials")
+    recipe = report.best_recipe(study.get_trials(deepcopy=False))
+    over = report.speedup(trial, recipe) if recipe is not None else None
     lines = [
         f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}"
         + (f", the mean of its {len(seeds)} seeds (trials {', '.join(map(str, seeds))})" if seeds else ""),
         f"storage: {redact(storage_url)}",
         f"objectives: {values}" + (f"; test accuracy {test:.4f}" if test is not None else "")
-        + (f"; {sp:.2f}x the baseline" if sp else ""),
+        + (f"; {sp:.2f}x the baseline" if sp else "")
+        + (f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
+           if over else ""),
         f"config: {report.summary(report.config_of(trial))}",
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
         f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"

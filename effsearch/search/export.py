@@ -39,7 +39,7 @@ def format_of(path: str | Path, fmt: str | None) -> str:
     return SUFFIXES[suffix]
 
 
-def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
+def row(trial, objectives: list[str], base, on_front: bool | None, recipe=None) -> dict:
     a = Recorded.of(trial)
     cfg = report.config_of(trial)
     sp = a.speedup
@@ -56,6 +56,9 @@ def row(trial, objectives: list[str], base, on_front: bool | None) -> dict:
         "test_accuracy": a.test_accuracy,
         # Recorded when the trial ran; computed from the baseline for older trials without it.
         "speedup": sp if sp is not None else report.speedup(trial, base),
+        # Over the fastest named recipe that reached the target (report.best_recipe): None without one.
+        "speedup_over_recipe": report.speedup(trial, recipe),
+        "warm_start": trial.user_attrs.get("warm_start"),
         "train_seconds": a.train_seconds,
         "tune_trial": trial.user_attrs.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
         "seed_trials": trial.user_attrs.get("seed_trials"),  # a front row confirmed with several seeds: their mean
@@ -70,11 +73,12 @@ def rows(study, all_trials: bool = False) -> list[dict]:
     objectives = objectives_of(study)
     trials = study.get_trials(deepcopy=False)
     base = report.baseline_trial(trials)
+    recipe = report.best_recipe(trials)
     pareto = report.front(study)
     if not all_trials:
-        return [row(t, objectives, base, None) for t in pareto]
+        return [row(t, objectives, base, None, recipe) for t in pareto]
     on = {n for t in pareto for n in (t.user_attrs.get("seed_trials") or [t.number])}
-    return [row(t, objectives, base, t.number in on) for t in trials if t.state == TrialState.COMPLETE]
+    return [row(t, objectives, base, t.number in on, recipe) for t in trials if t.state == TrialState.COMPLETE]
 
 
 def document(study, storage_label: str, all_trials: bool) -> dict:
@@ -92,11 +96,19 @@ def document(study, storage_label: str, all_trials: bool) -> dict:
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
         "trials": "all complete" if all_trials else "pareto front",
+        "best_recipe": _recipe_facts(report.best_recipe(trials)),
         "tuning_phase": tuning_phase(study),
         # What the study cost (both phases), in baseline runs, and when `best`'s default pick pays it back.
         "cost": cost_of(study).as_dict(),
         "rows": rows(study, all_trials),
     }
+
+
+def _recipe_facts(trial) -> dict | None:
+    if trial is None:
+        return None
+    return {"trial": trial.number, "recipe": trial.user_attrs.get("warm_start"),
+            "time_to_target": Recorded.of(trial).time_to_target}
 
 
 def tuning_phase(study) -> dict | None:

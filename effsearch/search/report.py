@@ -191,14 +191,35 @@ def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None
             + (f"{best:.2f} s" if best is not None else "none yet"))
 
 
+def best_recipe(trials):
+    """The fastest complete trial of a named recipe (``warm_start: [recipe:NAME]``) that reached the
+    target: the yardstick a search must beat (None: no recipe trained, or none reached it)."""
+    hits = [t for t in trials if t.state == TrialState.COMPLETE and DUPLICATE_KEY not in t.user_attrs
+            and str(t.user_attrs.get(WARM_KEY, "")).startswith("recipe:") and reached(t)
+            and Recorded.of(t).time_to_target is not None]
+    return min(hits, key=lambda t: (Recorded.of(t).time_to_target, t.number), default=None)
+
+
+def recipe_line(trials) -> str | None:
+    """Which recipe is the yardstick, for `status` and `run`."""
+    r = best_recipe(trials)
+    if r is None:
+        return None
+    return (f"best known recipe: {r.user_attrs[WARM_KEY]} (trial {r.number}), "
+            f"{Recorded.of(r).time_to_target:.2f} s to the target; 'x recipe' is each trial's speed-up over it")
+
+
 def status_table(study, objectives, show_all: bool = True) -> str:
     trials = study.get_trials(deepcopy=False)
     base = baseline_trial(trials)
-    head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up", "test acc", "train s", "config / reason"]
+    recipe = best_recipe(trials)
+    head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up"] + (["x recipe"] if recipe else []) \
+        + ["test acc", "train s", "config / reason"]
 
     def row(t):
         vals = list(t.values) if t.values else [None] * len(objectives)
         sp = speedup(t, base)
+        over = [speedup(t, recipe)] if recipe else []
         cfg = config_of(t)
         tail = summary(cfg) if cfg and t.state == TrialState.COMPLETE else \
             (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
@@ -212,7 +233,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
         label = "+".join(map(str, seeds)) if seeds else t.number
         return ([label, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
-                + [f"{sp:.2f}x" if sp else "-", f"{test:.4f}" if test is not None else "-",
+                + [f"{x:.2f}x" if x else "-" for x in [sp, *over]] + [f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
 
     c = counts(trials)
@@ -221,6 +242,8 @@ def status_table(study, objectives, show_all: bool = True) -> str:
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
     pareto = front(study)
+    if recipe:
+        lines += ["", recipe_line(trials)]
     lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
               + ("; a+b: the mean of trials a and b, one config's seeds" if any(
                   t.user_attrs.get("seed_trials") for t in pareto) else "") + "):"]

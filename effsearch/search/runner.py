@@ -128,6 +128,8 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat["max_retry"])
     print(header(spec, study), file=out)
+    for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
+        print(f"  note       {note}", file=out)
     if warm is not None:
         print(f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
               "first timed trial is not this process's first run", file=out, flush=True)

@@ -10,8 +10,9 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # or STEM.artifacts/ beside this file for an RDB storage)
     base: {...}                 # the TrainConfig every trial starts from (or a path to one)
     baseline: {}                # dotted overrides of base: trial 0, the yardstick for speed-ups
-    warm_start: []              # recipes, each dotted overrides of base (as baseline): queued
-                                # after the baseline, trained exactly as given, once
+    warm_start: []              # configs, each dotted overrides of base (as baseline), or a named
+                                # recipe (recipe:one-cycle; `recipes`: all): queued after the
+                                # baseline, trained exactly as given, once
     objectives: [time_to_accuracy, final_accuracy]
     space: {...}                # see effsearch.spaces.space
     sampler: tpe                # or {name: nsga2, population_size: 20}; tpe nsga2 nsga3 gp random
@@ -54,7 +55,7 @@ from effsearch.config.fields import set_path
 from effsearch.config.imports import add_search_path, import_plugins
 from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
-from effsearch.search import phases
+from effsearch.search import phases, recipes
 from effsearch.search.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
 
 # What an empty study file is told.
@@ -97,6 +98,7 @@ class StudySpec:
     path: Path | None = None
     storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
     phase: str = "search"  # "tune" / "confirm" with a tuning phase (effsearch.search.phases)
+    notes: list = field(default_factory=list)  # what the run's header says (recipes skipped)
 
     @property
     def is_rdb(self) -> bool:
@@ -167,8 +169,11 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
     warm_raw = raw.get("warm_start") or []
     if not isinstance(warm_raw, list):
-        raise ConfigError("warm_start", f"must be a list of recipes (mappings like baseline); got {warm_raw!r}")
-    warm_start = [(f"warm_start[{i}]", _recipe(base, r, f"warm_start[{i}]")) for i, r in enumerate(warm_raw)]
+        raise ConfigError("warm_start", "must be a list of configs (mappings of dotted keys, like baseline) or recipe "
+                                        f"names (recipe:NAME, recipes); got {warm_raw!r}")
+    for i, r in enumerate(warm_raw):  # a recipe's name is checked now; the recipe, once the machine is known
+        if recipes.is_recipe(r):
+            recipes.names(r, f"warm_start[{i}]")
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
@@ -177,11 +182,10 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
         machine = detect(base.device)
     _check_runnable(base, "base")
     _check_runnable(baseline, "baseline")
-    for label, cfg in warm_start:
-        _check_runnable(cfg, label)
+    warm_start, notes = _warm_starts(base, warm_raw)
     # A model not built in is probed once (on the meta device), so that the space's gates and the
     # rules about structure (an algorithm the model cannot take) read what it is made of.
-    for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
+    for label, cfg in (("base", base), ("baseline", baseline)):
         _probe(cfg, label)
 
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
@@ -233,7 +237,8 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
                      n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
                      tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe,
                      max_slowdown=max_slowdown,
-                     budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field)
+                     budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field,
+                     notes=notes)
 
 
 def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
@@ -261,6 +266,32 @@ def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
         check_runnable(cfg)
     except ConfigError as e:
         raise e.under(prefix) from None
+
+
+def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
+    """(label, config) of each warm start, in order, and notes on the recipes skipped. A recipe
+    (``recipe:NAME``, ``recipes``) this base or machine cannot run is skipped with a note; a
+    mapping of the user's own that cannot run is an error naming it."""
+    out, notes = [], []
+    for i, entry in enumerate(entries):
+        where = f"warm_start[{i}]"
+        if not recipes.is_recipe(entry):
+            cfg = _recipe(base, entry, where)
+            _check_runnable(cfg, where)
+            _probe(cfg, where)
+            out.append((where, cfg))
+            continue
+        for name in recipes.names(entry, where):
+            label = f"{recipes.PREFIX}{name}"
+            try:
+                cfg = _recipe(base, recipes.RECIPES[name].changes(base), label)
+                _check_runnable(cfg, label)
+                _probe(cfg, label)
+            except ConfigError as e:
+                notes.append(f"{label} skipped: {e.message if e.field == label else e}")
+                continue
+            out.append((label, cfg))
+    return out, notes
 
 
 def _probe(cfg: TrainConfig, prefix: str) -> None:
