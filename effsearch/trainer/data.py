@@ -38,10 +38,62 @@ def data_dir(explicit: str | os.PathLike | None = None) -> Path:
     return Path(base) / "effsearch" / "data"
 
 
+class DiskImages:
+    """A training split left on disk: rows ``index`` of a memory-mapped uint8 N,C,H,W cache
+    (``userdata``'s), read when indexed. With ``loader: ffcv`` an image folder's training images
+    are never all in memory: FFCV writes them to its .beton file a row at a time and streams
+    batches from it; CORDS and quantization calibration read the rows they index."""
+
+    dtype = torch.uint8
+
+    def __init__(self, rows: "userdata.Rows", index: np.ndarray):
+        self.rows, self.index = rows, np.asarray(index)
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.index), *self.rows.shape[1:]))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape))
+
+    def element_size(self) -> int:
+        return 1
+
+    def cpu(self) -> "DiskImages":
+        return self
+
+    def row(self, i: int) -> np.ndarray:
+        return self.rows[self.index[i:i + 1]][0]
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        if isinstance(idx, torch.Tensor):
+            idx = idx.cpu().numpy()
+        if isinstance(idx, (int, np.integer)):
+            return torch.from_numpy(self.row(int(idx)).copy())
+        return torch.from_numpy(np.ascontiguousarray(self.rows[self.index[idx]]))
+
+    def identity(self) -> str:
+        """What the rows are, for FFCV's staleness check without reading every pixel: the cache's
+        files (their key hashes the source's files, sizes and mtimes) and the rows taken."""
+        import hashlib
+
+        h = hashlib.sha256(str(getattr(self.rows.array, "filename", id(self.rows.array))).encode())
+        h.update(np.ascontiguousarray(self.rows.index[self.index]).astype(np.int64).data)
+        return h.hexdigest()
+
+    def sample(self, limit: int = 10_000) -> torch.Tensor:
+        """Up to ``limit`` rows, evenly spaced: what the normalisation statistics are read from."""
+        step = max(1, len(self) // limit)
+        return self[np.arange(0, len(self), step)[:limit]]
+
+
 @dataclass
 class Splits:
     name: str
-    train_x: torch.Tensor  # uint8 N,C,H,W
+    train_x: torch.Tensor | DiskImages  # uint8 N,C,H,W
     train_y: torch.Tensor  # int64
     val_x: torch.Tensor
     val_y: torch.Tensor
@@ -57,11 +109,20 @@ class Splits:
     # Cached: a float copy of the whole training set costs ~0.2 s, once per process, not per trial.
     @functools.cached_property
     def mean(self) -> torch.Tensor:
-        return self.train_x.float().mean(dim=(0, 2, 3)) / 255.0
+        return self._pixels().float().mean(dim=(0, 2, 3)) / 255.0
 
     @functools.cached_property
     def std(self) -> torch.Tensor:
-        return self.train_x.float().std(dim=(0, 2, 3)).clamp_min(1e-3) / 255.0
+        return self._pixels().float().std(dim=(0, 2, 3)).clamp_min(1e-3) / 255.0
+
+    @property
+    def streamed(self) -> bool:
+        """The training images stay on disk (``DiskImages``): only FFCV serves their batches."""
+        return isinstance(self.train_x, DiskImages)
+
+    def _pixels(self) -> torch.Tensor:
+        # A streamed split's statistics come from up to 10,000 of its images, not a float copy of all.
+        return self.train_x.sample() if self.streamed else self.train_x
 
 
 # -- raw datasets -------------------------------------------------------------
@@ -179,9 +240,9 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     builtin = dataset_kind(d.name) == "builtin"
     key = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
            str(folder))
-    if not builtin:  # a user's dataset: where it is and how it is read
+    if not builtin:  # a user's dataset: where it is and how it is read (streamed or not: the loader)
         key += (d.path and os.path.abspath(os.path.expanduser(d.path)), d.test_fraction, d.image_column,
-                d.label_column)
+                d.label_column, cfg.loader)
     if key in _CACHE:
         return _CACHE[key]
     if builtin:
@@ -212,9 +273,14 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     tr_idx = np.sort(tr_idx)
     val_idx = np.sort(val_idx)
     size = d.image_size or (32 if d.name == "digits" else None)
+    shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
+    # An image folder's (or hf dataset's) decoded cache is a memory map: with loader ffcv its training
+    # images stay there and FFCV streams them, so only validation and test must fit in memory.
+    stream = (not builtin and cfg.loader == "ffcv" and isinstance(xtr, userdata.Rows)
+              and tuple(xtr.shape[1:]) == tuple(shape))
     if not builtin:  # only the images kept are read (from a memory map, for a folder): do they fit?
-        userdata.check_fits(len(tr_idx) + len(val_idx) + len(yte),
-                            (xtr.shape[1], *((size, size) if size else xtr.shape[2:])))
+        userdata.check_fits((0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape,
+                            streams=isinstance(xtr, userdata.Rows))
 
     def t(x):
         x = torch.from_numpy(np.array(x))  # a writable copy
@@ -223,7 +289,8 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
                                                 align_corners=False).round().clamp(0, 255).to(torch.uint8)
         return x.contiguous()
 
-    splits = Splits(d.name, t(xtr[tr_idx]), torch.from_numpy(ytr[tr_idx]), t(xval[val_idx]),
+    train_x = DiskImages(xtr, tr_idx) if stream else t(xtr[tr_idx])
+    splits = Splits(d.name, train_x, torch.from_numpy(ytr[tr_idx]), t(xval[val_idx]),
                     torch.from_numpy(yval[val_idx]), t(xte), torch.from_numpy(yte), classes, tr_idx)
     _CACHE[key] = splits
     return splits
@@ -367,6 +434,8 @@ def to_device(splits: Splits, device: str, max_bytes: int = 4 << 30) -> Splits:
     key = (id(splits), device)
     if key not in _ON_DEVICE:
         tensors = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
+        if splits.streamed:  # the training images stay on disk: FFCV streams them to the device
+            tensors = tensors[1:]
         size = sum(getattr(splits, t).numel() * getattr(splits, t).element_size() for t in tensors)
         move = (lambda t: t.to(device)) if size <= max_bytes else (lambda t: t.pin_memory())
         moved = dataclasses.replace(splits, **{t: move(getattr(splits, t)) for t in tensors})

@@ -64,11 +64,11 @@ from effsearch.trainer import data as D
 # A ConfigError with the install line when ffcv or its compiled parts do not import (torch's
 # thread count, which importing ffcv sets to one, is put back); the names below then import.
 require_ffcv()
-from ffcv.fields import IntField, NDArrayField  # noqa: E402
-from ffcv.fields.decoders import IntDecoder, NDArrayDecoder  # noqa: E402
+from ffcv.fields import IntField, NDArrayField, RGBImageField  # noqa: E402
+from ffcv.fields.decoders import IntDecoder, NDArrayDecoder, SimpleRGBImageDecoder  # noqa: E402
 from ffcv.loader import Loader, OrderOption  # noqa: E402
 from ffcv.loader.epoch_iterator import EpochIterator  # noqa: E402
-from ffcv.transforms import ToDevice, ToTensor  # noqa: E402
+from ffcv.transforms import ToDevice, ToTensor, ToTorchImage  # noqa: E402
 
 FORMAT = 1  # bump when the file layout changes: older folders become stale
 SPLITS = ("train", "val", "test")
@@ -122,9 +122,10 @@ def _fallback_folder(cfg) -> Path:
     return Path(base) / "effsearch" / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
-def _digest(x: torch.Tensor, y: torch.Tensor) -> str:
+def _digest(x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> str:
     h = hashlib.sha256()
-    h.update(np.ascontiguousarray(x.numpy()).data)
+    # A split left on disk is named by its cache and rows (reading every pixel would read it all).
+    h.update(x.identity().encode() if isinstance(x, D.DiskImages) else np.ascontiguousarray(x.numpy()).data)
     h.update(np.ascontiguousarray(y.numpy().astype(np.int64)).data)
     return h.hexdigest()
 
@@ -142,7 +143,8 @@ def expected_meta(cfg, splits: D.Splits) -> dict:
         "dataset": {"name": d.name, "val_fraction": d.val_fraction, "split_seed": d.split_seed,
                     "data_fraction": d.data_fraction, "image_size": d.image_size,
                     "synthetic_size": d.synthetic_size if d.name == "synthetic" else None,
-                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {}), **_user_source(d)},
+                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {}), **_user_source(d),
+                    **({"train_images": train_encoding(splits.train_x)} if splits.streamed else {})},
         "splits": {name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
                    for name, (x, y) in _arrays(splits).items()},
     }
@@ -175,18 +177,28 @@ def stale_reason(folder: str | os.PathLike, expected: dict) -> str | None:
     return None
 
 
-class _Indexed:
-    """What ffcv's writer reads: (image, label, index) per position."""
+def train_encoding(x) -> str:
+    """How a split's images are stored: a streamed RGB split JPEG-compressed (quality 90, FFCV's
+    own writer: a folder larger than memory is read from disk compressed), else raw uint8."""
+    return "jpg" if isinstance(x, D.DiskImages) and x.shape[1] == 3 else "raw"
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor):
-        self.x = np.ascontiguousarray(x.numpy())
+
+class _Indexed:
+    """What ffcv's writer reads: (image, label, index) per position; a split on disk is read a
+    row at a time (H,W,C for a JPEG field)."""
+
+    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor):
+        self.disk = isinstance(x, D.DiskImages)
+        self.hwc = train_encoding(x) == "jpg"
+        self.x = x if self.disk else np.ascontiguousarray(x.numpy())
         self.y = y.numpy().astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.y)
 
     def __getitem__(self, i):
-        return self.x[i], int(self.y[i]), int(i)
+        image = self.x.row(i) if self.disk else self.x[i]
+        return (np.ascontiguousarray(image.transpose(1, 2, 0)) if self.hwc else image), int(self.y[i]), int(i)
 
 
 def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progress: bool = False) -> None:
@@ -199,8 +211,9 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progr
     import ffcv.writer as W
     from ffcv.writer import DatasetWriter
 
-    fields = {"image": NDArrayField(np.dtype("uint8"), tuple(int(s) for s in x.shape[1:])),
-              "label": IntField(), "index": IntField()}
+    image = (RGBImageField(write_mode="jpg", jpeg_quality=90) if train_encoding(x) == "jpg"
+             else NDArrayField(np.dtype("uint8"), tuple(int(s) for s in x.shape[1:])))
+    fields = {"image": image, "label": IntField(), "index": IntField()}
     sample_bytes = int(np.prod(x.shape[1:]))
     page = max(W.MIN_PAGE_SIZE, 1 << (4 * sample_bytes - 1).bit_length())  # ffcv's default is 8 MiB
     writer = DatasetWriter(str(path), fields, page_size=page, num_workers=1)
@@ -338,8 +351,10 @@ def read_beton(path: str | os.PathLike, batch_size: int = 1024):
 
 # -- the loader -------------------------------------------------------------------
 
-def _pipelines(device: str) -> dict:
-    image = [NDArrayDecoder(), ToTensor()]
+def _pipelines(device: str, jpeg: bool = False) -> dict:
+    # A JPEG field decodes to N,H,W,C: ToTorchImage makes it N,C,H,W, as the raw field stores it.
+    image = [SimpleRGBImageDecoder(), ToTensor(), ToTorchImage(channels_last=False)] if jpeg \
+        else [NDArrayDecoder(), ToTensor()]
     label = [IntDecoder(), ToTensor()]
     if device == "cuda":  # FFCV copies on its own CUDA stream, ahead of the training step
         image.append(ToDevice(torch.device("cuda"), non_blocking=True))
@@ -401,7 +416,7 @@ class FFCVTrainLoader:
 
     def __init__(self, path: str | os.PathLike, n: int, batch_size: int, *, seed: int = 0, device: str = "cpu",
                  sampler=None, weights: torch.Tensor | None = None, num_workers: int | None = None,
-                 batches_ahead: int = 3, warm_up: bool = True):
+                 batches_ahead: int = 3, warm_up: bool = True, jpeg: bool = False):
         self.path, self.n, self.batch_size, self.device = str(path), n, batch_size, device
         self.sampler = sampler if sampler is not None else EpochOrder(n, seed, batch_size)
         self.weights = weights
@@ -412,7 +427,7 @@ class FFCVTrainLoader:
         t0 = time.perf_counter()
         self.loader = Loader(self.path, batch_size=batch_size, num_workers=workers, os_cache=True,
                              order=OrderOption.SEQUENTIAL, seed=seed, drop_last=False,
-                             batches_ahead=batches_ahead, pipelines=_pipelines(device))
+                             batches_ahead=batches_ahead, pipelines=_pipelines(device, jpeg))
         if self.loader.reader.num_samples != n:
             raise ValueError(f"{self.path} holds {self.loader.reader.num_samples} samples, expected {n}")
         self._current = None
@@ -524,6 +539,7 @@ def make_train_loader(cfg, splits: D.Splits, device: str, data_root=None, dist=N
         # loader.weights[idx] in place at each selection.
         plan = plan_selection(cfg, splits)
     loader = FFCVTrainLoader(prepared.path("train"), n, cfg.batch_size, seed=cfg.seed, device=device,
-                             sampler=plan.sampler if plan else None, weights=plan.weights if plan else None)
+                             sampler=plan.sampler if plan else None, weights=plan.weights if plan else None,
+                             jpeg=train_encoding(splits.train_x) == "jpg")
     loader.prepared = prepared
     return loader, plan.selection(cfg, splits, device, loader, dist) if plan else None

@@ -158,14 +158,16 @@ def _available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_fits(count: int, shape: tuple[int, ...]) -> None:
-    """Refuse ``count`` uint8 images of ``shape`` (C,H,W) that would not fit in memory."""
+def check_fits(count: int, shape: tuple[int, ...], streams: bool = False) -> None:
+    """Refuse ``count`` uint8 images of ``shape`` (C,H,W) that would not fit in memory. ``streams``:
+    the source is a disk cache that ``loader: ffcv`` can stream its training images from."""
     need, limit = count * int(np.prod(shape)), memory_limit()
     if need > limit:
+        ffcv = ", or loader: ffcv (it streams the training images from disk)" if streams else ""
         raise ConfigError("dataset.image_size", f"{count:,} images of {'x'.join(map(str, shape))} take {_bytes(need)} "
                           f"in memory, more than the {_bytes(limit)} this machine can give them "
                           f"({MEMORY_SHARE:.0%} of its available memory): lower dataset.image_size (memory grows "
-                          "with its square) or dataset.data_fraction")
+                          f"with its square) or dataset.data_fraction{ffcv}")
 
 
 def _bytes(n: int) -> str:
