@@ -18,7 +18,7 @@ import yaml
 
 from effsearch.config import TrainConfig
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
-from effsearch.trainer.result import clean
+from effsearch.trainer.result import RunResult, clean
 
 FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
               "compile_seconds", "steps", "target_crossed_at",
@@ -26,6 +26,7 @@ FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eva
 
 
 NAN = float("nan")
+KFAC_KEY = "kfac_fallbacks"  # Final.extra and user attr: K-FAC's layers and steps that took plain SGD
 
 
 def _or(value, default):
@@ -75,7 +76,7 @@ def set_attrs(trial, attrs: dict) -> None:
 
 # What result_attrs writes: a duplicate config's trial copies these from the trial that trained it.
 RESULT_KEYS = (STATUS_KEY, "reason", "reached_target", "time_to_target", "target_accuracy", "history", "device",
-               "versions", "speedup") + FINAL_KEYS
+               "versions", "speedup", KFAC_KEY) + FINAL_KEYS
 
 
 def copied_attrs(original) -> dict:
@@ -83,7 +84,7 @@ def copied_attrs(original) -> dict:
     return {k: original.user_attrs[k] for k in RESULT_KEYS if k in original.user_attrs}
 
 
-def result_attrs(result, speedup: float | None) -> dict:
+def result_attrs(result: RunResult, speedup: float | None) -> dict:
     f = result.final
     attrs = {
         STATUS_KEY: result.status,
@@ -97,6 +98,8 @@ def result_attrs(result, speedup: float | None) -> dict:
         "speedup": speedup,
     }
     attrs.update({k: getattr(f, k) for k in FINAL_KEYS if getattr(f, k) is not None})
+    if KFAC_KEY in f.extra:
+        attrs[KFAC_KEY] = f.extra[KFAC_KEY]
     return attrs
 
 
@@ -160,7 +163,7 @@ def lr_line(cfg: dict) -> str:
             f"this trial trained with {o['lr'] * bs / 128:.4g}")
 
 
-def note_text(trial_number: int, result, summary: str, speedup: float | None, baseline: bool) -> str:
+def note_text(trial_number: int, result: RunResult, summary: str, speedup: float | None, baseline: bool) -> str:
     f = result.final
     ttt = f"{result.time_to_target:.2f} s" if result.time_to_target is not None else \
         "not reached by the delivered model (infeasible: off the front)"
@@ -174,8 +177,18 @@ def note_text(trial_number: int, result, summary: str, speedup: float | None, ba
              f"sparsity {_or(f.sparsity, 0):.2f}",
              f"- {summary}",
              lr_line(result.config) if result.config else "",
+             kfac_line(f.extra.get(KFAC_KEY)),
              f"- device: {result.device}"]
     return "\n".join(line for line in lines if line)
+
+
+def kfac_line(fallbacks: dict | None) -> str:
+    """What K-FAC did not precondition (``KFACSGD.fallbacks``), for the note ("" when it did all)."""
+    if not fallbacks:
+        return ""
+    return (f"- **K-FAC fell back to plain SGD** on {fallbacks['plain_steps']} step(s), layers "
+            f"{', '.join(fallbacks['layers'])} ({fallbacks['failed_decompositions']} failed decomposition(s), "
+            f"{fallbacks['shape_mismatches']} shape mismatch(es))")
 
 
 def save_note(trial, text: str) -> None:

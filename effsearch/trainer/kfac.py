@@ -18,9 +18,15 @@ BatchNorm layers in training mode. This is about 150 lines.
 
 Cost: factors are captured (module hooks, registered only then) and inverted on one
 step in ``update_every``; the other steps pay two small matrix products per layer.
+
+A layer with no decomposition to use (none has solved yet) or one for another shape takes
+its plain gradient on that step: ``fallbacks()`` counts them for the run's result, and the
+first is printed as a warning, since a run that is mostly plain SGD is not K-FAC's measure.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -51,8 +57,8 @@ def _eigh(M: torch.Tensor):
 
 
 class _Layer:
-    def __init__(self, module: torch.nn.Module):
-        self.module = module
+    def __init__(self, module: torch.nn.Module, name: str):
+        self.module, self.name = module, name
         self.A = self.G = None  # running factors
         self.a_sum = self.g_sum = None  # this capture's sums
         self.a_n = self.g_n = 0
@@ -71,6 +77,10 @@ class KFACSGD(torch.optim.SGD):
         self.layers: dict[torch.nn.Module, _Layer] = {}
         self.handles: list = []
         self.kfac_steps = 0
+        # What fell back to plain gradients (see fallbacks()); warned once, at the first.
+        self.failed_decompositions = self.shape_mismatches = self.plain_steps = 0
+        self.plain_layers: set[str] = set()
+        self.warned = False
         self._arm()
 
     # -- capturing the factors ----------------------------------------------------------
@@ -86,7 +96,8 @@ class KFACSGD(torch.optim.SGD):
         # between runs, and the KL clip sums over layers in that order; the rounding it moved was
         # enough to change which examples selective backprop kept, so a seeded run did not repeat.
         current = list(self._eligible())  # model.modules() yields each module once
-        self.layers = {m: self.layers.get(m) or _Layer(m) for m in current}
+        names = {m: name or type(m).__name__ for name, m in self.model.named_modules()}
+        self.layers = {m: self.layers.get(m) or _Layer(m, names[m]) for m in current}
         for layer in self.layers.values():
             self.handles.append(layer.module.register_forward_hook(self._forward_hook))
 
@@ -148,7 +159,11 @@ class KFACSGD(torch.optim.SGD):
             layer.G = G if layer.G is None else d * layer.G + (1 - d) * G
             ea, eg = _eigh(layer.A), _eigh(layer.G)
             if ea is None or eg is None:
-                continue  # the last decomposition stays (or none: plain gradients) until they solve
+                # The last decomposition stays (or none: plain gradients) until they solve.
+                self.failed_decompositions += 1
+                self._warn(f"layer {layer.name}'s factors did not decompose (not finite, or eigh failed in "
+                           "float64 too)")
+                continue
             (layer.dA, layer.QA), (layer.dG, layer.QG) = ea, eg
             layer.dA.clamp_(min=0.0)
             layer.dG.clamp_(min=0.0)
@@ -163,20 +178,56 @@ class KFACSGD(torch.optim.SGD):
             g = torch.cat([g, module.bias.grad.reshape(-1, 1)], 1)
         return g
 
+    def _warn(self, cause: str) -> None:
+        """The first fallback of this run, printed (rank 0 only); the rest are counted in silence."""
+        dist = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.warned or (dist and torch.distributed.get_rank() != 0):
+            return
+        self.warned = True
+        print(f"warning: K-FAC: {cause}; such layers train with plain SGD until a decomposition solves "
+              "(counted in the result as kfac_fallbacks)", file=sys.stderr, flush=True)
+
+    def _fits(self, layer: _Layer, grad: torch.Tensor) -> bool:
+        """Whether ``layer``'s decomposition can precondition ``grad``; a miss (the layer takes its
+        plain gradient this step) is counted and warned of."""
+        if layer.QA is None:
+            self._warn(f"layer {layer.name} has no decomposition of its factors yet")
+        elif grad.shape[1] != layer.QA.shape[0]:
+            self.shape_mismatches += 1
+            self._warn(f"layer {layer.name}'s gradient ({grad.shape[1]} columns) does not fit its factors "
+                       f"({layer.QA.shape[0]})")
+        else:
+            return True
+        self.plain_layers.add(layer.name)
+        return False
+
+    def fallbacks(self) -> dict | None:
+        """What trained without K-FAC's step (None when every layer had it on every step): the
+        optimizer steps on which some layer took its plain gradient, those layers (model order),
+        and the failed decompositions and shape mismatches behind them."""
+        if not (self.plain_steps or self.failed_decompositions or self.shape_mismatches):
+            return None
+        return {"plain_steps": self.plain_steps,
+                "layers": [layer.name for layer in self.layers.values() if layer.name in self.plain_layers],
+                "failed_decompositions": self.failed_decompositions, "shape_mismatches": self.shape_mismatches}
+
     @torch.no_grad()
     def precondition(self) -> None:
         updates = []
+        plain = False
         for layer in self.layers.values():
-            if layer.QA is None:
-                continue
             grad = self._grad_matrix(layer.module)
-            if grad is None or grad.shape[1] != layer.QA.shape[0]:
+            if grad is None:
+                continue  # a layer this step did not use: nothing to precondition, nothing falls back
+            if not self._fits(layer, grad):
+                plain = True
                 continue
             g32 = grad.float()
             v = layer.QG.t() @ g32 @ layer.QA
             v = v / (layer.dG.unsqueeze(1) * layer.dA.unsqueeze(0) + self.damping)
             v = layer.QG @ v @ layer.QA.t()
             updates.append((layer.module, v, g32))
+        self.plain_steps += int(plain)
         if not updates:
             return
         nu = None

@@ -496,6 +496,9 @@ class Loop:
             sent = self.comm.bytes_sent / steps if self.comm is not None else self.dense_bytes
             out.update(processes=self.dist.world, comm_bytes_per_step=sent,
                        comm_bytes_per_step_uncompressed=self.dense_bytes)
+        fallbacks = getattr(self.optimizer, "fallbacks", None)  # K-FAC: what it did not precondition
+        if fallbacks is not None and fallbacks() is not None:
+            out["kfac_fallbacks"] = fallbacks()  # Final.set keeps it in extra, so result.json has it
         return out
 
 
