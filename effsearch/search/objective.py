@@ -13,7 +13,10 @@ raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the st
 from __future__ import annotations
 
 import gc
+import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
@@ -22,9 +25,15 @@ from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, record, report, warmstart
 from effsearch.search.pruner import SlowStop, make_pruner
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY, WALL_KEY,
-                                      WORKER_KEY, constraints_of, retry_history, set_constraints, trial_id, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY,
+                                      WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem, constraints_of,
+                                      retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
+
+if TYPE_CHECKING:
+    from optuna.artifacts import FileSystemArtifactStore
+
+    from effsearch.search.studyfile import StudySpec
 
 
 clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
@@ -35,15 +44,20 @@ class TrialFailed(Exception):
 
 
 class Objective:
-    def __init__(self, spec, study, store, data_root=None, heartbeat=None):
+    def __init__(self, spec: StudySpec, study: optuna.Study, store: FileSystemArtifactStore | None,
+                 data_root: str | Path | None = None,
+                 heartbeat: JournalHeartbeat | None = None) -> None:
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
         self.pruner = make_pruner(spec.pruner, study)
         if spec.max_slowdown is not None:
             self.pruner = SlowStop(self.pruner, spec.max_slowdown, study)
         self.heartbeat = heartbeat  # journal storages: JournalHeartbeat
+        self.no_store = artifact_problem(spec) if store is None else None  # why trials keep no files
+        self.uncounted: str | None = None  # a trial's wall seconds could not be written: the worker stops
+        self.warned: set[str] = set()
         self._baseline_tta = None
 
-    def __call__(self, trial: optuna.Trial):
+    def __call__(self, trial: optuna.Trial) -> list[float]:
         trial.set_user_attr(WORKER_KEY, worker_id())
         if self.heartbeat is not None:
             self.heartbeat.beat(trial_id(trial))
@@ -52,18 +66,30 @@ class Objective:
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
             trial.set_user_attr(STATUS_KEY, "interrupted")
-            _note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a rerun "
-                                        "of the same command resumes it")
+            self._status_note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a "
+                                                    "rerun of the same command resumes it")
             raise
         finally:
-            try:  # what a study budget counts (search.budget), whatever the trial's end
-                trial.set_user_attr(WALL_KEY, clock() - start)
-            except Exception:
-                pass
+            self._record_wall(trial, clock() - start)  # what a study budget counts, whatever the trial's end
             if self.heartbeat is not None:
                 self.heartbeat.beat(None)
 
-    def _run(self, trial: optuna.Trial):
+    def _record_wall(self, trial: optuna.Trial, seconds: float) -> None:
+        """The trial's wall seconds, written (or tried once more: a dropped connection is
+        reopened); when both fail ``uncounted`` says why and the worker stops the study, which
+        would otherwise run on past its budget with this trial's compute unseen."""
+        try:
+            trial.set_user_attr(WALL_KEY, seconds)
+            return
+        except Exception:  # noqa: BLE001 - a dropped connection, reopened by the next call: once more
+            time.sleep(0.5)
+        try:
+            trial.set_user_attr(WALL_KEY, seconds)
+        except Exception as e:  # noqa: BLE001 - recorded in ``uncounted``: the worker stops the study on it
+            self.uncounted = (f"trial {trial.number}'s wall seconds ({seconds:.1f} s) could not be written, "
+                              f"twice: {type(e).__name__}: {e}")
+
+    def _run(self, trial: optuna.Trial) -> list[float]:
         from effsearch.config.machine import check_runnable
         from effsearch.trainer.run import train
 
@@ -117,12 +143,9 @@ class Objective:
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
         sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
         record.set_attrs(trial, record.result_attrs(result, sp))
-        try:
-            record.upload_files(trial, self.store, result, config_yaml)
-            record.save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()),
-                                                     sp, is_baseline))
-        except Exception as e:  # a full disk must not cost the trial
-            trial.set_user_attr("artifact_error", f"{type(e).__name__}: {e}")
+        self._keep_files(trial, result, config_yaml)
+        self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
+                                                is_baseline))
         if result.status in ("completed", "pruned"):
             # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
             # the accuracy it stopped at is all TPE learns from it (no values in a
@@ -136,14 +159,44 @@ class Objective:
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
 
-    def _trained_before(self, trial, config_hash: str):
+    def _keep_files(self, trial: optuna.Trial, result, config_yaml: str) -> None:
+        """The trial's files in the artifact store; why it has none is its ``artifact_error``
+        (printed once: a full disk or a broken install fails every trial alike)."""
+        if self.store is None:
+            trial.set_user_attr("artifact_error", f"no artifact folder: {self.no_store}")
+            return
+        try:
+            record.upload_files(trial, self.store, result, config_yaml)
+        except Exception as e:  # noqa: BLE001 - recorded and warned of: a full disk must not cost the trial
+            why = f"{type(e).__name__}: {e}"
+            trial.set_user_attr("artifact_error", why[:2000])
+            self._warn("files", f"trial {trial.number}'s files (learning curve, config, result.json) were not "
+                                f"saved: {why}; each trial without them records why as `artifact_error`")
+
+    def _save_note(self, trial: optuna.Trial, text: str) -> None:
+        """The trial's dashboard note; one that cannot be saved is its ``note_error``, printed once."""
+        try:
+            record.save_note(trial, text)
+        except Exception as e:  # noqa: BLE001 - recorded and warned of: a note must not cost the study a trial
+            why = f"{type(e).__name__}: {e}"
+            trial.set_user_attr("note_error", why[:2000])
+            self._warn("note", f"trial {trial.number}'s dashboard note was not saved: {why}; each trial "
+                               "without one records why as `note_error`")
+
+    def _warn(self, kind: str, text: str) -> None:
+        """``warning: text`` on stderr, the first time this worker meets ``kind``."""
+        if kind not in self.warned:
+            self.warned.add(kind)
+            print(f"warning: {text}", file=sys.stderr, flush=True)
+
+    def _trained_before(self, trial: optuna.Trial, config_hash: str):
         """The first COMPLETE trial of this study that trained this config (None if none has).
         Two workers may still train one config at once: only finished trials are asked."""
         same = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number != trial.number]
         return min(same, key=lambda t: (DUPLICATE_KEY in t.user_attrs, t.number), default=None)
 
-    def _answer_from(self, trial, original):
+    def _answer_from(self, trial: optuna.Trial, original) -> list[float]:
         """Record ``original``'s result on ``trial`` and return its values: no training."""
         n = original.user_attrs.get(DUPLICATE_KEY, original.number)
         record.set_attrs(trial, record.copied_attrs(original))
@@ -151,10 +204,10 @@ class Objective:
         constraints = constraints_of(original)
         if constraints:
             set_constraints(trial, constraints)
-        _note(trial, f"duplicate of trial {n}", f"trial {n} trained this same config (hash "
-                                                f"{original.user_attrs[CONFIG_HASH_KEY]}); its result is "
-                                                "answered from storage, not trained again (`dedupe: false` "
-                                                "in the study file re-trains)")
+        self._status_note(trial, f"duplicate of trial {n}", f"trial {n} trained this same config (hash "
+                                                            f"{original.user_attrs[CONFIG_HASH_KEY]}); its result "
+                                                            "is answered from storage, not trained again "
+                                                            "(`dedupe: false` in the study file re-trains)")
         return list(original.values)
 
     def _other_baseline(self, trial) -> bool:
@@ -168,12 +221,18 @@ class Objective:
             return True
         return False
 
-    def _fail(self, trial, status: str, reason: str):
+    def _fail(self, trial: optuna.Trial, status: str, reason: str):
         trial.set_user_attr(STATUS_KEY, status)
         trial.set_user_attr("reason", reason[:2000])
         if status != "diverged":  # a diverged trial has its full note (curve, config) already
-            _note(trial, status, reason)
+            self._status_note(trial, status, reason)
         raise TrialFailed(reason)
+
+    def _status_note(self, trial: optuna.Trial, status: str, reason: str) -> None:
+        """The dashboard note of a trial that did not train to its end: why, and its config when it has one."""
+        cfg = report.config_of(trial)
+        self._save_note(trial, f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
+                               + (f"\n\n- {report.summary(cfg)}" if cfg else "") )
 
     def _speedup(self, result) -> float | None:
         if result.time_to_target is None:
@@ -183,17 +242,6 @@ class Objective:
         return speedup(self._baseline_tta, result.time_to_target)
 
 
-def _note(trial, status: str, reason: str) -> None:
-    """The dashboard note of a trial that did not finish: why, and its config when it has one."""
-    cfg = report.config_of(trial)
-    text = (f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
-            + (f"\n\n- {report.summary(cfg)}" if cfg else ""))
-    try:
-        record.save_note(trial, text)
-    except Exception:  # a note must never cost the study
-        pass
-
-
 def _free_memory() -> None:
     gc.collect()
     try:
@@ -201,5 +249,5 @@ def _free_memory() -> None:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    except Exception:
+    except (ImportError, RuntimeError):  # a broken CUDA context: the cache stays held, as it was
         pass

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from optuna.trial import TrialState
 
 from effsearch.config.options import PRUNERS, NoOptions, defaults
 from effsearch.search import phases, report
 from effsearch.search.budget import spent
+
+if TYPE_CHECKING:
+    import optuna
+
+    from effsearch.search.studyfile import StudySpec
 
 
 class Progress:
@@ -37,7 +43,7 @@ class Progress:
                                     time.time() - self.t0, same_as=same), file=self.out, flush=True)
 
 
-def header(spec, study) -> str:
+def header(spec: StudySpec, study: optuna.Study) -> str:
     trials = study.get_trials(deepcopy=False)
     c = report.counts(trials)
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
@@ -54,7 +60,7 @@ def header(spec, study) -> str:
     return "\n".join([
         f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
         f"  storage    {spec.storage_label()}",
-        f"  artifacts  {spec.artifacts}",
+        artifacts_line(spec),
         f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
         f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
         f"(effsearch space show {spec.source})",
@@ -68,6 +74,16 @@ def header(spec, study) -> str:
     ] + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else []) + warm_line(spec))
 
 
+def artifacts_line(spec: StudySpec) -> str:
+    """Where trials' files go, or why they keep none (the folder is made here if it can be)."""
+    from effsearch.search.storage import artifact_problem
+
+    problem = artifact_problem(spec)
+    if problem is None:
+        return f"  artifacts  {spec.artifacts}"
+    return f"  artifacts  none: {problem}; trials keep no learning curve, config or result files (warning)"
+
+
 def warm_line(spec) -> list[str]:
     if not spec.warm_start or spec.phase == "confirm":
         return []
@@ -75,8 +91,11 @@ def warm_line(spec) -> list[str]:
             + ", ".join(label for label, _ in spec.warm_start)]
 
 
-def dashboard_hint(spec) -> str:
+def dashboard_hint(spec: StudySpec) -> str:
+    """The command that serves this study; ``--artifact-dir`` only for a folder that is there."""
     from effsearch.search.storage import rdb_url, redact
 
     storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
-    return f"optuna-dashboard {storage} --artifact-dir {spec.artifacts}"
+    there = spec.artifacts is not None and spec.artifacts.is_dir()
+    return f"optuna-dashboard {storage}" + (f" --artifact-dir {spec.artifacts}" if there else "")
+

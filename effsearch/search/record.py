@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import optuna
 import yaml
 
 from effsearch.config import TrainConfig
@@ -125,12 +126,9 @@ def upload_files(trial, store, result, config_yaml: str) -> list[str]:
     return ids
 
 
-def plot_curve(result, path: Path, title: str = "") -> bool:
+def plot_curve(result: RunResult, path: Path, title: str = "") -> bool:
     """Validation accuracy against train seconds, with the target line (~0.1 s: no pyplot state)."""
-    try:
-        from matplotlib.figure import Figure
-    except Exception:
-        return False
+    from matplotlib.figure import Figure  # a required dependency: a broken install is an error, recorded
     xs = [p.train_seconds for p in result.history]
     ys = [p.val_accuracy for p in result.history]
     fig = Figure(figsize=(5, 3.2), dpi=90)
@@ -191,10 +189,9 @@ def kfac_line(fallbacks: dict | None) -> str:
             f"{fallbacks['shape_mismatches']} shape mismatch(es))")
 
 
-def save_note(trial, text: str) -> None:
-    try:
-        from optuna_dashboard import save_note as _save
-    except Exception:  # the dashboard is optional at run time
-        return
+def save_note(trial: optuna.Trial, text: str) -> None:
+    """The trial's note on optuna-dashboard's page (a required dependency: a broken install raises)."""
+    from optuna_dashboard import save_note as _save
+
     _save(trial, text)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -145,10 +146,11 @@ def check_storage(spec) -> None:
 
 def storage_errors() -> tuple[type[Exception], ...]:
     """What a storage raises when it cannot answer: SQLAlchemy's errors (a database down, a
-    connection dropped) and OSError (a journal file or its lock)."""
+    connection dropped; Optuna's RDBStorage wraps those raised in a commit as its
+    StorageInternalError) and OSError (a journal file or its lock)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    return (SQLAlchemyError, OSError)
+    return (SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError)
 
 
 def why(e: Exception) -> str:
@@ -256,6 +258,7 @@ class JournalHeartbeat:
     def __init__(self, storage, interval: float):
         self.storage, self.interval = storage, interval
         self.trial_id: int | None = None
+        self.failed = False  # a stamp failed (warned once)
         self._wake = threading.Event()
         threading.Thread(target=self._loop, name="effsearch-heartbeat", daemon=True).start()
 
@@ -269,8 +272,13 @@ class JournalHeartbeat:
             return
         try:
             self.storage.set_trial_system_attr(trial_id, HEARTBEAT_KEY, time.time())
-        except Exception:  # the trial finished meanwhile
+        except optuna.exceptions.UpdateFinishedTrialError:  # the trial finished meanwhile
             pass
+        except storage_errors() as e:  # a stale stamp gets this trial re-queued elsewhere: say why, once
+            if not self.failed:
+                print(f"warning: cannot stamp the running trial's heartbeat ({why(e)}); other workers may "
+                      "take it for lost and queue it again", file=sys.stderr, flush=True)
+            self.failed = True
 
     def _loop(self) -> None:
         while not self._wake.wait(self.interval):
@@ -304,14 +312,14 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
             "its worker died before saying who it was (no heartbeat since it was asked for)"
         try:
             mark_failed(study, t, "lost", reason)
-        except Exception:  # another process got there first
+        except optuna.exceptions.UpdateFinishedTrialError:  # another process got there first
             continue
         if len(t.system_attrs.get("retry_history", [])) < max_retry:
             requeue(study, t, reason)
             reason += f"; queued again as trial {len(study.get_trials(deepcopy=False)) - 1}"
         try:
             save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
-        except Exception:  # the note is a courtesy
+        except storage_errors():  # mark_failed recorded the reason in its attributes; the note repeats it
             pass
         done.append(t.number)
     return done
@@ -344,15 +352,24 @@ def artifact_dir(study_path: Path | None, artifacts: str | None, storage: str) -
     return study_path.resolve().parent / f"{study_path.stem}.artifacts" if study_path is not None else None
 
 
-def artifact_store(spec):
-    """The study's artifact store (None when its folder cannot be made: trials then keep no files)."""
-    from optuna.artifacts import FileSystemArtifactStore
-
+def artifact_problem(spec) -> str | None:
+    """Why the study's artifact folder cannot be had (None: it exists now, made if it was not)."""
+    if spec.artifacts is None:
+        return "this storage has no study file to put the folder beside; give `artifacts:`"
     try:
         spec.artifacts.mkdir(parents=True, exist_ok=True)
-        return FileSystemArtifactStore(str(spec.artifacts))
-    except OSError:
+    except OSError as e:
+        return f"cannot create {spec.artifacts}: {e.strerror or e}"
+    return None
+
+
+def artifact_store(spec):
+    """The study's artifact store (None when its folder cannot be made: ``artifact_problem`` says why)."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    if artifact_problem(spec) is not None:
         return None
+    return FileSystemArtifactStore(str(spec.artifacts))
 
 
 # -- writes to trials, by id ---------------------------------------------------------------
@@ -398,8 +415,6 @@ def save_note_by_id(study: optuna.Study, trial, text: str) -> None:
     """The note of a trial this process does not hold (one a dead worker left behind)."""
     from types import SimpleNamespace
 
-    try:
-        from optuna_dashboard import save_note
-    except Exception:  # the dashboard is optional at run time
-        return
+    from optuna_dashboard import save_note  # a required dependency: a broken install is an error
+
     save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial._trial_id), text)

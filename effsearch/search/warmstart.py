@@ -10,10 +10,20 @@ the baseline's are. A config already queued is not queued again, so a resumed st
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from effsearch.config import TrainConfig
+import optuna
+import yaml
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.fields import load_yaml
 from effsearch.search import record
-from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY
+from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY, storage_errors, why
+
+if TYPE_CHECKING:
+    from effsearch.search.studyfile import StudySpec
 
 
 def enqueue(spec, study) -> list[str]:
@@ -36,46 +46,67 @@ def config_of(trial) -> TrainConfig | None:
     return record.stored_config(trial, WARM_CONFIG_KEY)
 
 
-def front_configs(study) -> list[tuple[str, TrainConfig]]:
-    """(label, the full-data config) of each trial on ``study``'s Pareto front."""
+def front_configs(study: optuna.Study) -> list[tuple[str, TrainConfig]]:
+    """(label, the full-data config) of each trial on ``study``'s Pareto front. A storage that
+    does not answer is a ConfigError naming --warm-start: report.front would read it as no
+    front, and the study would start with nothing queued and no word of why."""
     from effsearch.search import report
 
+    try:
+        trials = study.get_trials(deepcopy=False)
+        _ = study.directions  # report.front reads them too: a storage that fails, fails here
+    except storage_errors() as e:
+        raise ConfigError("--warm-start", f"cannot read the Pareto front of study {study.study_name!r}: "
+                                          f"{why(e)}") from None
     out = []
-    for t in report.front(study):
+    for t in report.front(study, trials):
         cfg = record.stored_config(t, "full_config") or record.stored_config(t)
         if cfg is not None:
             out.append((f"{study.study_name} trial {t.number}", cfg))
     return out
 
 
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
 def config_file(path: str) -> bool:
     """Whether ``path`` is a training config file (what ``effsearch best`` and ``train`` read),
     not a study file: a YAML mapping without a study's ``base``."""
-    from pathlib import Path
-
-    from effsearch.config.fields import load_yaml
-
     p = Path(path)
-    if not p.is_file() or p.suffix not in (".yaml", ".yml"):
+    if not p.is_file() or p.suffix not in YAML_SUFFIXES:
         return False
     try:
         raw = load_yaml(p.read_text())
-    except Exception:  # not YAML: let the study lookup say what is wrong
+    except yaml.YAMLError:  # not YAML: let the study lookup say what is wrong
         return False
+    except OSError as e:
+        raise ConfigError("--warm-start", f"cannot read {p}: {e.strerror or e}") from None
     return isinstance(raw, dict) and "base" not in raw and ("model" in raw or "dataset" in raw)
 
 
-def with_front_of(spec, earlier: str):
+def names_a_file(earlier: str) -> bool:
+    """Whether --warm-start's value is a file's path (a study or config file), not a study name."""
+    return Path(earlier).suffix in YAML_SUFFIXES or os.sep in earlier
+
+
+def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
     """``spec`` with ``earlier`` added to its warm starts: a training config file (an exported
     pick, trained as given), or the front of an earlier study (a study file, or a study name in
-    the same storage)."""
-    from effsearch.search.lookup import open_study
-
+    the same storage). What cannot be read is a ConfigError naming --warm-start (exit code 2:
+    nothing has run yet, as with a storage that cannot be opened)."""
+    from effsearch.search.lookup import StudyNotFound, open_study
     from effsearch.search.studyfile import study_path
 
     if config_file(earlier):
         cfg = TrainConfig.from_yaml(earlier)
         return dataclasses.replace(spec, warm_start=list(spec.warm_start) + [(earlier, cfg)])
+    if study_path(earlier) is None and names_a_file(earlier):
+        raise ConfigError("--warm-start", f"no such file: {Path(earlier).expanduser().resolve()}")
     # A study file keeps its own storage; a bare name is looked up in this study's.
-    study, _ = open_study(earlier, None if study_path(earlier) else spec.storage)
+    try:
+        study, _ = open_study(earlier, None if study_path(earlier) else spec.storage)
+    except ConfigError as e:
+        raise ConfigError("--warm-start", f"{earlier}: {e.message}") from None
+    except StudyNotFound as e:
+        raise ConfigError("--warm-start", f"no study {earlier!r}: {e}") from None
     return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))

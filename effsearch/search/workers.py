@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import optuna
 from optuna.trial import TrialState
@@ -30,7 +32,10 @@ from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
 from effsearch.search.storage import (STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store, has_note,
                                       mark_failed, open_storage, requeue, requeue_dead_local, save_note_by_id,
-                                      worker_id)
+                                      storage_errors, why, worker_id)
+
+if TYPE_CHECKING:
+    from effsearch.search.studyfile import StudySpec
 
 
 WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
@@ -59,7 +64,7 @@ def warm_up(cfg: TrainConfig, data_root=None) -> float:
     return time.perf_counter() - t
 
 
-def requeue_interrupted(study) -> None:
+def requeue_interrupted(study: optuna.Study) -> None:
     """Trials this process lost to Ctrl-C (or SIGTERM) go back to the queue, so a rerun resumes them."""
     me = worker_id()
     trials = study.get_trials(deepcopy=False)
@@ -70,7 +75,7 @@ def requeue_interrupted(study) -> None:
         if t.state == TrialState.RUNNING:  # stopped by a signal Optuna did not see
             try:
                 mark_failed(study, t, "interrupted")
-            except Exception:
+            except optuna.exceptions.UpdateFinishedTrialError:  # it finished (or was failed elsewhere) meanwhile
                 continue
         elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in report.COUNTED_FAIL:
             continue  # finished, or a real failure: nothing to resume
@@ -87,8 +92,8 @@ def keyboard_interrupt_on_sigint() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None, t0=None,
-         since: float | None = None, warm: bool = True) -> str:
+def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, progress: bool = False,
+         out: TextIO | None = None, t0: float | None = None, since: float | None = None, warm: bool = True) -> str:
     """One worker: run trials until the study has n_trials, the timeout passes, the budget is
     spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
 
@@ -108,15 +113,13 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
         return "done"
     keyboard_interrupt_on_sigint()
     if warm:
-        try:
-            warm_up(phases.trial_config(spec, spec.baseline), data_root)
-        except Exception:  # the main process checked the baseline already; never cost the study for this
-            pass
+        warm_up_or_warn(spec, index, data_root)
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
-    callbacks = [stop, budget, failures, lambda study, trial: mark_lost(spec, study)] + \
-        ([Progress(spec, study, out, t0)] if progress else [])
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
     objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
+    callbacks = [stop, budget, failures, lambda study, trial: mark_lost(spec, study),
+                 lambda study, trial: objective.uncounted and study.stop()] + \
+        ([Progress(spec, study, out, t0)] if progress else [])
     try:
         while True:
             left = None if spec.timeout is None else spec.timeout - (time.time() - started)
@@ -126,6 +129,10 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
                            # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
                            gc_after_trial=spec.space.machine.device == "cuda")
             if failures.hit:
+                return "failed"
+            if objective.uncounted:
+                print(f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
+                      file=out or sys.stderr, flush=True)
                 return "failed"
             if budget.reached(study):
                 break
@@ -143,6 +150,17 @@ def work(spec, index: int = 0, data_root=None, progress: bool = False, out=None,
     return "done"
 
 
+def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -> None:
+    """A worker's warm-up; one that fails is a warning with its cause (the main process's
+    pre-flight trained the baseline's config already, so the study goes on, but this worker's
+    first timed trial then pays the process's first-run costs)."""
+    try:
+        warm_up(phases.trial_config(spec, spec.baseline), data_root)
+    except Exception as e:  # noqa: BLE001 - printed with its cause; the trials that follow record their own
+        print(f"warning: worker {index}: the warm-up run of the baseline's config failed ({type(e).__name__}: "
+              f"{e}); its first trial's time includes this process's first-run costs", file=sys.stderr, flush=True)
+
+
 def reap_dead(spec, study) -> list[int]:
     """Fail (and queue again) the trials of workers that are gone."""
     hb = spec.heartbeat
@@ -155,7 +173,7 @@ def reap_dead(spec, study) -> list[int]:
     return mark_lost(spec, study)
 
 
-def mark_lost(spec, study) -> list[int]:
+def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
     """A note on each trial Optuna failed by heartbeat (at any worker's next trial): FAIL with
     nothing recorded, its worker having died mid-trial. (A finished trial's attributes cannot
     change; its note lives on the study.)"""
@@ -174,8 +192,9 @@ def mark_lost(spec, study) -> list[int]:
                   f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
         try:
             save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
-        except Exception:  # the note is a courtesy
-            pass
+        except storage_errors() as e:  # the note is all a heartbeat-failed trial has: say it is missing
+            print(f"warning: cannot write the note of trial {t.number} (lost: {reason}): {why(e)}",
+                  file=sys.stderr, flush=True)
     return [t.number for t in lost]
 
 
