@@ -29,8 +29,12 @@ def test_overrides_are_dotted_yaml_values_and_validated(tmp_path):
     cfg = TrainConfig.from_yaml(path, ["optimizer.lr=0.2", "algorithms={ema: {half_life: 10ba}}", "epochs=3"])
     assert cfg.optimizer.lr == 0.2 and cfg.epochs == 3
     assert cfg.algorithms == {"ema": {"half_life": "10ba"}}
-    with pytest.raises(ConfigError, match=r"c.yaml: optimizer.lr: must be in \(0.0, 10.0\]; got -1"):
+    # A value --set gave is the flag's error; the file's own values stay the file's.
+    with pytest.raises(ConfigError, match=r"^--set: optimizer.lr: must be in \(0.0, 10.0\]; got -1"):
         TrainConfig.from_yaml(path, ["optimizer.lr=-1"])
+    path.write_text(yaml.safe_dump(tiny(epochs=0)))
+    with pytest.raises(ConfigError, match=r"c.yaml: epochs: must be in"):
+        TrainConfig.from_yaml(path, ["optimizer.lr=0.2"])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -99,7 +103,7 @@ def test_nan_and_infinity_are_refused_with_the_field_named(tmp_path, item, field
     # NaN compares false with every bound, so a range check alone lets it through.
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(tiny()))
-    with pytest.raises(ConfigError, match=rf"c.yaml: {re.escape(field)}: must be a finite number"):
+    with pytest.raises(ConfigError, match=rf"--set: {re.escape(field)}: must be a finite number"):
         TrainConfig.from_yaml(path, [item])
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from effsearch.config.fields import ConfigError
+from effsearch.config.fields import ConfigError, quote
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def check_algorithms(algos: dict) -> None:
             params = {}
             algos[name] = params
         if not isinstance(params, dict):
-            raise ConfigError(where, f"must be a mapping of parameters (or {{}} for defaults); got {params!r}")
+            raise ConfigError(where, f"must be a mapping of parameters (or {{}} for defaults); got {quote(params)}")
         for key, value in params.items():
             check_param(spec, where, key, value)
 
@@ -172,11 +172,11 @@ def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:
         want = "a number, a time string or null"
     if key in spec.choices:
         if value not in spec.choices[key]:
-            raise ConfigError(name, f"must be one of {', '.join(map(str, spec.choices[key]))}; got {value!r}")
+            raise ConfigError(name, f"must be one of {', '.join(map(str, spec.choices[key]))}; got {quote(value)}")
         return
     if not ok:
-        raise ConfigError(name, f"must be {want}; got {value!r}")
+        raise ConfigError(name, f"must be {want}; got {quote(value)}")
     if key in spec.ranges and isinstance(value, (int, float)) and not isinstance(value, bool):
         lo, hi = spec.ranges[key]
         if not lo <= value <= hi:
-            raise ConfigError(name, f"must be in [{lo}, {hi}]; got {value!r}")
+            raise ConfigError(name, f"must be in [{lo}, {hi}]; got {quote(value)}")

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from effsearch.config.fields import ConfigError, coerce, spec
+from effsearch.config.fields import ConfigError, coerce, quote, spec
 
 
 @dataclass
@@ -169,11 +169,11 @@ def check_named(value: Any, field_name: str, table: dict[str, type]) -> dict:
     if isinstance(value, str) or value is None:
         value = {"name": value or "none"}
     if not isinstance(value, dict) or "name" not in value:
-        raise ConfigError(field_name, f"must be one of {', '.join(table)} or a mapping with `name`; got {value!r}")
+        raise ConfigError(field_name, f"must be one of {', '.join(table)} or a mapping with `name`; got {quote(value)}")
     name = value["name"]
     if name not in table:
         raise ConfigError(f"{field_name}.name" if len(value) > 1 else field_name,
-                          f"unknown {field_name} {name!r}; allowed: {', '.join(table)}")
+                          f"unknown {field_name} {quote(name)}; allowed: {', '.join(table)}")
     options = check_options(table[name], {k: v for k, v in value.items() if k != "name"}, field_name, name)
     return {"name": name, **options}
 
@@ -183,11 +183,11 @@ def check_heartbeat(value: Any, field_name: str = "heartbeat") -> dict:
     least the interval (a shorter grace would call every live worker dead)."""
     hb = value or {}
     if not isinstance(hb, dict):
-        raise ConfigError(field_name, f"must be a mapping with interval, grace_period, max_retry; got {hb!r}")
+        raise ConfigError(field_name, f"must be a mapping with interval, grace_period, max_retry; got {quote(hb)}")
     out = {**defaults(Heartbeat), **check_options(Heartbeat, hb, field_name)}
     if out.get("grace_period") is None:
         out["grace_period"] = 3 * out["interval"]
     if out["grace_period"] < out["interval"]:
         raise ConfigError(f"{field_name}.grace_period", f"must be >= {out['interval']:g} (heartbeat.interval); "
-                                                        f"got {out['grace_period']!r}")
+                                                        f"got {quote(out['grace_period'])}")
     return {"interval": out["interval"], "grace_period": out["grace_period"], "max_retry": out["max_retry"]}

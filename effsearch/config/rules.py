@@ -36,7 +36,7 @@ from effsearch.config.choices import (
     SPARSIFIERS,
     WEIGHTED_SELECTIONS,
 )
-from effsearch.config.fields import ConfigError, get_path
+from effsearch.config.fields import ConfigError, get_path, quote
 from effsearch.config.sources import FILE_DATASETS, ModelFacts, dataset_kind, facts, model_kind
 
 Pred = Callable[[dict], bool]
@@ -144,23 +144,23 @@ _UNWEIGHTED = ", ".join(s for s in ("random", "random-online", "glister", "glist
 RULES: list[Rule] = [
     Rule("dataset.path", "dataset.path", on=lambda c: dataset_kind(_dataset_name(c)) in FILE_DATASETS,
          forbids=lambda c: not get_path(c, "dataset.path"),
-         message=lambda c: f"dataset.name {_dataset_name(c)!r} reads its data from dataset.path; set it (a folder "
+         message=lambda c: f"dataset.name {quote(_dataset_name(c))} reads its data from dataset.path; set it (a folder "
                            "of class folders for imagefolder, a .npz file, or a folder written by datasets' "
                            "save_to_disk for hf)",
          when="a dataset read from a path", reads=("dataset.name",)),
     Rule("dataset.path", "dataset.path", on=lambda c: bool(get_path(c, "dataset.path")),
          forbids=lambda c: dataset_kind(_dataset_name(c)) not in FILE_DATASETS,
          message=lambda c: f"only applies to dataset.name {', '.join(FILE_DATASETS)}; dataset.name is "
-                           f"{_dataset_name(c)!r}",
+                           f"{quote(_dataset_name(c))}",
          when="dataset imagefolder, npz or hf", reads=("dataset.name",)),
     Rule("model.width", "model.width", on=lambda c: bool(get_path(c, "model.width", 0)),
          forbids=lambda c: model_kind(_model_name(c)) in ("torchvision", "timm"),
          message=lambda c: f"applies to the built-in models and to factories that take `width`; "
-                           f"{_model_name(c)!r} takes its size from its name or model.kwargs",
+                           f"{quote(_model_name(c))} takes its size from its name or model.kwargs",
          when="a built-in model or a factory", reads=("model.name",)),
     Rule("schedule.milestones", "schedule.milestones",
          on=lambda c: get_path(c, "schedule.name", "cosine") == "multistep", forbids=_bad_milestones,
-         message=lambda c: f"must be fractions in (0, 1); got {get_path(c, 'schedule.milestones', [0.5, 0.75])!r}",
+         message=lambda c: f"must be fractions in (0, 1); got {quote(get_path(c, 'schedule.milestones', [0.5, 0.75]))}",
          when="fractions in (0, 1)", reads=("schedule.milestones",)),
     Rule("sparsity.end", "sparsity.end",
          on=lambda c: get_path(c, "sparsity.target", 0.0) > 0 and get_path(c, "sparsity.schedule",
@@ -178,13 +178,13 @@ RULES: list[Rule] = [
     # weights through one compiled pipeline (effsearch.trainer.ffcv_loader).
     Rule("selection.greedy", "selection.greedy",
          on=lambda c: _strategy(c) != "full", forbids=_greedy_wrong,
-         message=lambda c: f"{get_path(c, 'selection.greedy')!r} does not apply to {_strategy(c)!r} "
+         message=lambda c: f"{quote(get_path(c, 'selection.greedy'))} does not apply to {quote(_strategy(c))} "
                            "(greedy methods by strategy: "
                            + "; ".join(f"{f}: {', '.join(g)}" for f, g in GREEDY.items()) + "; others take 'auto')",
          when="a greedy method of the strategy", reads=("selection.strategy",)),
     Rule("selection.select_every", "selection.select_every",
          on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_never_selects,
-         message=lambda c: f"{_strategy(c)!r} would never run: without a warm start (int(kappa * epochs) = 0) "
+         message=lambda c: f"{quote(_strategy(c))} would never run: without a warm start (int(kappa * epochs) = 0) "
                            "the first subset is random, as in CORDS, and the strategy first selects after "
                            f"select_every = {get_path(c, 'selection.select_every', 5)} epochs, but training lasts "
                            f"{float(c.get('epochs', 5)):g} epochs; lower selection.select_every or raise "
@@ -193,7 +193,7 @@ RULES: list[Rule] = [
          reads=("epochs", "selection.kappa", "selection.select_every")),
     Rule("optimizer.fused", "optimizer.fused",
          on=lambda c: bool(get_path(c, "optimizer.fused")), forbids=lambda c: _optimizer(c) not in FUSABLE,
-         message=lambda c: f"{_optimizer(c)!r} has no fused step (Composer's DecoupledSGDW); fused applies to "
+         message=lambda c: f"{quote(_optimizer(c))} has no fused step (Composer's DecoupledSGDW); fused applies to "
                            f"{', '.join(FUSABLE)}; set it to null or false",
          when="optimizer sgd, adamw or kfac", reads=("optimizer.name",)),
     # K-FAC reads each layer's inputs and output gradients through module hooks.
@@ -211,7 +211,7 @@ RULES: list[Rule] = [
          when="optimizer not kfac-sgd", reads=("optimizer.name",)),
     Rule("distributed.compression.method", "distributed.compression.method",
          on=lambda c: _method(c) != "none", forbids=lambda c: not _parallel(c),
-         message=lambda c: f"{_method(c)!r} compresses what processes exchange; distributed.processes is 1 "
+         message=lambda c: f"{quote(_method(c))} compresses what processes exchange; distributed.processes is 1 "
                            "(raise it, or use method none)",
          when="processes > 1", reads=("distributed.processes",)),
     Rule("distributed.backend", "distributed.backend",
@@ -220,7 +220,7 @@ RULES: list[Rule] = [
          message="'nccl' needs CUDA devices; device is 'cpu' (use gloo or auto)",
          when="device not cpu", reads=("device",)),
     Rule("distributed.processes", "loader", on=_parallel, forbids=lambda c: _loader(c) != "torch",
-         message=lambda c: f"{_loader(c)!r} is not sharded across processes; with distributed.processes > 1 "
+         message=lambda c: f"{quote(_loader(c))} is not sharded across processes; with distributed.processes > 1 "
                            "use loader torch",
          when="loader torch", reads=("loader",)),
     *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_parallel,
@@ -237,7 +237,7 @@ RULES: list[Rule] = [
          on=lambda c: _parallel(c) and bool(get_path(c, "distributed.compression.error_feedback", False)),
          forbids=lambda c: _method(c) in ("none", "fp16", "bf16"),
          message=lambda c: f"applies to {', '.join(SPARSIFIERS + QUANTIZERS + ('powersgd',))}; "
-                           f"method is {_method(c)!r}",
+                           f"method is {quote(_method(c))}",
          when="a lossy method but fp16/bf16", reads=("distributed.compression.method",)),
     Rule("distributed.compression.granularity", "distributed.compression.granularity",
          on=lambda c: _parallel(c) and get_path(c, "distributed.compression.granularity",
@@ -249,17 +249,17 @@ RULES: list[Rule] = [
     # model probed as built: effsearch.config.sources), so no trial meets a model it cannot change.
     *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_lacks(spec.needs_structure),
            message=lambda c, n=spec.needs_structure: f"needs a model with {STRUCTURE[n]}; model.name "
-                                                      f"{_model_name(c)!r} has none",
+                                                      f"{quote(_model_name(c))} has none",
            when=f"a model with {STRUCTURE[spec.needs_structure]}", reads=("model.name", "model.kwargs"))
       for name, spec in ALGORITHMS.items() if spec.needs_structure],
     Rule("selection.model_based", "selection.strategy",
          on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_lacks("final_linear"),
-         message=lambda c: f"{_strategy(c)!r} takes its embeddings from the input of the model's final "
-                           f"nn.Linear; model.name {_model_name(c)!r} does not end in one (use random, "
+         message=lambda c: f"{quote(_strategy(c))} takes its embeddings from the input of the model's final "
+                           f"nn.Linear; model.name {quote(_model_name(c))} does not end in one (use random, "
                            "random-online or full)",
          when="a model ending in nn.Linear", reads=("model.name", "model.kwargs")),
     *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: _loader(c) != "torch",
-           message=lambda c: f"works on the torch loader's per-image transforms only; loader is {_loader(c)!r}",
+           message=lambda c: f"works on the torch loader's per-image transforms only; loader is {quote(_loader(c))}",
            when="loader torch", reads=("loader",))
       for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
     # A pair that cannot both be on is a rule of each; validation names the later one (by name).
@@ -275,7 +275,7 @@ RULES: list[Rule] = [
     # but drops the weights of that part: refused.
     Rule("algorithms.selective_backprop", "algorithms.selective_backprop", on=_has("selective_backprop"),
          forbids=lambda c: _strategy(c) in WEIGHTED_SELECTIONS,
-         message=lambda c: f"cannot be combined with selection.strategy {_strategy(c)!r}: SelectiveBackprop keeps "
+         message=lambda c: f"cannot be combined with selection.strategy {quote(_strategy(c))}: SelectiveBackprop keeps "
                            "a loss-ranked part of each batch but not the CORDS per-sample weights of that part, so "
                            f"the weighted loss would be wrong; use an unweighted strategy ({_UNWEIGHTED}) or drop "
                            "selective_backprop",
@@ -290,7 +290,7 @@ RULES: list[Rule] = [
     # Precision x device. device: auto is resolved on the machine (effsearch.config.machine),
     # which runs this same rule on the resolved device.
     Rule("precision", "precision", on=lambda c: _precision(c) != "fp32", forbids=lambda c: c.get("device") == "cpu",
-         message=lambda c: f"{_precision(c)!r} needs a CUDA device; on CPU use fp32",
+         message=lambda c: f"{quote(_precision(c))} needs a CUDA device; on CPU use fp32",
          when="a CUDA device", reads=("device",)),
 ]
 

@@ -33,7 +33,7 @@ from effsearch.config.choices import (
     SCHEDULES,
     SELECTIONS,
 )
-from effsearch.config.fields import ConfigError, apply_override, build, read_yaml, set_path, spec
+from effsearch.config.fields import ConfigError, apply_override, build, overridden, read_yaml, set_path, spec
 from effsearch.config.sources import check_dataset_name, check_model_name
 
 
@@ -210,9 +210,11 @@ class TrainConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
         data = read_yaml(path)
-        for item in overrides or []:
-            apply_override(data, item, source=str(path))
-        return cls.from_dict(data, source=str(path))
+        keys = [apply_override(data, item) for item in overrides or []]
+        try:
+            return cls.from_dict(data)
+        except ConfigError as e:  # a value --set gave is the flag's error, not the file's
+            raise e.with_source("--set" if overridden(e, keys) else str(path)) from None
 
     def dump(self, path: str | Path, header: str = "") -> None:
         text = self.to_yaml()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from effsearch.config import ConfigError
+from effsearch.config.fields import quote
 
 
 class StudyNotFound(Exception):
@@ -46,7 +47,8 @@ def check_name(storage, name: str, url: str) -> None:
 
     names = optuna.get_all_study_names(storage)
     if name not in names:
-        raise UnknownStudy("study", f"no study {name!r} in {redact(url)} (studies there: {', '.join(names) or 'none'})")
+        raise UnknownStudy("study", f"no study {quote(name)} in {redact(url)} "
+                                    f"(studies there: {', '.join(names) or 'none'})")
 
 
 def open_study(study: str, storage_flag: str | None = None):

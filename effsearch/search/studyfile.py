@@ -51,7 +51,7 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
-from effsearch.config.fields import set_path
+from effsearch.config.fields import quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
 from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
@@ -147,13 +147,13 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     # Plugins first: the configs below may name what they bring.
     plugins = raw.get("plugins") or []
     if not isinstance(plugins, list):
-        raise ConfigError("plugins", f"must be a list of module names; got {plugins!r}")
+        raise ConfigError("plugins", f"must be a list of module names; got {quote(plugins)}")
     add_search_path(here)
     import_plugins(plugins)
 
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError("name", f"must be a non-empty string; got {name!r}")
+        raise ConfigError("name", f"must be a non-empty string; got {quote(name)}")
 
     # Base and baseline configs.
     base_raw = raw.get("base", {})
@@ -165,12 +165,13 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
         base_dict = copy.deepcopy(base_raw)
         base = _config(base_dict, "base")
     else:
-        raise ConfigError("base", f"must be a TrainConfig mapping or a path to a TrainConfig YAML; got {base_raw!r}")
+        raise ConfigError("base", "must be a TrainConfig mapping or a path to a TrainConfig YAML; "
+                                  f"got {quote(base_raw)}")
     baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
     warm_raw = raw.get("warm_start") or []
     if not isinstance(warm_raw, list):
         raise ConfigError("warm_start", "must be a list of configs (mappings of dotted keys, like baseline) or recipe "
-                                        f"names (recipe:NAME, recipes); got {warm_raw!r}")
+                                        f"names (recipe:NAME, recipes); got {quote(warm_raw)}")
     for i, r in enumerate(warm_raw):  # a recipe's name is checked now; the recipe, once the machine is known
         if recipes.is_recipe(r):
             recipes.names(r, f"warm_start[{i}]")
@@ -195,7 +196,8 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
             for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
                 if getattr(cfg, key) != want:
                     raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
-                                                          f"must measure it); {label}.{key} is {getattr(cfg, key)!r}")
+                                                          f"must measure it); {label}.{key} is "
+                                                          f"{quote(getattr(cfg, key))}")
     from effsearch.spaces.space import Space
 
     space = Space.build(base, raw.get("space"), machine)
@@ -226,11 +228,11 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
                                      "use the default journal file or PostgreSQL for several workers")
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
-        raise ConfigError("artifacts", f"must be a folder path; got {artifacts!r}")
+        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
     artifacts_dir = artifact_dir(path, artifacts, storage)
     description = raw.get("description", "")
     if not isinstance(description, str):
-        raise ConfigError("description", f"must be a string; got {description!r}")
+        raise ConfigError("description", f"must be a string; got {quote(description)}")
 
     return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
                      baseline=baseline, objectives=objectives, space=space, sampler=sampler,
@@ -245,7 +247,7 @@ def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
     """``base`` with a mapping of dotted TrainConfig keys applied (the baseline, a warm start)."""
     if not isinstance(overrides, dict):
         raise ConfigError(prefix, "must be a mapping of dotted TrainConfig keys to values, applied to base "
-                                  f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {overrides!r}")
+                                  f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {quote(overrides)}")
     d = base.to_dict()
     for key, value in overrides.items():
         set_path(d, str(key), copy.deepcopy(value))
@@ -312,7 +314,7 @@ def _storage(flag: str | None, value: Any, path: Path) -> str:
         where, base_dir, text = "--storage", Path.cwd(), flag
     elif value is not None:
         if not isinstance(value, str) or not value.strip():
-            raise ConfigError("storage", f"must be a storage URL or a file path; got {value!r}")
+            raise ConfigError("storage", f"must be a storage URL or a file path; got {quote(value)}")
         where, base_dir, text = "storage", path.resolve().parent, value
     else:
         return str(path.resolve().parent / f"{path.stem}.journal")
@@ -348,6 +350,6 @@ def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
         except ConfigError as e:
             raise e.with_source(str(path)) from None
     if storage_flag is None:
-        raise ConfigError("study", f"{study!r} is neither a study file nor a study name under studies/; "
+        raise ConfigError("study", f"{quote(study)} is neither a study file nor a study name under studies/; "
                                    "give a study file, or the name with --storage URL")
     return study, _storage(storage_flag, None, Path("study.yaml"))
