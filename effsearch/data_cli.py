@@ -23,7 +23,12 @@ def add_data_parser(sub) -> None:
                     "makes them) as FFCV .beton files: images, labels and each sample's index. Runs with "
                     "`loader: ffcv` reuse them, and write them first when they are missing or stale (other "
                     "split seed or fraction, changed dataset files). Needs the ffcv extra.")
-    p.add_argument("dataset", choices=DATASETS, metavar="DATASET", help=f"one of {', '.join(DATASETS)}")
+    p.add_argument("dataset", metavar="DATASET",
+                   help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz or hf (with --path), or an import "
+                        "path package.module:callable")
+    p.add_argument("--path", help="dataset.path: the folder or file imagefolder, npz and hf read")
+    p.add_argument("--test-fraction", type=float, help="dataset.test_fraction (default 0.2; a source without "
+                                                       "a test split)")
     p.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     p.add_argument("--out", help="write the files into this folder (default: DATA/ffcv/DATASET/SPLITKEY, "
                                  "where runs look for them)")
@@ -40,7 +45,8 @@ def cmd_prepare(args) -> int:
     from effsearch.config import TrainConfig
 
     dataset = {"name": args.dataset}
-    for flag in ("val_fraction", "split_seed", "data_fraction", "image_size", "synthetic_size"):
+    for flag in ("path", "test_fraction", "val_fraction", "split_seed", "data_fraction", "image_size",
+                 "synthetic_size"):
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
     cfg = TrainConfig.from_dict({"dataset": dataset, "loader": "ffcv"}, source="effsearch data prepare")

@@ -96,3 +96,18 @@ def test_a_folder_larger_than_memory_trains_with_ffcv_and_is_refused_without(F, 
     assert main(["train", str(cfg), "--set", "loader=ffcv", "--out", str(tmp_path / "ffcv"), "--quiet"]) == 0
     result = json.loads((tmp_path / "ffcv" / "result.json").read_text())
     assert result["status"] == "completed" and result["final"]["val_accuracy"] > 0.6
+
+
+def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(F, tmp_path, capsys):
+    from effsearch.cli import main
+
+    folder = colour_folder(tmp_path / "images")
+    data = tmp_path / "data"
+    assert main(["data", "prepare", "imagefolder", "--path", str(folder), "--data-dir", str(data)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    D._CACHE.clear()
+    cfg = config(folder, tmp_path, "ffcv")
+    prepared = F.ensure_betons(cfg, D.load_splits(cfg, data), data_root=data)
+    assert not prepared.written  # up to date: the run's split settings are the command's defaults
+    assert main(["data", "prepare", "imagefolder", "--data-dir", str(data)]) == 2
+    assert "dataset.path:" in capsys.readouterr().err
