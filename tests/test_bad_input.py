@@ -6,6 +6,7 @@ so a traceback or a stray file (runs/, a journal) shows."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,103 @@ def test_a_huge_set_value_is_quoted_short(tmp_path):
     write(tmp_path / "c.yaml", tiny())
     refused(effsearch(tmp_path, "train", "c.yaml", "--set", "epochs=" + "9" * 50_000 + "x"), "epochs")
     refused(effsearch(tmp_path, "train", "c.yaml", "--set", "y" * 100_000), "--set", "KEY=VALUE")
+
+
+# -- 2. values the schema took but the library receiving them does not -----------------------------------
+
+@pytest.mark.parametrize("item, field", [("seed=4294967296", "seed"), ("seed=99999999999999999999999", "seed"),
+                                         ("dataset.split_seed=4294967295", "dataset.split_seed")])
+def test_a_seed_no_receiver_takes_is_refused_before_training(tmp_path, item, field):
+    # Composer's seed_all, np.random.seed and scikit-learn's random_state take [0, 2**32 - 1]; the
+    # data splits draw with split_seed + 1..3.
+    write(tmp_path / "c.yaml", tiny())
+    before = files(tmp_path)
+    refused(effsearch(tmp_path, "train", "c.yaml", "--set", item), "--set", f"{field}: must be in [0, ")
+    assert files(tmp_path) == before
+    assert TrainConfig.from_dict(tiny(seed=2**32 - 1, **{"dataset.split_seed": 2**32 - 4})).seed == 2**32 - 1
+
+
+def test_a_study_seed_optuna_cannot_take_is_refused_before_the_study_is_made(tmp_path):
+    write(tmp_path / "s.yaml", {**STUDY, "seed": 2**32})
+    before = files(tmp_path)
+    refused(effsearch(tmp_path, "run", "s.yaml"), "s.yaml", "seed: must be in [0, 4294967295]")
+    assert files(tmp_path) == before  # no journal: the study was never created
+
+
+def test_phase_two_seeds_past_the_bound_are_refused(tmp_path):
+    from effsearch.search import studyfile
+
+    study = {**STUDY, "base": {**STUDY["base"], "seed": 2**32 - 2}, "tuning": {"name": "subset", "seeds": 3}}
+    with pytest.raises(ConfigError, match=r"tuning.seeds: .*seeds base.seed \+ 0..2"):
+        studyfile.from_mapping(study, tmp_path / "s.yaml")
+    assert studyfile.from_mapping({**study, "tuning": {"name": "subset", "seeds": 2}}, tmp_path / "s.yaml")
+
+
+# Each: the parameters, and what the error says (None: allowed, and Composer builds it).
+TIMES = [
+    ("ema", {"half_life": "100xx"}, "a number and a unit"),
+    ("ema", {"half_life": "1.5ba"}, "a whole number"),
+    ("ema", {"half_life": "0ba"}, "must be more than 0"),
+    ("ema", {"half_life": "10dur"}, "unit 'dur' is not allowed for half_life (allowed: ba batches, ep epochs)"),
+    ("ema", {"half_life": "5ep", "update_interval": "1ba"}, "the same unit as half_life"),
+    ("ema", {"update_interval": "3sp"}, "unit 'sp' is not allowed for update_interval"),
+    ("ema", {"ema_start": "7tok"}, "unit 'tok'"),
+    ("ema", {"ema_start": "1.5dur"}, "in [0, 1]"),
+    ("ema", {"ema_start": "inf ba"}, "a number and a unit"),
+    ("ema", {"smoothing": 0.99}, "half_life or smoothing, not both"),
+    ("ema", {"half_life": None}, "half_life or smoothing"),
+    ("ema", {"smoothing": 0.99, "half_life": None}, "needs update_interval"),
+    ("ema", {"half_life": 100}, "must be a Composer time string"),
+    ("swa", {"swa_start": "0.9dur", "swa_end": "0.8dur"}, "must be after swa_start"),
+    ("swa", {"swa_start": "0.8dur", "swa_end": "0.8dur"}, "must be after swa_start"),
+    ("swa", {"swa_start": "2ep", "swa_end": "0.9dur"}, "the same unit as swa_start"),
+    ("swa", {"swa_start": "100ba", "swa_end": "200ba"}, "unit 'ba' is not allowed for swa_start"),
+    ("swa", {"update_interval": "0.5dur"}, "unit 'dur' is not allowed for update_interval"),
+    ("swa", {"anneal_steps": 0}, "must be in [1, "),
+    ("ema", {"half_life": "1e3ba", "ema_start": "0.1dur"}, None),
+    ("ema", {"half_life": "2ep", "update_interval": "1ep", "ema_start": "100sp"}, None),
+    ("ema", {"smoothing": 0.99, "half_life": None, "update_interval": "1ep"}, None),
+    ("swa", {"swa_start": "2ep", "swa_end": "4ep", "update_interval": "10ba"}, None),
+    ("swa", {"swa_start": "0.5dur", "swa_end": "1dur"}, None),
+]
+
+
+@pytest.mark.parametrize("algo, params, message", TIMES)
+def test_composer_time_strings_are_checked_at_load(algo, params, message):
+    cfg = tiny(algorithms={algo: dict(params)})
+    if message is None:
+        assert TrainConfig.from_dict(cfg).algorithms[algo] == params
+    else:
+        with pytest.raises(ConfigError, match=rf"^algorithms\.{algo}(\.\w+)?: .*{re.escape(message)}"):
+            TrainConfig.from_dict(cfg)
+
+
+def test_what_the_check_allows_composer_builds_and_what_composer_refuses_the_check_refuses():
+    """The time-string check agrees with Composer's own constructors, without importing Composer."""
+    import composer.algorithms as ca
+
+    from effsearch.config.algorithms import ALGORITHMS
+
+    for algo, params, message in TIMES:
+        spec = ALGORITHMS[algo]
+        try:
+            getattr(ca, spec.composer_name)(**{**spec.params, **params})
+            built = True
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError, AttributeError):
+            built = False
+        if message is None or not built:  # ours may refuse more (a unit the loop never counts, a 0)
+            assert built == (message is None), (algo, params)
+
+
+def test_a_bad_time_string_in_a_warm_start_is_refused_at_load(tmp_path):
+    write(tmp_path / "s.yaml", {**STUDY, "warm_start": [{"algorithms": {"ema": {"half_life": "100xx"}}}]})
+    before = files(tmp_path)
+    refused(effsearch(tmp_path, "run", "s.yaml"), "s.yaml", "warm_start[0].algorithms.ema.half_life")
+    assert files(tmp_path) == before
+
+
+def test_a_bad_time_string_is_refused_before_training(tmp_path):
+    write(tmp_path / "c.yaml", tiny(algorithms={"swa": {"swa_start": "0.9dur", "swa_end": "0.5dur"}}))
+    before = files(tmp_path)
+    refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml", "algorithms.swa.swa_end")
+    assert files(tmp_path) == before

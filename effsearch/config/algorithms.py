@@ -8,10 +8,21 @@ building the Composer objects is ``effsearch.trainer.algorithms``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from effsearch.config.fields import ConfigError, quote
+
+
+@dataclass(frozen=True)
+class TimeParam:
+    """A parameter Composer reads as a time string (``Time.from_timestring``): the units it takes
+    here, whether 0 is allowed and whether null is."""
+
+    units: tuple[str, ...]
+    positive: bool = False  # Composer divides by it (half_life) or takes steps modulo it (update_interval)
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -21,6 +32,7 @@ class AlgoSpec:
     fixed: dict = field(default_factory=dict)  # passed by effsearch, not by users
     ranges: dict = field(default_factory=dict)  # parameter -> (low, high) inclusive
     choices: dict = field(default_factory=dict)  # parameter -> allowed values
+    times: dict = field(default_factory=dict)  # parameter -> TimeParam (a Composer time string)
     needs_structure: str = ""  # a field of sources.ModelFacts the model must have (the rules read it)
     needs_torch_loader: bool = False  # edits a torchvision dataset's transforms
     mixes_targets: bool = False  # builds soft / permuted targets in the loss
@@ -33,6 +45,15 @@ class AlgoSpec:
 _P01 = (0.0, 1.0)
 TIME = "a Composer time string such as '100ba', '2ep' or '0.5dur'"
 
+# The units effsearch's loop counts (trainer/loop.py keeps Composer's timestamp in epochs, batches
+# and samples; dur is batches over the run's). Composer also parses tok, iter and sec, which this
+# loop never advances: an ema_start of '10tok' would never start.
+TIME_UNITS = {"ba": "batches", "ep": "epochs", "sp": "samples", "dur": "a fraction of training"}
+# Composer's grammar (Time.from_timestring): a number, then a unit. Its number is whatever
+# Python's float() reads ('inf', ' 1_0'); this takes plain decimals and exponents only.
+TIME_STRING = re.compile(r"^((?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)([a-z]+)$", re.IGNORECASE)
+_STEPS = ("ba", "ep")  # what Composer's EMA and SWA update on (Event.BATCH_END, EPOCH_END)
+
 ALGORITHMS: dict[str, AlgoSpec] = {
     "blurpool": AlgoSpec("BlurPool", {"replace_convs": True, "replace_maxpools": True,
                                       "blur_first": True, "min_channels": 16},
@@ -41,6 +62,10 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "channels_last": AlgoSpec("ChannelsLast", {}, help="NHWC memory format"),
     "ema": AlgoSpec("EMA", {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur",
                             "update_interval": None}, ranges={"smoothing": _P01},
+                    # update_interval defaults to one of half_life's unit, so half_life's unit is one it takes.
+                    times={"half_life": TimeParam(_STEPS, positive=True, nullable=True),
+                           "ema_start": TimeParam(tuple(TIME_UNITS)),
+                           "update_interval": TimeParam(_STEPS, positive=True, nullable=True)},
                     help="exponential moving average of weights"),
     "progressive_resizing": AlgoSpec(
         "ProgressiveResizing", {"mode": "resize", "initial_scale": 0.5, "finetune_fraction": 0.2,
@@ -73,7 +98,10 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "swa": AlgoSpec("SWA", {"swa_start": "0.7dur", "swa_end": "0.97dur", "update_interval": "1ep",
                             "schedule_swa_lr": False, "anneal_strategy": "linear",
                             "anneal_steps": 10, "swa_lr": None},
-                    choices={"anneal_strategy": ("linear", "cos")}),
+                    ranges={"anneal_steps": (1, 1_000_000), "swa_lr": (0.0, 10.0)},
+                    choices={"anneal_strategy": ("linear", "cos")},
+                    times={"swa_start": TimeParam(("ep", "dur")), "swa_end": TimeParam(("ep", "dur")),
+                           "update_interval": TimeParam(_STEPS, positive=True)}),
     "selective_backprop": AlgoSpec("SelectiveBackprop", {"start": 0.5, "end": 0.9, "keep": 0.5,
                                                           "scale_factor": 1.0, "interrupt": 2},
                                    ranges={"start": _P01, "end": _P01, "keep": (0.01, 1.0),
@@ -156,6 +184,11 @@ def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:
     if key not in spec.params:
         allowed = ", ".join(spec.params) or "none"
         raise ConfigError(name, f"unknown parameter of {spec.composer_name}; allowed: {allowed}")
+    if key in spec.times:
+        why = time_problem(spec.times[key], key, value)
+        if why:
+            raise ConfigError(name, why)
+        return
     default = spec.params[key]
     if isinstance(default, bool):
         ok = isinstance(value, bool)
@@ -164,12 +197,11 @@ def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         want = "a number"
     elif isinstance(default, str) and key not in spec.choices:
-        ok = isinstance(value, str) or (value is None and key == "swa_lr")
-        want = TIME if any(default.endswith(u) for u in ("ba", "ep", "dur")) else "a string"
+        ok = isinstance(value, str)
+        want = "a string"
     else:  # None default: a number or null
-        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) \
-            or isinstance(value, str)
-        want = "a number, a time string or null"
+        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        want = "a number or null"
     if key in spec.choices:
         if value not in spec.choices[key]:
             raise ConfigError(name, f"must be one of {', '.join(map(str, spec.choices[key]))}; got {quote(value)}")
@@ -180,3 +212,32 @@ def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:
         lo, hi = spec.ranges[key]
         if not lo <= value <= hi:
             raise ConfigError(name, f"must be in [{lo}, {hi}]; got {quote(value)}")
+
+
+def parse_time(text: str) -> tuple[float, str] | None:
+    """(value, unit) of a Composer time string ('100ba' -> (100.0, 'ba')); None if it is not one."""
+    match = TIME_STRING.match(text.strip())
+    return (float(match.group(1)), match.group(2).lower()) if match else None
+
+
+def time_problem(param: TimeParam, key: str, value: Any) -> str | None:
+    """Why ``value`` is not a time string Composer and effsearch's loop take for ``key`` (None: it is).
+    Composer's own errors come after ~20 s of set-up (Time.from_timestring, EMA's and SWA's checks)."""
+    units = ", ".join(f"{u} {TIME_UNITS[u]}" for u in param.units)
+    if value is None and param.nullable:
+        return None
+    if not isinstance(value, str):
+        return f"must be {TIME} (units: {units}); got {quote(value)}"
+    parsed = parse_time(value)
+    if parsed is None or parsed[1] not in (*TIME_UNITS, "tok", "iter", "sec"):
+        return f"must be {TIME}: a number and a unit ({units}); got {quote(value)}"
+    number, unit = parsed
+    if unit not in param.units:
+        return f"unit {unit!r} is not allowed for {key} (allowed: {units}); got {quote(value)}"
+    if unit != "dur" and not number.is_integer():
+        return f"must be a whole number of {unit} ({TIME_UNITS[unit]}); got {quote(value)}"
+    if unit == "dur" and number > 1:
+        return f"a fraction of training (dur) must be in [0, 1]; got {quote(value)}"
+    if param.positive and number == 0:
+        return f"must be more than 0 {unit}; got {quote(value)}"
+    return None

@@ -51,6 +51,11 @@ class ConfigError(ValueError):
         return ConfigError(f"{prefix}.{self.field}" if self.field else prefix, self.message, self.source)
 
 
+# The largest seed every receiver takes: Composer's seed_all, np.random.seed, scikit-learn's
+# random_state and Optuna's samplers (NumPy's RandomState) all take [0, 2**32 - 1].
+SEED_MAX = 2**32 - 1
+
+
 def spec(default: Any = dataclasses.MISSING, *, choices=None, low=None, high=None,
          low_open=False, high_open=False, factory=None, check=None, help: str = ""):
     """A dataclass field with its allowed values attached. ``check(value)``: why a value of the

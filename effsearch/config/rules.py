@@ -26,6 +26,7 @@ from effsearch.config.algorithms import (
     RESHAPES_BATCHES,
     UNSHARDED,
     check_algorithms,
+    parse_time,
 )
 from effsearch.config.choices import (
     FUSABLE,
@@ -127,6 +128,33 @@ def _dataset_name(cfg: dict) -> str:
     return get_path(cfg, "dataset.name", "digits")
 
 
+def _param(algo: str, key: str) -> Callable[[dict], Any]:
+    """An algorithm's parameter as the config gives it, else its default."""
+    return lambda cfg: (_algos(cfg).get(algo) or {}).get(key, ALGORITHMS[algo].params[key])
+
+
+def _unit(algo: str, key: str) -> Callable[[dict], str | None]:
+    return lambda cfg: (parse_time(_param(algo, key)(cfg)) or (None, None))[1] \
+        if isinstance(_param(algo, key)(cfg), str) else None
+
+
+def _time(algo: str, key: str) -> Callable[[dict], float | None]:
+    return lambda cfg: (parse_time(_param(algo, key)(cfg)) or (None, None))[0] \
+        if isinstance(_param(algo, key)(cfg), str) else None
+
+
+_half_life, _smoothing, _ema_every = _param("ema", "half_life"), _param("ema", "smoothing"), \
+    _param("ema", "update_interval")
+_swa_start, _swa_end = _param("swa", "swa_start"), _param("swa", "swa_end")
+
+
+def _swa_not_after(cfg: dict) -> bool:
+    """swa_end not after swa_start, in one unit (the unit rule speaks for two)."""
+    unit = _unit("swa", "swa_start")(cfg)
+    return unit is not None and unit == _unit("swa", "swa_end")(cfg) \
+        and _time("swa", "swa_end")(cfg) <= _time("swa", "swa_start")(cfg)
+
+
 # What each structure an algorithm needs is, for the messages (the field of ModelFacts).
 STRUCTURE = {"bottleneck": "bottleneck blocks (torchvision's Bottleneck)", "batchnorm": "batch norm layers",
              "downsamples": "strided convolutions or max-pools"}
@@ -205,6 +233,32 @@ RULES: list[Rule] = [
          message="'kfac-sgd' cannot run with precision amp_fp16: the loss scale would enter its Fisher factors; "
                  "use fp32 or amp_bf16",
          when="precision not amp_fp16", reads=("precision",)),
+    # One algorithm's own parameters, as Composer's EMA and SWA check them when built (after
+    # ~20 s of set-up). The space never sets the fields of these subjects (no dimension gates on
+    # them), so they read nothing else: reads=().
+    Rule("algorithms.ema.smoothing", "algorithms.ema.smoothing", on=_has("ema"),
+         forbids=lambda c: (_half_life(c) is None) == (_smoothing(c) is None),
+         message=lambda c: "give half_life or smoothing, not both (half_life defaults to '1000ba': set it to null "
+                           "to use smoothing)" if _smoothing(c) is not None else
+                           "give half_life or smoothing (both are null)",
+         when="half_life or smoothing"),
+    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=_has("ema"),
+         forbids=lambda c: _half_life(c) is None and _ema_every(c) is None,
+         message="with smoothing and no half_life, Composer's EMA needs update_interval (e.g. '1ba')",
+         when="given with smoothing"),
+    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=_has("ema"),
+         forbids=lambda c: None not in (_half_life(c), _ema_every(c))
+         and _unit("ema", "half_life")(c) != _unit("ema", "update_interval")(c),
+         message=lambda c: f"must be in the same unit as half_life ({quote(_half_life(c))}); "
+                           f"got {quote(_ema_every(c))}",
+         when="half_life's unit"),
+    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=_has("swa"),
+         forbids=lambda c: _unit("swa", "swa_start")(c) != _unit("swa", "swa_end")(c),
+         message=lambda c: f"must be in the same unit as swa_start ({quote(_swa_start(c))}); got {quote(_swa_end(c))}",
+         when="swa_start's unit"),
+    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=_has("swa"), forbids=_swa_not_after,
+         message=lambda c: f"must be after swa_start ({quote(_swa_start(c))}); got {quote(_swa_end(c))}",
+         when="after swa_start"),
     Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=_kfac,
          message="cannot be combined with optimizer 'kfac-sgd' (SAM wraps the optimizer and runs two passes "
                  "a step); pick one",

@@ -33,7 +33,16 @@ from effsearch.config.choices import (
     SCHEDULES,
     SELECTIONS,
 )
-from effsearch.config.fields import ConfigError, apply_override, build, overridden, read_yaml, set_path, spec
+from effsearch.config.fields import (
+    SEED_MAX,
+    ConfigError,
+    apply_override,
+    build,
+    overridden,
+    read_yaml,
+    set_path,
+    spec,
+)
 from effsearch.config.sources import check_dataset_name, check_model_name
 
 
@@ -57,7 +66,8 @@ class DatasetConfig:
     val_subset: float = spec(1.0, low=0.0, high=1.0, low_open=True,
                              help="stratified share of the validation split evaluated (cheaper, noisier "
                                   "evaluations; the tuning phase's val_subset sets it)")
-    split_seed: int = spec(0, low=0)
+    # The splits draw with split_seed + 1..3 too (a subset of the data, of validation; a test split).
+    split_seed: int = spec(0, low=0, high=SEED_MAX - 3)
     image_size: int | None = spec(None, low=8, high=512,
                                   help="resize images to this side (digits defaults to 32; an imagefolder whose "
                                        "images differ in size needs it)")
@@ -181,7 +191,7 @@ class TrainConfig:
     distributed: DistributedConfig = spec(factory=DistributedConfig)
     quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
                                                         "measured after training (quantized_bytes, accuracies)")
-    seed: int = spec(0, low=0)
+    seed: int = spec(0, low=0, high=SEED_MAX)
     target_accuracy: float = spec(0.9, low=0.0, high=1.0)
     eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
                              help="epochs between evaluations (fractions allowed)")

@@ -51,7 +51,7 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
-from effsearch.config.fields import quote, set_path
+from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
 from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
@@ -205,6 +205,7 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
     pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
     tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
+    _check_confirm_seeds(base, tuning)
 
     def number(key: str, value):
         return options.check_value(StudyNumbers, key, value, key)
@@ -241,6 +242,16 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
                      max_slowdown=max_slowdown,
                      budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field,
                      notes=notes)
+
+
+def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
+    """Phase 2 trains each pick with seeds base.seed + 0..seeds-1 (effsearch.search.phases): the
+    last must be a seed too, or phase 2 fails after phase 1's whole search."""
+    seeds = tuning.get("seeds")
+    if tuning["name"] != "none" and base.seed + seeds - 1 > SEED_MAX:
+        raise ConfigError("tuning.seeds", f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
+                                          f"{SEED_MAX} (the largest seed Composer, NumPy and Optuna take; base.seed "
+                                          f"is {base.seed}); lower base.seed or tuning.seeds")
 
 
 def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
