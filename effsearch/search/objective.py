@@ -3,9 +3,10 @@
 ``Objective(trial)`` samples a config (or takes the queued baseline / a confirmation),
 trains it in this process with the study pruner watching each evaluation, records the
 result on the trial (attributes, artifacts, a note) and returns the objective values.
-A config a COMPLETE trial of the study already trained (same ``TrainConfig.hash()``) is
-not trained again unless the study file says ``dedupe: false``: the trial is answered with
-that trial's result and marked ``duplicate_of``.
+A config the study already trained (same ``TrainConfig.hash()``) is not trained again
+unless the study file says ``dedupe: false``: a COMPLETE or PRUNED trial of it answers
+(``duplicate_of``), a RUNNING one another worker started first is waited for, and a FAILED
+one is trained again (a failure may be transient; the note says so).
 A failure it can explain (an invalid config, an exception, divergence) is recorded and
 raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
 """
@@ -15,17 +16,18 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, record, report, warmstart
 from effsearch.search.pruner import SlowStop, make_pruner
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DUPLICATE_KEY, STATUS_KEY,
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DEDUPE_NOTE_KEY, DUPLICATE_KEY, STATUS_KEY,
                                       WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem, constraints_of,
                                       retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
@@ -44,14 +46,21 @@ class TrialFailed(Exception):
 
 
 class Objective:
+    # A duplicate waits for the trial of its config that another worker runs: until that one
+    # ends, its worker is found dead (the heartbeat's grace period, through ``reap``), or it
+    # has run WAIT_FACTOR times the study's longest trial (at least WAIT_FLOOR seconds), past
+    # which it is more likely stuck than slow and this trial trains the config itself.
+    WAIT_FLOOR, WAIT_FACTOR = 600.0, 3.0
+
     def __init__(self, spec: StudySpec, study: optuna.Study, store: FileSystemArtifactStore | None,
-                 data_root: str | Path | None = None,
-                 heartbeat: JournalHeartbeat | None = None) -> None:
+                 data_root: str | Path | None = None, heartbeat: JournalHeartbeat | None = None,
+                 reap: Callable[[], object] | None = None) -> None:
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
         self.pruner = make_pruner(spec.pruner, study)
         if spec.max_slowdown is not None:
             self.pruner = SlowStop(self.pruner, spec.max_slowdown, study)
         self.heartbeat = heartbeat  # journal storages: JournalHeartbeat
+        self.reap = reap  # fails the trials of dead workers (workers.reap_dead)
         self.no_store = artifact_problem(spec) if store is None else None  # why trials keep no files
         self.uncounted: str | None = None  # a trial's wall seconds could not be written: the worker stops
         self.warned: set[str] = set()
@@ -115,14 +124,14 @@ class Objective:
         trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
         if cfg != full:
             trial.set_user_attr("full_config", full.to_yaml())
-        if self.spec.dedupe and not is_baseline:  # the baseline is the yardstick: always trained
-            original = self._trained_before(trial, cfg.hash())
-            if original is not None:
-                return self._answer_from(trial, original)
         # Never pruned (their rung points still count): the baseline, the yardstick, and a warm
         # start, a recipe the user queued to be trained as given. With rungs evaluated where they
         # sit, the quickstart's own warm start (2.3x the baseline) is at chance at 1/9 and was stopped.
         keep = is_baseline or warm is not None
+        if self.spec.dedupe and not is_baseline:  # the baseline is the yardstick: always trained
+            original = self._trained_before(trial, cfg.hash(), prunable=not keep)
+            if original is not None:
+                return self._answer_from(trial, original)
         self.pruner.begin(trial, cfg, may_prune=not keep)
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
@@ -145,7 +154,7 @@ class Objective:
         record.set_attrs(trial, record.result_attrs(result, sp))
         self._keep_files(trial, result, config_yaml)
         self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
-                                                is_baseline))
+                                                is_baseline) + _remark(trial))
         if result.status in ("completed", "pruned"):
             # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
             # the accuracy it stopped at is all TPE learns from it (no values in a
@@ -189,25 +198,98 @@ class Objective:
             self.warned.add(kind)
             print(f"warning: {text}", file=sys.stderr, flush=True)
 
-    def _trained_before(self, trial: optuna.Trial, config_hash: str):
-        """The first COMPLETE trial of this study that trained this config (None if none has).
-        Two workers may still train one config at once: only finished trials are asked."""
-        same = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number != trial.number]
-        return min(same, key=lambda t: (DUPLICATE_KEY in t.user_attrs, t.number), default=None)
+    # -- no configuration trained twice ------------------------------------------------------
+    def _trained_before(self, trial: optuna.Trial, config_hash: str, prunable: bool) -> FrozenTrial | None:
+        """The trial whose result answers this one, or None (train it). A COMPLETE trial of the
+        same config answers; so does a PRUNED one, unless this trial may not be pruned (a warm
+        start is trained as given). One another worker is running, started before this one, is
+        waited for (the later of two waits, so two never wait on each other). A FAILED one is
+        trained again, as a failure may be transient, and the note says so."""
+        same = self._same_config(trial, config_hash)
+        running = [t for t in same if t.state == TrialState.RUNNING and t.number < trial.number]
+        if self._answering(same, prunable) is None and running:
+            same = self._wait_for(trial, running[0], config_hash)
+        found = self._answering(same, prunable)
+        if found is None:
+            self._remark_failed(trial, same)
+        return found
 
-    def _answer_from(self, trial: optuna.Trial, original) -> list[float]:
-        """Record ``original``'s result on ``trial`` and return its values: no training."""
+    def _same_config(self, trial: optuna.Trial, config_hash: str) -> list[FrozenTrial]:
+        """The study's other trials of this config, oldest first (this trial's own earlier tries,
+        a lost worker's trial it retries, left out)."""
+        mine = set(retry_history(trial)) | {trial.number}
+        return sorted((t for t in self.study.get_trials(deepcopy=False)
+                       if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number not in mine),
+                      key=lambda t: t.number)
+
+    @staticmethod
+    def _answering(same: list[FrozenTrial], prunable: bool) -> FrozenTrial | None:
+        """The trial of ``same`` that answers: the first that trained (not itself answered), else a
+        PRUNED one when this trial may be pruned; None when none has a result to give."""
+        states = (TrialState.COMPLETE, TrialState.PRUNED) if prunable else (TrialState.COMPLETE,)
+        done = [t for t in same if t.state in states]
+        return min(done, key=lambda t: (t.state != TrialState.COMPLETE, DUPLICATE_KEY in t.user_attrs, t.number),
+                   default=None)
+
+    def _wait_for(self, trial: optuna.Trial, other: FrozenTrial, config_hash: str) -> list[FrozenTrial]:
+        """Wait while ``other`` (this config, another worker's) runs; returns the config's trials as
+        they are then. Its worker's death fails it (``reap``); past the bound this trial trains too."""
+        started = time.monotonic()
+        limit = self._wait_limit()
+        poll = min(2.0, self.spec.heartbeat["interval"])
+        while True:
+            if self.reap is not None:
+                self.reap()
+            same = self._same_config(trial, config_hash)
+            now = next((t for t in same if t.number == other.number), other)
+            waited = time.monotonic() - started
+            if now.state != TrialState.RUNNING:
+                trial.set_user_attr("waited_for", {"trial": other.number, "seconds": round(waited, 1),
+                                                   "its_end": now.state.name.lower()})
+                return same
+            if waited > limit:
+                _set_remark(trial, f"trial {other.number} trains this same config on another worker and was "
+                                   f"still running after {waited:.0f} s of waiting (the bound: "
+                                   f"{self.WAIT_FACTOR:g}x the study's longest trial, at least "
+                                   f"{self.WAIT_FLOOR:g} s): trained here as well")
+                return same
+            time.sleep(poll)
+
+    def _wait_limit(self) -> float:
+        """How long a duplicate waits for the running trial of its config (see WAIT_FACTOR)."""
+        walls = [t.user_attrs.get(WALL_KEY) or 0.0 for t in self.study.get_trials(deepcopy=False)
+                 if t.state.is_finished()]
+        return max(self.WAIT_FLOOR, self.WAIT_FACTOR * max(walls, default=0.0))
+
+    @staticmethod
+    def _remark_failed(trial: optuna.Trial, same: list[FrozenTrial]) -> None:
+        """A config that failed before is trained again; the trial's note says which trial failed."""
+        failed = [t for t in same if t.state == TrialState.FAIL]
+        if failed:
+            last = failed[-1]
+            why = last.user_attrs.get("reason") or last.user_attrs.get(STATUS_KEY) or "no reason recorded"
+            _set_remark(trial, f"trial {last.number} had this same config and failed ({why[:300]}); trained "
+                               "again, as a failure may be transient")
+
+    def _answer_from(self, trial: optuna.Trial, original: FrozenTrial) -> list[float]:
+        """Record ``original``'s result on ``trial`` and return its values (a COMPLETE original)
+        or raise TrialPruned at its rung (a PRUNED one): no training."""
         n = original.user_attrs.get(DUPLICATE_KEY, original.number)
         record.set_attrs(trial, record.copied_attrs(original))
         trial.set_user_attr(DUPLICATE_KEY, n)
         constraints = constraints_of(original)
         if constraints:
             set_constraints(trial, constraints)
-        self._status_note(trial, f"duplicate of trial {n}", f"trial {n} trained this same config (hash "
-                                                            f"{original.user_attrs[CONFIG_HASH_KEY]}); its result "
-                                                            "is answered from storage, not trained again "
-                                                            "(`dedupe: false` in the study file re-trains)")
+        pruned = original.state == TrialState.PRUNED
+        waited = trial.user_attrs.get("waited_for")
+        self._status_note(trial, f"duplicate of trial {n}" + (" (pruned)" if pruned else ""),
+                          f"trial {n} trained this same config (hash {original.user_attrs[CONFIG_HASH_KEY]})"
+                          + (f", waited for {waited['seconds']:g} s as it ran on another worker" if waited else "")
+                          + "; its result is answered from storage, not trained again"
+                          + (f": pruned as it was ({original.user_attrs.get('reason') or 'pruned'})" if pruned
+                             else "") + " (`dedupe: false` in the study file re-trains)")
+        if pruned:
+            raise optuna.TrialPruned(original.user_attrs.get("reason") or f"pruned, as trial {n} was")
         return list(original.values)
 
     def _other_baseline(self, trial) -> bool:
@@ -232,7 +314,7 @@ class Objective:
         """The dashboard note of a trial that did not train to its end: why, and its config when it has one."""
         cfg = report.config_of(trial)
         self._save_note(trial, f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
-                               + (f"\n\n- {report.summary(cfg)}" if cfg else "") )
+                               + (f"\n\n- {report.summary(cfg)}" if cfg else "") + _remark(trial))
 
     def _speedup(self, result) -> float | None:
         if result.time_to_target is None:
@@ -240,6 +322,16 @@ class Objective:
         if self._baseline_tta is None:
             self._baseline_tta = report.baseline_time_to_target(self.study)
         return speedup(self._baseline_tta, result.time_to_target)
+
+
+def _set_remark(trial: optuna.Trial, text: str) -> None:
+    """What the duplicate check found for a trial it lets train, kept for the trial's note."""
+    trial.set_user_attr(DEDUPE_NOTE_KEY, text)
+
+
+def _remark(trial: optuna.Trial) -> str:
+    text = trial.user_attrs.get(DEDUPE_NOTE_KEY)
+    return f"\n- {text}" if text else ""
 
 
 def _free_memory() -> None:

@@ -43,6 +43,7 @@ WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evalu
 WARM_KEY = "warm_start"  # user attr: which warm start a queued trial is (search.warmstart)
 WARM_CONFIG_KEY = "warm_config"  # user attr: the config YAML that warm start trains
 DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
+DEDUPE_NOTE_KEY = "dedupe_note"  # user attr: why a config trained before trains again (it failed, or ran on)
 
 
 def rdb_url(url: str) -> str:

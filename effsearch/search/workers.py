@@ -116,7 +116,8 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
         warm_up_or_warn(spec, index, data_root)
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
-    objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat)
+    objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat,
+                          reap=lambda: reap_dead(spec, study))
     callbacks = [stop, budget, failures, lambda study, trial: mark_lost(spec, study),
                  lambda study, trial: objective.uncounted and study.stop()] + \
         ([Progress(spec, study, out, t0)] if progress else [])
