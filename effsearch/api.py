@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import copy
 import io
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -78,13 +79,40 @@ def train(spec: TrainConfig | Mapping[str, Any] | str | Path, *, overrides: Sequ
     """
     import_plugins(list(plugins))
     cfg = load_config(spec, overrides)
-    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise ConfigError("out_dir", f"{out_dir} is a file; give a folder (result.json is written into it)")
+    if out_dir is not None:
+        check_output(out_dir, "out_dir", folder=True)
     from effsearch.config.machine import check_runnable
     from effsearch.trainer.run import train as run_training
 
     check_runnable(cfg)
     return run_training(cfg, data_root=data_dir, out_dir=out_dir, progress=progress)
+
+
+def check_output(path: str | Path, field: str, *, folder: bool) -> None:
+    """Refuse, before any work, an output path the writer would fail on after it: ``folder`` one
+    that result.json is written into (train), else a file (export, best). Missing folders are
+    fine (the writers make them); a file where a folder must be, or a folder where the file
+    must be, or a place this user cannot write, is a ConfigError naming ``field``."""
+    p = Path(path).expanduser().absolute()
+    target = p / "result.json" if folder else p
+    if target.is_dir():
+        raise ConfigError(field, f"{_shown(path, target)} is a folder; give {'another folder' if folder else 'a file'}")
+    above = target.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        what = "give a folder (result.json is written into it)" if folder else f"so {path} cannot be written"
+        raise ConfigError(field, f"{_shown(path, above)} is a file; {what}")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise ConfigError(field, f"cannot write in {above} (permission denied)")
+
+
+def _shown(given: str | Path, part: Path) -> str:
+    """``part`` (absolute) as the user wrote the path it belongs to: relative if they wrote it so."""
+    try:
+        return str(part.relative_to(Path.cwd())) if not Path(given).expanduser().is_absolute() else str(part)
+    except ValueError:
+        return str(part)
 
 
 def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None, **flags: Any):

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from effsearch.api import check_output
 from effsearch.config import ConfigError
 from effsearch.search.lookup import StudyNotFound
 
@@ -24,6 +25,7 @@ def _cmd_train(args) -> int:
     import_plugins(args.plugin)
     cfg = api.load_config(args.config, args.set)
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
+    api.check_output(out, "--out", folder=True)  # train's own check would name out_dir, after this line
     # Under torchrun every rank runs this command; rank 0 speaks and writes.
     main = not under_torchrun() or os.environ.get("RANK") == "0"
     if main:
@@ -106,6 +108,7 @@ def _cmd_export(args) -> int:
     from effsearch.search import export
 
     fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
+    check_output(args.out, "-o", folder=False)
     from effsearch.search.lookup import open_study
     from effsearch.search.storage import redact
 
@@ -120,6 +123,7 @@ def _cmd_best(args) -> int:
     from effsearch.search import best
 
     kind, acc = best.parse_pick(args.pick)
+    check_output(args.out, "-o", folder=False)
     from effsearch.search.lookup import open_study
 
     study, storage_url = open_study(args.study, args.storage)

@@ -277,3 +277,56 @@ def test_a_bad_time_string_is_refused_before_training(tmp_path):
     before = files(tmp_path)
     refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml", "algorithms.swa.swa_end")
     assert files(tmp_path) == before
+
+
+# -- 4. output paths checked only after the work ----------------------------------------------------------
+
+@pytest.mark.parametrize("out, words", [("a-file", "a-file is a file"), ("a-file/run", "a-file is a file"),
+                                        ("taken", "taken/result.json is a folder")])
+def test_train_refuses_an_output_folder_it_cannot_write_before_training(tmp_path, out, words):
+    write(tmp_path / "c.yaml", tiny())
+    (tmp_path / "a-file").write_text("mine\n")
+    (tmp_path / "taken" / "result.json").mkdir(parents=True)
+    before = files(tmp_path)
+    p = refused(effsearch(tmp_path, "train", "c.yaml", "--out", out), "--out", words)
+    assert files(tmp_path) == before and (tmp_path / "a-file").read_text() == "mine\n"
+
+
+def test_train_refuses_a_default_output_folder_it_cannot_write(tmp_path):
+    write(tmp_path / "c.yaml", tiny())
+    (tmp_path / "runs").write_text("not a folder\n")
+    refused(effsearch(tmp_path, "train", "c.yaml"), "--out", "runs is a file")
+
+
+def test_the_api_refuses_the_same_output_folders(tmp_path):
+    import effsearch
+
+    (tmp_path / "a-file").write_text("mine\n")
+    for out in ("a-file", "a-file/run"):
+        with pytest.raises(ConfigError, match=r"^out_dir: .*a-file is a file"):
+            effsearch.train(tiny(), out_dir=tmp_path / out, progress=False)
+
+
+@pytest.fixture
+def never_opened(monkeypatch):
+    """The stored study, never read: the output is checked first."""
+    from effsearch.search import lookup
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the study was read before the output path was checked")
+    monkeypatch.setattr(lookup, "open_study", refuse)
+
+
+@pytest.mark.parametrize("command, out, words", [
+    ("export", "a-file/front.csv", "a-file is a file"), ("export", "a-folder.csv", "a-folder.csv is a folder"),
+    ("best", "a-file/best.yaml", "a-file is a file"), ("best", "a-folder.csv", "a-folder.csv is a folder")])
+def test_export_and_best_refuse_an_output_file_before_reading_the_study(tmp_path, monkeypatch, capsys,
+                                                                         never_opened, command, out, words):
+    from effsearch.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("mine\n")
+    (tmp_path / "a-folder.csv").mkdir()
+    assert main([command, "fake", "--storage", str(tmp_path / "s.journal"), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert "-o: " in err and words in err, err
