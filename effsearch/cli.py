@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "this study's storage), or a training config file (as `effsearch best -o` writes), "
                         "after the baseline, trained as given; repeatable; a resumed study does not queue "
                         "them again")
-    r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine")
+    r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine (at most its CPU cores)")
     r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     r.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (and in every worker and process); repeatable. Like an import "

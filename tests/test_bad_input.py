@@ -330,3 +330,28 @@ def test_export_and_best_refuse_an_output_file_before_reading_the_study(tmp_path
     assert main([command, "fake", "--storage", str(tmp_path / "s.journal"), "-o", out]) == 2
     err = capsys.readouterr().err
     assert "-o: " in err and words in err, err
+
+
+# -- 5. no upper bound on workers ----------------------------------------------------------------------
+
+def test_more_workers_than_cores_are_refused_naming_the_flag_or_the_field(tmp_path):
+    from effsearch.config.machine import cpu_cores
+
+    write(tmp_path / "s.yaml", STUDY)
+    before = files(tmp_path)
+    cores = cpu_cores()
+    refused(effsearch(tmp_path, "run", "s.yaml", "--workers", str(cores + 1)), "--workers",
+            f"must be at most {cores} here", f"got {cores + 1}")
+    write(tmp_path / "s.yaml", {**STUDY, "workers": 1000})
+    refused(effsearch(tmp_path, "run", "s.yaml"), "s.yaml: workers: must be at most")
+    assert files(tmp_path) == before
+
+
+def test_workers_are_bounded_by_the_cores_on_a_gpu_machine_too(tmp_path):
+    from effsearch.config.machine import Machine
+    from effsearch.search import studyfile
+
+    gpu = Machine("cuda", cores=4, gpus=8)
+    assert studyfile.from_mapping({**STUDY, "workers": 4}, tmp_path / "s.yaml", machine=gpu).workers == 4
+    with pytest.raises(ConfigError, match=r"--workers: must be at most 4 here"):
+        studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu, workers=5)

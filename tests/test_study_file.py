@@ -64,7 +64,7 @@ def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, fie
 def test_bad_command_line_values_exit_2(tmp_path, capsys):
     path = study(tmp_path)
     assert main(["run", str(path), "--n-trials", "0"]) == 2
-    assert "n_trials: must be >= 1" in capsys.readouterr().err
+    assert "--n-trials: must be >= 1" in capsys.readouterr().err  # the flag gave it
     assert main(["run", str(path), "--storage", "ftp://x/y"]) == 2
     assert "--storage: unknown storage scheme 'ftp'" in capsys.readouterr().err
     assert not (tmp_path / "t.journal").exists()

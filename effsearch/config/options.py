@@ -126,7 +126,7 @@ class StudyNumbers:
     budget: float | None = spec(None, low=0, low_open=True,
                                 help="compute seconds for the whole study: the summed wall seconds of its trials")
     seed: int = spec(0, low=0, high=SEED_MAX, help="the samplers' seed (each trial's is derived from it)")
-    workers: int = spec(1, low=1, help="worker processes on this machine")
+    workers: int = spec(1, low=1, help="worker processes on this machine (at most one per CPU core: studyfile)")
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
     dedupe: bool = spec(True, help="answer a config a complete trial already trained from storage "
                                    "(false: train it again, e.g. to measure seed noise)")

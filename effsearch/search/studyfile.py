@@ -207,26 +207,31 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
     _check_confirm_seeds(base, tuning)
 
-    def number(key: str, value):
-        return options.check_value(StudyNumbers, key, value, key)
+    def number(key: str, flag: Any = None, default: Any = None) -> Any:
+        """A study number: the command line's value when given (an error names its flag), else the file's."""
+        if flag is not None:
+            return options.check_value(StudyNumbers, key, flag, "--" + key.replace("_", "-"))
+        return options.check_value(StudyNumbers, key, raw.get(key, default), key)
 
-    n_trials = number("n_trials", n_trials_flag if n_trials_flag is not None else raw.get("n_trials", 20))
-    timeout = number("timeout", timeout_flag if timeout_flag is not None else raw.get("timeout"))
-    budget = number("budget", budget_flag if budget_flag is not None else raw.get("budget"))
+    n_trials = number("n_trials", n_trials_flag, 20)
+    timeout = number("timeout", timeout_flag)
+    budget = number("budget", budget_flag)
     if n_trials is None and timeout is None and budget is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
-    seed = number("seed", raw.get("seed", 0))
-    workers = number("workers", workers_flag if workers_flag is not None else raw.get("workers", 1))
+    seed = number("seed", default=0)
+    workers = number("workers", workers_flag, 1)
+    workers_field = "--workers" if workers_flag is not None else "workers"
+    _check_workers(workers, machine, workers_field)
     heartbeat = check_heartbeat(raw.get("heartbeat"))
-    failure_limit = number("failure_limit", raw.get("failure_limit", 3))
-    dedupe = number("dedupe", raw.get("dedupe", True))
-    max_slowdown = number("max_slowdown", raw.get("max_slowdown", StudyNumbers.max_slowdown))
+    failure_limit = number("failure_limit", default=3)
+    dedupe = number("dedupe", default=True)
+    max_slowdown = number("max_slowdown", default=StudyNumbers.max_slowdown)
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
     if workers > 1 and storage.startswith("sqlite"):
-        raise ConfigError("workers", f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
-                                     "use the default journal file or PostgreSQL for several workers")
+        raise ConfigError(workers_field, f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
+                                         "use the default journal file or PostgreSQL for several workers")
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
@@ -242,6 +247,15 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
                      max_slowdown=max_slowdown,
                      budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field,
                      notes=notes)
+
+
+def _check_workers(workers: int, machine: Any, field_name: str) -> None:
+    """At most one worker per CPU core this process may use: each worker is a process with its own
+    threads and data, so more only share the cores (and memory) the first ones had. On a GPU machine
+    the workers share the GPUs, and the bound stays the cores."""
+    if workers > machine.cores:
+        raise ConfigError(field_name, f"must be at most {machine.cores} here (one worker process per CPU core; "
+                                      f"this process may use {machine.cores}); got {workers}")
 
 
 def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
