@@ -10,7 +10,6 @@ from pathlib import Path
 
 from effsearch.api import check_output
 from effsearch.config import ConfigError
-from effsearch.search.lookup import StudyNotFound
 
 EXIT_BAD_INPUT = 2
 
@@ -312,12 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as e:
+    except ConfigError as e:  # bad input, a study or storage that is not there among it
         print(f"effsearch: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except StudyNotFound as e:
-        print(f"effsearch {args.command}: {e}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":

@@ -355,3 +355,83 @@ def test_workers_are_bounded_by_the_cores_on_a_gpu_machine_too(tmp_path):
     assert studyfile.from_mapping({**STUDY, "workers": 4}, tmp_path / "s.yaml", machine=gpu).workers == 4
     with pytest.raises(ConfigError, match=r"--workers: must be at most 4 here"):
         studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu, workers=5)
+
+
+# -- 6. messages that blame the wrong thing ------------------------------------------------------------
+
+@pytest.mark.parametrize("item", ["=5", ".lr=0.1", "optimizer..lr=0.1", "optimizer lr=0.1"])
+def test_a_malformed_set_names_set_not_the_file(tmp_path, item):
+    write(tmp_path / "c.yaml", tiny())
+    err = refused(effsearch(tmp_path, "train", "c.yaml", "--set", item), "--set", "dotted field name")
+    assert "c.yaml" not in err
+
+
+def test_a_bad_set_value_names_set_and_a_bad_file_value_names_the_file(tmp_path):
+    write(tmp_path / "c.yaml", tiny(batch_size=0))
+    refused(effsearch(tmp_path, "train", "c.yaml", "--set", "optimizer.lr=0.1"), "c.yaml: batch_size")
+    write(tmp_path / "c.yaml", tiny())
+    err = refused(effsearch(tmp_path, "train", "c.yaml", "--set", "batch_size=0"), "--set: batch_size")
+    assert "c.yaml" not in err
+
+
+ARGS = {"export": ["-o", "front.csv"], "best": ["-o", "best.yaml"]}
+
+
+@pytest.mark.parametrize("command", ["status", "export", "best", "dashboard"])
+def test_a_missing_storage_is_exit_2_in_every_command(tmp_path, command):
+    before = files(tmp_path)
+    refused(effsearch(tmp_path, command, "s", "--storage", "none.journal", *ARGS.get(command, [])),
+            "--storage: no study storage at", "none.journal", "no studies there")
+    assert files(tmp_path) == before  # the journal was not made
+
+
+@pytest.mark.parametrize("command", ["status", "export", "best", "dashboard"])
+def test_an_unknown_study_name_is_exit_2_in_every_command_listing_the_studies(tmp_path, storage_path, command):
+    refused(effsearch(tmp_path, command, "nope", "--storage", str(storage_path), *ARGS.get(command, [])),
+            "study: no study 'nope'", "(studies there: fake, misses)")
+    refused(effsearch(tmp_path, command, "nope", *ARGS.get(command, [])), "study: 'nope' is neither a study file")
+    assert files(tmp_path) == []
+
+
+# -- 9. a read that writes --------------------------------------------------------------------------------
+
+def other_database(path: Path) -> Path:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    con.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("command", ["status", "export", "best", "dashboard"])
+def test_a_database_that_is_no_study_storage_is_refused_and_left_as_it_was(tmp_path, command):
+    import sqlite3
+
+    db = other_database(tmp_path / "books.db")
+    data, mtime = db.read_bytes(), db.stat().st_mtime_ns
+    refused(effsearch(tmp_path, command, "s", "--storage", "books.db", *ARGS.get(command, [])),
+            "--storage", "books.db is a database but no study storage", "no Optuna tables")
+    assert db.read_bytes() == data and db.stat().st_mtime_ns == mtime
+    con = sqlite3.connect(db)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["invoices"]
+    con.close()
+    assert files(tmp_path) == ["books.db"]
+
+
+def test_a_file_that_is_no_database_is_refused_naming_storage(tmp_path):
+    (tmp_path / "notes.db").write_text("shopping: eggs, milk\n")
+    refused(effsearch(tmp_path, "status", "s", "--storage", "notes.db"), "--storage",
+            "cannot read", "notes.db as an SQLite database")
+    assert (tmp_path / "notes.db").read_text() == "shopping: eggs, milk\n"
+
+
+def test_an_optuna_sqlite_storage_still_opens(tmp_path):
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'ok.db'}"
+    optuna.create_study(study_name="s", storage=url, directions=["minimize", "maximize"])
+    p = effsearch(tmp_path, "status", "s", "--storage", url)
+    assert p.returncode == 0, p.stderr

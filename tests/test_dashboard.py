@@ -55,7 +55,7 @@ def test_dashboard_on_a_name_or_a_storage(storage_path, tmp_path, served, capsys
     (["fake", "--storage", "{s}", "--port", "0"], 2, "--port: must be in [1, 65535]"),
     (["{s}", "--storage", "{s}"], 2, "is already a storage"),
     (["fake", "--storage", "{s}", "--artifact-dir", "/no/such/dir"], 2, "--artifact-dir: no such folder"),
-    (["fake", "--storage", "{d}/none.journal"], 1, "no study storage"),
+    (["fake", "--storage", "{d}/none.journal"], 2, "no study storage"),
 ])
 def test_dashboard_bad_arguments(storage_path, served, capsys, args, code, message):
     assert main(["dashboard"] + [a.format(s=storage_path, d=storage_path.parent) for a in args]) == code

@@ -1,5 +1,5 @@
 """Exit codes of the commands that read a stored study: a name the storage does not hold is bad
-input (2), answered with the names it does hold; a storage not made yet is 1 (run the study first)."""
+input (2), answered with the names it does hold; so is a storage not made yet (no studies there)."""
 
 import pytest
 
@@ -30,8 +30,9 @@ def test_an_unknown_study_name_exits_2_listing_the_studies_there(storage_path, t
 
 
 @pytest.mark.parametrize("name", ["export", "status", "best", "dashboard"])
-def test_a_storage_not_made_yet_exits_1(tmp_path, served, capsys, name):
+def test_a_storage_not_made_yet_exits_2(tmp_path, served, capsys, name):
     missing = tmp_path / "none.journal"
-    assert main(command(name, "fake", missing, tmp_path)) == 1
-    assert "no study storage" in capsys.readouterr().err
+    assert main(command(name, "fake", missing, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "--storage: no study storage at" in err and "(no studies there)" in err, err
     assert not list(tmp_path.iterdir()) and not served  # opening it did not create the journal

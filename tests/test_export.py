@@ -92,7 +92,7 @@ def test_png_is_a_png(storage_path, tmp_path, extra):
     assert width > 400 and height > 300
 
 
-def test_bad_export_input_and_an_unknown_study_exit_2_and_a_missing_storage_exits_1(storage_path, tmp_path, capsys):
+def test_bad_export_input_an_unknown_study_and_a_missing_storage_exit_2(storage_path, tmp_path, capsys):
     assert export_(storage_path, tmp_path / "front.txt") == 2
     assert "--format" in capsys.readouterr().err and not (tmp_path / "front.txt").exists()
     assert export_(storage_path, tmp_path / "front.txt", "--format", "csv") == 0  # --format wins
@@ -102,5 +102,5 @@ def test_bad_export_input_and_an_unknown_study_exit_2_and_a_missing_storage_exit
     assert e.value.code == 2
     assert main(["export", "nope", "--storage", str(storage_path), "-o", str(tmp_path / "x.csv")]) == 2
     assert "studies there: fake, misses" in capsys.readouterr().err
-    assert main(["export", "fake", "--storage", str(tmp_path / "none.journal"), "-o", str(tmp_path / "x.csv")]) == 1
+    assert main(["export", "fake", "--storage", str(tmp_path / "none.journal"), "-o", str(tmp_path / "x.csv")]) == 2
     assert "no study storage" in capsys.readouterr().err and not (tmp_path / "none.journal").exists()

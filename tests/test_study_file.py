@@ -99,8 +99,8 @@ def test_space_show_lists_conditions(tmp_path, capsys):
 
 def test_status_without_a_run(tmp_path, capsys):
     path = study(tmp_path)
-    assert main(["status", str(path)]) == 1
-    assert "no study storage" in capsys.readouterr().err
+    assert main(["status", str(path)]) == 2  # bad input: no storage there yet, so no studies
+    assert "storage: no study storage at" in capsys.readouterr().err
     assert main(["status", "nope"]) == 2
 
 
@@ -182,7 +182,7 @@ def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, ca
     err = capsys.readouterr().err
     assert "--storage: " in err and words in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no `sqlite:` folder, no journal
-    # Reading commands say the same (a missing file there is "no study storage yet", exit 1).
+    # Reading commands say the same (a missing file there is "no study storage", exit 2 too).
     if "://" in storage and "malformed" not in words:
         assert main(["status", "t", "--storage", storage]) == 2
         assert "--storage: " in capsys.readouterr().err
