@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(or joins torchrun's); rank 0 writes the result.")
     t.add_argument("config", help="TrainConfig YAML, e.g. configs/quickstart.yaml or an exported best.yaml")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field, dotted keys, YAML values (repeatable): --set optimizer.lr=0.1")
+                   help="override a field, dotted keys, YAML values (repeatable): --set optimizer.lr=0.1; "
+                        "an algorithm: --set algorithms.NAME={} (or true) turns it on with defaults, "
+                        "--set algorithms.NAME=null (or false) turns it off")
     t.add_argument("--out", help="output folder (default: runs/NAME-HASH)")
     t.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -435,3 +435,42 @@ def test_an_optuna_sqlite_storage_still_opens(tmp_path):
     optuna.create_study(study_name="s", storage=url, directions=["minimize", "maximize"])
     p = effsearch(tmp_path, "status", "s", "--storage", url)
     assert p.returncode == 0, p.stderr
+
+
+# -- 8. switches: null and false turn an algorithm off ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("value, on", [("null", False), ("~", False), ("false", False), ("{}", True),
+                                       ("true", True), ("{smoothing: 0.2}", True)])
+def test_null_and_false_turn_an_inherited_algorithm_off(value, on):
+    base = ROOT / "configs" / "quickstart.yaml"
+    assert "label_smoothing" in TrainConfig.from_yaml(base).algorithms  # on in the file
+    cfg = TrainConfig.from_yaml(base, [f"algorithms.label_smoothing={value}"])
+    assert ("label_smoothing" in cfg.algorithms) == on, cfg.algorithms
+    if value in ("{}", "true"):
+        assert cfg.algorithms["label_smoothing"] == {}  # on, with Composer's defaults
+
+
+def test_a_baseline_or_warm_start_turns_off_what_base_has(tmp_path):
+    from effsearch.search import studyfile
+
+    study = {**STUDY, "base": {**STUDY["base"], "algorithms": {"label_smoothing": {}, "blurpool": {}}},
+             "baseline": {"algorithms.blurpool": None}, "warm_start": [{"algorithms.label_smoothing": False}]}
+    spec = studyfile.from_mapping(study, tmp_path / "s.yaml")
+    assert set(spec.base.algorithms) == {"label_smoothing", "blurpool"}
+    assert set(spec.baseline.algorithms) == {"label_smoothing"}
+    assert set(spec.warm_start[0][1].algorithms) == {"blurpool"}
+
+
+def test_an_unknown_algorithm_turned_off_is_still_refused():
+    with pytest.raises(ConfigError, match="algorithms.blurpol: unknown algorithm"):
+        TrainConfig.from_dict(tiny(algorithms={"blurpol": None}))
+
+
+def test_the_help_and_the_readme_say_how_to_turn_one_off():
+    help_text = effsearch(ROOT, "train", "--help").stdout
+    assert "algorithms.NAME=null" in " ".join(help_text.split())
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `algorithms`"))
+    assert "null" in row and "{}" in row

@@ -163,20 +163,24 @@ RESHAPES_BATCHES = {
 
 
 def check_algorithms(algos: dict) -> None:
-    """Check the names and parameters in ``algorithms:`` (``None``/``true`` become ``{}``, in place).
-    The rules across fields (models, loaders, other algorithms) are ``effsearch.config.rules``."""
-    for name, params in algos.items():
+    """Check the names and parameters in ``algorithms:``, in place: ``null`` or ``false`` turns an
+    algorithm off (it is removed: the way to drop one a base file or --set's file has), ``true``
+    or ``{}`` turns it on with Composer's defaults. The rules across fields (models, loaders,
+    other algorithms) are ``effsearch.config.rules``."""
+    for name, params in list(algos.items()):
         where = f"algorithms.{name}"
-        if name not in ALGORITHMS:
+        if name not in ALGORITHMS:  # even one turned off: a misspelt name would turn nothing off
             raise ConfigError(where, f"unknown algorithm; known: {', '.join(sorted(ALGORITHMS))}")
-        spec = ALGORITHMS[name]
-        if params is None or params is True:
-            params = {}
-            algos[name] = params
+        if params is None or params is False:
+            del algos[name]
+            continue
+        if params is True:
+            params = algos[name] = {}
         if not isinstance(params, dict):
-            raise ConfigError(where, f"must be a mapping of parameters (or {{}} for defaults); got {quote(params)}")
+            raise ConfigError(where, "must be a mapping of parameters ({} or true: on with defaults; null or "
+                                     f"false: off); got {quote(params)}")
         for key, value in params.items():
-            check_param(spec, where, key, value)
+            check_param(ALGORITHMS[name], where, key, value)
 
 
 def check_param(spec: AlgoSpec, where: str, key: str, value: Any) -> None:

@@ -173,7 +173,8 @@ class TrainConfig:
     accumulate: int = spec(1, low=1, high=1024, help="micro-batches per optimizer step (gradient accumulation)")
     optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
     schedule: ScheduleConfig = spec(factory=ScheduleConfig)
-    algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters")
+    algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters ({} or true: on with "
+                                               "defaults; null or false: off, e.g. to drop one a base file has)")
     sparsity: SparsityConfig = spec(factory=SparsityConfig)
     selection: SelectionConfig = spec(factory=SelectionConfig)
     loader: str = spec("torch", choices=LOADERS)
