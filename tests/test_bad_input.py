@@ -474,3 +474,67 @@ def test_the_help_and_the_readme_say_how_to_turn_one_off():
     assert "algorithms.NAME=null" in " ".join(help_text.split())
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `algorithms`"))
     assert "null" in row and "{}" in row
+
+
+# -- 10. a second Ctrl-C while the partial result is written ---------------------------------------------
+
+def partial_result():
+    from effsearch.trainer.result import RunResult
+
+    return RunResult(status="interrupted", config=tiny(), reason="interrupted by the user (Ctrl-C)",
+                     history=[{"epoch": 1.0, "train_seconds": 2.5, "val_accuracy": 0.4}])
+
+
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own SIGINT handler (KeyboardInterrupt), as a run has it (Composer's import, earlier in
+    this session, puts in one that exits)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_during_the_write_leaves_result_json_and_no_temporary_file(tmp_path, monkeypatch, python_ctrl_c):
+    import os
+    import signal
+    import tempfile
+
+    from effsearch.trainer.result import RunResult
+
+    made = tempfile.mkstemp
+
+    def then_ctrl_c(*args, **kwargs):  # the temporary file is there, empty, when Ctrl-C comes
+        out = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(tempfile, "mkstemp", then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):  # it still interrupts: once the file is in place
+        partial_result().save(tmp_path / "run" / "result.json")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["result.json"]
+    assert RunResult.load(tmp_path / "run" / "result.json").status == "interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is itself again
+
+
+def test_a_keyboard_interrupt_raised_inside_the_write_still_leaves_result_json(tmp_path, monkeypatch):
+    import os
+
+    from effsearch.trainer.result import RunResult
+
+    renamed = os.replace
+    calls = []
+
+    def interrupted_once(src, dst):  # as a Ctrl-C handled just before the hold began would
+        calls.append(src)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return renamed(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        partial_result().save(tmp_path / "result.json")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+    assert RunResult.load(tmp_path / "result.json").history[0].val_accuracy == 0.4

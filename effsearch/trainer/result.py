@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,18 +139,65 @@ class RunResult:
         return cls(**d)
 
     def save(self, path: str | Path) -> Path:
-        """Write atomically, so a crash never leaves half a file."""
+        """Write atomically (a temporary file renamed over ``path``), so a crash never leaves half a
+        file. The partial result is written right after a first Ctrl-C, so Ctrl-C waits while it is
+        written: a second one interrupts once the file is in place (KeyboardInterrupt from here)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f, indent=2)
-        os.replace(tmp, path)
+        text = json.dumps(self.to_dict(), indent=2)
+        interrupted = False
+        with hold_ctrl_c():
+            for _ in range(WRITE_TRIES):
+                try:
+                    _write_atomic(path, text)
+                    break
+                except KeyboardInterrupt:  # raised all the same (a handler that ran as the hold began)
+                    interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> RunResult:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# Writes of result.json a KeyboardInterrupt raised inside them can restart before it gives up.
+WRITE_TRIES = 3
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """``text`` to a temporary file beside ``path``, renamed over it; the temporary file never stays."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def hold_ctrl_c() -> Iterator[None]:
+    """Ctrl-C waits while the block runs, then acts as it would have (KeyboardInterrupt, with the
+    default handler) once the block is done. KeyboardInterrupt reaches the main thread only, so
+    elsewhere this does nothing; nor where Python does not handle SIGINT itself."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored, or the system's default: no KeyboardInterrupt to hold
+        yield
+        return
+    frames: list = []
+    signal.signal(signal.SIGINT, lambda signum, frame: frames.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if frames:  # the user's latest word: it wins over what the block raised
+            previous(signal.SIGINT, frames[-1])
 
 
 def time_to_target(history: list, target: float, final_accuracy: float | None = None) -> float | None:
