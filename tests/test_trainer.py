@@ -385,3 +385,24 @@ def test_random_crop_is_a_shifted_window():
     padded = torch.nn.functional.pad(x, (2, 2, 2, 2), mode="reflect")
     for i in range(2):
         assert any(torch.equal(y[i], padded[i, :, a:a + 6, b:b + 6]) for a in range(5) for b in range(5))
+
+
+def test_a_ctrl_c_while_the_result_is_being_finished_still_leaves_result_json(tmp_path, monkeypatch):
+    """A second Ctrl-C lands in train's finally, before the partial result is saved: it waits for
+    the write, then interrupts (without the hold, it skipped the write)."""
+    import os
+    import signal
+
+    from effsearch.trainer import run as R
+
+    finish = R._finish
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C (again) right here
+        finish(*args)
+
+    monkeypatch.setattr(R, "_finish", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        R.train(TrainConfig.from_dict(tiny(epochs=1)), out_dir=tmp_path, progress=False)
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["history"] and saved["config"]["epochs"] == 1

@@ -26,7 +26,7 @@ from effsearch.trainer import data as D
 from effsearch.config import rules
 from effsearch.config.sources import model_kind
 from effsearch.trainer.models import build_network
-from effsearch.trainer.result import EvalPoint, RunResult, time_to_target, versions
+from effsearch.trainer.result import EvalPoint, RunResult, hold_ctrl_c, time_to_target, versions
 
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
 EvalHook = Callable[[EvalPoint], "str | None"]
@@ -106,17 +106,22 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
         raise
     finally:
-        if result.final.data_seconds is None:
-            result.final.data_seconds = data_seconds
-        # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
-        final_acc = result.final.val_accuracy if result.final.val_accuracy is not None else float("nan")
-        result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
-        crossed = time_to_target(result.history, cfg.target_accuracy)
-        if crossed is not None and result.time_to_target is None:
-            result.final.target_crossed_at = crossed  # shown, never counted
-        if out is not None:
-            result.save(out / "result.json")
+        with hold_ctrl_c():  # a second Ctrl-C waits until the partial result is written
+            _finish(result, cfg, data_seconds)
+            if out is not None:
+                result.save(out / "result.json")
     return result
+
+
+def _finish(result: RunResult, cfg: TrainConfig, data_seconds: float) -> None:
+    if result.final.data_seconds is None:
+        result.final.data_seconds = data_seconds
+    # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
+    final_acc = result.final.val_accuracy if result.final.val_accuracy is not None else float("nan")
+    result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
+    crossed = time_to_target(result.history, cfg.target_accuracy)
+    if crossed is not None and result.time_to_target is None:
+        result.final.target_crossed_at = crossed  # shown, never counted
 
 
 def _device_name(device: str) -> str:
