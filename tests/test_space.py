@@ -233,3 +233,20 @@ def test_cudnn_autotuning_is_searched_on_a_gpu_only_when_asked():
     asked = Space.build(gpu_base, {"ranges": {"cudnn_benchmark": {"choices": [False, True]}}}, GPU)
     assert "cudnn_benchmark" in asked.active
     assert {cfg.cudnn_benchmark for _, cfg in sample(asked, 20)} == {False, True}
+
+
+def test_swa_start_is_searched_below_the_bases_swa_end():
+    """The rules want swa_end after swa_start in one unit: the space samples starts below the
+    base's end, and none when that end is not a fraction of training."""
+    def start_dim(space):
+        return next(d for d in space.dims if d.name == "algorithms.swa.swa_start")
+
+    for end, high in (("0.6dur", 0.55), ("0.97dur", 0.9)):
+        space = Space.build(base(algorithms={"swa": {"swa_start": "0.3dur", "swa_end": end}}),
+                            {"include": ["algorithms.swa"]}, Machine(cores=1))
+        assert start_dim(space).high == pytest.approx(high)
+        starts = [float(c.algorithms["swa"]["swa_start"][:-3]) for _, c in sample(space, 40) if "swa" in c.algorithms]
+        assert starts and max(starts) < float(end[:-3])  # and each sampled config passed validation
+    space = Space.build(base(algorithms={"swa": {"swa_start": "2ep", "swa_end": "5ep"}}),
+                        {"include": ["algorithms.swa"]}, Machine(cores=1))
+    assert "not a fraction of training" in str(start_dim(space).extra["unavailable"])

@@ -169,6 +169,18 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     set_path(cfg, "selection.select_every", every)
 
 
+def _fit_swa_start(dim: Dim, base: TrainConfig) -> None:
+    """SWA's start is searched as a fraction of training: below the base's swa_end (the rules
+    want it earlier, in the same unit), or not at all when that end is not a fraction."""
+    end = (base.algorithms.get("swa") or {}).get("swa_end", ALGORITHMS["swa"].params["swa_end"])
+    if not (isinstance(end, str) and end.endswith("dur")):
+        dim.extra["unavailable"] = f"base's swa_end {end!r} is not a fraction of training (dur)"
+        return
+    dim.high = min(dim.high, float(end[:-3]) - 0.05)
+    if dim.high <= dim.low:
+        dim.extra["unavailable"] = f"base's swa_end {end!r} leaves no room after swa_start's low {dim.low:g}"
+
+
 def batch_sizes(base: int) -> tuple:
     """Powers of two from a quarter of the base batch up to 2048 (and at least twice the base):
     the fast GPU recipes train with large batches and the lr scaled to them."""
@@ -367,6 +379,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     for d in dims:
         d.parents = tuple(dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else [])
                                         + setters.get(p, [])))
+    _fit_swa_start(by_name["algorithms.swa.swa_start"], base)
     if len(by_name["model.width"].choices) < 2:
         by_name["model.width"].extra["unavailable"] = (f"{base.model.name!r} takes its size from its name or "
                                                        "model.kwargs (give model.width to a factory that takes it)")
