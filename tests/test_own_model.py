@@ -61,7 +61,7 @@ def models(tmp_path, monkeypatch):
     """A module of model factories in a folder on the path (spawned children inherit sys.path)."""
     code = tmp_path / "code"
     code.mkdir()
-    (code / "mymodels.py").write_text(MODELS_PY)
+    (code / "own_test_models.py").write_text(MODELS_PY)
     (code / "broken_models.py").write_text(IMPORT_FAILS_PY)
     monkeypatch.syspath_prepend(str(code))
     monkeypatch.chdir(tmp_path)
@@ -91,7 +91,7 @@ def train(folder, capsys, **changes):
 
 
 def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(models, capsys):
-    code, err, result = train(models, capsys, **{"model.name": "mymodels:cnn", "epochs": 3,
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:cnn", "epochs": 3,
                                                  "selection.strategy": "gradmatch-pb", "selection.fraction": 0.5,
                                                  "selection.select_every": 1})
     assert code == 0, err
@@ -104,10 +104,10 @@ def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(mod
 def test_the_embedding_is_the_input_of_the_final_linear_layer(models):
     import torch
 
-    import mymodels
+    import own_test_models
     from effsearch.trainer.selection import ModelView
 
-    net = mymodels.cnn(5, 3).eval()
+    net = own_test_models.cnn(5, 3).eval()
     view = ModelView(net)
     x = torch.randn(4, 3, 12, 12)
     out, emb = view(x, last=True)
@@ -132,7 +132,7 @@ def test_a_timm_model_trains(models, capsys):
 
 
 def test_model_kwargs_reach_the_factory(models, capsys):
-    code, err, result = train(models, capsys, **{"model.name": "mymodels:needs_kwarg", "model.kwargs": {"depth": 6}})
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:needs_kwarg", "model.kwargs": {"depth": 6}})
     assert code == 0, err
     # width 6: three convolutions (3->6->12->24), their batch norms, a linear layer 24->10
     assert result["final"]["params"] == 3 * 6 * 9 + 6 * 12 * 9 + 12 * 24 * 9 + 2 * (6 + 12 + 24) + 24 * 10 + 10
@@ -140,23 +140,23 @@ def test_model_kwargs_reach_the_factory(models, capsys):
 
 @pytest.mark.parametrize("changes, field, words", [
     ({"model.name": "nomodule:cnn"}, "model.name", "no module named 'nomodule'"),
-    ({"model.name": "mymodels:nothing"}, "model.name", "has no attribute 'nothing'"),
+    ({"model.name": "own_test_models:nothing"}, "model.name", "has no attribute 'nothing'"),
     ({"model.name": "broken_models:cnn"}, "model.name", "a_module_nobody_has"),
-    ({"model.name": "mymodels:raises"}, "model.name", "RuntimeError: out of coffee"),
-    ({"model.name": "mymodels:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
-    ({"model.name": "mymodels:wrong_width"}, "model.name", "logits (N, 10)"),
-    ({"model.name": "mymodels:needs_kwarg"}, "model.name", "depth"),
-    ({"model.name": "mymodels:cnn", "model.width": 16, "model.kwargs": {"width": 4}}, "model.width", "given twice"),
-    ({"model.name": "mymodels:no_bn", "model.width": 8}, "model.width", "takes no width argument"),
+    ({"model.name": "own_test_models:raises"}, "model.name", "RuntimeError: out of coffee"),
+    ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
+    ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
+    ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
+    ({"model.name": "own_test_models:cnn", "model.width": 16, "model.kwargs": {"width": 4}}, "model.width", "given twice"),
+    ({"model.name": "own_test_models:no_bn", "model.width": 8}, "model.width", "takes no width argument"),
     ({"model.name": "torchvision:resnet18", "model.width": 8}, "model.width", "takes its size from its name"),
     ({"model.name": "torchvision:resnet_nineteen"}, "model.name", "torchvision has no model 'resnet_nineteen'"),
     ({"model.name": "tiny-cnn", "model.kwargs": {"depth": 3}}, "model.kwargs", "takes none"),
     ({"model.name": "my models:cnn"}, "model.name", "must be a built-in model"),
-    ({"model.name": "mymodels:no_bn", "algorithms": {"ghost_batchnorm": {}}}, "algorithms.ghost_batchnorm",
+    ({"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}}, "algorithms.ghost_batchnorm",
      "needs a model with batch norm layers"),
     ({"model.name": "torchvision:resnet18", "algorithms": {"stochastic_depth": {}}}, "algorithms.stochastic_depth",
      "needs a model with bottleneck blocks"),
-    ({"model.name": "mymodels:conv_head", "selection.strategy": "craig-pb", "selection.fraction": 0.5,
+    ({"model.name": "own_test_models:conv_head", "selection.strategy": "craig-pb", "selection.fraction": 0.5,
       "selection.select_every": 1, "epochs": 2}, "selection.strategy", "does not end in one"),
 ])
 def test_a_bad_model_is_exit_2_naming_the_field_and_writes_nothing(models, capsys, changes, field, words):
@@ -184,9 +184,9 @@ def test_the_probe_reads_the_model_as_built_and_the_rules_follow_it(models):
     assert found.bottleneck and found.batchnorm and found.downsamples and found.final_linear
     assert found.in_channels == 3 and found.params > 20_000_000  # built on the meta device: no memory
     TrainConfig.from_dict({"model": {"name": "torchvision:resnet50"}, "algorithms": {"stochastic_depth": {}}})
-    probe(TrainConfig.from_dict({"model": {"name": "mymodels:no_bn"}}).model)
+    probe(TrainConfig.from_dict({"model": {"name": "own_test_models:no_bn"}}).model)
     with pytest.raises(ConfigError, match="algorithms.ghost_batchnorm: needs a model with batch norm"):
-        TrainConfig.from_dict({"model": {"name": "mymodels:no_bn"}, "algorithms": {"ghost_batchnorm": {}}})
+        TrainConfig.from_dict({"model": {"name": "own_test_models:no_bn"}, "algorithms": {"ghost_batchnorm": {}}})
 
 
 def study_file(folder, base_model: dict, **keys) -> str:
@@ -206,7 +206,7 @@ def test_space_show_and_the_space_read_the_probed_model(models, capsys):
     from effsearch.config.machine import Machine
     from effsearch.search.studyfile import load
 
-    path = study_file(models, {"name": "mymodels:conv_head"})
+    path = study_file(models, {"name": "own_test_models:conv_head"})
     assert cli.main(["space", "show", path, "--all"]) == 0
     shown = capsys.readouterr().out
     line = next(x for x in shown.splitlines() if x.startswith("algorithms.stochastic_depth "))
@@ -224,7 +224,7 @@ def test_space_show_and_the_space_read_the_probed_model(models, capsys):
 
 
 def test_a_warm_start_the_model_cannot_take_is_refused_when_the_study_loads(models, capsys):
-    path = study_file(models, {"name": "mymodels:no_bn"}, warm_start=[{"algorithms": {"ghost_batchnorm": {}}}])
+    path = study_file(models, {"name": "own_test_models:no_bn"}, warm_start=[{"algorithms": {"ghost_batchnorm": {}}}])
     assert cli.main(["space", "show", path]) == 2
     err = capsys.readouterr().err
     assert "warm_start[0].algorithms.ghost_batchnorm: needs a model with batch norm" in err
@@ -262,7 +262,7 @@ def test_a_two_worker_study_on_an_importable_model_imports_its_plugin_in_every_w
     marks.mkdir()
     monkeypatch.setenv("PLUGIN_MARKS", str(marks))
     monkeypatch.delenv("EFFSEARCH_PLUGINS", raising=False)
-    path = study_file(models, {"name": "mymodels:cnn"}, plugins=["myplugin"], n_trials=4)
+    path = study_file(models, {"name": "own_test_models:cnn"}, plugins=["myplugin"], n_trials=4)
     study = yaml.safe_load(open(path))
     study["base"]["dataset"] = {"name": "imagefolder", "path": str(pattern_folder(models / "images"))}
     study["base"]["target_accuracy"] = 0.5
@@ -295,7 +295,7 @@ def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):
 
     study = effsearch.run_study(
         {"name": "api", "base": {"dataset": {"name": "synthetic", "synthetic_size": 512},
-                                 "model": {"name": "mymodels:cnn"}, "epochs": 3, "batch_size": 32,
+                                 "model": {"name": "own_test_models:cnn"}, "epochs": 3, "batch_size": 32,
                                  "optimizer": {"lr": 0.05}, "target_accuracy": 0.4, "device": "cpu"},
          "n_trials": 3, "max_slowdown": None}, quiet=True)
     assert study.study_name == "api" and len(study.trials) == 3
@@ -304,7 +304,7 @@ def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):
     again = effsearch.load_study("api", storage=str(models / "api.journal"))  # the journal beside the cwd
     assert effsearch.pareto_front(again) == rows
     cfg = effsearch.best_config(study, pick="fastest")
-    assert isinstance(cfg, TrainConfig) and cfg.model.name == "mymodels:cnn"
+    assert isinstance(cfg, TrainConfig) and cfg.model.name == "own_test_models:cnn"
     assert cfg.to_dict() == yaml.safe_load(study.trials[rows[0]["trial"]].user_attrs["config"])
     with pytest.raises(effsearch.NothingToPick):
         effsearch.best_config(study, pick="fastest-above:1.0")
@@ -323,6 +323,6 @@ def test_the_python_api_raises_where_the_cli_exits(models):
         effsearch.run_study({"base": {"dataset": {"name": "digits"}}, "n_trials": -1}, quiet=True)
     with pytest.raises(effsearch.StudyFailed, match="could not do its work"):
         effsearch.run_study({"name": "broken", "base": {"dataset": {"name": "synthetic", "synthetic_size": 96},
-                                                        "model": {"name": "mymodels:cnn"}, "epochs": 1,
+                                                        "model": {"name": "own_test_models:cnn"}, "epochs": 1,
                                                         "device": "cpu"},
                              "n_trials": 2, "timeout": 0.001}, quiet=True)

@@ -387,10 +387,10 @@ def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsy
     assert main(["run", str(path), "--budget", "22"]) == 0
     assert len(load(path)[0].get_trials()) == len(trials) + 2
 
-    for bad, flag in (("-5", []), ("soon", []), (None, ["--budget", "0"])):
+    for bad, flag, field in (("-5", [], "budget"), ("soon", [], "budget"), (None, ["--budget", "0"], "--budget")):
         path = write_study(tmp_path, budget=bad) if bad else write_study(tmp_path)
         assert main(["run", str(path), *flag]) == 2
-        assert f"{path}: budget: " in capsys.readouterr().err
+        assert f"{path}: {field}: " in capsys.readouterr().err  # the flag is named when the flag gave it
     path = write_study(tmp_path, n_trials=None, budget=30)
     from effsearch.search.studyfile import load as load_file
     assert load_file(path).budget == 30  # a budget alone ends the study

@@ -7,6 +7,7 @@ without a file is executed."""
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ def test_the_walkthrough_has_its_parts():
 def test_the_walkthrough_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mymodels", raising=False)  # the page's module, not one imported before
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "cache"))
     ran = []
     for file, lang, body in blocks():
