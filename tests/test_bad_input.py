@@ -75,8 +75,6 @@ def test_a_study_file_that_is_not_utf8_is_refused_by_every_command(tmp_path, com
     assert files(tmp_path) == before  # no journal, no output file
 
 
-@pytest.mark.xfail(strict=True, reason="search/warmstart.py config_file reads with Path.read_text and lets "
-                   "UnicodeDecodeError through; it should read with config.fields.read_text")
 def test_a_warm_start_config_that_is_not_utf8_is_refused(tmp_path):
     write(tmp_path / "s.yaml", STUDY)
     (tmp_path / "w.yaml").write_bytes(LATIN1)

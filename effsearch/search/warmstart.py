@@ -18,7 +18,7 @@ import optuna
 import yaml
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.config.fields import load_yaml
+from effsearch.config.fields import load_yaml, read_text
 from effsearch.search import record
 from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY, storage_errors, why
 
@@ -76,11 +76,11 @@ def config_file(path: str) -> bool:
     if not p.is_file() or p.suffix not in YAML_SUFFIXES:
         return False
     try:
-        raw = load_yaml(p.read_text())
+        raw = load_yaml(read_text(p))  # not UTF-8, keys twice, an alias bomb: a ConfigError naming the file
     except yaml.YAMLError:  # not YAML: let the study lookup say what is wrong
         return False
-    except OSError as e:
-        raise ConfigError("--warm-start", f"cannot read {p}: {e.strerror or e}") from None
+    except ConfigError as e:
+        raise ConfigError("--warm-start", e.message, e.source or str(p)) from None
     return isinstance(raw, dict) and "base" not in raw and ("model" in raw or "dataset" in raw)
 
 
