@@ -16,6 +16,7 @@ is gone (``requeue_dead_local``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -24,13 +25,18 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # Optuna's own format
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
 
 WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
@@ -191,12 +197,122 @@ def _connect(url: str, heartbeat: dict | None = None):
             kwargs = dict(heartbeat_interval=heartbeat["interval"], grace_period=heartbeat["grace_period"],
                           heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
                               max_retry=heartbeat["max_retry"]))
+    # pool_pre_ping: a pooled connection the server closed (a restart) is replaced before use.
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
         engine["connect_args"] = {"connect_timeout": 15}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ExperimentalWarning (heartbeats)
-        return optuna.storages.RDBStorage(rdb_url(url), engine_kwargs=engine, **kwargs)
+        storage = ReconnectingRDBStorage(rdb_url(url), engine_kwargs=engine, **kwargs)
+    if not url.startswith("sqlite"):  # after opening: a server down at the start is an error at once
+        from sqlalchemy import event
+
+        event.listen(storage.engine, "do_connect", _patient_connect)
+    return storage
+
+
+RECONNECT_SECONDS = 60.0  # how long a new connection waits for a server that went away (a restart)
+TRIES = 3  # of one storage call whose connection was cut
+
+
+def _patient_connect(dialect: Dialect, conn_rec: object, cargs: tuple, cparams: dict) -> Any:
+    """A new database connection, retried for up to RECONNECT_SECONDS while the server refuses it
+    (restarting, starting up); SQLAlchemy's do_connect hook."""
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    while True:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.OperationalError as e:
+            if time.monotonic() >= deadline:
+                raise
+            _warn_cut(e)
+            time.sleep(0.5)
+
+
+_cut_warned = threading.Event()  # a lost connection is said once a process (a heartbeat thread meets it too)
+
+
+def _warn_cut(e: BaseException) -> None:
+    if not _cut_warned.is_set():
+        _cut_warned.set()
+        print(f"warning: lost the storage's connection ({why(e)}); reconnecting, waiting up to "
+              f"{RECONNECT_SECONDS:g} s for the server, and trying the call again", file=sys.stderr, flush=True)
+
+
+def cut_connection(e: BaseException | None) -> BaseException | None:
+    """The error behind ``e`` (``e`` itself, or one it was raised from) that says a database
+    connection broke: the DB-API's OperationalError (closed by the server, refused, timed out),
+    or one SQLAlchemy invalidated. None: ``e`` is some other failure."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    for _ in range(10):  # Optuna wraps SQLAlchemy's error, which wraps the driver's
+        if e is None:
+            return None
+        if isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+class ReconnectingRDBStorage(optuna.storages.RDBStorage):
+    """Optuna's RDBStorage that outlives a database restart: a call whose connection was cut is
+    made again (up to TRIES times) on a fresh connection, which waits for the server
+    (``_patient_connect``). Only calls that are safe to repeat are: reads, and writes that set a
+    value. Creating a study or a trial is not repeated (a cut after its commit landed would
+    make a second one, a RUNNING trial nobody owns); a cut there fails the worker, loudly."""
+
+    def _again(self, call: Callable, *args, **kwargs) -> Any:
+        """``call(self, *args, **kwargs)``, made again (TRIES in all) while its connection is cut,
+        until a new connection has waited RECONNECT_SECONDS for the server in vain."""
+        started = time.monotonic()
+        for attempt in range(1, TRIES + 1):
+            try:
+                return call(self, *args, **kwargs)
+            except storage_errors() as e:
+                cut = cut_connection(e)
+                if attempt == TRIES or cut is None or time.monotonic() - started > RECONNECT_SECONDS:
+                    raise
+                _warn_cut(cut)
+                time.sleep(attempt)
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
+                               ) -> bool:
+        """As Optuna's, tried again after a cut. A try whose commit landed before its answer was
+        cut leaves the trial in ``state``, and the next try finds it finished: that is done."""
+        tries: list[int] = []
+
+        def once(storage: ReconnectingRDBStorage) -> bool:
+            tries.append(1)
+            try:
+                return optuna.storages.RDBStorage.set_trial_state_values(storage, trial_id, state, values)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                if len(tries) > 1 and state.is_finished() and storage.get_trial(trial_id).state == state:
+                    return True
+                raise
+
+        return self._again(once)
+
+
+def _repeatable(name: str) -> Callable:
+    """RDBStorage's method ``name``, made again while its connection is cut."""
+    method = getattr(optuna.storages.RDBStorage, name)
+
+    @functools.wraps(method)
+    def call(self: ReconnectingRDBStorage, *args, **kwargs) -> Any:
+        return self._again(method, *args, **kwargs)
+
+    return call
+
+
+# The RDBStorage methods that open a session and may be repeated (see ReconnectingRDBStorage).
+for _name in ("get_study_id_from_name", "get_study_name_from_id", "get_study_directions", "get_study_user_attrs",
+              "get_study_system_attrs", "get_all_studies", "set_study_user_attr", "set_study_system_attr",
+              "get_trial", "_get_trials", "get_trial_param", "get_trial_user_attrs", "get_trial_system_attrs",
+              "get_trial_id_from_study_id_trial_number", "_get_best_trial_id", "_set_trial_param",
+              "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr", "record_heartbeat",
+              "_get_stale_trial_ids"):
+    setattr(ReconnectingRDBStorage, _name, _repeatable(_name))
+del _name
 
 
 def _check_folder(path: Path, spec) -> None:
