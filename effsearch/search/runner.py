@@ -43,7 +43,7 @@ def preflight(spec, data_root, warm: bool = True) -> float | None:
         raise ConfigError(f"base.{e.field}" if e.field else "base", e.message, spec.source) from None
     except KeyboardInterrupt:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever stops the baseline's config: raised, named, exit 1
         raise BaselineBroken(f"{type(e).__name__}: {e}") from None
 
 

@@ -334,7 +334,7 @@ class SubsetSelection(Algorithm):
                         broadcast_object((idxs, np.asarray(gammas, dtype=np.float32)), dist)
         except ConfigError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - CORDS raises many kinds: raised again, naming the strategy
             raise SelectionError(f"selection.strategy {self.strategy_name!r} (CORDS "
                                  f"{self.family}/{self.selection_type or 'random'}) failed at epoch {epoch}: "
                                  f"{type(e).__name__}: {e}") from e
