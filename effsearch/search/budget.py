@@ -35,7 +35,8 @@ class StopAtTotal:
 
 
 def spent(trials) -> float:
-    """Compute seconds: the summed wall seconds of the finished trials (a duplicate's are its look-up)."""
+    """Compute seconds: the summed wall seconds of the finished trials (a duplicate's are its look-up,
+    and any wait for the running trial it repeats)."""
     return sum(t.user_attrs.get(WALL_KEY) or 0.0 for t in trials if t.state.is_finished())
 
 

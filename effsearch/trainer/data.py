@@ -188,9 +188,10 @@ def _cifar(root: Path, cfg):
     except RuntimeError:
         try:
             tr = cls(str(root), train=True, download=True)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a download fails many ways (no network, disk, checksum): all say "not here"
+            why = str(e).splitlines()[0][:200] if str(e) else "no message"
             raise DataMissing("dataset.name", f"{cfg.dataset.name} not found in {root} and the download "
-                              f"failed ({type(e).__name__}). Put the torchvision layout (e.g. "
+                              f"failed ({type(e).__name__}: {why}). Put the torchvision layout (e.g. "
                               f"{root}/cifar-10-batches-py) there or point --data-dir / ${DATA_ENV} at it.") from None
     te = cls(str(root), train=False, download=False)
     n = 10 if cfg.dataset.name == "cifar10" else 100
@@ -298,10 +299,7 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
 
 # -- batches ------------------------------------------------------------------
 
-try:
-    from torchvision.datasets import VisionDataset as _Base
-except Exception:  # pragma: no cover - torchvision is a dependency
-    _Base = torch.utils.data.Dataset
+from torchvision.datasets import VisionDataset as _Base  # noqa: E402 - a dependency; its import is slow, so late
 
 
 class TensorImages(_Base):
