@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+from effsearch.config import ConfigError
 from tests.fake_study import fake_storage
 from tests.helpers import SHARED
 
@@ -27,3 +28,16 @@ def storage_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("fake") / "fake.journal"
     fake_storage(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def F():
+    """effsearch.trainer.ffcv_loader: the FFCV tests skip without ffcv, except where
+    EFFSEARCH_REQUIRE_FFCV=1 (CI), where a missing ffcv fails them."""
+    try:
+        from effsearch.trainer import ffcv_loader
+    except ConfigError as e:
+        if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
+            pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
+        pytest.skip(str(e))
+    return ffcv_loader

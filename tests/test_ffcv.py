@@ -8,7 +8,6 @@ its pipeline (seconds on 2 cores), so the tests build few of them.
 """
 
 import json
-import os
 import sys
 
 import numpy as np
@@ -20,17 +19,6 @@ import effsearch.trainer
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
 from tests.helpers import tiny
-
-
-@pytest.fixture(scope="module")
-def F():
-    try:
-        from effsearch.trainer import ffcv_loader
-    except ConfigError as e:
-        if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
-            pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
-        pytest.skip(str(e))
-    return ffcv_loader
 
 
 def test_ffcv_missing_is_refused_with_the_install_line(monkeypatch, capsys):

@@ -3,26 +3,14 @@ disk cache, FFCV writes them JPEG-compressed a row at a time and streams batches
 test are all that must fit. Without ffcv these tests skip, except where EFFSEARCH_REQUIRE_FFCV=1 (CI)."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 import yaml
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import TrainConfig
 from effsearch.trainer import data as D
 from effsearch.trainer import userdata
-
-
-@pytest.fixture(scope="module")
-def F():
-    try:
-        from effsearch.trainer import ffcv_loader
-    except ConfigError as e:
-        if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
-            pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
-        pytest.skip(str(e))
-    return ffcv_loader
 
 
 def colour_folder(root, per_class: int = 40, side: int = 24):

@@ -192,17 +192,6 @@ def test_train_on_an_imagefolder_from_the_cli(tmp_path, capsys):
     assert result["status"] == "completed" and len(result["history"]) == 1
 
 
-@pytest.fixture
-def F():
-    try:
-        from effsearch.trainer import ffcv_loader
-    except ConfigError as e:
-        if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
-            pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
-        pytest.skip(str(e))
-    return ffcv_loader
-
-
 def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
     from effsearch.trainer.run import train
 
