@@ -558,8 +558,7 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
         return r
 
     monkeypatch.setattr(trainer_run, "train", train)
-    # The real warm-up stays: without it the baseline is the process's first (slowest) run, its time to
-    # target inflated, and a later trial could finish before the mark (README, "When a study fails").
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     # Without the second's floor (test_pruner.py has it): these trials train a fraction of a second.
     monkeypatch.setattr(SlowStop, "FLOOR", 0.0)
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
@@ -567,7 +566,7 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
     space = {"include": ["optimizer"], "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}}}
     path = write_study(tmp_path, n_trials=3, base=base, space=space, max_slowdown=1.0)
     assert main(["run", str(path)]) == 0
-    (after0, r0), rest = runs[1], runs[2:]  # runs[0] is the warm-up's few batches
+    (after0, r0), rest = runs[0], runs[1:]
     assert r0.reached_target and after0 == ()
     for after, r in rest:
         assert after == pytest.approx((r0.time_to_target,))
@@ -580,7 +579,6 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
     (tmp_path / "off").mkdir()
     path = write_study(tmp_path / "off", n_trials=2, base=base, space=space, max_slowdown=None)
     assert main(["run", str(path)]) == 0
-    runs = runs[1:]  # the warm-up's few batches
     assert [r.status for _, r in runs] == ["completed", "completed"] and runs[1][0] == ()
     bad = write_study(tmp_path / "off", max_slowdown=0.5)
     assert main(["run", str(bad)]) == 2 and "max_slowdown" in capsys.readouterr().err
