@@ -316,7 +316,7 @@ def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
 
 
 def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path, scripted, capsys, monkeypatch):
-    """benchmarks/phase1_fidelity.py on a finished two-phase study: the confirmed configurations,
+    """research/phase1_fidelity.py on a finished two-phase study: the confirmed configurations,
     the baseline and a sample trained on the full data; a second call reuses the sample's runs."""
     import importlib.util
     import sys
@@ -328,7 +328,7 @@ def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path
     assert main(["run", str(path)]) == 0
     capsys.readouterr()
     spec = importlib.util.spec_from_file_location(
-        "phase1_fidelity", Path(__file__).resolve().parent.parent / "benchmarks" / "phase1_fidelity.py")
+        "phase1_fidelity", Path(__file__).resolve().parent.parent / "research" / "phase1_fidelity.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     calls = []

@@ -1,4 +1,4 @@
-"""The search-efficiency replay's yardstick rule (benchmarks/search_efficiency.py)."""
+"""The search-efficiency replay's yardstick rule (research/search_efficiency.py)."""
 
 import importlib.util
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "search_efficiency.py"
+PATH = Path(__file__).resolve().parent.parent / "research" / "search_efficiency.py"
 
 
 @pytest.fixture(scope="module")
