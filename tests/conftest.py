@@ -1,23 +1,30 @@
 import os
+from pathlib import Path
 
 import pytest
 
 from effsearch.config import ConfigError
 from tests.fake_study import fake_storage
-from tests.helpers import SHARED
+from tests.guard import sitecustomize as guard
+from tests.helpers import TEST_DATA
+
+# No test reaches the network or ../shared, in this process or in a Python one it starts:
+# tests/guard/sitecustomize.py says how.
+guard.install()
+os.environ["EFFSEARCH_TEST_GUARD"] = "1"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(Path(guard.__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture
 def fashion_dir():
-    """The offline Fashion-MNIST copy beside the checkout."""
-    if not (SHARED / "fashion-mnist").is_dir():
-        pytest.fail(f"offline Fashion-MNIST missing at {SHARED}/fashion-mnist")
-    return SHARED
+    """A data root holding 4,000 training and 1,000 test images of Fashion-MNIST (tests/data)."""
+    return TEST_DATA
 
 
 @pytest.fixture(autouse=True)
 def _no_network_data_dir(tmp_path, monkeypatch):
-    # Tests never read a user's cache; datasets they need come from SHARED explicitly.
+    # Tests never read a user's cache; datasets they need come from TEST_DATA explicitly.
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
     os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -41,3 +48,9 @@ def F():
             pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
         pytest.skip(str(e))
     return ffcv_loader
+
+
+def pytest_configure(config):
+    # The replay's and its recorders' tests (research/): research code beside the product, which a
+    # contributor to effsearch itself may deselect with -m "not research".
+    config.addinivalue_line("markers", "research: tests of research/ (the search-efficiency replay and its recorders)")

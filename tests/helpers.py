@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# A stratified part of Fashion-MNIST the repository carries (tests/data/make_fashion_mnist.py).
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
 def tiny(**overrides) -> dict:
