@@ -10,8 +10,9 @@ append to it under a file lock (SQLite would answer "database is locked"), and
 it needs no server. For several machines: an RDB URL (PostgreSQL), with
 heartbeats on, so a trial whose worker died is failed and queued again
 (Optuna's RetryHeartbeatStaleTrialCallback). Journal storages have no
-heartbeats; there effsearch itself re-queues trials whose local worker process
-is gone (``requeue_dead_local``).
+heartbeats of Optuna's; there effsearch stamps running trials itself
+(``JournalHeartbeat``) and re-queues those whose local worker process is gone or
+whose stamp went stale (``requeue_dead_local``).
 """
 
 from __future__ import annotations
@@ -370,7 +371,7 @@ HEARTBEAT_KEY = "effsearch:heartbeat"  # system attr of a RUNNING trial on a jou
 
 class JournalHeartbeat:
     """Journal storages have no heartbeats of their own: a thread stamps the running trial
-    every ``interval`` seconds, so workers on other machines can tell a dead worker's trial."""
+    every ``interval`` seconds, so other workers can tell a dead or hung worker's trial."""
 
     def __init__(self, storage, interval: float):
         self.storage, self.interval = storage, interval
@@ -404,29 +405,38 @@ class JournalHeartbeat:
 
 def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: float | None = None) -> list[int]:
     """Fail and re-queue RUNNING trials whose worker is gone: a process on this host that has
-    exited, or (with ``grace_period``) a worker anywhere whose heartbeat stamp is that old.
+    exited, or (with ``grace_period``) a worker anywhere whose heartbeat stamp is that old,
+    on this host too: a live process that stopped beating (stopped, or hung holding the
+    interpreter) would hold its trial forever, and the other workers wait for it. This process
+    never judges its own trials (it is running this check, so it is not hung).
 
     Only for storages without Optuna's heartbeats (journal files); RDB storages use Optuna's own.
     """
     host = socket.gethostname()
+    orphan = "its worker died before saying who it was (no heartbeat since it was asked for)"
     done = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    now = time.time()  # ages as of that read: the time spent failing one trial must not age the next's stamp
+    for t in running:
         w = t.user_attrs.get(WORKER_KEY) or {}
         stamp = t.system_attrs.get(HEARTBEAT_KEY)
-        if w.get("host") == host and isinstance(w.get("pid"), int):
-            dead = not _alive(w["pid"])
-        elif not w and not isinstance(stamp, (int, float)):
+        age = now - stamp if isinstance(stamp, (int, float)) else None
+        local = w.get("host") == host and isinstance(w.get("pid"), int)
+        if local and w["pid"] == os.getpid():
+            continue
+        if local and not _alive(w["pid"]):
+            reason = f"its worker ({host} pid {w['pid']}) is gone"
+        elif grace_period is not None and age is not None and age > grace_period:
+            reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) sent no heartbeat for {age:.0f} s (grace "
+                      f"period {grace_period:g} s)" + ("; its process is alive: stopped or hung" if local else "")
+                      ) if w else orphan
+        elif not w and age is None and _age(t, now) > (60.0 if grace_period is None else grace_period):
             # Asked for, then its worker died before writing who it is (a worker writes that
             # right after ``ask``): nobody will ever finish it, and a surviving worker would wait
             # for it forever. Orphaned once older than the grace period (a minute without one).
-            start = t.datetime_start.timestamp() if t.datetime_start else time.time()
-            dead = time.time() - start > (grace_period if grace_period is not None else 60.0)
+            reason = orphan
         else:
-            dead = grace_period is not None and isinstance(stamp, (int, float)) and time.time() - stamp > grace_period
-        if not dead:
             continue
-        reason = f"its worker ({w.get('host')} pid {w.get('pid')}) is gone" if w else \
-            "its worker died before saying who it was (no heartbeat since it was asked for)"
         try:
             mark_failed(study, t, "lost", reason)
         except optuna.exceptions.UpdateFinishedTrialError:  # another process got there first
@@ -440,6 +450,11 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
             pass
         done.append(t.number)
     return done
+
+
+def _age(trial, now: float) -> float:
+    """Seconds since ``trial`` started (0 when it has no start time)."""
+    return now - trial.datetime_start.timestamp() if trial.datetime_start else 0.0
 
 
 def open_url(url: str):
