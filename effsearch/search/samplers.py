@@ -20,7 +20,6 @@ from dataclasses import asdict
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
-from optuna.samplers._lazy_random_state import LazyRandomState
 
 from effsearch.config.options import TPEOptions
 
@@ -31,11 +30,15 @@ def trial_seed(study_seed: int, trial_number: int) -> int:
 
 def _reseed(sampler, seed: int, seen: set) -> None:
     """Re-seed every random state of ``sampler`` and the samplers it holds, in place (shared
-    references, such as NSGA-II's child generation strategy's, follow)."""
+    references, such as NSGA-II's child generation strategy's, follow). Optuna's samplers keep
+    a NumPy RandomState behind a lazy holder's public ``rng``; it is found by that shape, not by
+    importing the holder's class from a private module (storage.py is the one module that
+    touches Optuna's private parts)."""
     seen.add(id(sampler))
     for i, value in enumerate(vars(sampler).values()):
-        if isinstance(value, LazyRandomState):
-            value.rng.seed(seed)
+        rng = value if isinstance(value, np.random.RandomState) else getattr(value, "rng", None)
+        if isinstance(rng, np.random.RandomState):
+            rng.seed(seed)
         elif isinstance(value, BaseSampler) and id(value) not in seen:
             _reseed(value, (seed + 7919 * (i + 1)) % 2**32, seen)
 
