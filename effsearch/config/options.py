@@ -29,23 +29,23 @@ class TPEOptions:
     # 5, not Optuna's 10: in the search-efficiency replay (40 seeds, docs/benchmarks.md) TPE reached
     # 0.9 of the table's front with 0.80x the compute at full fidelity and 0.92x under the pruner.
     n_startup_trials: int = spec(5, low=0, help="random trials before TPE models the history")
-    multivariate: bool = spec(True)
+    multivariate: bool = spec(True, help="model the parameters jointly, not one at a time")
     group: bool = spec(True, help="split the conditional space into the subspaces that occur together")
     constant_liar: bool = spec(True, help="several workers do not all sample the same point")
-    n_ei_candidates: int = spec(24, low=1)
+    n_ei_candidates: int = spec(24, low=1, help="candidates drawn per trial to pick the best by expected improvement")
 
 
 @dataclass
 class NSGAOptions:
-    population_size: int = spec(50, low=2)
-    mutation_prob: float | None = spec(None, low=0.0, high=1.0)
-    crossover_prob: float = spec(0.9, low=0.0, high=1.0)
-    swapping_prob: float = spec(0.5, low=0.0, high=1.0)
+    population_size: int = spec(50, low=2, help="trials a generation")
+    mutation_prob: float | None = spec(None, low=0.0, high=1.0, help="per parameter (null: 1 / the number of parameters)")
+    crossover_prob: float = spec(0.9, low=0.0, high=1.0, help="chance a child is a crossover of two parents")
+    swapping_prob: float = spec(0.5, low=0.0, high=1.0, help="uniform crossover: chance a parameter comes from the other parent")
 
 
 @dataclass
 class GPOptions:
-    n_startup_trials: int = spec(10, low=0)
+    n_startup_trials: int = spec(10, low=0, help="random trials before the Gaussian process models the history")
 
 
 SAMPLERS: dict[str, type] = {"tpe": TPEOptions, "nsga2": NSGAOptions, "nsga3": NSGAOptions, "gp": GPOptions,

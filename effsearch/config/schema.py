@@ -67,7 +67,7 @@ class DatasetConfig:
                              help="stratified share of the validation split evaluated (cheaper, noisier "
                                   "evaluations; the tuning phase's val_subset sets it)")
     # The splits draw with split_seed + 1..3 too (a subset of the data, of validation; a test split).
-    split_seed: int = spec(0, low=0, high=SEED_MAX - 3)
+    split_seed: int = spec(0, low=0, high=SEED_MAX - 3, help="seed of the train/validation/test split")
     image_size: int | None = spec(None, low=8, high=512,
                                   help="resize images to this side (digits defaults to 32; an imagefolder whose "
                                        "images differ in size needs it)")
@@ -90,12 +90,13 @@ class ModelConfig:
 
 @dataclass
 class OptimizerConfig:
-    name: str = spec("sgd", choices=OPTIMIZERS)
-    lr: float = spec(0.05, low=0.0, high=10.0, low_open=True)
-    weight_decay: float = spec(5e-4, low=0.0, high=1.0)
-    momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True)
-    nesterov: bool = spec(True)
-    beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True)
+    name: str = spec("sgd", choices=OPTIMIZERS, help="sgdw: Composer's decoupled weight decay; kfac-sgd: "
+                                                          "SGD preconditioned by K-FAC (conv and linear layers)")
+    lr: float = spec(0.05, low=0.0, high=10.0, low_open=True, help="peak learning rate")
+    weight_decay: float = spec(5e-4, low=0.0, high=1.0, help="L2 penalty (adamw, sgdw: decoupled)")
+    momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True, help="SGD momentum; adamw: beta1")
+    nesterov: bool = spec(True, help="Nesterov momentum (SGD, when momentum > 0)")
+    beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True, help="adamw: beta2")
     scale_lr_with_batch: bool = spec(False, help="multiply lr by the effective batch / 128 (effective batch: "
                                                  "batch_size x accumulate x distributed.processes)")
     fused: bool | None = spec(None, help="one fused kernel per optimizer step (null: fused on CUDA, torch's "
@@ -108,18 +109,20 @@ class OptimizerConfig:
 
 @dataclass
 class ScheduleConfig:
-    name: str = spec("cosine", choices=SCHEDULES)
+    name: str = spec("cosine", choices=SCHEDULES, help="learning-rate schedule over the whole budget, "
+                                                      "after the warm-up")
     warmup_fraction: float = spec(0.0, low=0.0, high=0.5, help="share of training spent warming up")
     milestones: list = spec(factory=lambda: [0.5, 0.75],
                             help="multistep: fractions of training where lr drops")
-    gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True)
+    gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True, help="multistep: lr factor at each milestone")
     final_lr_fraction: float = spec(0.0, low=0.0, high=1.0, help="lr at the end / peak lr")
 
 
 @dataclass
 class SparsityConfig:
     target: float = spec(0.0, low=0.0, high=0.99, help="share of conv/linear weights set to zero")
-    schedule: str = spec("polynomial", choices=("constant", "polynomial"))
+    schedule: str = spec("polynomial", choices=("constant", "polynomial"),
+                         help="how the zeroed share grows from start to end (gradual magnitude pruning)")
     start: float = spec(0.1, low=0.0, high=1.0, high_open=True, help="fraction of training")
     end: float = spec(0.75, low=0.0, high=1.0, low_open=True, help="fraction of training")
     update_every: int = spec(20, low=1, high=100_000, help="steps between mask updates")
@@ -177,13 +180,14 @@ class TrainConfig:
                                                "defaults; null or false: off, e.g. to drop one a base file has)")
     sparsity: SparsityConfig = spec(factory=SparsityConfig)
     selection: SelectionConfig = spec(factory=SelectionConfig)
-    loader: str = spec("torch", choices=LOADERS)
-    precision: str = spec("fp32", choices=PRECISIONS)
+    loader: str = spec("torch", choices=LOADERS, help="ffcv: FFCV's loader (extra ffcv); streams an imagefolder "
+                                                     "larger than memory")
+    precision: str = spec("fp32", choices=PRECISIONS, help="automatic mixed precision in fp16 or bf16 (CUDA)")
     compile: bool = spec(False, help="torch.compile the model (compile time counts as train time; "
                                      "also in final.compile_seconds)")
     compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
-    channels_last: bool = spec(False)
-    device: str = spec("auto", choices=DEVICES)
+    channels_last: bool = spec(False, help="NHWC memory layout (faster convolutions on tensor cores)")
+    device: str = spec("auto", choices=DEVICES, help="auto: cuda when a GPU is visible, else cpu")
     # Off by default: on an H100 the timing costs 1-6 s for each new shape (layout, dtype, batch size)
     # and gained 0-10% a step on the tiny CNN, and a study's worker pays it only in its first
     # trial of each shape, so trials would not be timed alike (docs/benchmarks.md).
@@ -192,8 +196,9 @@ class TrainConfig:
     distributed: DistributedConfig = spec(factory=DistributedConfig)
     quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
                                                         "measured after training (quantized_bytes, accuracies)")
-    seed: int = spec(0, low=0, high=SEED_MAX)
-    target_accuracy: float = spec(0.9, low=0.0, high=1.0)
+    seed: int = spec(0, low=0, high=SEED_MAX, help="seed of the weights, data order and augmentation")
+    target_accuracy: float = spec(0.9, low=0.0, high=1.0, help="validation accuracy whose first crossing is the "
+                                                                   "time to target")
     eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
                              help="epochs between evaluations (fractions allowed)")
 

@@ -66,6 +66,28 @@ KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm
         "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
         "failure_limit", "dedupe", "max_slowdown", "plugins")
 
+# The keys that are not study numbers (StudyNumbers carries theirs on its fields), with their help:
+# what `python -m effsearch.reference` writes into docs/fields.md.
+KEY_HELP = {
+    "name": "the Optuna study's name (default: the file's stem)",
+    "description": "a line on what the study is for, kept in storage",
+    "storage": "default: NAME.journal beside this file (no server); or sqlite:///x.db, "
+               "postgresql://user@host/db, PATH.journal",
+    "artifacts": "folder for plots and configs per trial (default: beside the journal file, or "
+                 "STEM.artifacts/ beside this file for an RDB storage)",
+    "base": "the TrainConfig every trial starts from (a mapping, or a path to a YAML file)",
+    "baseline": "dotted overrides of base: trial 0, the yardstick for speed-ups (default: base as is)",
+    "warm_start": "configs queued after the baseline and trained exactly as given, once: dotted overrides "
+                  "of base, or a named recipe (recipe:NAME; recipes: all that fit; `effsearch recipes`)",
+    "objectives": "what each trial is scored on (default: time_to_accuracy, final_accuracy)",
+    "space": "what the sampler may change (include, exclude, ranges; `effsearch space show`)",
+    "sampler": "tpe (default), nsga2, nsga3, gp or random, or a mapping {name: ..., option: value}",
+    "pruner": "none (default) or moasha, or a mapping {name: moasha, option: value}",
+    "tuning": "none (default) or subset: a cheap phase on a data subset before full runs",
+    "heartbeat": "{interval, grace_period, max_retry}: a dead worker's trial is retried",
+    "plugins": "modules imported first, here and in every worker and rank (runs their code)",
+}
+
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
 SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
@@ -207,25 +229,26 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
     _check_confirm_seeds(base, tuning)
 
-    def number(key: str, flag: Any = None, default: Any = None) -> Any:
-        """A study number: the command line's value when given (an error names its flag), else the file's."""
+    def number(key: str, flag: Any = None) -> Any:
+        """A study number: the command line's value when given (an error names its flag), else the
+        file's, else StudyNumbers' default."""
         if flag is not None:
             return options.check_value(StudyNumbers, key, flag, "--" + key.replace("_", "-"))
-        return options.check_value(StudyNumbers, key, raw.get(key, default), key)
+        return options.check_value(StudyNumbers, key, raw.get(key, getattr(StudyNumbers, key)), key)
 
-    n_trials = number("n_trials", n_trials_flag, 20)
+    n_trials = number("n_trials", n_trials_flag)
     timeout = number("timeout", timeout_flag)
     budget = number("budget", budget_flag)
     if n_trials is None and timeout is None and budget is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
-    seed = number("seed", default=0)
-    workers = number("workers", workers_flag, 1)
+    seed = number("seed")
+    workers = number("workers", workers_flag)
     workers_field = "--workers" if workers_flag is not None else "workers"
     _check_workers(workers, machine, workers_field)
     heartbeat = check_heartbeat(raw.get("heartbeat"))
-    failure_limit = number("failure_limit", default=3)
-    dedupe = number("dedupe", default=True)
-    max_slowdown = number("max_slowdown", default=StudyNumbers.max_slowdown)
+    failure_limit = number("failure_limit")
+    dedupe = number("dedupe")
+    max_slowdown = number("max_slowdown")
 
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
