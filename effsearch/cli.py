@@ -112,8 +112,11 @@ def _cmd_export(args) -> int:
     from effsearch.search.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
-    n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all)
-    what = "complete trials" if args.all else "trials on the Pareto front"
+    tune_name = study.user_attrs.get("tune_study")  # a tuning phase: its compute starts in phase 1
+    tune = open_study(tune_name, storage_url)[0] if tune_name else None
+    n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all, tune=tune, plot=args.plot)
+    what = "points of the anytime curve" if args.plot == "anytime" else \
+        "complete trials" if args.all else "trials on the Pareto front"
     print(f"effsearch export: {n} {what} of study {study.study_name!r} -> {args.out} ({fmt})", file=sys.stderr)
     return 0
 
@@ -252,6 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output format (default: from the suffix of -o)")
     ex.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. front.csv")
     ex.add_argument("--all", action="store_true", help="also the dominated complete trials (column on_front)")
+    ex.add_argument("--plot", choices=("front", "anytime"), default="front",
+                    help="front (default): the Pareto front; anytime: the best speed-up within 1 point of the "
+                         "baseline's val accuracy found against the compute spent so far, in baseline runs "
+                         "(both phases of a tuning phase); csv, json and yaml then hold its points")
     ex.set_defaults(func=_cmd_export)
 
     b = sub.add_parser("best", help="write one trial's TrainConfig YAML, for `effsearch train`",

@@ -4,6 +4,9 @@ One row per trial: its objective values, test accuracy, speed-up over the
 baseline trial, whether it reached the target, and what it trained (a summary and
 the sampled parameters). ``all_trials`` adds the dominated complete trials with
 ``on_front`` false. Pruned and failed trials have no values and are left out.
+``plot="anytime"`` (``--plot anytime``) writes the study's anytime curve instead
+(``search.anytime``: the best speed-up within a point found against the compute spent so
+far, in baseline runs); the JSON and YAML exports carry it either way.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search import report
+from effsearch.search import anytime, report
 from effsearch.search.best import cost_of
 from effsearch.search.report import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.trainer.result import clean
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
+PLOTS = ("front", "anytime")  # what png and html draw; csv writes the anytime curve's points too
 SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",
             ".png": "png"}
 
@@ -81,8 +85,9 @@ def rows(study, all_trials: bool = False) -> list[dict]:
     return [row(t, objectives, base, t.number in on, recipe) for t in trials if t.state == TrialState.COMPLETE]
 
 
-def document(study, storage_label: str, all_trials: bool) -> dict:
-    """The JSON/YAML export: the study's facts, then the rows."""
+def document(study, storage_label: str, all_trials: bool, tune=None) -> dict:
+    """The JSON/YAML export: the study's facts, then the rows. ``tune``: phase 1's study, for the
+    anytime curve (a tuning phase's compute starts there)."""
     trials = study.get_trials(deepcopy=False)
     base = report.baseline_trial(trials)
     front_numbers = {t.number for t in report.front(study)}
@@ -100,6 +105,8 @@ def document(study, storage_label: str, all_trials: bool) -> dict:
         "tuning_phase": tuning_phase(study),
         # What the study cost (both phases), in baseline runs, and when `best`'s default pick pays it back.
         "cost": cost_of(study).as_dict(),
+        # The best speed-up within a point found against the compute spent so far (search.anytime).
+        "anytime": anytime.curve(study, tune),
         "rows": rows(study, all_trials),
     }
 
@@ -130,7 +137,10 @@ def flat(r: dict) -> dict:
 
 
 def write_csv(table: list[dict], path: Path) -> None:
-    flats = [flat(r) for r in table]
+    write_table([flat(r) for r in table], path)
+
+
+def write_table(flats: list[dict], path: Path) -> None:
     columns: list[str] = []
     for r in flats:  # the union, in first-seen order: trials may sample different parameters
         columns += [k for k in r if k not in columns]
@@ -140,12 +150,26 @@ def write_csv(table: list[dict], path: Path) -> None:
         w.writerows(flats)
 
 
-def write(study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False) -> int:
-    """Write the export; returns the number of rows."""
+def write(study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False, tune=None,
+          plot: str = "front") -> int:
+    """Write the export (``plot``: the front's rows, or the anytime curve's points); returns the
+    number of rows or points."""
     path = Path(path)
-    doc = document(study, storage_label, all_trials)
+    doc = document(study, storage_label, all_trials, tune)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if plot == "anytime":
+            from effsearch.search import plots
+
+            if fmt == "csv":
+                write_table(doc["anytime"]["points"], path)
+            elif fmt in ("json", "yaml"):
+                text = json.dumps(clean(doc["anytime"]), indent=2) + "\n" if fmt == "json" else \
+                    yaml.safe_dump(clean(doc["anytime"]), sort_keys=False)
+                path.write_text(text)
+            else:
+                (plots.write_anytime_html if fmt == "html" else plots.write_anytime_png)(doc, path)
+            return len(doc["anytime"]["points"])
         if fmt == "csv":
             write_csv(doc["rows"], path)
         elif fmt == "json":

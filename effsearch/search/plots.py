@@ -166,3 +166,104 @@ def write_png(doc: dict, path: Path) -> None:
 def _wrap(text: str, width: int = 80) -> str:
     head, sep, tail = text.partition("; ")
     return f"{head}\n{tail}" if sep and len(text) > width else text
+
+
+# -- the anytime curve (search.anytime): the best speed-up within a point against the compute so far --
+
+TUNE = "#7f7f7f"
+
+
+def anytime_series(doc: dict) -> dict:
+    """What the anytime plot draws: the curve's steps (x in baseline runs), phase 1's own (subset)
+    steps, where phase 2 starts, and the best recipe's speed-up over the baseline (a level)."""
+    c = doc["anytime"]
+    pts = [p for p in c["points"] if p["baseline_runs"] is not None]
+    found = [(p["baseline_runs"], p["best_speedup"]) for p in pts if p["best_speedup"] is not None]
+    tune = [(p["baseline_runs"], p["tune_speedup"]) for p in pts if p["phase"] == "tune"
+            and p["tune_speedup"] is not None]
+    recipe, base = doc.get("best_recipe"), doc.get("baseline")
+    level = None
+    if recipe and base and recipe.get("time_to_target") and base.get("time_to_target"):
+        level = base["time_to_target"] / recipe["time_to_target"]
+    return {"found": found, "tune": tune, "phase2_at": c.get("phase1_runs"), "recipe": level,
+            "recipe_name": (recipe or {}).get("recipe"), "within": c["within"]}
+
+
+def anytime_title(doc: dict, s: dict) -> str:
+    last = s["found"][-1] if s["found"] else None
+    t = f"{doc['study']}: best speed-up within {s['within'] * 100:g} point of the baseline's val accuracy"
+    if last:
+        t += f"; {last[1]:.2f}x after {last[0]:.1f} baseline runs of compute"
+    return t
+
+
+def _anytime_labels() -> tuple[str, str]:
+    return ("compute spent so far (runs of the baseline)", "best speed-up over the baseline (x)")
+
+
+def write_anytime_png(doc: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    s = anytime_series(doc)
+    fig = Figure(figsize=(8, 5), dpi=110)
+    ax = fig.add_subplot()
+    if s["tune"]:
+        ax.step(*zip(*s["tune"]), where="post", color=TUNE, linestyle="--", linewidth=1,
+                label="phase 1 on its subset (over its own baseline)")
+    if s["found"]:
+        xs, ys = zip(*s["found"])
+        ax.step(xs, ys, where="post", color=FRONT, linewidth=2, label="found (full data, within the point)")
+        ax.scatter([xs[-1]], [ys[-1]], color=FRONT, zorder=3)
+    ax.axhline(1.0, color=BASELINE, linewidth=0.8, label="the baseline (1x)")
+    if s["recipe"]:
+        ax.axhline(s["recipe"], color="#2ca02c", linestyle=":", linewidth=1.2,
+                   label=f"best known recipe ({s['recipe_name']}): {s['recipe']:.2f}x")
+    if s["phase2_at"] is not None:
+        ax.axvline(s["phase2_at"], color=TUNE, linestyle=":", linewidth=0.8)
+        ax.annotate("phase 2", (s["phase2_at"], 1.0), textcoords="offset points", xytext=(3, 4), fontsize=8,
+                    color=TUNE)
+    if not s["found"] and not s["tune"]:
+        ax.text(0.5, 0.5, "no point to show (the baseline has not run or missed the target)",
+                transform=ax.transAxes, ha="center", color="grey")
+    x, y = _anytime_labels()
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(_wrap(anytime_title(doc, s)), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+def write_anytime_html(doc: dict, path: Path) -> None:
+    import plotly.graph_objects as go
+
+    s = anytime_series(doc)
+    fig = go.Figure()
+    if s["tune"]:
+        fig.add_trace(go.Scatter(name="phase 1 on its subset (over its own baseline)", mode="lines",
+                                 x=[p[0] for p in s["tune"]], y=[p[1] for p in s["tune"]], line_shape="hv",
+                                 line={"color": TUNE, "dash": "dash"}))
+    if s["found"]:
+        fig.add_trace(go.Scatter(name="found (full data, within the point)", mode="lines+markers",
+                                 x=[p[0] for p in s["found"]], y=[p[1] for p in s["found"]], line_shape="hv",
+                                 line={"color": FRONT}))
+    fig.add_hline(y=1.0, line={"color": BASELINE, "width": 1})
+    if s["recipe"]:
+        fig.add_hline(y=s["recipe"], line={"color": "#2ca02c", "dash": "dot"},
+                      annotation_text=f"best known recipe ({s['recipe_name']}): {s['recipe']:.2f}x")
+    if s["phase2_at"] is not None:
+        fig.add_vline(x=s["phase2_at"], line={"color": TUNE, "dash": "dot"}, annotation_text="phase 2")
+    x, y = _anytime_labels()
+    fig.update_layout(title={"text": anytime_title(doc, s), "font": {"size": 14}}, template="plotly_white",
+                      xaxis_title=x, yaxis_title=y, legend={"orientation": "h", "y": -0.2})
+    name = html.escape(doc["study"])
+    body = fig.to_html(full_html=False, include_plotlyjs=True, div_id="anytime-curve")
+    path.write_text(f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{name}: anytime curve</title></head>
+<body style="font-family:sans-serif;margin:1.5em"><h2>Study {name}</h2>
+<p>storage {html.escape(doc['storage'])}; target val accuracy {doc.get('target_accuracy')}</p>
+{body}
+</body></html>
+""")
