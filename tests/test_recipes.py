@@ -49,6 +49,22 @@ def test_a_recipe_is_a_change_to_the_base_so_it_fits_the_users_config(tmp_path):
     assert half.model == spec.base.model and half.dataset == spec.base.dataset
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+def test_small_batch_halves_the_batch_keeps_the_lr_a_step_and_trains_two_thirds_of_the_epochs(tmp_path, scaled):
+    base = tiny(**{"batch_size": 64, "epochs": 6, "optimizer.lr": 0.05, "optimizer.scale_lr_with_batch": scaled})
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"name": "r", "base": base, "n_trials": 3, "warm_start": ["recipe:small-batch"]}))
+    spec = studyfile.load(path, machine=Machine(cores=1))
+    [(label, small)] = spec.warm_start
+    assert label == "recipe:small-batch" and small.batch_size == 32 and small.epochs == pytest.approx(4)
+
+    def per_step(c):  # the lr a step trains with
+        return c.optimizer.lr * (c.batch_size / 128 if c.optimizer.scale_lr_with_batch else 1)
+
+    assert per_step(small) == pytest.approx(per_step(spec.base))
+    assert small.optimizer.lr == pytest.approx(0.1 if scaled else 0.05)
+
+
 def test_recipes_the_machine_or_the_model_cannot_run_are_skipped_with_a_note(tmp_path, monkeypatch):
     (tmp_path / "flatmodels.py").write_text(NO_DOWNSAMPLING_PY)
     monkeypatch.syspath_prepend(str(tmp_path))

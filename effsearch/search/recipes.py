@@ -38,6 +38,13 @@ def _large_batch(b: TrainConfig) -> dict:
             "algorithms": {**b.algorithms, "label_smoothing": {"smoothing": 0.1}}}
 
 
+def _small_batch(b: TrainConfig) -> dict:
+    # The lr each step trains with is kept: where the base scales its lr with the batch, the searched
+    # value doubles as the batch halves.
+    lr = _scaled_lr(b, 2) if b.optimizer.scale_lr_with_batch else b.optimizer.lr
+    return {"batch_size": max(1, b.batch_size // 2), "optimizer.lr": lr, "epochs": b.epochs * 2 / 3}
+
+
 def _one_cycle(b: TrainConfig) -> dict:
     return {"schedule.name": "onecycle", "schedule.warmup_fraction": 0.25, "optimizer.name": "sgd",
             "optimizer.momentum": 0.9, "optimizer.nesterov": True}
@@ -71,6 +78,11 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            "Goyal et al. 2017, Accurate, Large Minibatch SGD (linear lr scaling, warm-up); label smoothing from "
            "He et al. 2019, Bag of Tricks",
            "a GPU the base's batch leaves idle: 4x the batch, 4x the lr, a short warm-up"),
+    Recipe("small-batch", _small_batch,
+           "Masters and Luschi 2018, Revisiting Small Batch Training for Deep Neural Networks; Keskar et al. "
+           "2017, On Large-Batch Training (small batches reach an accuracy in fewer epochs)",
+           "a CPU or a small net, where a step costs about its batch: half the batch (twice the steps an "
+           "epoch, the same lr a step), two thirds of the epochs"),
     Recipe("one-cycle", _one_cycle,
            "Smith and Topin 2019, Super-Convergence; Page 2018, cifar10-fast (DAWNBench)",
            "short budgets: a ramp up then a linear decay, with Nesterov momentum"),
