@@ -7,7 +7,7 @@ Both studies run in one process, one after the other, on fresh journal storages 
 rung; phase 1 and phase 2 for effsearch). Hypervolume is over (time to target,
 -final validation accuracy) of full-data trials, reference point fixed from both.
 
-    EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/live_search.py --trials 20
+    EFFSEARCH_DATA_DIR=../shared/data uv run python -m research.live_search --trials 20
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import optuna
 import yaml
+
+from research.replay.report import compute_to_reach, hv_curve
 
 HERE = Path(__file__).parent
 STUDY = HERE / "data" / "replay-study.yaml"
@@ -51,8 +53,6 @@ def main() -> None:
     ap.add_argument("--tune-target", type=float, default=0.4)
     ap.add_argument("--out", type=Path, default=Path("runs/live-search"))
     args = ap.parse_args()
-    from search_efficiency import compute_to_reach, hv_curve  # beside this script
-
     from effsearch.search import studyfile
     from effsearch.search.runner import run
     from effsearch.search.storage import open_url

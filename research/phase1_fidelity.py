@@ -8,10 +8,10 @@ phase-1 curves reach it and Kendall's tau between phase 1's time to it (read on 
 curve) and the full data's time to the study's target. A miss ranks last on either side. Phase
 2's configurations count with their first seed; the baseline counts too.
 
-    uv run python benchmarks/phase1_fidelity.py studies/fashion-mnist.yaml --sample 16 --data-dir ../shared/data
+    uv run python -m research.phase1_fidelity studies/fashion-mnist.yaml --sample 16 --data-dir ../shared/data
 
-Fashion-MNIST run 8 (docs/results.md): 29 configurations, tau 0.48 at phase 1's target 0.75
-and 0.71 at 0.80.
+On the two-phase Fashion-MNIST study of docs/results.md (29 configurations): tau 0.48 at phase
+1's target 0.75 and 0.71 at 0.80.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def kendall(a: list, b: list) -> float:
     return float(kendalltau([min(x, big) for x in a], [min(y, big) for y in b]).statistic)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("study", help="the study file (or phase 2's study name, with --storage)")
     ap.add_argument("--storage")
@@ -48,22 +48,13 @@ def main() -> None:
     ap.add_argument("--data-dir")
     ap.add_argument("--out", type=Path, help="a JSON-lines file: each sampled run is appended, and the runs "
                                              "already there count again without training")
-    args = ap.parse_args()
+    return ap
 
-    import optuna
 
-    from effsearch.search import record
-    from effsearch.search.lookup import open_study
-    from effsearch.search.phases import TUNE_SUFFIX
-    from effsearch.search.storage import BASELINE_KEY, open_url
-    from effsearch.trainer.run import train
-
-    confirm, url = open_study(args.study, args.storage)
-    tune = optuna.load_study(study_name=confirm.study_name + TUNE_SUFFIX, storage=open_url(url))
-    tune_trials = tune.get_trials(deepcopy=False)
-    base_tune = next(t for t in tune_trials if t.user_attrs.get(BASELINE_KEY) and t.state.is_finished())
-    by_number = {t.number: t for t in tune_trials}
-    target = confirm.user_attrs.get("target_accuracy")
+def confirmed(confirm, base_tune) -> dict[int, float]:
+    """Phase 2's full-data time to target (first seed) by phase-1 trial number; the baseline's
+    under phase 1's baseline."""
+    from effsearch.search.storage import BASELINE_KEY
 
     full: dict[int, float] = {}  # tune trial number -> full-data time to target (first seed)
     first_seed: dict[int, int] = {}
@@ -75,6 +66,14 @@ def main() -> None:
         if key is not None and seed <= first_seed.get(key, seed):
             first_seed[key] = seed
             full[key] = t.user_attrs.get("time_to_target") or LAST
+    return full
+
+
+def sample(args, tune_trials: list, full: dict[int, float]) -> None:
+    """Adds to ``full`` the runs of an earlier sample (``--out``) and ``--sample`` more phase-1
+    configurations trained on the full data."""
+    from effsearch.search import record
+    from effsearch.trainer.run import train
 
     if args.out and args.out.is_file():  # an earlier sample's runs count again, untrained
         for line in args.out.read_text().splitlines():
@@ -93,6 +92,25 @@ def main() -> None:
         if args.out:
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+
+    import optuna
+
+    from effsearch.search.lookup import open_study
+    from effsearch.search.phases import TUNE_SUFFIX
+    from effsearch.search.storage import BASELINE_KEY, open_url
+
+    confirm, url = open_study(args.study, args.storage)
+    tune = optuna.load_study(study_name=confirm.study_name + TUNE_SUFFIX, storage=open_url(url))
+    tune_trials = tune.get_trials(deepcopy=False)
+    base_tune = next(t for t in tune_trials if t.user_attrs.get(BASELINE_KEY) and t.state.is_finished())
+    by_number = {t.number: t for t in tune_trials}
+    target = confirm.user_attrs.get("target_accuracy")
+    full = confirmed(confirm, base_tune)
+    sample(args, tune_trials, full)
 
     keys = sorted(full)
     y = [full[k] for k in keys]

@@ -7,7 +7,7 @@ images only: the replay never uses it, and the full test set would triple the
 recording time on CPU. One JSON line per configuration is appended to the
 output, so the recording resumes where it stopped and loses nothing on a crash.
 
-    EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/record_curves.py --n 200
+    EFFSEARCH_DATA_DIR=../shared/data uv run python -m research.record_curves --n 200
 
 Rows are in the order they were recorded; ``index`` is the configuration's place
 in the seeded sequence.

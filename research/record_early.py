@@ -1,20 +1,20 @@
 """Record the first ninth of every run in the replay's table, evaluated at 1/27, 2/27 and 3/27.
 
-benchmarks/data/quickstart_curves.jsonl evaluates each configuration at every 1/9 of its
-budget, so the replay (benchmarks/search_efficiency.py) cannot place a rung before 1/9. This
+research/data/quickstart_curves.jsonl evaluates each configuration at every 1/9 of its
+budget, so the replay (research/replay) cannot place a rung before 1/9. This
 trains each configuration of that table (and of quickstart_curves_loaded.jsonl, and the
 baseline seeds) again, at full fidelity and with its seed, evaluates it at 1/27, 2/27 and 3/27
 of its budget (``train(eval_at=...)``, as a study's pruner asks for its rungs) and stops it
 after the third. One JSON line per run: kind, index, the points (epoch, train seconds, val
-accuracy, and since 2026-11-26 val loss and train loss) and the wall time. The replay uses
+accuracy, val loss and train loss; the first recording has no losses) and the wall time. The replay uses
 the accuracies as they are and the train seconds as shares of the 3/27 point's (this
-recording's load is not the table's). benchmarks/data/quickstart_early_loss.jsonl is the
+recording's load is not the table's). research/data/quickstart_early_loss.jsonl is the
 recording with losses (``--out`` there, ``--workers 2``, 4 minutes on 2 idle cores; 675 of
 its 708 runs' accuracies equal the first recording's to the digit); the replay reads only
 its losses.
 Resumable: runs already in the output are skipped.
 
-    EFFSEARCH_DATA_DIR=/work/shared/data nohup nice uv run python benchmarks/record_early.py > /tmp/early.log 2>&1 &
+    EFFSEARCH_DATA_DIR=/work/shared/data nohup nice uv run python -m research.record_early > /tmp/early.log 2>&1 &
 """
 
 from __future__ import annotations

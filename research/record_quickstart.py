@@ -1,6 +1,6 @@
 """Record learning curves and real per-trial costs of random configurations of the quickstart space.
 
-The table behind benchmarks/search_efficiency.py: configurations drawn by a
+The table behind the replay (research/replay): configurations drawn by a
 seeded RandomSampler from studies/quickstart.yaml's space (digits, tiny CNN,
 CPU), each trained
 
@@ -25,7 +25,7 @@ One JSON line per configuration, appended under a file lock, so several workers
 (``--worker K --workers W`` take every W-th index) can record at once and a
 stopped recording resumes where it stopped. One torch thread per worker.
 
-    EFFSEARCH_DATA_DIR=/work/shared/data nohup nice -n 10 uv run python benchmarks/record_quickstart.py \\
+    EFFSEARCH_DATA_DIR=/work/shared/data nohup nice -n 10 uv run python -m research.record_quickstart \\
         --n 600 --worker 0 --workers 2 > /tmp/rec0.log 2>&1 &
 """
 

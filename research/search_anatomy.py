@@ -1,61 +1,59 @@
-"""Where a search's compute goes before it reaches the level: the replay of
-benchmarks/search_efficiency.py (same table, surrogate, costs, budget and level), with
-every trial's cost sorted into the baseline, pruned trials, completed trials that hit
-the target and ones that missed, and the sampler's own seconds.
+"""Where a search's compute goes before it reaches the level: the replay of research/replay
+(same table, surrogate, costs, budget and level), with every trial's cost sorted into the
+baseline, pruned trials, completed trials that hit the target and ones that missed, and the
+sampler's own seconds.
 
-    uv run python benchmarks/search_anatomy.py                      # the default, its oracle, the yardstick; 20 seeds
-    uv run python benchmarks/search_anatomy.py --only NAME,NAME --seeds 40
+    python -m research.search_anatomy                      # the default, its oracle, the yardstick; 20 seeds
+    python -m research.search_anatomy --only NAME,NAME --seeds 40
 
-Issue 13 asks effsearch's default for a third of the yardstick's compute; this says which
-part of its compute a better rung rule could still save (the misses it lets finish) and
-which only a better sampler could (the pruned trials before the front-raisers come).
+The default is measured against a third of the yardstick's compute (docs/benchmarks.md, search
+efficiency); this says which part of its compute a better rung rule could still save (the
+misses it lets finish) and which only a better sampler could (the pruned trials before the
+front-raisers come).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import warnings
-from pathlib import Path
 
 import optuna
 
-sys.path.insert(0, str(Path(__file__).parent))
-import search_efficiency as se  # noqa: E402
+from research.replay import methods, report, rules, run, surrogate, table, world
 
 KINDS = ("baseline", "pruned", "hit", "miss")
 
 
-def world():
-    """search_efficiency's default world (its table, surrogate, budget of 80 baseline trials)."""
+def default_world():
+    """The replay's default world (its table, surrogate, budget of 80 baseline trials)."""
     from effsearch.search import studyfile
 
-    spec = studyfile.load(se.STUDY)
-    table = se.Table(se.TABLE, spec.space, se.LOADED)
+    spec = studyfile.load(table.STUDY)
+    tab = table.Table(table.TABLE, spec.space, table.LOADED)
     target = spec.base.target_accuracy
-    *_, budget, ref = se.baseline_marks(table, target, 80)
-    w = se.World(spec.space, table, {"full": se.Surrogate(table, "full")}, target, {}, budget, spec.base,
-                 se.product_settle(spec))
-    return w, ref, se.table_hv(table, target, ref)
+    *_, budget, ref = table.baseline_marks(tab, target, 80)
+    w = world.World(spec.space, tab, {"full": surrogate.Surrogate(tab, "full")}, target, {}, budget, spec.base,
+                    world.product_settle(spec))
+    return w, ref, report.table_hv(tab, target, ref)
 
 
 def anatomy(m, seed: int, w, ref, best: float) -> dict:
     """One search: compute to 0.9 of the table's front, and what it was spent on until then."""
     from effsearch.search.pareto import hypervolume_2d
 
-    log, real = [], se.Run.cost
+    log, real = [], run.Run.cost
 
-    def cost(run, k, pruned=False, extra=0, evals=None):
-        c = real(run, k, pruned=pruned, extra=extra, evals=evals)
-        log.append(("pruned" if pruned else "hit" if run.ttt(w.target) is not None else "miss", c))
+    def cost(r, k, pruned=False, extra=0, evals=None):
+        c = real(r, k, pruned=pruned, extra=extra, evals=evals)
+        log.append(("pruned" if pruned else "hit" if r.ttt(w.target) is not None else "miss", c))
         return c
 
-    se.Run.cost = cost
+    run.Run.cost = cost
     try:
-        res = se.search(m, seed, w)
+        res = world.search(m, seed, w)
     finally:
-        se.Run.cost = real
+        run.Run.cost = real
     pts, level = [], w.budget
     for spent, h, final in res["hits"]:
         pts.append((h, -final))
@@ -84,18 +82,18 @@ def split(log: list, level: float, warm: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=f"{se.PRODUCT},tpe+oracle@1/9+baseline,tpe+baseline")
+    ap.add_argument("--only", default=f"{methods.PRODUCT},tpe+oracle@1/9+baseline,tpe+baseline")
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
-    w, ref, best = world()
-    every = {m.name: m for m in se.methods(False, full=True)}
+    w, ref, best = default_world()
+    every = {m.name: m for m in methods.methods(False, full=True)}
     print(f"{'method':36s} {'to level':>8s}  mean s before it: {'baseline':>8s} {'pruned (n)':>12s} "
           f"{'hits':>6s} {'misses':>6s} {'(full n)':>8s} {'sampler':>7s}")
     for name in args.only.split(","):
         m = every[name]
-        if isinstance(m.rule, se.OracleRule):
+        if isinstance(m.rule, rules.OracleRule):
             m.rule.ref = ref
         rows = [anatomy(m, s, w, ref, best) for s in range(args.seeds)]
         mean = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}

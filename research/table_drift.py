@@ -1,12 +1,12 @@
 """Does the replay's table still describe today's trainer? Train some of its rows again.
 
-benchmarks/data/quickstart_curves.jsonl was recorded with the trainer of its day. This trains
+research/data/quickstart_curves.jsonl was recorded with the trainer of its day. This trains
 ``--rows`` of its configurations again (chosen by ``--seed``), each right after a baseline run,
 as the recorder did, and compares costs on the baseline's scale (the replay's scale) and final
 accuracies with the table's. Run two at once (seeds 1 and 2) to load the cores as the
 recording's two recorders did.
 
-    uv run python benchmarks/table_drift.py --rows 12 --seed 1 & uv run python benchmarks/table_drift.py --rows 12 --seed 2
+    uv run python -m research.table_drift --rows 12 --seed 1 & uv run python -m research.table_drift --rows 12 --seed 2
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import argparse
 import json
 import random
 import statistics
-import sys
 from pathlib import Path
 
 import torch
 
+from research.record_quickstart import run
+
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
 
 
 def parts(run: dict) -> dict:
@@ -37,8 +37,6 @@ def main() -> None:
     if args.rows < 1:
         ap.error(f"--rows must be at least 1; got {args.rows}")
     torch.set_num_threads(1)  # as each recorder ran
-    from record_quickstart import run
-
     from effsearch.config import TrainConfig
 
     rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]

@@ -315,22 +315,19 @@ def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
     assert budget.reserve(spec, study.get_trials()) == 7 + 90 + 7
 
 
+@pytest.mark.research
 def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path, scripted, capsys, monkeypatch):
     """research/phase1_fidelity.py on a finished two-phase study: the confirmed configurations,
     the baseline and a sample trained on the full data; a second call reuses the sample's runs."""
-    import importlib.util
     import sys
-    from pathlib import Path
+
+    from research import phase1_fidelity as mod
 
     tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "target_accuracy": 0.5,
               "top_k": 2, "seeds": 1}
     path = write(tmp_path, n_trials=8, tuning=tuning)
     assert main(["run", str(path)]) == 0
     capsys.readouterr()
-    spec = importlib.util.spec_from_file_location(
-        "phase1_fidelity", Path(__file__).resolve().parent.parent / "research" / "phase1_fidelity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     calls = []
     monkeypatch.setattr(trainer_run, "train", lambda cfg, **kw: calls.append(cfg) or scripted_train(cfg, **kw))
     runs = tmp_path / "runs.jsonl"
