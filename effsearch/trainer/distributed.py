@@ -105,6 +105,8 @@ def session(cfg, device: str, data_root=None, train=None):
         failed = e
         raise
     finally:
+        # Teardown only: after a rank failed the group may be broken or gone; the run's own error
+        # (raised on) or a rank's exit code (checked below) says what went wrong.
         with contextlib.suppress(Exception):
             torch.distributed.destroy_process_group()
         for p in ctx.children:
@@ -146,7 +148,7 @@ def _child(train, rank: int, world: int, port: int, be: str, cfg_dict: dict, dev
     try:
         train(TrainConfig.from_dict(cfg_dict), data_root=data_root, out_dir=None, progress=False)
     finally:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # teardown, as in session: this rank's exit code tells rank 0
             torch.distributed.destroy_process_group()
 
 
