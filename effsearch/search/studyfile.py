@@ -165,27 +165,58 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     for key in raw:
         if key not in KEYS:
             raise ConfigError(str(key), f"unknown key; allowed keys in a study file: {', '.join(KEYS)}")
+    _plugins(raw, here)  # first: the configs below may name what they bring
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError("name", f"must be a non-empty string; got {quote(name)}")
+    base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
+    objectives = _objectives(raw, base, baseline, warm_start)
+    from effsearch.spaces.space import Space
 
-    # Plugins first: the configs below may name what they bring.
+    space = Space.build(base, raw.get("space"), machine)
+    sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
+    pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
+    tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
+    _check_confirm_seeds(base, tuning)
+    numbers = _numbers(raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag,
+                       budget=budget_flag)
+    heartbeat = check_heartbeat(raw.get("heartbeat"))
+    storage = _storage(storage_flag, raw.get("storage"), path)
+    storage_field = "--storage" if storage_flag is not None else "storage"
+    if numbers["workers"] > 1 and storage.startswith("sqlite"):
+        raise ConfigError("--workers" if workers_flag is not None else "workers",
+                          f"{numbers['workers']} workers on SQLite ({storage}) end in 'database is locked'; "
+                          "use the default journal file or PostgreSQL for several workers")
+    artifacts = raw.get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, str):
+        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
+    artifacts_dir = artifact_dir(path, artifacts, storage)
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError("description", f"must be a string; got {quote(description)}")
+
+    return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
+                     baseline=baseline, objectives=objectives, space=space, sampler=sampler, pruner=pruner,
+                     tuning=tuning, heartbeat=heartbeat, **numbers, warm_start=warm_start, raw=raw, path=path,
+                     storage_field=storage_field, notes=notes)
+
+
+def _plugins(raw: dict, here: Path) -> None:
     plugins = raw.get("plugins") or []
     if not isinstance(plugins, list):
         raise ConfigError("plugins", f"must be a list of module names; got {quote(plugins)}")
     add_search_path(here)
     import_plugins(plugins)
 
-    name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError("name", f"must be a non-empty string; got {quote(name)}")
 
-    # Base and baseline configs.
+def _configs(raw: dict, here: Path, machine) -> tuple:
+    """(base, baseline, warm starts, notes on skipped recipes, the machine), each checked."""
     base_raw = raw.get("base", {})
     if isinstance(base_raw, str):
         base_path = (here / base_raw) if not Path(base_raw).is_absolute() else Path(base_raw)
         base = TrainConfig.from_yaml(base_path)
-        base_dict = base.to_dict()
     elif isinstance(base_raw, dict):
-        base_dict = copy.deepcopy(base_raw)
-        base = _config(base_dict, "base")
+        base = _config(copy.deepcopy(base_raw), "base")
     else:
         raise ConfigError("base", "must be a TrainConfig mapping or a path to a TrainConfig YAML; "
                                   f"got {quote(base_raw)}")
@@ -210,7 +241,11 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     # rules about structure (an algorithm the model cannot take) read what it is made of.
     for label, cfg in (("base", base), ("baseline", baseline)):
         _probe(cfg, label)
+    return base, baseline, warm_start, notes, machine
 
+
+def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> list:
+    """The objectives, each measurable by every config the study trains as given."""
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
     for i, objective in enumerate(objectives):
         if objective in O.NEEDS:
@@ -220,56 +255,23 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
                     raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
                                                           f"must measure it); {label}.{key} is "
                                                           f"{quote(getattr(cfg, key))}")
-    from effsearch.spaces.space import Space
+    return objectives
 
-    space = Space.build(base, raw.get("space"), machine)
 
-    sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
-    pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
-    _check_confirm_seeds(base, tuning)
-
-    def number(key: str, flag: Any = None) -> Any:
-        """A study number: the command line's value when given (an error names its flag), else the
-        file's, else StudyNumbers' default."""
-        if flag is not None:
-            return options.check_value(StudyNumbers, key, flag, "--" + key.replace("_", "-"))
+def _numbers(raw: dict, machine, **flags: Any) -> dict:
+    """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
+    when given (an error names its flag), else the file's, else StudyNumbers' default."""
+    def number(key: str) -> Any:
+        if flags.get(key) is not None:
+            return options.check_value(StudyNumbers, key, flags[key], "--" + key.replace("_", "-"))
         return options.check_value(StudyNumbers, key, raw.get(key, getattr(StudyNumbers, key)), key)
 
-    n_trials = number("n_trials", n_trials_flag)
-    timeout = number("timeout", timeout_flag)
-    budget = number("budget", budget_flag)
-    if n_trials is None and timeout is None and budget is None:
+    out = {key: number(key) for key in ("n_trials", "timeout", "budget", "seed", "workers", "failure_limit",
+                                        "dedupe", "max_slowdown")}
+    if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
-    seed = number("seed")
-    workers = number("workers", workers_flag)
-    workers_field = "--workers" if workers_flag is not None else "workers"
-    _check_workers(workers, machine, workers_field)
-    heartbeat = check_heartbeat(raw.get("heartbeat"))
-    failure_limit = number("failure_limit")
-    dedupe = number("dedupe")
-    max_slowdown = number("max_slowdown")
-
-    storage = _storage(storage_flag, raw.get("storage"), path)
-    storage_field = "--storage" if storage_flag is not None else "storage"
-    if workers > 1 and storage.startswith("sqlite"):
-        raise ConfigError(workers_field, f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
-                                         "use the default journal file or PostgreSQL for several workers")
-    artifacts = raw.get("artifacts")
-    if artifacts is not None and not isinstance(artifacts, str):
-        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
-    artifacts_dir = artifact_dir(path, artifacts, storage)
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError("description", f"must be a string; got {quote(description)}")
-
-    return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
-                     baseline=baseline, objectives=objectives, space=space, sampler=sampler,
-                     n_trials=n_trials, timeout=timeout, seed=seed, workers=workers, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, failure_limit=failure_limit, dedupe=dedupe,
-                     max_slowdown=max_slowdown,
-                     budget=budget, warm_start=warm_start, raw=raw, path=path, storage_field=storage_field,
-                     notes=notes)
+    _check_workers(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
+    return out
 
 
 def _check_workers(workers: int, machine: Any, field_name: str) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -44,7 +43,6 @@ import traceback
 import warnings
 import zipfile
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +53,7 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
+from effsearch.trainer.decode import Part, decode, plan
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
@@ -62,10 +61,8 @@ HF_VALIDATION = ("validation", "valid", "val")
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 CACHE_FORMAT = 1  # bump when the cache's files or the decoding change: older caches are not read
 CHANNEL_RULE = "L if all grayscale else RGB"  # in the cache key: the mode itself follows from the files
-GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
 MEMORY_SHARE = 0.8
 HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
-CHUNK = 256  # images per task of the decoding threads
 
 
 class Rows:
@@ -103,15 +100,6 @@ class UserData:
     test_y: np.ndarray
     classes: int
     val: tuple[Images, np.ndarray] | None = None
-
-
-@dataclass
-class Part:
-    """One split's images before decoding: file paths or encoded bytes, labels, names for messages."""
-
-    sources: list[str | bytes]
-    labels: np.ndarray
-    names: list[str]
 
 
 def load(d: Any, cache_root: Path) -> UserData:
@@ -444,88 +432,12 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
     return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))
 
 
-def _open(source: str | bytes) -> Any:
-    from PIL import Image
-
-    return Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
-
-
-def _probe(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
-    try:
-        with _open(source) as im:  # reads the header only
-            return im.size, im.mode
-    except Exception as e:  # noqa: BLE001 - PIL raises many kinds for a damaged file: name the file
-        raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
-
-
-def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) -> np.ndarray:
-    """One image as uint8 C,H,W in ``mode``, ``size`` (W, H)."""
-    from PIL import Image
-
-    try:
-        with _open(source) as im:
-            im = im.convert(mode) if im.mode != mode else im
-            if im.size != size:
-                im = im.resize(size, Image.Resampling.BILINEAR)
-            a = np.asarray(im)
-    except Exception as e:  # noqa: BLE001 - as in _probe
-        raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
-    return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
-
-
-def _in_threads(parts: dict[str, Part], work: Callable[[str, int, int], Any]) -> list:
-    """``work(split, start, stop)`` over chunks of every split, in threads (PIL decodes without the GIL)."""
-    jobs = [(s, i, min(i + CHUNK, len(p.labels))) for s, p in parts.items() for i in range(0, len(p.labels), CHUNK)]
-    pool = ThreadPoolExecutor(min(8, os.cpu_count() or 1))
-    try:
-        return list(pool.map(lambda job: work(*job), jobs))
-    finally:
-        pool.shutdown(cancel_futures=True)  # after a bad image, the rest is not decoded for nothing
-
-
-def _plan(parts: dict[str, Part], image_size: int | None) -> tuple[str, tuple[int, int]]:
-    """The one mode and (W, H) every image is decoded to, from the headers alone."""
-    def headers(split: str, start: int, stop: int) -> list[tuple[tuple[int, int], str, str]]:
-        part = parts[split]
-        return [(*_probe(part.sources[i], part.names[i]), part.names[i]) for i in range(start, stop)]
-
-    first: dict[tuple[int, int], str] = {}  # each size, with the first image of it (for the message)
-    gray = True
-    for chunk in _in_threads(parts, headers):
-        for size, mode, name in chunk:
-            gray = gray and mode in GRAY_MODES
-            first.setdefault(size, name)
-    mode = "L" if gray else "RGB"
-    if image_size:
-        return mode, (image_size, image_size)
-    if len(first) > 1:
-        (a, an), (b, bn) = list(first.items())[:2]
-        raise ConfigError("dataset.image_size", f"images differ in size ({an} is {a[0]}x{a[1]}, {bn} is "
-                                                f"{b[0]}x{b[1]}; {len(first)} sizes in all): set dataset.image_size "
-                                                "to resize every image to that square side")
-    return mode, next(iter(first))
-
-
-def _decode(parts: dict[str, Part], mode: str, size: tuple[int, int], outs: dict[str, np.ndarray]) -> None:
-    def work(split: str, start: int, stop: int) -> None:
-        part, out = parts[split], outs[split]
-        for i in range(start, stop):
-            out[i] = _pixels(part.sources[i], part.names[i], mode, size)
-
-    _in_threads(parts, work)
-
-
 def _decoded(cache: Path, source: Path, files: list[tuple[str, os.stat_result]], settings: dict,
              image_size: int | None, build: Callable[[], tuple[dict[str, Part], int]]
              ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
     """The decoded splits (memory-mapped) and class count: from the cache, else built and cached.
     ``build`` lists the images, called only when the cache has not got them."""
-    digest = hashlib.sha256(json.dumps({"format": CACHE_FORMAT, "source": str(source), "channels": CHANNEL_RULE,
-                                        **settings}, sort_keys=True).encode())
-    skip = len(str(source)) + 1  # paths relative to the source (os.path.relpath: 20 us a file)
-    for path, st in files:
-        digest.update(f"{path[skip:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    key = digest.hexdigest()[:24]
+    key = _cache_key(source, files, settings)
     folder = cache / key
     hit = _read_cache(folder)
     if hit is not None:
@@ -542,49 +454,68 @@ def _decoded(cache: Path, source: Path, files: list[tuple[str, os.stat_result]],
         if hit is not None:
             return hit
         parts, classes = build()
-        mode, size = _plan(parts, image_size)
+        mode, size = plan(parts, image_size)
         shape = (1 if mode == "L" else 3, size[1], size[0])
         need = sum(len(p.labels) for p in parts.values()) * int(np.prod(shape))
         if shutil.disk_usage(cache).free < need + (256 << 20):  # a full disk under a memory map is a SIGBUS
             warnings.warn(f"{cache} has not {_bytes(need)} free for the decoded images: decoding them in memory",
                           stacklevel=3)
             return _in_memory(parts, classes, image_size, (mode, size))
-        for stale in cache.glob(f".tmp-{key}-*"):  # a writer that crashed (we hold the lock)
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = cache / f".tmp-{key}-{os.getpid()}"
-        tmp.mkdir()
-        try:
-            outs = {s: np.lib.format.open_memmap(tmp / f"{s}_x.npy", mode="w+", dtype=np.uint8,
-                                                 shape=(len(p.labels), *shape)) for s, p in parts.items()}
-            _decode(parts, mode, size, outs)
-            for s, out in outs.items():
-                out.flush()
-                np.save(tmp / f"{s}_y.npy", parts[s].labels)
-            meta = {"format": CACHE_FORMAT, "source": str(source), "settings": settings, "mode": mode,
-                    "classes": classes, "counts": {s: len(p.labels) for s, p in parts.items()}}
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-            del outs
-            old = cache / f".old-{key}-{os.getpid()}"
-            if folder.exists():  # a damaged cache: moved aside, so the rename below stays atomic
-                folder.rename(old)
-            tmp.rename(folder)  # all or nothing: a crash never leaves a half cache under the key
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        _drop_stale(cache, key, meta)
+        _write_cache(cache, key, source, settings, parts, classes, (mode, size, shape))
     hit = _read_cache(folder)
     if hit is None:
         raise ConfigError("dataset.path", f"the decoded images written to {folder} cannot be read back")
     return hit
 
 
+def _cache_key(source: Path, files: list[tuple[str, os.stat_result]], settings: dict) -> str:
+    """The hash naming a decoded cache: the source, its files' sizes and mtimes, the settings."""
+    digest = hashlib.sha256(json.dumps({"format": CACHE_FORMAT, "source": str(source), "channels": CHANNEL_RULE,
+                                        **settings}, sort_keys=True).encode())
+    skip = len(str(source)) + 1  # paths relative to the source (os.path.relpath: 20 us a file)
+    for path, st in files:
+        digest.update(f"{path[skip:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def _write_cache(cache: Path, key: str, source: Path, settings: dict, parts: dict[str, Part], classes: int,
+                 layout: tuple) -> None:
+    """Decode ``parts`` into ``cache/key`` (the caller holds the lock): written aside, then renamed."""
+    mode, size, shape = layout
+    folder = cache / key
+    for stale in cache.glob(f".tmp-{key}-*"):  # a writer that crashed (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = cache / f".tmp-{key}-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        outs = {s: np.lib.format.open_memmap(tmp / f"{s}_x.npy", mode="w+", dtype=np.uint8,
+                                             shape=(len(p.labels), *shape)) for s, p in parts.items()}
+        decode(parts, mode, size, outs)
+        for s, out in outs.items():
+            out.flush()
+            np.save(tmp / f"{s}_y.npy", parts[s].labels)
+        meta = {"format": CACHE_FORMAT, "source": str(source), "settings": settings, "mode": mode,
+                "classes": classes, "counts": {s: len(p.labels) for s, p in parts.items()}}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        del outs
+        old = cache / f".old-{key}-{os.getpid()}"
+        if folder.exists():  # a damaged cache: moved aside, so the rename below stays atomic
+            folder.rename(old)
+        tmp.rename(folder)  # all or nothing: a crash never leaves a half cache under the key
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _drop_stale(cache, key, meta)
+
+
 def _in_memory(parts: dict[str, Part], classes: int, image_size: int | None,
-               plan: tuple[str, tuple[int, int]] | None = None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
-    mode, size = plan or _plan(parts, image_size)
+               layout: tuple[str, tuple[int, int]] | None = None
+               ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
+    mode, size = layout or plan(parts, image_size)
     shape = (1 if mode == "L" else 3, size[1], size[0])
     check_fits(sum(len(p.labels) for p in parts.values()), shape)
     outs = {s: np.empty((len(p.labels), *shape), np.uint8) for s, p in parts.items()}
-    _decode(parts, mode, size, outs)
+    decode(parts, mode, size, outs)
     return {s: (outs[s], p.labels) for s, p in parts.items()}, classes
 
 
