@@ -256,7 +256,7 @@ def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, five_second_tri
 
 
 def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, scripted, capsys, five_second_trials):
-    # Fashion-MNIST run 10: phase 2's reserve (one costly pick) stopped phase 1 after 74 of 250
+    # On Fashion-MNIST, phase 2's reserve (one costly pick) stopped phase 1 after 74 of 250
     # trials. Here the reserve, 7 + 2 seeds x 2 picks x 7 = 35 s, would leave phase 1 of a 40 s
     # budget nothing after its 5 s baseline; it spends half (4 trials), and phase 2 confirms what
     # the other half buys (the baseline and 3 of its 4 runs) and names the pick it left.

@@ -240,7 +240,7 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
 def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time():
     """pruner: {name: moasha} judges each trial at a share of its own epochs: the time rung
     (clock: time) ranks on early speed alone and lost the accurate recipes end to end
-    (docs/results.md, runs 15-17)."""
+    (docs/results.md, earlier studies)."""
     from effsearch.search.pruner import make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
@@ -352,3 +352,79 @@ def test_slow_stop_leaves_a_second_past_a_tiny_baseline_time():
     assert stop.on_eval(trial, EvalPoint(epoch=1, train_seconds=0.3, val_accuracy=0.5)) is None
     reason = stop.on_eval(trial, EvalPoint(epoch=2, train_seconds=1.06, val_accuracy=0.5))
     assert reason and "21x the baseline's time to target (0.05s" in reason
+
+
+# -- the rung arithmetic, edge by edge ---------------------------------------------------------
+
+def test_a_rung_point_survives_the_storage_round_trip():
+    for point in (RungPoint(12.5, 0.625, True), RungPoint(3.0, 0.25, False)):
+        assert RungPoint.from_attr(point.to_attr()) == point
+    back = RungPoint.from_attr([7, 0.5, 1])  # as JSON may hand it back
+    assert back == RungPoint(7.0, 0.5, True) and type(back.reached) is bool
+    assert RungPoint(7, 0.5, False).objectives() == (7, -0.5)
+
+
+def test_predicted_time_at_the_target_and_over_a_short_step():
+    from effsearch.search.pruner import predicted_time
+
+    assert predicted_time(20, 0.9, 0.5, 0.9, (10, 0.5)) == 20  # exactly at the target: reached
+    # 0.1 -> 0.3 in half a second: 0.4 a second, 0.2 short of 0.5: half a second more.
+    assert predicted_time(1.0, 0.3, 0.5, 0.5, (0.5, 0.1)) == pytest.approx(1.5)
+    assert predicted_time(20, 0.5, 0.5, 0.9, (10, 0.5)) == pytest.approx(400)  # flat: the cap
+    assert predicted_time(20, 0.89, 0.5, 0.9, (10, 0.1)) == pytest.approx(20 + 0.01 / 0.079)  # well below the cap
+
+
+@pytest.mark.parametrize("knobs, words", [
+    ({"rank": "fastest"}, "pruner.rank must be 'predicted' or 'spent', got 'fastest'"),
+    ({"clock": "wall"}, "pruner.clock must be 'time' or 'budget', got 'wall'"),
+    ({"time_fraction": 0}, "pruner.time_fraction must be in (0, 1), got 0"),
+    ({"time_fraction": 1}, "pruner.time_fraction must be in (0, 1), got 1"),
+    ({"eta": 1}, "pruner.eta must be > 1, got 1"),
+    ({"min_fraction": 0}, "pruner.min_fraction must be in (0, 1), got 0"),
+    ({"min_fraction": 1}, "pruner.min_fraction must be in (0, 1), got 1"),
+    ({"min_trials": 0}, "pruner.min_trials must be >= 1, got 0"),
+])
+def test_each_bad_knob_is_refused_with_its_bound(knobs, words):
+    with pytest.raises(ValueError) as e:
+        MOASHAPruner(**knobs)
+    assert str(e.value) == words
+
+
+def test_edge_knobs_are_taken():
+    p = MOASHAPruner(eta=1.5, min_fraction=0.001, min_trials=1, time_fraction=0.999, clock="time", rank="spent")
+    assert (p.eta, p.min_fraction, p.min_trials, p.time_fraction, p.clock, p.rank) == \
+        (1.5, 0.001, 1, 0.999, "time", "spent")
+
+
+def test_no_rung_in_the_last_hundredth_and_a_rung_is_hit_at_its_own_fraction():
+    assert MOASHAPruner(eta=2, min_fraction=0.495).rungs() == [0.495]  # the next, 0.99, saves nothing
+    assert MOASHAPruner(eta=2, min_fraction=0.49).rungs() == [0.49, 0.98]
+    p = MOASHAPruner(eta=9, min_fraction=1 / 9)
+    assert p.rungs() == [1 / 9]
+    assert p.rung_of(1 / 9) == 0 and p.rung_of(1 / 9 - 1e-12) == 0  # epochs' float fractions land on it
+    assert p.rung_of(1 / 9 - 1e-6) is None and p.rung_of(1.0) == 0
+
+
+def test_within_a_front_the_more_accurate_goes_first():
+    """rank predicted: two trials neither of which dominates; with room for one, the more
+    accurate stays, however fast the other is (and under rank spent, so would the ends)."""
+    p = MOASHAPruner(eta=2, min_trials=1)
+    fast, accurate = RungPoint(1, 0.5, False), RungPoint(10, 0.9, False)
+    assert not p.decide(fast, [accurate]) and p.decide(accurate, [fast])
+    assert p.decide(RungPoint(5, 0.7, False), [])  # alone: kept
+
+
+def test_keep_by_accuracy_counts_only_the_more_accurate():
+    p = MOASHAPruner(eta=2, min_trials=2)
+    assert p.keep_by_accuracy(0.5, [0.5])  # a tie is no one more accurate
+    assert not p.keep_by_accuracy(0.5, [0.6])
+    assert MOASHAPruner(eta=2, min_trials=3).keep_by_accuracy(0.1, [0.9])  # too few trials yet: kept
+    assert MOASHAPruner(eta=3, min_trials=1).keep_by_accuracy(0.5, [0.9, 0.1, 0.2])  # 1 above, room for 2
+
+
+def test_the_time_in_a_pruned_reason_is_named_for_what_it_is():
+    reached, unreached = RungPoint(5, 0.9, True), RungPoint(5, 0.5, False)
+    assert MOASHAPruner(rank="predicted")._time_label(reached) == "time to target"
+    assert MOASHAPruner(rank="spent")._time_label(reached) == "time to target"
+    assert MOASHAPruner(rank="predicted")._time_label(unreached) == "predicted time to target"
+    assert MOASHAPruner(rank="spent")._time_label(unreached) == "seconds so far"

@@ -1,4 +1,4 @@
-"""Typed results, the one speed-up, report errors named, and the module rules of issue #14."""
+"""Typed results, the one speed-up, report errors named, and which modules exist (docs/architecture.md)."""
 
 import json
 import math
@@ -88,6 +88,78 @@ def test_one_speedup_function():
     assert report.speedup(trial, base) == 2.0 and report.speedup(trial, None) is None
 
 
+def test_a_run_at_exactly_the_target_reached_it():
+    points = [EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.5),
+              EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.75)]
+    assert time_to_target(points, 0.75) == 2.0
+    assert time_to_target(points, 0.75, final_accuracy=0.75) == 2.0
+    assert time_to_target(points + [{"epoch": 3, "train_seconds": 3.0, "val_accuracy": None}], 0.9) is None
+
+
+def test_save_writes_readable_json_into_new_folders_and_returns_its_path(tmp_path):
+    r = RunResult(status="completed", config={"epochs": 1}, final={"train_seconds": 2.0})
+    path = tmp_path / "a" / "b" / "result.json"
+    assert r.save(path) == path
+    text = path.read_text()
+    assert text.startswith('{\n  "status": "completed"')  # indented: people read result.json
+    assert RunResult.load(path).to_dict() == r.to_dict()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["result.json"]
+
+
+def test_the_temporary_file_sits_beside_result_json_and_never_stays(tmp_path, monkeypatch):
+    """Written beside it (a rename within one folder is atomic), hidden, and removed when the
+    rename fails; the failure is the one raised."""
+    from effsearch.trainer import result as R
+
+    r = RunResult(status="completed", config={})
+    moved = []
+    real_replace = R.os.replace
+    monkeypatch.setattr(R.os, "replace", lambda src, dst: (moved.append(Path(src)), real_replace(src, dst)))
+    r.save(tmp_path / "result.json")
+    assert moved[0].parent == tmp_path and moved[0].name.startswith(".result-") and moved[0].suffix == ".json"
+
+    def refuse(src, dst):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(R.os, "replace", refuse)
+    with pytest.raises(PermissionError, match="read-only"):
+        r.save(tmp_path / "other" / "result.json")
+    assert list((tmp_path / "other").iterdir()) == []
+
+
+def test_a_ctrl_c_inside_the_write_writes_the_file_then_interrupts(tmp_path, monkeypatch):
+    from effsearch.trainer import result as R
+
+    r = RunResult(status="interrupted", config={})
+    calls = []
+    real_replace = R.os.replace
+
+    def interrupted_once(src, dst):
+        calls.append(src)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(R.os, "replace", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        r.save(tmp_path / "result.json")
+    assert len(calls) == 2 and RunResult.load(tmp_path / "result.json").status == "interrupted"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_versions_name_what_ran():
+    import platform
+    from importlib.metadata import version
+
+    from effsearch.trainer.result import versions
+
+    v = versions()
+    assert v["python"] == platform.python_version()
+    for pkg in ("effsearch", "torch", "optuna"):
+        assert v[pkg] == version(pkg)
+    assert set(v) <= {"effsearch", "torch", "torchvision", "mosaicml", "cords", "optuna", "ffcv", "python"}
+
+
 class _Study:
     study_name = "s"
 
@@ -130,7 +202,9 @@ def test_no_module_imports_another_effsearch_modules_private_name():
 
 def test_one_pruning_module_and_one_storage_opener():
     sources = _sources()
-    assert "effsearch/search/hooks.py" not in sources
+    # Whatever stops a trial early (a study pruner's begin/on_eval) is defined in search/pruner.py.
+    pruners = [path for path, text in sources.items() if re.search(r"def on_eval\(self, trial", text)]
+    assert pruners == ["effsearch/search/pruner.py"]
     openers = [path for path, text in sources.items()
                if re.search(r"RDBStorage\(|JournalStorage\(", text)]
     assert openers == ["effsearch/search/storage.py"]

@@ -73,7 +73,7 @@ class MOASHAOptions:
                           "(ties by accuracy), or the seconds spent so far (ties by crowding)")
     # "budget", not "time": ranked on accuracy at one early second, the time rung keeps the trials
     # that learn fastest at first and prunes the accurate end of the front. On the Fashion-MNIST
-    # study (docs/results.md, runs 13-17) it found nothing and 2.75x within a point of the
+    # study (docs/results.md, earlier studies) it found nothing and 2.75x within a point of the
     # baseline's accuracy, where the budget rung found 3.83x on the same product (3.2x and 4.1x
     # before); on the digits replay it saved 4-6% of median compute, inside seed noise.
     clock: str = spec("budget", choices=["time", "budget"],
@@ -100,9 +100,9 @@ class SubsetTuning:
     target_accuracy: float | None = spec(None, low=0, high=1, low_open=True,
                                          help="phase 1's target (default: the base config's)")
     top_k: int = spec(5, low=1, help="phase-1 configurations confirmed on the full data")
-    # 2, not 1: one seed's time to target is a draw. Fashion-MNIST run 7's K-FAC pick reached the
+    # 2, not 1: one seed's time to target is a draw. A K-FAC pick of a Fashion-MNIST study reached the
     # target at 15.4 s with one seed and 7.0 s with the other (1.5x or 3.3x the baseline); phase 2
-    # judges a configuration on the mean (phases.seed_means). Costs phase 2 twice its picks.
+    # judges a configuration on the mean (phases.seed_means; docs/results.md). Costs phase 2 twice its picks.
     seeds: int = spec(2, low=1, help="seeds each confirmed configuration is run with (judged on their mean)")
 
 

@@ -47,7 +47,7 @@ def reserve(spec, trials) -> float:
     evaluation, which do not shrink with the training subset) as they were; a pick not yet found
     at the baseline's. Scaling the whole wall time overstated it 2x on Fashion-MNIST, and a 2,400 s
     budget then left phase 1 nothing after its baseline. Costing every pick as the baseline
-    understated it 2x in run 4 (GLISTER picks cost 5x the baseline): phase 2 ran out of budget
+    understated it 2x on Fashion-MNIST (GLISTER picks cost 5x the baseline): phase 2 ran out of budget
     with 3 of its 5 picks unconfirmed. 0 until the baseline has run."""
     base = report.baseline_trial(trials)
     if base is None or not base.user_attrs.get(WALL_KEY):
@@ -66,10 +66,10 @@ def reserve(spec, trials) -> float:
 
 # Phase 1 may always spend this share of the budget, whatever phase 2's reserve says. Phase 2
 # confirms its picks cheapest first, so what the budget then cannot cover is the costliest pick
-# (the accurate end of the front), left unconfirmed and said so, not phase 1's search. Fashion-MNIST
-# run 10: one front member that trained 74 s on the subset (0.46x the baseline's speed) was
+# (the accurate end of the front), left unconfirmed and said so, not phase 1's search. In a
+# Fashion-MNIST study one front member that trained 74 s on the subset (0.46x the baseline's speed) was
 # reserved at 2 x 368 s, and phase 1 stopped after 74 of its 250 trials (537 of 2,400 s). Half is
-# what phase 1 spent when nothing went wrong (runs 8 and 9: 46% of the compute).
+# what phase 1 spent when nothing went wrong (46% of the compute in two studies; docs/results.md).
 TUNE_SHARE = 0.5
 
 

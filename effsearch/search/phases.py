@@ -117,7 +117,7 @@ def queue_confirm(spec, tune_study, study) -> list[int]:
             for x in study.get_trials(deepcopy=False) if x.state != TrialState.FAIL}
     # Cheapest first (phase 1's wall seconds): which configurations are picked does not change, but
     # when a --budget runs out in phase 2 it leaves the costliest unconfirmed, not the fast recipes
-    # the study is for. Fashion-MNIST run 4 queued the accurate end of the front second: a GLISTER
+    # the study is for. A Fashion-MNIST study queued the accurate end of the front second: a GLISTER
     # recipe took 457 s on the full data, and the budget was gone before a 3.5x pick ran.
     for p in sorted(picked, key=lambda p: p.user_attrs.get(WALL_KEY) or 0.0):
         for s in range(t["seeds"]):
@@ -148,7 +148,8 @@ def seed_means(trials) -> list:
     the worst seed's), ``seed_trials`` naming them. A seed that failed for a reason of its own
     (diverged, an error; not a lost worker, whose trial is retried) makes the point a miss
     (``failed_seed_trials``). Every other trial passes through as it is.
-    Why: run 5's fastest pick was within 1 point of the baseline's test accuracy in 1 of 3 reruns;
+    Why: a Fashion-MNIST study's fastest pick was within 1 point of the baseline's test accuracy in
+    1 of 3 reruns (docs/results.md);
     the fastest of several seeds is a lucky draw, not the recipe a user trains."""
     import copy
 

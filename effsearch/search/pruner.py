@@ -26,7 +26,7 @@ yet for a trial still below the target.
 - ``spent``: the seconds spent so far, a lower bound, ties by crowding distance.
   Near chance accuracy this ranks on seconds spent alone, and whoever is cheapest
   so far is a front end with infinite crowding: on the Fashion-MNIST replay it
-  pruned the two best rows in half the seeds (issue 13).
+  pruned the two best rows in half the seeds (research/README.md: the replay).
 
 Either way a slow but accurate trial is pruned only if another is both faster
 *and* more accurate at the same point of the budget, never for being slow alone.
@@ -44,7 +44,7 @@ Where the rung sits (``clock``):
   baseline has a time to target (it is still training, or missed), trials use
   the budget rungs. A trial whose budget ends before the rung is never judged.
   Not the default: it ranks on speed alone, and on the Fashion-MNIST study one of its two
-  runs kept no recipe within a point of the baseline's accuracy (docs/results.md, runs 15-17).
+  runs kept no recipe within a point of the baseline's accuracy (docs/results.md, earlier studies).
 
 State lives in the study's storage as trial user attributes (``rung_K``), so
 every worker and machine sees the same rungs, and a resumed study too.

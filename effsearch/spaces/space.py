@@ -59,57 +59,11 @@ class Space:
                 raise ConfigError(f"{prefix}.{key}", f"unknown key; allowed keys here: {', '.join(SECTION_KEYS)}")
         dims = catalogue(base, machine)
         by_name = {d.name: d for d in dims}
-
-        def names(key: str, default) -> set[str]:
-            items = section.get(key, default)
-            if items == "all" and key == "include":
-                items = list(GROUPS)
-            elif items is None and key == "include":
-                items = list(DEFAULT_GROUPS)
-            if isinstance(items, str):
-                items = [items]
-            if not isinstance(items, list):
-                raise ConfigError(f"{prefix}.{key}", f"must be a list of groups or dimensions; got {items!r}")
-            out = set()
-            for i, item in enumerate(items):
-                if item in GROUPS:
-                    out |= {d.name for d in dims if d.group == item}
-                elif item in by_name:
-                    out.add(item)
-                    if item.startswith("algorithms.") and item.count(".") == 1:  # a switch brings its parameters
-                        out |= {d.name for d in dims if d.name.startswith(item + ".")}
-                else:
-                    raise ConfigError(f"{prefix}.{key}[{i}]", f"unknown group or dimension {item!r}; groups: "
-                                      f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`")
-            return out
-
-        chosen = names("include", list(DEFAULT_GROUPS)) - names("exclude", [])
-
-        ranges = section.get("ranges") or {}
-        if not isinstance(ranges, dict):
-            raise ConfigError(f"{prefix}.ranges", f"must be a mapping of dimension -> range; got {ranges!r}")
-        explicit = set()
-        for name, rng in ranges.items():
-            where = f"{prefix}.ranges.{name}"
-            if name not in by_name:
-                raise ConfigError(where, _unknown(name, by_name))
-            new = _parse_range(by_name[name], rng, where)
-            by_name[name] = new
-            explicit.add(name)
+        chosen = (_names(section, "include", list(DEFAULT_GROUPS), dims, by_name, prefix)
+                  - _names(section, "exclude", [], dims, by_name, prefix))
+        explicit = _ranges(section, by_name, prefix)
         dims = [by_name[d.name] for d in dims]
-
-        fixed = section.get("fixed") or {}
-        if not isinstance(fixed, dict):
-            raise ConfigError(f"{prefix}.fixed", f"must be a mapping of dimension -> value; got {fixed!r}")
-        for name, value in fixed.items():
-            where = f"{prefix}.fixed.{name}"
-            if name not in by_name:
-                raise ConfigError(where, _unknown(name, by_name) +
-                                  "; other TrainConfig fields are set in `base`")
-            by_name[name].check_value(value, where)
-            if name in explicit:
-                raise ConfigError(where, f"is also given a range in {prefix}.ranges; fix it or search it, not both")
-
+        fixed = _fixed(section, by_name, explicit, prefix)
         active = {d.name for d in dims if d.name in chosen and d.name not in fixed
                   and (d.name in explicit or not unavailable(d))}
         space = cls(base, dims, active, dict(fixed), machine)
@@ -270,3 +224,60 @@ def format_table(head: list[str], rows: list[list]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _names(section: dict, key: str, default, dims: list, by_name: dict, prefix: str) -> set[str]:
+    """The dimensions ``section[key]`` names (groups and single dimensions; a switch brings its
+    parameters)."""
+    items = section.get(key, default)
+    if items == "all" and key == "include":
+        items = list(GROUPS)
+    elif items is None and key == "include":
+        items = list(DEFAULT_GROUPS)
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list):
+        raise ConfigError(f"{prefix}.{key}", f"must be a list of groups or dimensions; got {items!r}")
+    out = set()
+    for i, item in enumerate(items):
+        if item in GROUPS:
+            out |= {d.name for d in dims if d.group == item}
+        elif item in by_name:
+            out.add(item)
+            if item.startswith("algorithms.") and item.count(".") == 1:  # a switch brings its parameters
+                out |= {d.name for d in dims if d.name.startswith(item + ".")}
+        else:
+            raise ConfigError(f"{prefix}.{key}[{i}]", f"unknown group or dimension {item!r}; groups: "
+                              f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`")
+    return out
+
+
+def _ranges(section: dict, by_name: dict, prefix: str) -> set[str]:
+    """Replace the dimensions ``section["ranges"]`` narrows in ``by_name``; their names."""
+    ranges = section.get("ranges") or {}
+    if not isinstance(ranges, dict):
+        raise ConfigError(f"{prefix}.ranges", f"must be a mapping of dimension -> range; got {ranges!r}")
+    explicit = set()
+    for name, rng in ranges.items():
+        where = f"{prefix}.ranges.{name}"
+        if name not in by_name:
+            raise ConfigError(where, _unknown(name, by_name))
+        by_name[name] = _parse_range(by_name[name], rng, where)
+        explicit.add(name)
+    return explicit
+
+
+def _fixed(section: dict, by_name: dict, explicit: set[str], prefix: str) -> dict:
+    """``section["fixed"]``, each value checked against its dimension and not also given a range."""
+    fixed = section.get("fixed") or {}
+    if not isinstance(fixed, dict):
+        raise ConfigError(f"{prefix}.fixed", f"must be a mapping of dimension -> value; got {fixed!r}")
+    for name, value in fixed.items():
+        where = f"{prefix}.fixed.{name}"
+        if name not in by_name:
+            raise ConfigError(where, _unknown(name, by_name) +
+                              "; other TrainConfig fields are set in `base`")
+        by_name[name].check_value(value, where)
+        if name in explicit:
+            raise ConfigError(where, f"is also given a range in {prefix}.ranges; fix it or search it, not both")
+    return fixed

@@ -234,6 +234,32 @@ def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int,
     return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
 
 
+def _split(d, xtr, ytr: np.ndarray, classes: int, given) -> tuple:
+    """(training positions, validation positions, validation images, validation labels), sorted:
+    validation carved from the training set (stratified) unless the dataset ``given`` one, then the
+    data_fraction and val_subset parts of each."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(ytr))
+    field = "dataset.val_fraction"
+    try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
+        if given is None:
+            tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
+            xval, yval = xtr, ytr
+        else:  # the dataset's own validation split, used as it is
+            tr_idx, (xval, yval) = idx, given
+            val_idx = np.arange(len(yval))
+        field = "dataset.data_fraction"
+        tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
+        # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
+        field = "dataset.val_subset"
+        val_idx = _stratified_part(val_idx, d.val_subset, yval, classes, d.split_seed + 2)
+    except ValueError as e:
+        raise ConfigError(field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) "
+                                 f"stratified: {e}") from None
+    return np.sort(tr_idx), np.sort(val_idx), xval, yval
+
+
 def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
@@ -252,27 +278,7 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
     else:
         u = userdata.load(d, folder)
         xtr, ytr, xte, yte, classes, given = u.train_x, u.train_y, u.test_x, u.test_y, u.classes, u.val
-    idx = np.arange(len(ytr))
-    from sklearn.model_selection import train_test_split
-
-    field = "dataset.val_fraction"
-    try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
-        if given is None:
-            tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
-            xval, yval = xtr, ytr
-        else:  # the dataset's own validation split, used as it is
-            tr_idx, (xval, yval) = idx, given
-            val_idx = np.arange(len(yval))
-        field = "dataset.data_fraction"
-        tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
-        # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
-        field = "dataset.val_subset"
-        val_idx = _stratified_part(val_idx, d.val_subset, yval, classes, d.split_seed + 2)
-    except ValueError as e:
-        raise ConfigError(field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) "
-                                 f"stratified: {e}") from None
-    tr_idx = np.sort(tr_idx)
-    val_idx = np.sort(val_idx)
+    tr_idx, val_idx, xval, yval = _split(d, xtr, ytr, classes, given)
     size = d.image_size or (32 if d.name == "digits" else None)
     shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
     # An image folder's (or hf dataset's) decoded cache is a memory map: with loader ffcv its training
