@@ -31,7 +31,7 @@ def fronts(points: Sequence[Sequence[float]]) -> list[list[int]]:
                 dominated_by[i] += 1
     out, current = [], [i for i in range(n) if dominated_by[i] == 0]
     while current:
-        out.append(current)
+        out.append(sorted(current))
         nxt = []
         for i in current:
             for j in dominating[i]:
