@@ -80,3 +80,40 @@ def test_bad_objective_names(names, field, words):
     with pytest.raises(ConfigError) as e:
         O.check(names)
     assert e.value.field == field and words in e.value.message
+
+
+def test_a_run_without_an_accuracy_or_seconds_is_a_full_miss():
+    """A crashed run has no final accuracy (None) or a NaN one: its shortfall is the whole target;
+    with no train seconds its stored time is 0, not some made-up penalty."""
+    for acc in (None, float("nan")):
+        r = RunResult(status="failed", config={}, target_accuracy=0.8, final={"val_accuracy": acc})
+        assert O.miss_constraint(r) == pytest.approx(0.8)
+        assert O.time_to_accuracy(r) == 0.0
+    assert O.shortfall(0.95, True, 0.9) == 0.0 and O.shortfall(0.9, False, 0.9) == 1e-6  # a miss stays infeasible
+
+
+def test_quantized_size_needs_the_int8_model():
+    r = result([0.5, 0.95], quantized_bytes=1234)
+    assert O.quantized_size(r) == 1234.0 and O.values(r, ["quantized_size"]) == [1234.0]
+    with pytest.raises(ValueError, match="needs quantize: int8"):
+        O.quantized_size(result([0.5, 0.95]))
+    assert O.NEEDS["quantized_size"] == ("quantize", "int8")
+
+
+def test_a_missing_measurement_is_a_key_error_naming_it():
+    r = RunResult(status="completed", config={}, final={"train_seconds": 2.0})
+    with pytest.raises(KeyError) as e:
+        O.final_accuracy(r)
+    assert e.value.args == ("val_accuracy",)
+
+
+def test_check_takes_one_name_and_names_the_file_in_every_error():
+    assert O.check("final_accuracy") == ("final_accuracy",)
+    assert O.check(("time_to_accuracy", "model_size")) == ("time_to_accuracy", "model_size")
+    for names, words in ((None, "must be a non-empty list of: time_to_accuracy, final_accuracy, train_time"),
+                         (["test_accuracy"], "never optimised"), (["speed"], "unknown objective 'speed'"),
+                         (["train_time", "train_time"], "names an objective twice")):
+        with pytest.raises(ConfigError) as e:
+            O.check(names, field="space.objectives", source="s.yaml")
+        assert e.value.source == "s.yaml" and words in e.value.message, e.value
+        assert e.value.field.startswith("space.objectives")
