@@ -185,7 +185,6 @@ def compress_hook(state: HookState, bucket):  # no return annotation: DDP checks
         if r is not None and r.shape == x.shape:
             x = x + r
     segs = segments(bucket, state.granularity)
-    m, n, world = state.method, x.numel(), state.world
     state.calls += 1
 
     def finish(avg: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
@@ -193,85 +192,101 @@ def compress_hook(state: HookState, bucket):  # no return annotation: DDP checks
             state.residuals[bucket.index()] = x - local
         return avg.to(buf.dtype)
 
-    if m in ("topk", "threshold"):
-        if m == "topk":
-            idx = topk_select(x, segs, state.ratio)
-        else:
-            idx = (x.abs() >= state.threshold).nonzero().flatten()
-        vals = x[idx]
-        k = idx.numel()
-        if m == "threshold":  # a data-dependent size: agree on the largest, pad with (0, 0.0)
-            counts = torch.tensor([k], device=x.device, dtype=torch.long)
-            everyone = counts.new_empty(world)
-            dist.all_gather_into_tensor(everyone, counts, group=state.group)
-            kmax = int(everyone.max())
-            state.bytes_sent += 8
-            if kmax > k:
-                idx = torch.cat([idx, idx.new_zeros(kmax - k)])
-                vals = torch.cat([vals, vals.new_zeros(kmax - k)])
-            k = kmax
-        msg = torch.cat([_as_bytes(idx.to(torch.int32)), _as_bytes(vals.float())])
-        state.bytes_sent += msg.numel()
-        local = torch.zeros_like(x).index_put_((idx[: vals.numel()].long(),), vals, accumulate=True) \
-            if state.error_feedback else x
+    send = _SENDERS.get(state.method)
+    if send is None:
+        raise ValueError(f"unknown compression method {state.method!r}")
+    return send(state, x, segs, finish)
 
-        def decode(rows: torch.Tensor) -> torch.Tensor:
-            out = torch.zeros_like(x)
-            for row in rows:
-                i = row[: 4 * k].view(torch.int32).long()
-                v = row[4 * k:].view(torch.float32)
-                out.index_add_(0, i, v)
-            return finish(out / world, local)
 
-        if k == 0:  # nothing above the threshold anywhere
-            fut = torch.futures.Future()
-            fut.set_result(finish(torch.zeros_like(x), torch.zeros_like(x)))
-            return fut
-        return _gather(state, msg).then(lambda f: decode(f.value()))
+def _send_sparse(state: HookState, x: torch.Tensor, segs, finish):
+    """topk, threshold: (index, value) pairs, all-gathered."""
+    m, world = state.method, state.world
+    if m == "topk":
+        idx = topk_select(x, segs, state.ratio)
+    else:
+        idx = (x.abs() >= state.threshold).nonzero().flatten()
+    vals = x[idx]
+    k = idx.numel()
+    if m == "threshold":  # a data-dependent size: agree on the largest, pad with (0, 0.0)
+        counts = torch.tensor([k], device=x.device, dtype=torch.long)
+        everyone = counts.new_empty(world)
+        dist.all_gather_into_tensor(everyone, counts, group=state.group)
+        kmax = int(everyone.max())
+        state.bytes_sent += 8
+        if kmax > k:
+            idx = torch.cat([idx, idx.new_zeros(kmax - k)])
+            vals = torch.cat([vals, vals.new_zeros(kmax - k)])
+        k = kmax
+    msg = torch.cat([_as_bytes(idx.to(torch.int32)), _as_bytes(vals.float())])
+    state.bytes_sent += msg.numel()
+    local = torch.zeros_like(x).index_put_((idx[: vals.numel()].long(),), vals, accumulate=True) \
+        if state.error_feedback else x
 
-    if m == "randomk":
-        idx = randomk_select(x, segs, state.ratio, state.generator(x.device, shared=True))
-        vals = x[idx].contiguous()
-        state.bytes_sent += vals.numel() * vals.element_size()
-        local = torch.zeros_like(x).index_put_((idx,), vals) if state.error_feedback else x
-        fut = dist.all_reduce(vals, group=state.group, async_op=True).get_future()
+    def decode(rows: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        for row in rows:
+            i = row[: 4 * k].view(torch.int32).long()
+            v = row[4 * k:].view(torch.float32)
+            out.index_add_(0, i, v)
+        return finish(out / world, local)
 
-        def scatter(f) -> torch.Tensor:
-            out = torch.zeros_like(x)
-            f.wait()
-            out[idx] = vals / world  # reduced in place
-            return finish(out, local)
+    if k == 0:  # nothing above the threshold anywhere
+        fut = torch.futures.Future()
+        fut.set_result(finish(torch.zeros_like(x), torch.zeros_like(x)))
+        return fut
+    return _gather(state, msg).then(lambda f: decode(f.value()))
 
-        return fut.then(scatter)
 
-    if m in ("terngrad", "qsgd"):
-        gen = state.generator(x.device, shared=False)
-        if m == "terngrad":
-            codes, scales = ternarize(x, segs, gen)
-            bits = 2
-        else:
-            codes, scales = qsgd_quantize(x, segs, state.qstates, gen)
-            bits = qsgd_bits(state.qstates)
-        packed = pack_bits(codes, bits)
-        msg = torch.cat([packed, _as_bytes(scales.float())])
-        state.bytes_sent += msg.numel()
-        plen = packed.numel()
+def _send_randomk(state: HookState, x: torch.Tensor, segs, finish):
+    """randomk: the same indices on every rank (a shared seed), so the values are all-reduced."""
+    idx = randomk_select(x, segs, state.ratio, state.generator(x.device, shared=True))
+    vals = x[idx].contiguous()
+    state.bytes_sent += vals.numel() * vals.element_size()
+    local = torch.zeros_like(x).index_put_((idx,), vals) if state.error_feedback else x
+    fut = dist.all_reduce(vals, group=state.group, async_op=True).get_future()
 
-        def decode_one(row: torch.Tensor) -> torch.Tensor:
-            c = unpack_bits(row[:plen], bits, n)
-            sc = row[plen:].clone().view(torch.float32)  # a copy: the row may start off a 4-byte boundary
-            return unternarize(c, sc, segs) if m == "terngrad" else unqsgd(c, sc, segs, state.qstates)
+    def scatter(f) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        f.wait()
+        out[idx] = vals / state.world  # reduced in place
+        return finish(out, local)
 
-        local = decode_one(msg) if state.error_feedback else x
+    return fut.then(scatter)
 
-        def decode(rows: torch.Tensor) -> torch.Tensor:
-            out = torch.zeros_like(x)
-            for row in rows:
-                out += decode_one(row)
-            return finish(out / world, local)
 
-        return _gather(state, msg).then(lambda f: decode(f.value()))
-    raise ValueError(f"unknown compression method {m!r}")
+def _send_quantized(state: HookState, x: torch.Tensor, segs, finish):
+    """terngrad, qsgd: packed codes and their scales, all-gathered."""
+    m, n = state.method, x.numel()
+    gen = state.generator(x.device, shared=False)
+    if m == "terngrad":
+        codes, scales = ternarize(x, segs, gen)
+        bits = 2
+    else:
+        codes, scales = qsgd_quantize(x, segs, state.qstates, gen)
+        bits = qsgd_bits(state.qstates)
+    packed = pack_bits(codes, bits)
+    msg = torch.cat([packed, _as_bytes(scales.float())])
+    state.bytes_sent += msg.numel()
+    plen = packed.numel()
+
+    def decode_one(row: torch.Tensor) -> torch.Tensor:
+        c = unpack_bits(row[:plen], bits, n)
+        sc = row[plen:].clone().view(torch.float32)  # a copy: the row may start off a 4-byte boundary
+        return unternarize(c, sc, segs) if m == "terngrad" else unqsgd(c, sc, segs, state.qstates)
+
+    local = decode_one(msg) if state.error_feedback else x
+
+    def decode(rows: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        for row in rows:
+            out += decode_one(row)
+        return finish(out / state.world, local)
+
+    return _gather(state, msg).then(lambda f: decode(f.value()))
+
+
+_SENDERS = {"topk": _send_sparse, "threshold": _send_sparse, "randomk": _send_randomk,
+            "terngrad": _send_quantized, "qsgd": _send_quantized}
 
 
 def counting(hook, state: HookState, nbytes):

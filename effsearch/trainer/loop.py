@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass, field
 import time
 
 import torch
@@ -88,6 +89,24 @@ def composer_device(device: str):
     return get_device(COMPOSER_DEVICES[device])
 
 
+@dataclass
+class LoopParts:
+    """What ``run.prepare`` builds for one run's loop: the model in Composer's wrapper, its
+    optimizer, the training loader, the batch augmentations, the validation tensors, the Composer
+    algorithms, callables adding fields to each history point (CORDS's subset), and what applies
+    to whatever weights are delivered (sparsity's masks)."""
+
+    model: object
+    optimizer: torch.optim.Optimizer
+    loader: object
+    augment: object
+    eval_augment: object
+    val: tuple
+    algorithms: list = field(default_factory=list)
+    point_extras: list = field(default_factory=list)
+    on_deliver: list = field(default_factory=list)
+
+
 class Loop:
     """One run: ``fit()`` trains, ``evaluate()`` measures the model a user would get now.
 
@@ -95,42 +114,61 @@ class Loop:
     may return a reason to stop (the study's pruner).
     """
 
-    def __init__(self, cfg, model, optimizer, loader, augment, eval_augment, val, device: str, result,
-                 algorithms=(), callbacks=(), on_eval=None, progress: bool = False, point_extras=(),
-                 on_deliver=(), dist=None, eval_at=(), eval_after=(), settle=False):
+    def __init__(self, cfg, parts: LoopParts, device: str, result, hooks, dist=None):
+        model, loader, callbacks = parts.model, parts.loader, hooks.callbacks
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
-        self.augment, self.eval_augment, self.val = augment, eval_augment, val
-        self.on_eval, self.progress, self.point_extras = on_eval, progress, list(point_extras)
-        self.on_deliver = list(on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
+        self.augment, self.eval_augment, self.val = parts.augment, parts.eval_augment, parts.val
+        self.on_eval, self.progress, self.point_extras = hooks.on_eval, hooks.progress, list(parts.point_extras)
+        self.on_deliver = list(parts.on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
         self.cuda = device == "cuda"
         from effsearch.trainer.distributed import SINGLE
 
         self.dist = dist if dist is not None else SINGLE
         # Points scored on as much of the validation set as their decision needs (``settle``):
         # in a shuffled order (fixed, the same for every trial), so any prefix is a fair sample.
-        self.settle = settle
+        self.settle = settle = hooks.settle
         if settle and self.dist.main:
-            x, y = val
+            x, y = parts.val
             order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0)).to(y.device)
             self.val = (x[order], y[order])
+        self._plan_points(cfg, len(loader), hooks)
+        self._composer_state(cfg, parts, callbacks)
+        self._wrap(cfg, model, device)
+        # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU, or when
+        # ranks must agree on stopping (they do so once an epoch).
+        self.check_every = 1 if not self.cuda and not self.dist.on else 0
+
+        self.step = self.epoch = self.batch_in_epoch = self.samples = self.samples_in_epoch = 0
+        self.loss_sum = torch.zeros((), device=device)
+        self.loss_steps = 0
+        self.t0 = self.t_end = None
+        self.eval_seconds = 0.0
+        self.stop_status = self.stop_reason = ""
+        self.bar = None
+
+    def _plan_points(self, cfg, batches: int, hooks) -> None:
+        """The step budget, the schedule's factors and the steps at which the run evaluates."""
         self.accumulate = cfg.accumulate
-        self.bpe = max(1, -(-len(loader) // self.accumulate))  # optimizer steps an epoch
+        self.bpe = max(1, -(-batches // self.accumulate))  # optimizer steps an epoch
         self.total = max(1, round(cfg.epochs * self.bpe))
         every = max(1, round(cfg.eval_every * self.bpe))
         self.eval_steps = set(range(every, self.total + 1, every)) | {self.total}
         # Extra points (a pruner's rungs): the first step at or past each, so that the point's
         # epoch is never short of it (a rung decided early would see a less trained model).
-        self.eval_steps |= {min(self.total, max(1, math.ceil(e * self.bpe - 1e-9))) for e in eval_at}
+        self.eval_steps |= {min(self.total, max(1, math.ceil(e * self.bpe - 1e-9))) for e in hooks.eval_at}
         # Points at train seconds (a pruner's time rung): the first step at or past each, read on the
         # host clock (no sync: on a GPU the host may be a few steps ahead; the point's own time is
         # synced). Data-parallel: rank 0's clock decides for every rank (_due).
-        self.marks = sorted(eval_after)
+        self.marks = sorted(hooks.eval_after)
         self.next_look = 0  # data-parallel: the step at which rank 0's clock is next broadcast
         self.lr_factors = factors(cfg.schedule, self.total)
 
-        state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(device),
+    def _composer_state(self, cfg, parts: LoopParts, callbacks) -> None:
+        """Composer's State and Engine, INIT's surgery done, and which of its events to fire."""
+        model, loader = parts.model, parts.loader
+        state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(self.device),
                       max_duration=Time(self.total, TimeUnit.BATCH), device_train_microbatch_size=cfg.batch_size,
-                      precision=cfg.precision, optimizers=optimizer, algorithms=list(algorithms),
+                      precision=cfg.precision, optimizers=parts.optimizer, algorithms=list(parts.algorithms),
                       callbacks=list(callbacks))
         state.set_dataloader(loader, "train")
         state.train_dataloader = loader
@@ -154,6 +192,9 @@ class Loop:
             group.setdefault("initial_lr", group["lr"])
         # Composer's SAM needs a closure (it runs forward and backward twice); nothing else gets one.
         self.closure = type(self.optimizer).__name__ == "SAMOptimizer"
+
+    def _wrap(self, cfg, model, device: str) -> None:
+        """Mixed precision, data-parallel and compiled wrappers, after Composer's surgery."""
         self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
         dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
         self.autocast = torch.autocast("cuda", dtype=dtype) if dtype is not None else contextlib.nullcontext()
@@ -175,17 +216,6 @@ class Loop:
             # recompile limit ran every later "compile" trial eager, silently. Each compiles afresh.
             torch._dynamo.reset()
             model.use_compiled(torch.compile(train_module, mode=cfg.compile_mode))
-        # A non-finite loss is checked every step on CPU (free) and once an epoch on a GPU, or when
-        # ranks must agree on stopping (they do so once an epoch).
-        self.check_every = 1 if not self.cuda and not self.dist.on else 0
-
-        self.step = self.epoch = self.batch_in_epoch = self.samples = self.samples_in_epoch = 0
-        self.loss_sum = torch.zeros((), device=device)
-        self.loss_steps = 0
-        self.t0 = self.t_end = None
-        self.eval_seconds = 0.0
-        self.stop_status = self.stop_reason = ""
-        self.bar = None
 
     # -- the clock ------------------------------------------------------------------
     def _now(self) -> float:

@@ -8,6 +8,7 @@ delivered model, and where the seconds went (setup, train, compile, eval).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -66,31 +67,52 @@ def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
                          nesterov=o.nesterov and o.momentum > 0)
 
 
+@dataclass(frozen=True)
+class RunHooks:
+    """What a caller asks of one run besides its config: a study's pruner and rungs, or a
+    user's progress bar. ``eval_at``: epochs at which to evaluate besides every
+    ``cfg.eval_every`` (a study's pruner asks for its rungs); ``eval_after``: train seconds, the
+    same (a time rung; data-parallel: rank 0's clock). ``test`` False: no test accuracy (a tuning
+    phase's subset model, whose test score nobody reads). ``settle``: score each evaluation point
+    on as much of the validation set as its decision needs (True: the trainer's own rule; a
+    SettleHook: the study's pruner first; ``loop.py``); False: every point on the whole set
+    (``effsearch train``: the user's curve is exact). ``callbacks``: Composer callbacks that see
+    every event (the tests' probes)."""
+
+    progress: bool = False
+    on_eval: EvalHook | None = None
+    eval_at: tuple[float, ...] = ()
+    eval_after: tuple[float, ...] = ()
+    settle: SettleHook | bool = False
+    test: bool = True
+    callbacks: tuple = ()
+
+    def quiet(self) -> RunHooks:
+        """Ranks 1..N-1 of a data-parallel run: they train alongside rank 0 and report nothing."""
+        return dataclasses.replace(self, progress=False, on_eval=None, settle=False)
+
+
 def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
           on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
           eval_after: tuple[float, ...] = (), settle: SettleHook | bool = False) -> RunResult:
-    """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. ``eval_at``: epochs
-    at which to evaluate besides every ``cfg.eval_every`` (a study's pruner asks for its rungs);
-    ``eval_after``: train seconds, the same (a time rung; data-parallel: rank 0's clock).
-    ``test`` False: no test accuracy (a tuning phase's subset model, whose test score nobody reads).
-    ``settle``: score each evaluation point on as much of the validation set as its decision needs
-    (True: the trainer's own rule; a SettleHook: the study's pruner first; ``loop.py``); False:
-    every point on the whole set (``effsearch train``: the user's curve is exact)."""
+    """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. The other
+    arguments are a RunHooks's fields."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
+    hooks = RunHooks(progress=progress, on_eval=on_eval, eval_at=tuple(eval_at), eval_after=tuple(eval_after),
+                     settle=settle, test=test)
     # Every rank must evaluate at the same steps (they agree on stopping there): the other ranks
     # get the same extra points (rank 0 scores them, the others wait there).
-    entry = (functools.partial(train, eval_at=tuple(eval_at), eval_after=tuple(eval_after))
+    entry = (functools.partial(train, eval_at=hooks.eval_at, eval_after=hooks.eval_after)
              if eval_at or eval_after else train)
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
-            out_dir, progress, on_eval, settle = None, False, None, False
-        return _train(cfg, device, dist, data_root, out_dir, progress, on_eval, eval_at, test, eval_after, settle)
+            out_dir, hooks = None, hooks.quiet()
+        return _train(cfg, device, dist, data_root, out_dir, hooks)
 
 
-def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bool, on_eval,
-           eval_at=(), test: bool = True, eval_after=(), settle=False) -> RunResult:
+def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, hooks: RunHooks) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -98,7 +120,7 @@ def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, progress: bo
                        device=_device_name(device), versions=versions())
     out = Path(out_dir) if out_dir else None
     try:
-        _fit(cfg, splits, device, result, progress, on_eval, data_root, dist, eval_at, test, eval_after, settle)
+        _fit(cfg, splits, device, result, hooks, data_root, dist)
     except ConfigError:  # bad input found in set-up (a model that does not fit the data): nothing is written
         out = None
         raise
@@ -150,28 +172,30 @@ class Prepared:
         self.loop.fit()
 
 
-def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool = False,
-            on_eval: EvalHook | None = None, callbacks=(), data_root=None, dist=None, eval_at=(),
-            eval_after=(), settle: SettleHook | bool = False) -> Prepared:
+def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks | None = None,
+            callbacks=(), data_root=None, dist=None) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
-    in a data-parallel run, default a single process)."""
+    in a data-parallel run, default a single process; ``callbacks``: added to ``hooks``')."""
     from effsearch.trainer.distributed import SINGLE
-    from effsearch.trainer.loop import Loop
+    from effsearch.trainer.loop import Loop, LoopParts
 
     dist = dist if dist is not None else SINGLE
+    hooks = hooks if hooks is not None else RunHooks()
+    if callbacks:
+        hooks = dataclasses.replace(hooks, callbacks=(*hooks.callbacks, *callbacks))
     _quiet_composer()
     t_setup = time.perf_counter()
     splits = D.to_device(splits, device)
     model = _build_model(cfg, splits, device, result)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms, gmp = _algorithms(cfg, selection)
-    loop = Loop(cfg, model, build_optimizer(cfg, model.parameters(), device, model), train_loader,
-                _augment(cfg, splits, device, dist, train=True), _augment(cfg, splits, device, dist, train=False),
-                (splits.val_x, splits.val_y), device, result, algorithms=algorithms, callbacks=callbacks,
-                on_eval=on_eval, progress=progress,
-                point_extras=[selection.point_extra] if selection is not None else [],
-                on_deliver=[gmp.apply_masks] if gmp is not None else [], dist=dist, eval_at=eval_at,
-                eval_after=eval_after, settle=settle)
+    parts = LoopParts(model=model, optimizer=build_optimizer(cfg, model.parameters(), device, model),
+                      loader=train_loader, augment=_augment(cfg, splits, device, dist, train=True),
+                      eval_augment=_augment(cfg, splits, device, dist, train=False), val=(splits.val_x, splits.val_y),
+                      algorithms=algorithms,
+                      point_extras=[selection.point_extra] if selection is not None else [],
+                      on_deliver=[gmp.apply_masks] if gmp is not None else [])
+    loop = Loop(cfg, parts, device, result, hooks, dist)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
 
@@ -234,13 +258,11 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
     return algorithms, gmp
 
 
-def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, progress: bool,
-         on_eval: EvalHook | None, data_root=None, dist=None, eval_at=(), test: bool = True,
-         eval_after=(), settle=False) -> None:
+def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks, data_root=None,
+         dist=None) -> None:
     from effsearch.trainer.sparsity import measure
 
-    run = prepare(cfg, splits, device, result, progress, on_eval, data_root=data_root, dist=dist, eval_at=eval_at,
-                  eval_after=eval_after, settle=settle)
+    run = prepare(cfg, splits, device, result, hooks, data_root=data_root, dist=dist)
     loop = run.loop
     result.final.setup_seconds = loop.setup_seconds
     try:
@@ -263,7 +285,7 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, pro
             val_acc, val_loss = result.history[-1].val_accuracy, result.history[-1].val_loss
         else:
             val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
-            if test:
+            if hooks.test:
                 result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
         sizes = measure(model)
         if cfg.quantize == "int8":
