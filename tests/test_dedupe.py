@@ -144,12 +144,20 @@ def test_a_duplicate_of_a_running_trial_waits_and_is_answered_when_it_ends(tmp_p
     study, a = _worker(spec, "a", errors)
     assert started.wait(30)  # a trains trial 1 (held)
     _, b = _worker(spec, "b", errors)
-    time.sleep(1.5)
+    # b reaches its duplicate and waits, untrained (polled: a loaded machine may take seconds).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        t = study.get_trials()
+        if len(t) > 2 and CONFIG_HASH_KEY in t[2].user_attrs:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)  # still waiting a moment later
     t = study.get_trials()
-    assert t[2].state == TrialState.RUNNING and CONFIG_HASH_KEY in t[2].user_attrs  # b waits, untrained
+    assert t[2].state == TrialState.RUNNING and CONFIG_HASH_KEY in t[2].user_attrs
+    assert "waited_for" not in t[2].user_attrs and b.is_alive()
     release.set()
-    a.join(30)
-    b.join(30)
+    a.join(120)
+    b.join(120)
     assert not errors, errors
     t = study.get_trials()
     assert t[1].state == TrialState.COMPLETE and t[2].state == TrialState.COMPLETE

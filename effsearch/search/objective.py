@@ -99,7 +99,6 @@ class Objective:
                               f"twice: {type(e).__name__}: {e}")
 
     def _run(self, trial: optuna.Trial) -> list[float]:
-        from effsearch.config.machine import check_runnable
         from effsearch.trainer.run import train
 
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
@@ -108,17 +107,7 @@ class Objective:
             trial.set_user_attr("reason", "a second baseline, queued by another worker starting at the same "
                                           "moment; not run")
             raise TrialFailed("duplicate baseline")
-        try:
-            sampled = self.spec.space.sample(trial)
-            # The baseline and a warm start train exactly their configs; their parameters are
-            # recorded as far as the space can express them.
-            warm = warmstart.config_of(trial)  # None unless a queued warm start
-            full = self.spec.baseline if is_baseline else \
-                phases.confirm_config(trial) or warm or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
-            cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
-            check_runnable(cfg)
-        except Exception as e:  # a space bug or a rule the space does not know: never trained
-            self._fail(trial, "invalid", f"invalid config: {e}")
+        warm, full, cfg = self._configs(trial, is_baseline)
         config_yaml = cfg.to_yaml()
         trial.set_user_attr("config", config_yaml)
         trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
@@ -136,7 +125,7 @@ class Objective:
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
             # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
-            # evaluation and set-up in each completed phase-1 trial's 14 s (run 12).
+            # evaluation and set-up in each completed phase-1 trial's 14 s (docs/results.md).
             # Each point scores as much of the validation set as its decision needs (a rung's
             # verdict, else whether it can be the crossing of the target): below the target a
             # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
@@ -150,11 +139,7 @@ class Objective:
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
             _free_memory()
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
-        sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
-        record.set_attrs(trial, record.result_attrs(result, sp))
-        self._keep_files(trial, result, config_yaml)
-        self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
-                                                is_baseline) + _remark(trial))
+        self._record(trial, cfg, result, config_yaml, is_baseline)
         if result.status in ("completed", "pruned"):
             # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
             # the accuracy it stopped at is all TPE learns from it (no values in a
@@ -167,6 +152,32 @@ class Objective:
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
+
+    def _configs(self, trial: optuna.Trial, is_baseline: bool) -> tuple:
+        """(the warm start or None, the full config, the config this trial trains): a trial that
+        cannot have them (a space bug, a rule the space does not know) fails as invalid, untrained."""
+        from effsearch.config.machine import check_runnable
+
+        try:
+            sampled = self.spec.space.sample(trial)
+            # The baseline and a warm start train exactly their configs; their parameters are
+            # recorded as far as the space can express them.
+            warm = warmstart.config_of(trial)  # None unless a queued warm start
+            full = self.spec.baseline if is_baseline else \
+                phases.confirm_config(trial) or warm or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
+            check_runnable(cfg)
+        except Exception as e:  # a space bug or a rule the space does not know: never trained
+            self._fail(trial, "invalid", f"invalid config: {e}")
+        return warm, full, cfg
+
+    def _record(self, trial: optuna.Trial, cfg: TrainConfig, result, config_yaml: str, is_baseline: bool) -> None:
+        """The result's attributes, files and note on the trial."""
+        sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
+        record.set_attrs(trial, record.result_attrs(result, sp))
+        self._keep_files(trial, result, config_yaml)
+        self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
+                                                is_baseline) + _remark(trial))
 
     def _keep_files(self, trial: optuna.Trial, result, config_yaml: str) -> None:
         """The trial's files in the artifact store; why it has none is its ``artifact_error``
