@@ -57,6 +57,26 @@ def test_spec_keeps_every_constraint_and_its_default():
                             items=[], inner=Inner())
 
 
+def test_spec_made_at_run_time_attaches_its_constraints():
+    """As test_spec_keeps_every_constraint_and_its_default, on a dataclass made inside the test
+    (a class body at import runs spec before any mutation test can switch a mutant on)."""
+    @dataclass
+    class Made:
+        plain: int = spec(3)
+        ranged: float = spec(0.5, low=0.0, high=1.0, choices=(0.5,), check=_even, help="h")
+        made: list = spec(factory=lambda: [1])
+
+    f = {x.name: x for x in dataclasses.fields(Made)}
+    assert dict(f["plain"].metadata) == {"choices": None, "low": None, "high": None, "low_open": False,
+                                         "high_open": False, "check": None, "help": ""}
+    assert dict(f["ranged"].metadata) == {"choices": (0.5,), "low": 0.0, "high": 1.0, "low_open": False,
+                                          "high_open": False, "check": _even, "help": "h"}
+    assert Made() == Made(plain=3, ranged=0.5, made=[1]) and Made().made is not Made().made
+    assert f["plain"].default == 3 and f["made"].default is dataclasses.MISSING
+    with pytest.raises(TypeError):
+        dataclass(type("NoDefault", (), {"__annotations__": {"x": int}, "x": spec()}))()
+
+
 def test_build_checks_every_given_field_and_keeps_the_defaults():
     o = F.build(Outer, {"count": 3, "ratio": 1, "inner": {"rate": 1.0}, "label": None, "flag": True})
     assert o == Outer(count=3, ratio=1.0, flag=True, inner=Inner(rate=1.0))
@@ -165,6 +185,7 @@ def test_fmt_writes_values_as_a_study_file_would():
     assert [F.fmt(True), F.fmt(False), F.fmt(0.1), F.fmt(1e-05), F.fmt(3), F.fmt("sgd")] == \
         ["true", "false", "0.1", "1e-05", "3", "sgd"]
     assert F.type_name(int) == "int" and F.type_name(type(None)) == "null"
+    assert F.type_name(int | None) == "int | None"  # no __name__: its text
 
 
 def test_quote_keeps_a_value_short():
@@ -176,6 +197,7 @@ def test_quote_keeps_a_value_short():
     assert short.startswith("{'k': 'vvv") and "..." in short and len(short) < 70
     assert F.quote([[[[[1]]]]]) == "[[[[[...]]]]]"
     assert F.quote(list(range(8)), limit=5) == "[0, 1..."
+    assert F.quote(list(range(8)), limit=24) == "[0, 1, 2, 3, 4, 5, 6, 7]"  # exactly the limit: whole
     assert F.quote(7) == "7"
 
 
@@ -212,6 +234,16 @@ def test_yaml_reads_exponents_as_numbers_and_refuses_repeated_keys():
     assert F.load_yaml("a: [1, {b: 2}]\nc: {d: [3]}") == {"a": [1, {"b": 2}], "c": {"d": [3]}}
 
 
+def test_a_repeat_is_found_in_lists_merges_and_after_a_merge():
+    assert err(F.load_yaml, "a:\n  - {x: 1, x: 2}").field == "a.x"
+    assert err(F.load_yaml, "a:\n  <<: {x: 1, x: 2}").field == "a.x"  # inside what is merged
+    assert err(F.load_yaml, "b: &b {y: 1}\na:\n  <<: *b\n  x: 1\n  x: 2").field == "a.x"  # after the merge
+    with pytest.raises(yaml.YAMLError):  # a list as a key: YAML's own refusal, not a crash of the check
+        F.load_yaml("? [1, 2]\n: v")
+    e = err(F.check_duplicates, yaml.compose("x: {y: 1, y: 2}"), "base")
+    assert e.field == "base.x.y" and e.message.startswith("given twice (line 1 and line 1)")
+
+
 def _bomb(levels: int, width: int = 10) -> str:
     lines = ["a0: &a0 [x]"]
     for i in range(1, levels):
@@ -227,8 +259,11 @@ def test_aliases_are_counted_once_per_node_and_a_bomb_is_refused():
     added = int(re.match(r"its YAML aliases expand to ([\d,]+) more values \(at most 10,000\)", e.message)[1]
                 .replace(",", ""))
     assert e.field == "" and added > 10_000
+    assert e.message.endswith(": an alias bomb, or anchors reused far more than a config needs")
     e = err(F.load_yaml, "a: &a [*a]")
-    assert "an alias inside its own anchor (line 1)" in e.message
+    assert (e.field, e.message) == ("", "an alias inside its own anchor (line 1) stands for a value that contains "
+                                        "itself; write the value out")
+    assert e.message == err(F.load_yaml, "a: &a [*a]").message
     assert F.ALIAS_LIMIT == 10_000
 
 
@@ -251,7 +286,8 @@ def test_too_deep_a_document_is_a_config_error():
         e = err(F.load_yaml, "[" * 150 + "]" * 150)
     finally:
         sys.setrecursionlimit(limit)
-    assert e.message.startswith("values nested too deeply to read")
+    assert (e.field, e.message) == ("", "values nested too deeply to read (hundreds of levels); no config needs "
+                                        "that many")
 
 
 def test_yaml_problems_are_one_line_with_their_place():
@@ -267,6 +303,9 @@ def test_yaml_problems_are_one_line_with_their_place():
         F.load_yaml("key: value: other")
     assert F.yaml_problem(e.value) == "line 1, column 11: mapping values are not allowed here"
     assert F.yaml_problem(yaml.YAMLError("plain\n  text")) == "plain text"
+    mark = yaml.Mark("c.yaml", 0, 4, 2, None, None)
+    only_context = yaml.MarkedYAMLError(context="while scanning a block", context_mark=mark)
+    assert F.yaml_problem(only_context) == "line 5, column 3: while scanning a block"
 
 
 def test_read_text_and_read_yaml_name_the_file(tmp_path):
@@ -278,10 +317,12 @@ def test_read_text_and_read_yaml_name_the_file(tmp_path):
     assert (e.field, e.source) == ("", str(p))
     assert e.message == "not UTF-8 text: byte 0xe9 on line 3 (offset 15) cannot be decoded; save it as UTF-8 " \
                         "(a YAML file is UTF-8)"
+    p.write_bytes(b"\nx: \xff\n")
+    assert err(F.read_text, p).message.startswith("not UTF-8 text: byte 0xff on line 2 (offset 4)")
     e = err(F.read_text, tmp_path)
-    assert e.message.startswith("cannot read it: ") and e.source == str(tmp_path)
+    assert (e.field, e.message, e.source) == ("", "cannot read it: Is a directory", str(tmp_path))
     e = err(F.read_yaml, tmp_path / "missing.yaml")
-    assert e.message == f"no such file: {tmp_path / 'missing.yaml'}"
+    assert (e.field, e.message) == ("", f"no such file: {tmp_path / 'missing.yaml'}")
     for text, message in (("# only a comment\n", f"the file is empty; {F.MINIMAL_TRAIN}"),
                           ("- 1\n- 2\n", "expected a mapping at the top level, got list"),
                           ("a: [1\n", "not valid YAML: line 2, column 1: while parsing a flow sequence; "
