@@ -95,10 +95,6 @@ def _kfac(cfg: dict) -> bool:
     return _optimizer(cfg) == "kfac-sgd"
 
 
-def _always(_cfg: dict) -> bool:
-    return True
-
-
 def _never_selects(cfg: dict) -> bool:
     epochs = float(cfg.get("epochs", 5))
     every = get_path(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
