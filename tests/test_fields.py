@@ -71,6 +71,7 @@ def test_spec_made_at_run_time_attaches_its_constraints():
                                          "high_open": False, "check": None, "help": ""}
     assert dict(f["ranged"].metadata) == {"choices": (0.5,), "low": 0.0, "high": 1.0, "low_open": False,
                                           "high_open": False, "check": _even, "help": "h"}
+    assert dict(f["made"].metadata)["help"] == "" and dict(f["made"].metadata)["low_open"] is False
     assert Made() == Made(plain=3, ranged=0.5, made=[1]) and Made().made is not Made().made
     assert f["plain"].default == 3 and f["made"].default is dataclasses.MISSING
     with pytest.raises(TypeError):
