@@ -226,7 +226,8 @@ def test_yaml_reads_exponents_as_numbers_and_refuses_repeated_keys():
     assert F.load_yaml("lr: 5e-3\nwd: 1E+2\nn: -2e1\ns: e5\nv: 1.5") == {"lr": 0.005, "wd": 100.0, "n": -20.0,
                                                                        "s": "e5", "v": 1.5}
     e = err(F.load_yaml, "a:\n  b: 1\n  c: 2\n  b: 3\n")
-    assert (e.field, e.message) == ("a.b", "given twice (line 2 and line 4); YAML would keep only the last: give it once")
+    assert (e.field, e.message) == ("a.b", "given twice (line 2 and line 4); YAML would keep only the last: "
+                                           "give it once")
     assert err(F.load_yaml, "- {x: 1, x: 2}").field == "x"
     assert err(F.load_yaml, "top: 1\ntop: 2").field == "top"
     # A merge key overrides what it merges in: no repeat. An alias is checked once, at its anchor.

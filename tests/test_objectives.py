@@ -97,7 +97,8 @@ def test_quantized_size_needs_the_int8_model():
     assert O.quantized_size(r) == 1234.0 and O.values(r, ["quantized_size"]) == [1234.0]
     with pytest.raises(ValueError) as e:
         O.quantized_size(result([0.5, 0.95]))
-    assert str(e.value) == "quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its result)"
+    assert str(e.value) == ("quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its "
+                            "result)")
     assert O.NEEDS["quantized_size"] == ("quantize", "int8")
 
 
