@@ -22,7 +22,7 @@ from effsearch.search.budget import StopAtTotal
 from effsearch.search.storage import HEARTBEAT_KEY, WORKER_KEY, open_url, requeue_dead_local
 
 ROOT = Path(__file__).resolve().parents[1]
-GRACE = 3.0  # seconds; the workers beat every 0.2 s
+GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine delays both the beats and the checks)
 
 # A worker as effsearch's Objective starts a trial: ask, say who runs it, beat every 0.2 s; then
 # it "trains" (sleeps) until killed.
