@@ -206,9 +206,9 @@ def test_derived_features_read_each_optimizers_lr_and_the_accumulated_batch():
 
 
 def test_a_phase1_table_records_the_studys_phase_1_and_loads_alone(tmp_path, monkeypatch, capsys):
-    """``python -m research.record_quickstart --study F --phase1``: each configuration once, as F's phase 1 trains
-    it (its data subset and target, no test set), on the nine-point grid; the replay loads such a table
-    without the quickstart's early and loss points (keyed by the same indices)."""
+    """``python -m research.record_quickstart --study F --phase1``: each configuration once, as F's
+    phase 1 trains it (its data subset and target, no test set), on the nine-point grid; the replay
+    loads such a table without the quickstart's early and loss points (keyed by the same indices)."""
     from effsearch.search import studyfile
     from tests.tiny_study import study_file
 
@@ -230,7 +230,8 @@ def test_a_phase1_table_records_the_studys_phase_1_and_loads_alone(tmp_path, mon
     # A study without a tuning phase has no phase 1 to record.
     (tmp_path / "plain").mkdir()
     plain = study_file(tmp_path / "plain")
-    monkeypatch.setattr(sys, "argv", ["r", "--study", str(plain), "--phase1", "--n", "1", "--out", str(tmp_path / "no.jsonl")])
+    monkeypatch.setattr(sys, "argv", ["r", "--study", str(plain), "--phase1", "--n", "1",
+                                      "--out", str(tmp_path / "no.jsonl")])
     with pytest.raises(SystemExit) as e:
         rec.main()
     assert e.value.code == 2 and "--phase1 needs a study with a tuning phase" in capsys.readouterr().err
