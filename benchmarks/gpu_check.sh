@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|summary   # one part (each installs first)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
@@ -13,6 +13,9 @@
 # H100, `overhead shapes costs baseline` (3 costs variants) plus a 200 s study took 538 s.
 # `recipe` trains given configs briefly with TORCH_LOGS (RECIPES, RECIPE_EPOCHS, RECIPE_SECONDS;
 # default: the H200 study's 208-second trial), its log streamed into $OUT.
+# `fronts` runs the GPU study without its recipes' warm starts and as shipped (FRONTS, STUDY_SECONDS
+# each); `STUDY_SECONDS=160 RUNS=fast bash benchmarks/gpu_check.sh baseline fronts` fits a 15-minute
+# lease (519 s on an H100, 2026-11-27).
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -101,13 +104,20 @@ setup_run() {
 }
 
 baseline() {
+  # RUNS picks among baseline, baseline-bf16 and fast (default: all three)
   log "baseline and fast recipe ($DEV): configs/fashion-mnist-baseline.yaml, configs/fashion-mnist-fast.yaml"
-  "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV "${SMOKE_SET[@]}" \
-    --out "$OUTDIR/baseline" 2>&1 | tail -3
-  "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV --set precision=$PREC \
-    "${SMOKE_SET[@]}" --out "$OUTDIR/baseline-bf16" 2>&1 | tail -3
-  "$PY" -m effsearch.cli train configs/fashion-mnist-fast.yaml --set device=$DEV --set precision=$PREC \
-    "${SMOKE_SET[@]}" --out "$OUTDIR/fast" 2>&1 | tail -3
+  local r
+  for r in ${RUNS:-baseline baseline-bf16 fast}; do
+    case "$r" in
+      baseline) "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV "${SMOKE_SET[@]}" \
+                  --out "$OUTDIR/baseline" 2>&1 | tail -3 ;;
+      baseline-bf16) "$PY" -m effsearch.cli train configs/fashion-mnist-baseline.yaml --set device=$DEV \
+                  --set precision=$PREC "${SMOKE_SET[@]}" --out "$OUTDIR/baseline-bf16" 2>&1 | tail -3 ;;
+      fast) "$PY" -m effsearch.cli train configs/fashion-mnist-fast.yaml --set device=$DEV --set precision=$PREC \
+                  "${SMOKE_SET[@]}" --out "$OUTDIR/fast" 2>&1 | tail -3 ;;
+      *) echo "gpu_check: RUNS takes baseline, baseline-bf16, fast; not '$r'" >&2; exit 2 ;;
+    esac
+  done
 }
 
 overhead() {
@@ -191,7 +201,39 @@ summary() {
   fi
 }
 
-PARTS=(baseline overhead costs shapes recipe study summary)
+fronts() {
+  # The GPU study without its warm starts ("plain": its warm_start line removed), then as shipped
+  # (warm_start: [recipes], every named recipe that fits its base), each starting trials for
+  # STUDY_SECONDS; each study's figures (trials by state, compute in baseline runs, where it went, its
+  # fastest front member with test >= 0.91) are printed, and copied to $OUT, as soon as it ends, so a
+  # call cut short keeps them.
+  local variant file
+  for variant in ${FRONTS:-plain shipped}; do
+    file=$OUTDIR/study-$variant.yaml
+    case "$variant" in
+      plain) sed -e '/^warm_start:/d' studies/fashion-mnist-gpu.yaml > "$file" ;;
+      shipped) cp studies/fashion-mnist-gpu.yaml "$file" ;;
+      *) echo "gpu_check: FRONTS takes plain, shipped; not '$variant'" >&2; exit 2 ;;
+    esac
+    sed -i "s/^name: fashion-mnist-gpu$/name: fashion-mnist-gpu-$variant/" "$file"
+    if [ "$SMOKE" = 1 ]; then
+      sed -i -e 's/device: cuda/device: cpu/' -e 's/epochs: 10$/epochs: 2/' -e 's/{low: 2, high: 15}/{low: 0.5, high: 2}/' \
+          -e 's/crop_padding: 2}/crop_padding: 2, data_fraction: 0.05}/' "$file"
+    fi
+    log "GPU study, $variant: $file, trials started for ${STUDY_SECONDS}s"
+    local extra=(); if [ "$SMOKE" = 1 ]; then extra=(--n-trials 2); fi
+    # A study that ends with failed trials exits 1; its figures are still wanted.
+    "$PY" -m effsearch.cli run "$file" --timeout "$STUDY_SECONDS" "${extra[@]}" > "$OUTDIR/study-$variant.log" 2>&1 \
+      || echo "effsearch run exited $?"
+    tail -25 "$OUTDIR/study-$variant.log"
+    "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --study "$file" --study-only | tee "$OUTDIR/front-$variant.txt"
+    if [ -n "${OUT:-}" ]; then
+      cp "$OUTDIR/front-$variant.txt" "$OUTDIR/study-$variant.log" "$OUTDIR/study-$variant.journal" "$OUT"/
+    fi
+  done
+}
+
+PARTS=(baseline overhead costs shapes recipe study fronts summary)
 known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 case "$step" in

@@ -43,12 +43,23 @@ def study_lines(study_file: Path) -> list[str]:
     from effsearch.search import report
     from effsearch.search.lookup import open_study
 
+    from effsearch.search import cost
+
     study, _ = open_study(str(study_file))
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     base = report.baseline_trial(trials)
     front = report.front(study)
-    lines = [f"study {study.study_name}: {len(trials)} trials, {len(done)} complete, front of {len(front)}"]
+    states = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
+    lines = [f"study {study.study_name}: {len(trials)} trials ("
+             + ", ".join(f"{n} {k}" for k, n in states.items() if n) + f"), front of {len(front)}"]
+    lines += ["  " + line for line in cost.of(study).lines()[:1]]
+    lines.append("  " + compute_split(trials))
+    recipe = report.best_recipe(trials)
+    if recipe is not None:
+        lines.append(f"  best recipe: {recipe.user_attrs.get('warm_start')} (trial {recipe.number}), "
+                     f"{_s(recipe.user_attrs.get('time_to_target'))} to target, test "
+                     f"{recipe.user_attrs.get('test_accuracy', float('nan')):.4f}")
     if base is not None:
         lines.append(f"  baseline (trial {base.number}): time to target {_s(base.user_attrs.get('time_to_target'))}, "
                      f"test {base.user_attrs.get('test_accuracy', float('nan')):.4f}")
@@ -78,11 +89,32 @@ def study_lines(study_file: Path) -> list[str]:
     return lines
 
 
+def compute_split(trials) -> str:
+    """Where the study's compute went: its trials' wall seconds split into training (evaluation
+    excluded; a compiled trial's first step, its compile, included and shown apart), evaluation,
+    set-up and the rest (data, artifacts, the sampler's and the storage's share of a trial)."""
+    def total(key):
+        return sum(t.user_attrs.get(key) or 0.0 for t in trials)
+
+    wall, train, compile_, ev, setup = (total(k) for k in ("wall_seconds", "train_seconds", "compile_seconds",
+                                                           "eval_seconds", "setup_seconds"))
+    if wall <= 0:
+        return "compute: none recorded"
+    rest = wall - train - ev - setup
+    return (f"compute {wall:.0f} s: training {train:.0f} s ({train / wall:.0%}; compile {compile_:.0f} s of it), "
+            f"evaluation {ev:.0f} s ({ev / wall:.0%}), set-up {setup:.0f} s ({setup / wall:.0%}), "
+            f"other {rest:.0f} s ({rest / wall:.0%})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--study", type=Path, required=True)
+    ap.add_argument("--study-only", action="store_true", help="the study's lines alone, written nowhere")
     args = ap.parse_args()
+    if args.study_only:
+        print("\n".join(study_lines(args.study)) or f"no study at {args.study}")
+        return
     lines = []
     overhead = args.out / "overhead.txt"
     if overhead.is_file():

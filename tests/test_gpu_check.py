@@ -46,3 +46,33 @@ def test_recipe_streams_its_log_into_out(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     log = (out / "recipe-gpu_slow_trial.log").read_text()
     assert "status: completed" in log and "final {'train_seconds'" in log
+
+
+def test_the_study_summary_splits_the_compute(tmp_path):
+    """gpu_summary's "where the compute went", read from a scripted study's trials: wall seconds split
+    into training (compile shown apart, as part of it: a compiled trial's first step), evaluation,
+    set-up and the rest."""
+    import sys
+
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_summary
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from tests.fake_study import fake_storage
+
+    path = fake_storage(tmp_path / "study.journal")
+    from effsearch.search.storage import open_url
+
+    study = optuna.load_study(study_name="fake", storage=open_url(str(path)))
+    # wall 100 = train 60 (compile 20 of it) + eval 10 + set-up 5 + 25 other
+    study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={
+        "wall_seconds": 100.0, "train_seconds": 60.0, "compile_seconds": 20.0, "eval_seconds": 10.0,
+        "setup_seconds": 5.0}))
+    split = gpu_summary.compute_split(study.get_trials())
+    assert split == ("compute 100 s: training 60 s (60%; compile 20 s of it), evaluation 10 s (10%), "
+                     "set-up 5 s (5%), other 25 s (25%)")
+    assert gpu_summary.compute_split([]) == "compute: none recorded"
