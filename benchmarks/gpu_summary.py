@@ -40,22 +40,21 @@ def study_lines(study_file: Path) -> list[str]:
         return []
     from optuna.trial import TrialState
 
-    from effsearch.search import report
+    from effsearch.search import cost, queries
     from effsearch.search.lookup import open_study
-
-    from effsearch.search import cost
+    from effsearch.trainer.result import speedup
 
     study, _ = open_study(str(study_file))
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == TrialState.COMPLETE]
-    base = report.baseline_trial(trials)
-    front = report.front(study)
+    base = queries.baseline_trial(trials)
+    front = queries.front(study)
     states = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
     lines = [f"study {study.study_name}: {len(trials)} trials ("
              + ", ".join(f"{n} {k}" for k, n in states.items() if n) + f"), front of {len(front)}"]
     lines += ["  " + line for line in cost.of(study).lines()[:1]]
     lines.append("  " + compute_split(trials))
-    recipe = report.best_recipe(trials)
+    recipe = queries.best_recipe(trials)
     if recipe is not None:
         lines.append(f"  best recipe: {recipe.user_attrs.get('warm_start')} (trial {recipe.number}), "
                      f"{_s(recipe.user_attrs.get('time_to_target'))} to target, test "
@@ -78,7 +77,7 @@ def study_lines(study_file: Path) -> list[str]:
             and (t.user_attrs.get("test_accuracy") or 0) >= TEST_TARGET]
     if good:
         best = min(good, key=lambda t: t.user_attrs["time_to_target"])
-        up = report.speedup(best, base)
+        up = speedup(queries.seconds_to_target(base), queries.seconds_to_target(best))
         lines.append(f"  fastest front config with test >= {TEST_TARGET}: trial {best.number}, "
                      f"{best.user_attrs['time_to_target']:.2f}s of training to target, test "
                      f"{best.user_attrs['test_accuracy']:.4f}, speed-up over the baseline "

@@ -190,14 +190,14 @@ def best_config(study: optuna.Study | str | Path, pick: str = "knee") -> TrainCo
     """The TrainConfig of the trial ``pick`` chooses (``knee``, ``fastest``, ``most-accurate``,
     ``fastest-above:ACC``, ``fastest-within:D``, as ``effsearch best --pick``); train it with
     :func:`train`. Raises ``NothingToPick`` when no trial satisfies the pick."""
-    from effsearch.search import best, report
+    from effsearch.search import best, queries
 
     kind, acc = best.parse_pick(pick)
     s = _study(study)
     trial = best.pick(s, kind, acc)
     if trial is None:
         raise NothingToPick(f"no trial of study {s.study_name!r} satisfies --pick {best.describe(kind, acc)}")
-    return TrainConfig.from_dict(report.config_of(trial))
+    return TrainConfig.from_dict(queries.config_of(trial))
 
 
 class _Tail(io.TextIOBase):

@@ -127,3 +127,16 @@ def test_only_storage_imports_from_optunas_private_modules():
                 if private and mod != "effsearch.search.storage":
                     bad.append(f"{mod}:{node.lineno} imports {name}")
     assert not bad, bad
+
+
+# What decides (what to prune, when to stop, which trials count, what to queue) asks
+# search/queries.py; search/report.py only renders, and nothing that decides imports it.
+DECIDERS = ("effsearch.search.queries", "effsearch.search.pruner", "effsearch.search.budget",
+            "effsearch.search.workers", "effsearch.search.warmstart", "effsearch.search.phases",
+            "effsearch.search.cost", "effsearch.search.anytime")
+
+
+def test_what_decides_imports_no_rendering():
+    bad = [f"{mod}:{line} imports {target}" for mod in DECIDERS for target, _, line, _ in imports(mod)
+           if target in ("effsearch.search.report", "effsearch.spaces.space")]
+    assert not bad, bad

@@ -109,7 +109,7 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     """Phase 2 with ``seeds: 2``: the fastest single seed is a lucky draw. A (1.0 s and 5.0 s)
     means 3.0 s, B (2.5 s twice) 2.5 s, C's second seed missed, D's diverged: B is the fastest,
     C and D no hit."""
-    from effsearch.search import report
+    from effsearch.search import queries, report
     from tests.fake_study import add
 
     storage = open_url(str(tmp_path / "s.journal"))
@@ -129,7 +129,7 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     head = out.read_text()
     assert "trial 3 of study 'seeds', the mean of its 2 seeds (trials 3, 4)" in head
     assert "final_accuracy 0.8600" in head and "4.00x the baseline" in head
-    front = report.front(optuna.load_study(study_name="seeds", storage=storage))
+    front = queries.front(optuna.load_study(study_name="seeds", storage=storage))
     assert [(t.number, t.values) for t in front] == [(3, [2.5, 0.86]), (0, [10.0, 0.95])]
     assert front[0].user_attrs["seed_trials"] == [3, 4] and front[0].user_attrs["time_to_target"] == 2.5
     table = report.status_table(optuna.load_study(study_name="seeds", storage=storage), ["time_to_accuracy",

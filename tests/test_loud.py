@@ -57,7 +57,7 @@ class _Study:
 
 
 def test_a_storage_error_reading_the_warm_start_front_fails_the_run():
-    """report.front answers [] (with a warning) when the storage does not: --warm-start then
+    """queries.front answers [] (with a warning) when the storage does not: --warm-start then
     queued nothing and the study carried on. A ConfigError naming --warm-start is exit 2."""
     from sqlalchemy.exc import OperationalError
 

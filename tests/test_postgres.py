@@ -23,7 +23,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from effsearch.search import report
+from effsearch.search import queries
 from effsearch.search.storage import open_url
 from tests.helpers import free_port, missing_system_package, tiny
 
@@ -150,7 +150,7 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
                t.system_attrs.get("failed_trial")) for t in trials]
     log_b = (tmp_path / "worker-b.log").read_text()[-3000:]
     # the survivor did not stop one short
-    assert len(complete) == n and report.counts(trials)["done"] == n, (victim, a.pid, b.pid, states, log_b)
+    assert len(complete) == n and queries.counts(trials)["done"] == n, (victim, a.pid, b.pid, states, log_b)
     # No two trials proposed the same configuration (the retry re-runs the killed one's, by design).
     assert len({tuple(sorted(t.params.items())) for t in complete}) == n
     assert trials[victim].state == TrialState.FAIL
@@ -206,7 +206,7 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
     # both workers starting on the new study at once and failed unrun, by design.
     unfinished = [s for s in states if s[1] != "COMPLETE" and s[2] != "duplicate"]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert not unfinished and len(complete) == n == report.counts(trials)["done"], (restarted_during, states, tails)
+    assert not unfinished and len(complete) == n == queries.counts(trials)["done"], (restarted_during, states, tails)
     assert not any("failed_trial" in t.system_attrs for t in trials)  # no retry: no trial was lost
     assert len({tuple(sorted(t.params.items())) for t in complete}) == n  # no configuration twice
     assert len({t.user_attrs["worker"]["pid"] for t in complete}) == 2  # both workers went on

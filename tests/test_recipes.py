@@ -94,7 +94,7 @@ def test_status_export_and_best_read_speed_ups_over_the_best_recipe(tmp_path, ca
     capsys.readouterr()
     from effsearch.search.lookup import open_study
     from effsearch.search.record import Recorded
-    from effsearch.search.report import best_recipe
+    from effsearch.search.queries import best_recipe
 
     study, _ = open_study(str(path))
     recipe = best_recipe(study.get_trials())

@@ -81,11 +81,15 @@ def test_time_to_target_reads_points_and_stored_dicts():
 def test_one_speedup_function():
     assert speedup(10.0, 4.0) == 2.5
     assert speedup(None, 4.0) is None and speedup(10.0, None) is None and speedup(0.0, 4.0) is None
-    from effsearch.search import report
+    from effsearch.search import queries
 
     trial = SimpleNamespace(user_attrs={"time_to_target": 5.0})
     base = SimpleNamespace(user_attrs={"time_to_target": 10.0})
-    assert report.speedup(trial, base) == 2.0 and report.speedup(trial, None) is None
+    tta = queries.seconds_to_target
+    assert speedup(tta(base), tta(trial)) == 2.0 and speedup(tta(None), tta(trial)) is None
+    # and no second one: a trial's speed-up is this function of the two trials' times
+    defined = [path for path, text in _sources().items() if re.search(r"^def speedup\(", text, re.M)]
+    assert defined == ["effsearch/trainer/result.py"]
 
 
 def test_a_run_at_exactly_the_target_reached_it():
@@ -174,16 +178,16 @@ class _Study:
         raise self.error
 
 
-def test_report_front_names_a_storage_error_and_lets_bugs_raise(capsys):
+def test_the_front_names_a_storage_error_and_lets_bugs_raise(capsys):
     from sqlalchemy.exc import OperationalError
 
-    from effsearch.search import report
+    from effsearch.search import queries
 
-    assert report.front(_Study(OperationalError("SELECT", {}, Exception("server closed the connection")))) == []
+    assert queries.front(_Study(OperationalError("SELECT", {}, Exception("server closed the connection")))) == []
     err = capsys.readouterr().err
     assert "cannot read the Pareto front of study 's'" in err and "server closed the connection" in err
     with pytest.raises(TypeError):
-        report.front(_Study(TypeError("a bug")))
+        queries.front(_Study(TypeError("a bug")))
 
 
 def _sources():

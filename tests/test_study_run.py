@@ -16,7 +16,7 @@ import effsearch.trainer.run as trainer_run
 from effsearch.trainer import loop
 from effsearch.cli import main
 from effsearch.config import TrainConfig
-from effsearch.search import objective, report, workers
+from effsearch.search import objective, queries, workers
 from effsearch.search.pruner import NoPruner, SlowStop
 from effsearch.search.storage import open_url, requeue_dead_local
 from tests.helpers import tiny
@@ -41,7 +41,7 @@ def test_trials_record_everything_and_a_rerun_resumes(tmp_path, capsys):
     assert "trial   0 baseline" in err and "front" in err and "Pareto front" in err
     study, storage = load(path)
     trials = study.get_trials()
-    assert report.counts(trials)["done"] == 3 and len(trials) == 3
+    assert queries.counts(trials)["done"] == 3 and len(trials) == 3
     assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
     assert study.metric_names == ["time to target accuracy (train seconds)", "final val accuracy"]
     assert trials[0].user_attrs["baseline"] is True
@@ -117,13 +117,13 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
                                 pytest.approx(max(a["target_accuracy"] - a["val_accuracy"], 1e-6))}
     assert t[3].user_attrs["status"] == "interrupted"
     assert t[4].state == TrialState.WAITING and t[4].params == t[3].params and t[4].user_attrs["retry_of"] == 3
-    assert report.counts(t)["done"] == 3  # the interrupted trial does not count
+    assert queries.counts(t)["done"] == 3  # the interrupted trial does not count
 
     assert main(["run", str(path)]) == 0
     t = load(path)[0].get_trials()
     assert t[4].state == TrialState.COMPLETE and t[4].params == t[3].params
     assert t[4].system_attrs["failed_trial"] == 3
-    assert report.counts(t)["done"] == 5 and len(t) == 6
+    assert queries.counts(t)["done"] == 5 and len(t) == 6
 
 
 def test_a_dead_local_worker_s_trial_is_requeued(tmp_path):
@@ -170,7 +170,7 @@ def test_two_workers_share_the_default_storage(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "locked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     trials = load(path)[0].get_trials()
-    assert report.counts(trials)["done"] >= 6
+    assert queries.counts(trials)["done"] >= 6
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("reason") for t in trials]
     assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2  # both workers ran trials
     assert sum(t.user_attrs.get("baseline", False) for t in trials) == 1
@@ -298,7 +298,7 @@ def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert "worker(s) exited with codes [-9]" in out
     trials = load(path)[0].get_trials()
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 5 and report.counts(trials)["done"] == 5
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 5 and queries.counts(trials)["done"] == 5
     assert trials[victim.number].state == TrialState.FAIL and trials[victim.number].user_attrs["status"] == "lost"
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == victim.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == victim.params
@@ -315,7 +315,7 @@ def test_a_trial_failed_elsewhere_just_after_the_stop_is_still_run(tmp_path, cap
         fired = False
 
         def __call__(self, study, trial):
-            if not PhantomOnce.fired and report.counts(study.get_trials())["done"] == 2:
+            if not PhantomOnce.fired and queries.counts(study.get_trials())["done"] == 2:
                 PhantomOnce.fired = True
                 study.stop()
                 return
@@ -326,7 +326,7 @@ def test_a_trial_failed_elsewhere_just_after_the_stop_is_still_run(tmp_path, cap
     assert main(["run", str(path)]) == 0
     assert PhantomOnce.fired
     trials = load(path)[0].get_trials()
-    assert report.counts(trials)["done"] == 3 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert queries.counts(trials)["done"] == 3 and all(t.state == TrialState.COMPLETE for t in trials)
 
 
 def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false(tmp_path, capsys, monkeypatch):
@@ -434,7 +434,7 @@ def test_warm_start_flag_queues_an_earlier_study_s_front(tmp_path, capsys):
     earlier = write_study(tmp_path, n_trials=3)
     assert main(["run", str(earlier)]) == 0
     old = load(earlier)[0]
-    front = sorted(report.front(old), key=lambda t: t.number)
+    front = sorted(queries.front(old), key=lambda t: t.number)
     assert front
     configs = [t.user_attrs["config"] for t in front]
     # A study in the same storage, warm-started from the earlier one by name.

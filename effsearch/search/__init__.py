@@ -1,5 +1,6 @@
 """The study: study files, storage, the Optuna loop, and reading results back.
 
 ``studyfile.load`` checks a study file; ``runner.run`` runs or resumes it;
-``report.status_table`` prints trials and the Pareto front.
+``queries`` answers questions of its trials (the baseline, the front); ``report.status_table``
+prints them.
 """

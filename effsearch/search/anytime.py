@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from optuna.trial import TrialState
 
-from effsearch.search import phases, report
+from effsearch.search import phases, queries
 from effsearch.search.storage import DUPLICATE_KEY, WALL_KEY
+from effsearch.trainer.result import speedup
 
 WITHIN = 0.01  # one point of val accuracy
 
@@ -32,10 +33,11 @@ def _order(trials) -> list:
 
 def _best(finished, objectives: list[str], within: float, seeds: int) -> tuple[float | None, int | None]:
     """(the best within-a-point speed-up over the baseline, its trial) among ``finished``."""
-    base = report.baseline_trial(finished)
-    if base is None or report.speedup(base, base) is None:
+    base = queries.baseline_trial(finished)
+    base_tta = queries.seconds_to_target(base)
+    if base is None or speedup(base_tta, base_tta) is None:
         return None, None
-    floor = report.measures(base, objectives)[1] - within - 1e-9  # as best's fastest-within
+    floor = queries.measures(base, objectives)[1] - within - 1e-9  # as best's fastest-within
     best, who = None, None
     for t in phases.seed_means(finished):
         if t.state != TrialState.COMPLETE or DUPLICATE_KEY in t.user_attrs:
@@ -43,8 +45,8 @@ def _best(finished, objectives: list[str], within: float, seeds: int) -> tuple[f
         if t.user_attrs.get("tune_trial") is not None and len(t.user_attrs.get("seed_trials") or [t.number]) < seeds \
                 and not t.user_attrs.get("failed_seed_trials"):
             continue  # a pick whose other seeds are still to run
-        _, acc, hit = report.measures(t, objectives)
-        sp = report.speedup(t, base)
+        _, acc, hit = queries.measures(t, objectives)
+        sp = speedup(base_tta, queries.seconds_to_target(t))
         if hit and acc >= floor and sp is not None and (best is None or sp > best):
             best, who = sp, t.number
     return best, who
@@ -56,9 +58,9 @@ def curve(study, tune_study=None, within: float = WITHIN) -> dict:
     per finished trial: its number and phase, the compute so far (s and baseline runs, None before
     the final baseline has run), the best speed-up within the point so far and its trial, and on
     phase 1 phase 1's own best (``tune_speedup``)."""
-    objectives = report.objectives_of(study)
+    objectives = queries.objectives_of(study)
     trials = study.get_trials(deepcopy=False)
-    base = report.baseline_trial(trials)
+    base = queries.baseline_trial(trials)
     unit = base.user_attrs.get(WALL_KEY) if base is not None else None
     seeds = int((study.user_attrs.get("tuning") or {}).get("seeds") or 1)
     points, compute, phase1_end = [], 0.0, None
@@ -72,7 +74,7 @@ def curve(study, tune_study=None, within: float = WITHIN) -> dict:
 
     if tune_study is not None:
         tune_trials = _order(tune_study.get_trials(deepcopy=False))
-        tune_objectives = report.objectives_of(tune_study)
+        tune_objectives = queries.objectives_of(tune_study)
         for i, t in enumerate(tune_trials):
             sp, _ = _best(tune_trials[:i + 1], tune_objectives, within, 1)
             add(t, "tune", None, None, sp)

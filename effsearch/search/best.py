@@ -30,10 +30,11 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import cost, pareto, phases, report
-from effsearch.search.report import objectives_of
+from effsearch.search import cost, pareto, phases, queries, report
+from effsearch.search.queries import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.search.storage import redact
+from effsearch.trainer.result import speedup
 
 PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-within:D")
 
@@ -81,13 +82,13 @@ def pick(study, kind: str, acc: float | None = None):
     objectives = objectives_of(study)
     # A configuration phase 2 confirmed with several seeds is judged on their mean, not on its luckiest seed.
     trials = [t for t in phases.seed_means(study.get_trials(deepcopy=False))
-              if t.state == TrialState.COMPLETE and report.config_of(t) is not None]
-    m = {t.number: report.measures(t, objectives) for t in trials}
+              if t.state == TrialState.COMPLETE and queries.config_of(t) is not None]
+    m = {t.number: queries.measures(t, objectives) for t in trials}
     if kind == "most-accurate":
         return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
     hits = [t for t in trials if m[t.number][2]]
     if kind == "fastest-within":
-        base = report.baseline_trial(trials)
+        base = queries.baseline_trial(trials)
         if base is None:
             raise ConfigError("--pick", f"fastest-within reads the baseline trial's accuracy, and study "
                                         f"{study.study_name!r} has none; give fastest-above:ACC")
@@ -123,11 +124,11 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
     v = a.versions
     values = ", ".join(f"{n} {report.fmt_value(n, x)}" for n, x in zip(objectives, trial.values))
     test = a.test_accuracy
-    sp = a.speedup if a.speedup is not None else report.speedup(
-        trial, report.baseline_trial(study.get_trials(deepcopy=False)))
+    sp = a.speedup if a.speedup is not None else speedup(
+        queries.seconds_to_target(queries.baseline_trial(study.get_trials(deepcopy=False))), a.time_to_target)
     seeds = trial.user_attrs.get("seed_trials")
-    recipe = report.best_recipe(study.get_trials(deepcopy=False))
-    over = report.speedup(trial, recipe) if recipe is not None else None
+    recipe = queries.best_recipe(study.get_trials(deepcopy=False))
+    over = speedup(queries.seconds_to_target(recipe), a.time_to_target) if recipe is not None else None
     lines = [
         f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}"
         + (f", the mean of its {len(seeds)} seeds (trials {', '.join(map(str, seeds))})" if seeds else ""),
@@ -136,7 +137,7 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
         + (f"; {sp:.2f}x the baseline" if sp else "")
         + (f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
            if over else ""),
-        f"config: {report.summary(report.config_of(trial))}",
+        f"config: {report.summary(queries.config_of(trial))}",
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
         f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"
         + (f", {trial.datetime_complete:%Y-%m-%d %H:%M}" if trial.datetime_complete else ""),
@@ -154,7 +155,7 @@ def write(study, storage_url: str, trial, pick_text: str, out: str | Path) -> Tr
     """The trial's config, as it was trained, with the provenance as a comment."""
     out = Path(out)
     try:
-        cfg = TrainConfig.from_dict(report.config_of(trial), source=f"trial {trial.number}'s config")
+        cfg = TrainConfig.from_dict(queries.config_of(trial), source=f"trial {trial.number}'s config")
     except ConfigError as e:  # a config an older effsearch accepted
         raise ConfigError("", f"{e}; it no longer loads in this effsearch") from None
     try:

@@ -8,7 +8,7 @@ import warnings
 
 import optuna
 
-from effsearch.search import phases, report
+from effsearch.search import phases, queries
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY, WALL_KEY
 
 
@@ -26,7 +26,7 @@ class StopAtTotal:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             optuna.storages.fail_stale_trials(study)
-        c = report.counts(study.get_trials(deepcopy=False))
+        c = queries.counts(study.get_trials(deepcopy=False))
         return c["done"] + c["running"] >= self.n
 
     def __call__(self, study, trial) -> None:
@@ -49,7 +49,7 @@ def reserve(spec, trials) -> float:
     budget then left phase 1 nothing after its baseline. Costing every pick as the baseline
     understated it 2x on Fashion-MNIST (GLISTER picks cost 5x the baseline): phase 2 ran out of budget
     with 3 of its 5 picks unconfirmed. 0 until the baseline has run."""
-    base = report.baseline_trial(trials)
+    base = queries.baseline_trial(trials)
     if base is None or not base.user_attrs.get(WALL_KEY):
         return 0.0
     t = spec.tuning
@@ -146,7 +146,7 @@ def repeated_failure(study, limit: int, since: datetime.datetime | None = None) 
     ``since`` all failed with the same error (class and message); else None."""
     if not limit:
         return None
-    done = [t for t in study.get_trials(deepcopy=False) if report.counted(t)
+    done = [t for t in study.get_trials(deepcopy=False) if queries.counted(t)
             and (since is None or (t.datetime_start and t.datetime_start >= since))]
     last = sorted(done, key=lambda t: (t.datetime_complete or t.datetime_start, t.number))[-limit:]
     if len(last) < limit or any(t.user_attrs.get(STATUS_KEY) not in ERROR_STATUSES for t in last):

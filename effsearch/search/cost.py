@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from effsearch.search import report
+from effsearch.search import queries
 from effsearch.search.budget import spent
 from effsearch.search.storage import WALL_KEY
 
@@ -78,8 +78,8 @@ def of(study, trial=None, pick_text: str = DEFAULT_PICK) -> Cost:
     against the baseline trial. ``effsearch.search.best.cost_of`` picks the trial first."""
     trials = study.get_trials(deepcopy=False)
     compute = spent(trials) + float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0)
-    objectives = report.objectives_of(study)
-    base = report.baseline_trial(trials)
+    objectives = queries.objectives_of(study)
+    base = queries.baseline_trial(trials)
     return Cost(compute=compute, baseline_wall=base.user_attrs.get(WALL_KEY) if base is not None else None,
                 baseline_tta=_tta(base, objectives), pick=trial.number if trial is not None else None,
                 pick_text=pick_text, pick_tta=_tta(trial, objectives))
@@ -88,5 +88,5 @@ def of(study, trial=None, pick_text: str = DEFAULT_PICK) -> Cost:
 def _tta(trial, objectives: list[str]) -> float | None:
     if trial is None:
         return None
-    tta, _, hit = report.measures(trial, objectives)
+    tta, _, hit = queries.measures(trial, objectives)
     return tta if hit else None

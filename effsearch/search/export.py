@@ -19,11 +19,11 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search import anytime, report
+from effsearch.search import anytime, queries, report
 from effsearch.search.best import cost_of
-from effsearch.search.report import objectives_of
+from effsearch.search.queries import objectives_of
 from effsearch.search.record import Recorded
-from effsearch.trainer.result import clean
+from effsearch.trainer.result import clean, speedup
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 PLOTS = ("front", "anytime")  # what png and html draw; csv writes the anytime curve's points too
@@ -45,23 +45,23 @@ def format_of(path: str | Path, fmt: str | None) -> str:
 
 def row(trial, objectives: list[str], base, on_front: bool | None, recipe=None) -> dict:
     a = Recorded.of(trial)
-    cfg = report.config_of(trial)
-    sp = a.speedup
+    cfg = queries.config_of(trial)
+    sp, tta = a.speedup, queries.seconds_to_target(trial)
     r = {"trial": trial.number}
     if on_front is not None:
         r["on_front"] = on_front
     r["baseline"] = a.baseline
     r.update(zip(objectives, trial.values))
-    if "time_to_accuracy" in r and not report.reached(trial):
+    if "time_to_accuracy" in r and not queries.reached(trial):
         r["time_to_accuracy"] = None  # a miss has no time to target (the study stores its train seconds)
     r.update({
         "time_to_target": a.time_to_target,
         "reached_target": a.reached_target,
         "test_accuracy": a.test_accuracy,
         # Recorded when the trial ran; computed from the baseline for older trials without it.
-        "speedup": sp if sp is not None else report.speedup(trial, base),
-        # Over the fastest named recipe that reached the target (report.best_recipe): None without one.
-        "speedup_over_recipe": report.speedup(trial, recipe),
+        "speedup": sp if sp is not None else speedup(queries.seconds_to_target(base), tta),
+        # Over the fastest named recipe that reached the target (queries.best_recipe): None without one.
+        "speedup_over_recipe": speedup(queries.seconds_to_target(recipe), tta),
         "warm_start": trial.user_attrs.get("warm_start"),
         "train_seconds": a.train_seconds,
         "tune_trial": trial.user_attrs.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
@@ -76,9 +76,9 @@ def rows(study, all_trials: bool = False) -> list[dict]:
     """The front (fastest first), or with ``all_trials`` every complete trial by number."""
     objectives = objectives_of(study)
     trials = study.get_trials(deepcopy=False)
-    base = report.baseline_trial(trials)
-    recipe = report.best_recipe(trials)
-    pareto = report.front(study)
+    base = queries.baseline_trial(trials)
+    recipe = queries.best_recipe(trials)
+    pareto = queries.front(study)
     if not all_trials:
         return [row(t, objectives, base, None, recipe) for t in pareto]
     on = {n for t in pareto for n in (t.user_attrs.get("seed_trials") or [t.number])}
@@ -89,8 +89,8 @@ def document(study, storage_label: str, all_trials: bool, tune=None) -> dict:
     """The JSON/YAML export: the study's facts, then the rows. ``tune``: phase 1's study, for the
     anytime curve (a tuning phase's compute starts there)."""
     trials = study.get_trials(deepcopy=False)
-    base = report.baseline_trial(trials)
-    front_numbers = {t.number for t in report.front(study)}
+    base = queries.baseline_trial(trials)
+    front_numbers = {t.number for t in queries.front(study)}
     return {
         "study": study.study_name,
         "storage": storage_label,
@@ -101,7 +101,7 @@ def document(study, storage_label: str, all_trials: bool, tune=None) -> dict:
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
         "trials": "all complete" if all_trials else "pareto front",
-        "best_recipe": _recipe_facts(report.best_recipe(trials)),
+        "best_recipe": _recipe_facts(queries.best_recipe(trials)),
         "tuning_phase": tuning_phase(study),
         # What the study cost (both phases), in baseline runs, and when `best`'s default pick pays it back.
         "cost": cost_of(study).as_dict(),

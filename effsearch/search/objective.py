@@ -25,11 +25,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
-from effsearch.search import phases, record, report, warmstart
+from effsearch.search import phases, queries, record, report, warmstart
 from effsearch.search.pruner import SlowStop, make_pruner
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, DEDUPE_NOTE_KEY, DUPLICATE_KEY, STATUS_KEY,
-                                      WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem, constraints_of,
-                                      retry_history, set_constraints, trial_id, worker_id)
+from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, COUNTED_FAIL, DEDUPE_NOTE_KEY, DUPLICATE_KEY,
+                                      STATUS_KEY, WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem,
+                                      constraints_of, retry_history, set_constraints, trial_id, worker_id)
 from effsearch.trainer.result import speedup
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ class Objective:
         for t in self.study.get_trials(deepcopy=False):
             if t.number >= trial.number or t.number in mine or not t.user_attrs.get(BASELINE_KEY):
                 continue
-            if t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) not in report.COUNTED_FAIL:
+            if t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) not in COUNTED_FAIL:
                 continue  # lost, interrupted or itself a duplicate: its retry (if any) is the baseline
             return True
         return False
@@ -323,7 +323,7 @@ class Objective:
 
     def _status_note(self, trial: optuna.Trial, status: str, reason: str) -> None:
         """The dashboard note of a trial that did not train to its end: why, and its config when it has one."""
-        cfg = report.config_of(trial)
+        cfg = queries.config_of(trial)
         self._save_note(trial, f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
                                + (f"\n\n- {report.summary(cfg)}" if cfg else "") + _remark(trial))
 
@@ -331,7 +331,7 @@ class Objective:
         if result.time_to_target is None:
             return None
         if self._baseline_tta is None:
-            self._baseline_tta = report.baseline_time_to_target(self.study)
+            self._baseline_tta = queries.baseline_time_to_target(self.study)
         return speedup(self._baseline_tta, result.time_to_target)
 
 

@@ -177,7 +177,7 @@ def seed_means(trials) -> list:
         for key in ("time_to_target", "val_accuracy", "test_accuracy", "train_seconds"):
             xs = [t.user_attrs.get(key) for t in ts]
             a[key] = None if None in xs else fmean(xs)
-        a.pop("speedup", None)  # the mean's is the baseline's time over the mean time (report.speedup)
+        a.pop("speedup", None)  # the mean's is the baseline's time over the mean time (computed when read)
         a["seed_trials"] = [t.number for t in ts]
         cs = [t.system_attrs.get(CONSTRAINTS_KEY) for t in ts]
         if all(cs):

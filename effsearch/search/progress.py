@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from optuna.trial import TrialState
 
 from effsearch.config.options import PRUNERS, NoOptions, defaults
-from effsearch.search import phases, report
+from effsearch.search import phases, queries, report
 from effsearch.search.budget import spent
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Progress:
 
 def header(spec: StudySpec, study: optuna.Study) -> str:
     trials = study.get_trials(deepcopy=False)
-    c = report.counts(trials)
+    c = queries.counts(trials)
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
     budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
     timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""

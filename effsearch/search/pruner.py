@@ -113,7 +113,7 @@ class MOASHAStudyPruner:
         if self._time_rung is None:
             from optuna.trial import TrialState
 
-            from effsearch.search.report import baseline_trial
+            from effsearch.search.queries import baseline_trial
 
             base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             tta = base.user_attrs.get("time_to_target") if base is not None else None
@@ -183,7 +183,7 @@ class SlowStop:
 
     def base_tta(self) -> float | None:
         if self._base_tta is None and self.study is not None:
-            from effsearch.search.report import baseline_time_to_target
+            from effsearch.search.queries import baseline_time_to_target
 
             self._base_tta = baseline_time_to_target(self.study)
         return self._base_tta

@@ -5,7 +5,7 @@ adapts to the user's model and data. A study queues the ones it names as warm st
 (``warm_start: [recipe:one-cycle, ...]``, or ``recipes`` for every one), right after the
 baseline, trained as given; a recipe the rules or the machine refuse for this base (bf16 on
 a CPU, an algorithm the model cannot take) is skipped with a note, not a failure. The fastest
-recipe that reaches the target is the yardstick a search must beat (``report.best_recipe``):
+recipe that reaches the target is the yardstick a search must beat (``queries.best_recipe``):
 a speed-up over a weak baseline says little.
 """
 

@@ -1,64 +1,21 @@
-"""Reading a study: counts, the Pareto front, one line per trial, the status table.
+"""A study as text: one line per trial, the status table, the best-recipe line, the baseline's warning.
 
-Only Optuna is imported here, so `effsearch status` answers in a second or two.
+The answers come from ``queries``; this module only words and lays them out. Only Optuna is
+imported here, so `effsearch status` answers in a second or two.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-
-import yaml
 from optuna.trial import TrialState
 
+from effsearch.search import queries
 from effsearch.search.record import Recorded
-from effsearch.search.storage import (BASELINE_KEY, COUNTED_FAIL, DUPLICATE_KEY, STATUS_KEY, WARM_KEY,
-                                      storage_errors, why)
+from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY
 from effsearch.spaces.space import format_table
-from effsearch.trainer import result as R
+from effsearch.trainer.result import speedup
 
 ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
           "quantized_size": "int8"}
-
-
-def objectives_of(study) -> list[str]:
-    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
-
-
-def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
-    """(time to target (inf for a miss), final val accuracy, reached the target)."""
-    a = Recorded.of(trial)
-    values = dict(zip(objectives, trial.values))
-    tta = values.get("time_to_accuracy", a.time_to_target)
-    acc = values.get("final_accuracy", a.val_accuracy)
-    hit = reached(trial)
-    if tta is None or not hit:
-        tta = math.inf
-    return float(tta), float(acc) if acc is not None else -math.inf, bool(hit)
-
-
-def counted(trial) -> bool:
-    """Does a finished trial count toward n_trials? A FAIL only if effsearch recorded why (COUNTED_FAIL)."""
-    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    return trial.state == TrialState.FAIL and trial.user_attrs.get(STATUS_KEY) in COUNTED_FAIL
-
-
-def counts(trials) -> dict:
-    c = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "done": 0}
-    for t in trials:
-        if t.state == TrialState.COMPLETE:
-            c["complete"] += 1
-        elif t.state == TrialState.PRUNED:
-            c["pruned"] += 1
-        elif t.state == TrialState.FAIL:
-            c["failed"] += 1
-        elif t.state == TrialState.RUNNING:
-            c["running"] += 1
-        elif t.state == TrialState.WAITING:
-            c["waiting"] += 1
-        c["done"] += counted(t)
-    return c
 
 
 def summary(cfg: dict) -> str:
@@ -84,22 +41,6 @@ def summary(cfg: dict) -> str:
     return ", ".join(parts)
 
 
-def config_of(trial) -> dict | None:
-    text = trial.user_attrs.get("config")
-    try:
-        return yaml.safe_load(text) if text else None
-    except yaml.YAMLError:
-        return None
-
-
-def reached(trial) -> bool:
-    """Did the trial's delivered model reach the target? (A miss is infeasible: see objectives.)"""
-    flag = Recorded.of(trial).reached_target
-    if flag is not None:
-        return bool(flag)
-    return all(c <= 0 for c in trial.constraints.values())
-
-
 def fmt_value(name: str, value, hit: bool = True) -> str:
     if value is None:
         return "-"
@@ -112,97 +53,39 @@ def fmt_value(name: str, value, hit: bool = True) -> str:
     return f"{value:.2f}"
 
 
-def baseline_trial(trials):
-    for t in trials:
-        if t.user_attrs.get(BASELINE_KEY) and t.state == TrialState.COMPLETE:
-            return t
-    return None
-
-
-def baseline_time_to_target(study) -> float | None:
-    """The study's completed baseline's time to target (None: none yet, or it missed)."""
-    base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    return base.user_attrs.get("time_to_target") if base is not None else None
-
-
-def speedup(trial, base) -> float | None:
-    """The trial's speed-up over the baseline trial ``base`` (None without one)."""
-    if base is None:
-        return None
-    return R.speedup(Recorded.of(base).time_to_target, Recorded.of(trial).time_to_target)
-
-
-def front(study, trials=None) -> list:
-    """The Pareto front of the complete trials that reached the target, a configuration
-    confirmed with several seeds counted once, at its mean (``phases.seed_means``). A storage
-    that does not answer (a dropped database connection, a journal file gone) is a warning
-    naming the error, and no front; any other error is a bug and raises."""
-    from effsearch.search import pareto, phases
-
-    try:
-        trials = study.get_trials(deepcopy=False) if trials is None else trials
-        directions = study.directions
-    except storage_errors() as e:
-        print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
-        return []
-    # A duplicate (answered with an earlier trial's result) is that trial's point again. A miss
-    # is infeasible (its constraint), as in Optuna's best_trials.
-    pool = [t for t in phases.seed_means(trials) if t.state == TrialState.COMPLETE
-            and DUPLICATE_KEY not in t.user_attrs and all(c <= 0 for c in t.constraints.values())]
-    if not pool:
-        return []
-    names = [d.name.lower() for d in directions]
-    points = [phases.minimised(t.values, names) for t in pool]
-    return sorted((pool[i] for i in pareto.fronts(points)[0]), key=lambda t: t.values)
-
-
-def best_tta(trials) -> float | None:
-    times = [Recorded.of(t).time_to_target for t in trials if t.state == TrialState.COMPLETE]
-    times = [x for x in times if x is not None]
-    return min(times, default=None)
-
-
 def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None = None,
                same_as: int | None = None) -> str:
     """One progress line for a finished trial, with the study's standing. ``same_as``: the trial
     whose line already printed this trial's error (a repeated error is printed once)."""
-    c = counts(trials)
+    c = queries.counts(trials)
     state = trial.user_attrs.get(STATUS_KEY) or trial.state.name.lower()
     if trial.state == TrialState.COMPLETE:
-        hit = reached(trial)
+        hit = queries.reached(trial)
         vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v, hit)}" for n, v in zip(objectives, trial.values))
-        sp = speedup(trial, baseline_trial(trials))
+        base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
+        sp = speedup(base_tta, queries.seconds_to_target(trial))
         what = vals + (f" ({sp:.2f}x)" if sp else "")
     elif same_as is not None:
         what = f"the same error as trial {same_as}"
     else:
         what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
-    cfg = config_of(trial)
+    cfg = queries.config_of(trial)
     tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else \
         (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
     if DUPLICATE_KEY in trial.user_attrs:  # answered from storage: say whose result it repeats
         state = f"duplicate of trial {trial.user_attrs[DUPLICATE_KEY]}, not trained"
-    best = best_tta(trials)
+    best = queries.best_tta(trials)
     total = f"{c['done']}/{n_trials}" if n_trials else f"{c['done']}"
     clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
     return (f"{clock}trial {trial.number:>3}{tag} {state}: {what}" + (f"  [{summary(cfg)}]" if cfg else "")
             + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
-              f"front {len(front(study))}, best time to target "
+              f"front {len(queries.front(study))}, best time to target "
             + (f"{best:.2f} s" if best is not None else "none yet"))
-
-
-def best_recipe(trials):
-    """The fastest complete trial of a named recipe (``warm_start: [recipe:NAME]``) that reached the
-    target: the yardstick a search must beat (None: no recipe trained, or none reached it)."""
-    hits = [t for t in trials if t.state == TrialState.COMPLETE and DUPLICATE_KEY not in t.user_attrs
-            and str(t.user_attrs.get(WARM_KEY, "")).startswith("recipe:") and reached(t)
-            and Recorded.of(t).time_to_target is not None]
-    return min(hits, key=lambda t: (Recorded.of(t).time_to_target, t.number), default=None)
 
 
 def recipe_line(trials) -> str | None:
     """Which recipe is the yardstick, for `status` and `run`."""
-    r = best_recipe(trials)
+    r = queries.best_recipe(trials)
     if r is None:
         return None
     return (f"best known recipe: {r.user_attrs[WARM_KEY]} (trial {r.number}), "
@@ -211,16 +94,18 @@ def recipe_line(trials) -> str | None:
 
 def status_table(study, objectives, show_all: bool = True) -> str:
     trials = study.get_trials(deepcopy=False)
-    base = baseline_trial(trials)
-    recipe = best_recipe(trials)
+    base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
+    recipe = queries.best_recipe(trials)
+    recipe_tta = queries.seconds_to_target(recipe)
     head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up"] + (["x recipe"] if recipe else []) \
         + ["test acc", "train s", "config / reason"]
 
     def row(t):
         vals = list(t.values) if t.values else [None] * len(objectives)
-        sp = speedup(t, base)
-        over = [speedup(t, recipe)] if recipe else []
-        cfg = config_of(t)
+        tta = queries.seconds_to_target(t)
+        sp = speedup(base_tta, tta)
+        over = [speedup(recipe_tta, tta)] if recipe else []
+        cfg = queries.config_of(t)
         tail = summary(cfg) if cfg and t.state == TrialState.COMPLETE else \
             (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
         if DUPLICATE_KEY in t.user_attrs:
@@ -232,16 +117,16 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         test, train = r.test_accuracy, r.train_seconds
         seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
         label = "+".join(map(str, seeds)) if seeds else t.number
-        return ([label, state] + [fmt_value(n, v, reached(t)) for n, v in zip(objectives, vals)]
+        return ([label, state] + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
                 + [f"{x:.2f}x" if x else "-" for x in [sp, *over]] + [f"{test:.4f}" if test is not None else "-",
                    f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
 
-    c = counts(trials)
+    c = queries.counts(trials)
     lines = [f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
              f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"]
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
-    pareto = front(study)
+    pareto = queries.front(study)
     if recipe:
         lines += ["", recipe_line(trials)]
     lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"

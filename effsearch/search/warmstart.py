@@ -48,18 +48,18 @@ def config_of(trial) -> TrainConfig | None:
 
 def front_configs(study: optuna.Study) -> list[tuple[str, TrainConfig]]:
     """(label, the full-data config) of each trial on ``study``'s Pareto front. A storage that
-    does not answer is a ConfigError naming --warm-start: report.front would read it as no
+    does not answer is a ConfigError naming --warm-start: queries.front would read it as no
     front, and the study would start with nothing queued and no word of why."""
-    from effsearch.search import report
+    from effsearch.search import queries
 
     try:
         trials = study.get_trials(deepcopy=False)
-        _ = study.directions  # report.front reads them too: a storage that fails, fails here
+        _ = study.directions  # queries.front reads them too: a storage that fails, fails here
     except storage_errors() as e:
         raise ConfigError("--warm-start", f"cannot read the Pareto front of study {study.study_name!r}: "
                                           f"{why(e)}") from None
     out = []
-    for t in report.front(study, trials):
+    for t in queries.front(study, trials):
         cfg = record.stored_config(t, "full_config") or record.stored_config(t)
         if cfg is not None:
             out.append((f"{study.study_name} trial {t.number}", cfg))

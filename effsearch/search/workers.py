@@ -25,12 +25,12 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import phases, report
+from effsearch.search import phases, queries
 from effsearch.search.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
 from effsearch.search.objective import Objective, TrialFailed
 from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
-from effsearch.search.storage import (STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store, has_note,
+from effsearch.search.storage import (COUNTED_FAIL, STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store, has_note,
                                       mark_failed, open_storage, requeue, requeue_dead_local, save_note_by_id,
                                       storage_errors, why, worker_id)
 
@@ -77,7 +77,7 @@ def requeue_interrupted(study: optuna.Study) -> None:
                 mark_failed(study, t, "interrupted")
             except optuna.exceptions.UpdateFinishedTrialError:  # it finished (or was failed elsewhere) meanwhile
                 continue
-        elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in report.COUNTED_FAIL:
+        elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in COUNTED_FAIL:
             continue  # finished, or a real failure: nothing to resume
         requeue(study, t, "interrupted")
 
@@ -206,7 +206,7 @@ def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
     poll = min(2.0, spec.heartbeat["interval"])
     while True:
         reap_dead(spec, study)
-        c = report.counts(study.get_trials(deepcopy=False))
+        c = queries.counts(study.get_trials(deepcopy=False))
         if stop.n is None or c["done"] >= stop.n:
             return False
         if c["done"] + c["running"] < stop.n:
