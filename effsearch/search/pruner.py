@@ -271,19 +271,11 @@ class MOASHAPruner:
     def __init__(self, eta: float = _DEFAULT.eta, min_fraction: float = _DEFAULT.min_fraction,
                  min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank, clock: str = _DEFAULT.clock,
                  time_fraction: float = _DEFAULT.time_fraction):
-        if rank not in ("predicted", "spent"):
-            raise ValueError(f"pruner.rank must be 'predicted' or 'spent', got {rank!r}")
-        if clock not in ("time", "budget"):
-            raise ValueError(f"pruner.clock must be 'time' or 'budget', got {clock!r}")
-        if not 0 < time_fraction < 1:
-            raise ValueError(f"pruner.time_fraction must be in (0, 1), got {time_fraction}")
+        # The knobs' bounds are MOASHAOptions' (a ConfigError naming pruner.KNOB), for a study file's
+        # knobs and for a pruner built in code alike.
+        check_options(MOASHAOptions, {"eta": eta, "min_fraction": min_fraction, "min_trials": min_trials,
+                                      "rank": rank, "clock": clock, "time_fraction": time_fraction}, "pruner", "moasha")
         self.rank, self.clock, self.time_fraction = rank, clock, time_fraction
-        if eta <= 1:
-            raise ValueError(f"pruner.eta must be > 1, got {eta}")
-        if not 0 < min_fraction < 1:
-            raise ValueError(f"pruner.min_fraction must be in (0, 1), got {min_fraction}")
-        if min_trials < 1:
-            raise ValueError(f"pruner.min_trials must be >= 1, got {min_trials}")
         self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
 
     def rungs(self) -> list[float]:
