@@ -2,9 +2,14 @@
 reads the schema's defaults where a level is missing, and lets the valid neighbour through; and
 the space's view of the rules (of, blockers, reads, when_text)."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from effsearch.config import ConfigError, TrainConfig, rules
+from effsearch.config.fields import get_path
+from effsearch.spaces import default as default_space
 from effsearch.config.sources import ModelFacts, remember
 
 # A model probed as having none of the structures algorithms need (what the trainer's probe
@@ -146,6 +151,25 @@ def test_rules_read_the_defaults_where_a_level_is_missing():
     assert rules.blockers("algorithms.stochastic_depth", {"model": None})
     assert not rules.blockers("algorithms.sam", {"optimizer": {}})
     assert rules.blockers("algorithms.sam", {"optimizer": {"name": "kfac-sgd"}})
+
+
+def test_the_defaults_the_rules_read_are_the_schemas():
+    """rules.DEFAULTS retypes the schema's defaults (the schema imports the rules, so they cannot
+    read it): each must equal the schema's."""
+    schema = TrainConfig().to_dict()
+    assert {path: get_path(schema, path, "(no such field)") for path in rules.DEFAULTS} == rules.DEFAULTS
+
+
+@pytest.mark.parametrize("module", [rules, default_space])
+def test_no_reader_types_a_default_of_its_own(module):
+    """A default read from a raw dict comes from rules.DEFAULTS (rules.value), never a literal
+    passed to get_path, which could drift from the schema."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    own = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+           and getattr(node.func, "id", getattr(node.func, "attr", None)) == "get_path"
+           and (len(node.args) > 2 or node.keywords)
+           and not (isinstance(node.args[2], ast.Subscript) and getattr(node.args[2].value, "id", "") == "DEFAULTS")]
+    assert own == []
 
 
 def test_the_space_reads_the_same_rules():

@@ -10,12 +10,16 @@ OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd")
 # Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
 FUSABLE = ("sgd", "adamw", "kfac-sgd")
 SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
+SPARSITY_SCHEDULES = ("constant", "polynomial")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
 DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 LOADERS = ("torch", "ffcv")
 BACKENDS = ("auto", "gloo", "nccl")
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd", "topk", "randomk", "threshold", "terngrad", "qsgd")
+# Methods error feedback does not apply to: nothing is dropped (none), or a plain cast.
+NO_FEEDBACK = ("none", "fp16", "bf16")
+GRANULARITIES = ("layerwise", "entire-model")
 # Methods effsearch writes as DDP hooks (the others are torch's own hooks); error feedback applies to these
 # and to PowerSGD (torch's own residual memory).
 SPARSIFIERS = ("topk", "randomk", "threshold")

@@ -10,8 +10,8 @@ each rule's ``when`` (what the subject needs). So an invalid combination is neve
 and a rule changed here changes validation and the space together.
 
 Predicates read raw config dicts (``TrainConfig.to_dict()``, or the dict the space builds
-while sampling), where a level may still be missing: they read through ``get_path`` with
-the schema's defaults.
+while sampling), where a level may still be missing: they read through ``value``, with the
+schema's defaults (``DEFAULTS``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from effsearch.config.choices import (
     FUSABLE,
     GREEDY,
     MODEL_SELECTIONS,
+    NO_FEEDBACK,
     QUANTIZERS,
     SELECTIONS,
     SPARSIFIERS,
@@ -64,6 +65,27 @@ class Rule:
 
 # -- readers over raw dicts, with the schema's defaults -------------------------------
 
+# The schema's default of every field a predicate (or the space) reads, for a raw dict that lacks
+# it: a level the space has not built yet. config/schema.py declares them; this module cannot
+# import it (the schema imports the rules to validate), so tests/test_rules.py holds this table
+# equal to the schema's, and holds that no reader here or in the space types a default of its own.
+DEFAULTS: dict[str, Any] = {
+    "dataset.name": "digits", "dataset.path": None, "model.name": "tiny-cnn", "model.width": 0, "epochs": 5,
+    "optimizer.name": "sgd", "optimizer.fused": None, "schedule.name": "cosine", "schedule.milestones": [0.5, 0.75],
+    "sparsity.target": 0.0, "sparsity.schedule": "polynomial", "sparsity.start": 0.1, "sparsity.end": 0.75,
+    "selection.strategy": "full", "selection.fraction": 1.0, "selection.select_every": None,
+    "selection.kappa": 0.0, "selection.greedy": "auto", "loader": "torch", "precision": "fp32", "compile": False,
+    "device": "auto", "distributed.processes": 1, "distributed.backend": "auto",
+    "distributed.compression.method": "none", "distributed.compression.granularity": "layerwise",
+    "distributed.compression.error_feedback": False,
+}
+
+
+def value(cfg: dict, path: str) -> Any:
+    """``path``'s value in the raw dict ``cfg``, else the schema's default (``DEFAULTS``)."""
+    return get_path(cfg, path, DEFAULTS[path])
+
+
 def _algos(cfg: dict) -> dict:
     return cfg.get("algorithms") or {}
 
@@ -72,38 +94,44 @@ def _has(algo: str) -> Pred:
     return lambda cfg: algo in _algos(cfg)
 
 
-def _g(path: str, default: Any = None) -> Callable[[dict], Any]:
-    return lambda cfg: get_path(cfg, path, default)
+def _g(path: str) -> Callable[[dict], Any]:
+    return lambda cfg: value(cfg, path)
 
 
-_optimizer = _g("optimizer.name", "sgd")
-_loader = _g("loader", "torch")
-_precision = _g("precision", "fp32")
-_strategy = _g("selection.strategy", "full")
-_method = _g("distributed.compression.method", "none")
+_optimizer = _g("optimizer.name")
+_loader = _g("loader")
+_precision = _g("precision")
+_strategy = _g("selection.strategy")
+
+
+def compression_method(cfg: dict) -> str:
+    """``distributed.compression.method`` (the rules' and the space's one reader of it)."""
+    return value(cfg, "distributed.compression.method")
 
 
 def _processes(cfg: dict) -> int:
-    return get_path(cfg, "distributed.processes", 1) or 1
+    return value(cfg, "distributed.processes") or 1
 
 
-def _parallel(cfg: dict) -> bool:
+def parallel(cfg: dict) -> bool:
+    """More than one data-parallel process (the rules' and the space's one test of it)."""
     return _processes(cfg) > 1
 
 
-def _kfac(cfg: dict) -> bool:
+def kfac(cfg: dict) -> bool:
+    """The optimizer is K-FAC (the rules' and the space's one test of it)."""
     return _optimizer(cfg) == "kfac-sgd"
 
 
 def _never_selects(cfg: dict) -> bool:
-    epochs = float(cfg.get("epochs", 5))
-    every = get_path(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
-    return every is not None and int(get_path(cfg, "selection.kappa", 0.0) * epochs) == 0 \
+    epochs = float(value(cfg, "epochs"))
+    every = value(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
+    return every is not None and int(value(cfg, "selection.kappa") * epochs) == 0 \
         and every >= math.ceil(epochs)
 
 
 def _greedy_wrong(cfg: dict) -> bool:
-    greedy = get_path(cfg, "selection.greedy", "auto")
+    greedy = value(cfg, "selection.greedy")
     return greedy != "auto" and greedy not in GREEDY.get(_strategy(cfg).split("-")[0], ())
 
 
@@ -117,11 +145,11 @@ def _lacks(fact: str) -> Pred:
 
 
 def _model_name(cfg: dict) -> str:
-    return get_path(cfg, "model.name", "tiny-cnn")
+    return value(cfg, "model.name")
 
 
 def _dataset_name(cfg: dict) -> str:
-    return get_path(cfg, "dataset.name", "digits")
+    return value(cfg, "dataset.name")
 
 
 def _param(algo: str, key: str) -> Callable[[dict], Any]:
@@ -157,7 +185,7 @@ STRUCTURE = {"bottleneck": "bottleneck blocks (torchvision's Bottleneck)", "batc
 
 
 def _bad_milestones(cfg: dict) -> bool:
-    ms = get_path(cfg, "schedule.milestones", [0.5, 0.75])
+    ms = value(cfg, "schedule.milestones")
     return not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms)
 
 
@@ -167,34 +195,33 @@ _UNWEIGHTED = ", ".join(s for s in ("random", "random-online", "glister", "glist
 
 RULES: list[Rule] = [
     Rule("dataset.path", "dataset.path", on=lambda c: dataset_kind(_dataset_name(c)) in FILE_DATASETS,
-         forbids=lambda c: not get_path(c, "dataset.path"),
+         forbids=lambda c: not value(c, "dataset.path"),
          message=lambda c: f"dataset.name {quote(_dataset_name(c))} reads its data from dataset.path; set it (a folder "
                            "of class folders for imagefolder, a .npz file, or a folder written by datasets' "
                            "save_to_disk for hf)",
          when="a dataset read from a path", reads=("dataset.name",)),
-    Rule("dataset.path", "dataset.path", on=lambda c: bool(get_path(c, "dataset.path")),
+    Rule("dataset.path", "dataset.path", on=lambda c: bool(value(c, "dataset.path")),
          forbids=lambda c: dataset_kind(_dataset_name(c)) not in FILE_DATASETS,
          message=lambda c: f"only applies to dataset.name {', '.join(FILE_DATASETS)}; dataset.name is "
                            f"{quote(_dataset_name(c))}",
          when="dataset imagefolder, npz or hf", reads=("dataset.name",)),
-    Rule("model.width", "model.width", on=lambda c: bool(get_path(c, "model.width", 0)),
+    Rule("model.width", "model.width", on=lambda c: bool(value(c, "model.width")),
          forbids=lambda c: model_kind(_model_name(c)) in ("torchvision", "timm"),
          message=lambda c: f"applies to the built-in models and to factories that take `width`; "
                            f"{quote(_model_name(c))} takes its size from its name or model.kwargs",
          when="a built-in model or a factory", reads=("model.name",)),
     Rule("schedule.milestones", "schedule.milestones",
-         on=lambda c: get_path(c, "schedule.name", "cosine") == "multistep", forbids=_bad_milestones,
-         message=lambda c: f"must be fractions in (0, 1); got {quote(get_path(c, 'schedule.milestones', [0.5, 0.75]))}",
+         on=lambda c: value(c, "schedule.name") == "multistep", forbids=_bad_milestones,
+         message=lambda c: f"must be fractions in (0, 1); got {quote(value(c, 'schedule.milestones'))}",
          when="fractions in (0, 1)", reads=("schedule.milestones",)),
     Rule("sparsity.end", "sparsity.end",
-         on=lambda c: get_path(c, "sparsity.target", 0.0) > 0 and get_path(c, "sparsity.schedule",
-                                                                          "polynomial") == "polynomial",
-         forbids=lambda c: get_path(c, "sparsity.end", 0.75) <= get_path(c, "sparsity.start", 0.1),
-         message=lambda c: f"must be after sparsity.start ({get_path(c, 'sparsity.start', 0.1)}); "
-                           f"got {get_path(c, 'sparsity.end', 0.75)}",
+         on=lambda c: value(c, "sparsity.target") > 0 and value(c, "sparsity.schedule") == "polynomial",
+         forbids=lambda c: value(c, "sparsity.end") <= value(c, "sparsity.start"),
+         message=lambda c: f"must be after sparsity.start ({value(c, 'sparsity.start')}); "
+                           f"got {value(c, 'sparsity.end')}",
          when="sparsity.end after sparsity.start", reads=("sparsity.start", "sparsity.end")),
     Rule("selection.fraction", "selection.fraction",
-         on=lambda c: get_path(c, "selection.fraction", 1.0) != 1.0, forbids=lambda c: _strategy(c) == "full",
+         on=lambda c: value(c, "selection.fraction") != 1.0, forbids=lambda c: _strategy(c) == "full",
          message="only applies with a selection strategy; set selection.strategy "
                  f"(one of {', '.join(SELECTIONS[1:])}) or fraction to 1.0",
          when="selection on", reads=("selection.strategy",)),
@@ -202,7 +229,7 @@ RULES: list[Rule] = [
     # weights through one compiled pipeline (effsearch.trainer.ffcv_loader).
     Rule("selection.greedy", "selection.greedy",
          on=lambda c: _strategy(c) != "full", forbids=_greedy_wrong,
-         message=lambda c: f"{quote(get_path(c, 'selection.greedy'))} does not apply to {quote(_strategy(c))} "
+         message=lambda c: f"{quote(value(c, 'selection.greedy'))} does not apply to {quote(_strategy(c))} "
                            "(greedy methods by strategy: "
                            + "; ".join(f"{f}: {', '.join(g)}" for f, g in GREEDY.items()) + "; others take 'auto')",
          when="a greedy method of the strategy", reads=("selection.strategy",)),
@@ -210,22 +237,22 @@ RULES: list[Rule] = [
          on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_never_selects,
          message=lambda c: f"{quote(_strategy(c))} would never run: without a warm start (int(kappa * epochs) = 0) "
                            "the first subset is random, as in CORDS, and the strategy first selects after "
-                           f"select_every = {get_path(c, 'selection.select_every', 5)} epochs, but training lasts "
-                           f"{float(c.get('epochs', 5)):g} epochs; lower selection.select_every or raise "
+                           f"select_every = {value(c, 'selection.select_every')} epochs, but training lasts "
+                           f"{float(value(c, 'epochs')):g} epochs; lower selection.select_every or raise "
                            "selection.kappa",
          when="select_every below the epochs, or a warm start",
          reads=("epochs", "selection.kappa", "selection.select_every")),
     Rule("optimizer.fused", "optimizer.fused",
-         on=lambda c: bool(get_path(c, "optimizer.fused")), forbids=lambda c: _optimizer(c) not in FUSABLE,
+         on=lambda c: bool(value(c, "optimizer.fused")), forbids=lambda c: _optimizer(c) not in FUSABLE,
          message=lambda c: f"{quote(_optimizer(c))} has no fused step (Composer's DecoupledSGDW); fused applies to "
                            f"{', '.join(FUSABLE)}; set it to null or false",
          when="optimizer sgd, adamw or kfac", reads=("optimizer.name",)),
     # K-FAC reads each layer's inputs and output gradients through module hooks.
-    Rule("optimizer.kfac", "optimizer.name", on=_kfac, forbids=lambda c: bool(c.get("compile")),
+    Rule("optimizer.kfac", "optimizer.name", on=kfac, forbids=lambda c: bool(value(c, "compile")),
          message="'kfac-sgd' cannot run with compile: its module hooks come and go between steps and each "
                  "change recompiles the model; set compile: false",
          when="compile off", reads=("compile",)),
-    Rule("optimizer.kfac", "optimizer.name", on=_kfac, forbids=lambda c: _precision(c) == "amp_fp16",
+    Rule("optimizer.kfac", "optimizer.name", on=kfac, forbids=lambda c: _precision(c) == "amp_fp16",
          message="'kfac-sgd' cannot run with precision amp_fp16: the loss scale would enter its Fisher factors; "
                  "use fp32 or amp_bf16",
          when="precision not amp_fp16", reads=("precision",)),
@@ -255,44 +282,43 @@ RULES: list[Rule] = [
     Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=_has("swa"), forbids=_swa_not_after,
          message=lambda c: f"must be after swa_start ({quote(_swa_start(c))}); got {quote(_swa_end(c))}",
          when="after swa_start"),
-    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=_kfac,
+    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=kfac,
          message="cannot be combined with optimizer 'kfac-sgd' (SAM wraps the optimizer and runs two passes "
                  "a step); pick one",
          when="optimizer not kfac-sgd", reads=("optimizer.name",)),
     Rule("distributed.compression.method", "distributed.compression.method",
-         on=lambda c: _method(c) != "none", forbids=lambda c: not _parallel(c),
-         message=lambda c: f"{quote(_method(c))} compresses what processes exchange; distributed.processes is 1 "
-                           "(raise it, or use method none)",
+         on=lambda c: compression_method(c) != "none", forbids=lambda c: not parallel(c),
+         message=lambda c: f"{quote(compression_method(c))} compresses what processes exchange; "
+                           "distributed.processes is 1 (raise it, or use method none)",
          when="processes > 1", reads=("distributed.processes",)),
     Rule("distributed.backend", "distributed.backend",
-         on=lambda c: _parallel(c) and get_path(c, "distributed.backend", "auto") == "nccl",
-         forbids=lambda c: c.get("device", "auto") == "cpu",
+         on=lambda c: parallel(c) and value(c, "distributed.backend") == "nccl",
+         forbids=lambda c: value(c, "device") == "cpu",
          message="'nccl' needs CUDA devices; device is 'cpu' (use gloo or auto)",
          when="device not cpu", reads=("device",)),
-    Rule("distributed.processes", "loader", on=_parallel, forbids=lambda c: _loader(c) != "torch",
+    Rule("distributed.processes", "loader", on=parallel, forbids=lambda c: _loader(c) != "torch",
          message=lambda c: f"{quote(_loader(c))} is not sharded across processes; with distributed.processes > 1 "
                            "use loader torch",
          when="loader torch", reads=("loader",)),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_parallel,
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=parallel,
            message="its per-image loader is not sharded across processes; with distributed.processes > 1 "
                    "leave it out",
            when="one process", reads=("distributed.processes",))
       for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_parallel,
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=parallel,
            message="leaves parameters without gradients mid-training, which DDP's reducer cannot wait for; "
                    "with distributed.processes > 1 leave it out",
            when="one process", reads=("distributed.processes",))
       for name in UNSHARDED],
     Rule("distributed.compression.error_feedback", "distributed.compression.error_feedback",
-         on=lambda c: _parallel(c) and bool(get_path(c, "distributed.compression.error_feedback", False)),
-         forbids=lambda c: _method(c) in ("none", "fp16", "bf16"),
+         on=lambda c: parallel(c) and bool(value(c, "distributed.compression.error_feedback")),
+         forbids=lambda c: compression_method(c) in NO_FEEDBACK,
          message=lambda c: f"applies to {', '.join(SPARSIFIERS + QUANTIZERS + ('powersgd',))}; "
-                           f"method is {quote(_method(c))}",
+                           f"method is {quote(compression_method(c))}",
          when="a lossy method but fp16/bf16", reads=("distributed.compression.method",)),
     Rule("distributed.compression.granularity", "distributed.compression.granularity",
-         on=lambda c: _parallel(c) and get_path(c, "distributed.compression.granularity",
-                                                "layerwise") != "layerwise",
-         forbids=lambda c: _method(c) == "powersgd",
+         on=lambda c: parallel(c) and value(c, "distributed.compression.granularity") != "layerwise",
+         forbids=lambda c: compression_method(c) == "powersgd",
          message="powersgd compresses each layer's gradient matrix; use layerwise",
          when="method not powersgd", reads=("distributed.compression.method",)),
     # Structure an algorithm needs, read from the model's facts (built-ins written down, any other
@@ -330,7 +356,7 @@ RULES: list[Rule] = [
                            f"the weighted loss would be wrong; use an unweighted strategy ({_UNWEIGHTED}) or drop "
                            "selective_backprop",
          when="unweighted selection", reads=("selection.strategy",)),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: bool(c.get("compile")),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: bool(value(c, "compile")),
            message=f"cannot be combined with compile: {why}, and every new shape compiles the model again",
            when="compile off", reads=("compile",))
       for name, why in RESHAPES_BATCHES.items()],
@@ -339,7 +365,7 @@ RULES: list[Rule] = [
          when="precision != amp_fp16", reads=("precision",)),
     # Precision x device. device: auto is resolved on the machine (effsearch.config.machine),
     # which runs this same rule on the resolved device.
-    Rule("precision", "precision", on=lambda c: _precision(c) != "fp32", forbids=lambda c: c.get("device") == "cpu",
+    Rule("precision", "precision", on=lambda c: _precision(c) != "fp32", forbids=lambda c: value(c, "device") == "cpu",
          message=lambda c: f"{quote(_precision(c))} needs a CUDA device; on CPU use fp32",
          when="a CUDA device", reads=("device",)),
 ]

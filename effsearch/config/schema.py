@@ -25,6 +25,7 @@ from effsearch.config.choices import (
     COMPRESSIONS,
     DATASETS,
     DEVICES,
+    GRANULARITIES,
     LOADERS,
     MODELS,
     OPTIMIZERS,
@@ -32,6 +33,7 @@ from effsearch.config.choices import (
     QUANTIZE,
     SCHEDULES,
     SELECTIONS,
+    SPARSITY_SCHEDULES,
 )
 from effsearch.config.fields import (
     SEED_MAX,
@@ -121,7 +123,7 @@ class ScheduleConfig:
 @dataclass
 class SparsityConfig:
     target: float = spec(0.0, low=0.0, high=0.99, help="share of conv/linear weights set to zero")
-    schedule: str = spec("polynomial", choices=("constant", "polynomial"),
+    schedule: str = spec("polynomial", choices=SPARSITY_SCHEDULES,
                          help="how the zeroed share grows from start to end (gradual magnitude pruning)")
     start: float = spec(0.1, low=0.0, high=1.0, high_open=True, help="fraction of training")
     end: float = spec(0.75, low=0.0, high=1.0, low_open=True, help="fraction of training")
@@ -155,7 +157,7 @@ class CompressionConfig:
                             help="threshold: entries with |g| >= this are sent")
     qstates: int = spec(255, low=1, high=32_767, help="qsgd: quantization levels s (sends log2(2s+1) bits an entry)")
     rank: int = spec(2, low=1, high=1024, help="powersgd: matrix approximation rank")
-    granularity: str = spec("layerwise", choices=("layerwise", "entire-model"),
+    granularity: str = spec("layerwise", choices=GRANULARITIES,
                             help="compress each layer's gradient, or all of them as one vector")
     error_feedback: bool = spec(False, help="keep what compression dropped and add it to the next gradient")
 

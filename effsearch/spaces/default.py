@@ -16,7 +16,8 @@ from typing import Callable
 from effsearch import config as C
 from effsearch.config import TrainConfig, rules
 from effsearch.config.algorithms import ALGORITHMS
-from effsearch.config.rules import STRUCTURE
+from effsearch.config.choices import GRANULARITIES, LOADERS, NO_FEEDBACK, OPTIMIZERS, SCHEDULES, SPARSITY_SCHEDULES
+from effsearch.config.rules import STRUCTURE, compression_method, kfac, parallel
 from effsearch.config.sources import facts
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
@@ -73,10 +74,6 @@ def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: s
     def when(cfg: dict) -> bool:
         return (also is None or also(cfg)) and not rules.blockers(subject, cfg)
     return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
-
-
-def _parallel(cfg: dict) -> bool:
-    return (get_path(cfg, "distributed.processes", 1) or 1) > 1
 
 
 def _switch(algo: str):
@@ -148,7 +145,7 @@ def _batch_setter(cfg: dict, value: int) -> None:
 
 def _sparsity_setter(base_target: float):
     def setter(cfg: dict, on: bool) -> None:
-        current = get_path(cfg, "sparsity.target", 0.0)
+        current = rules.value(cfg, "sparsity.target")
         set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
     return setter
 
@@ -164,7 +161,7 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     # select before training ends (config's rule): hold select_every below the budget.
     epochs = float(cfg["epochs"])
     model_based = get_path(cfg, "selection.strategy") in C.MODEL_SELECTIONS
-    if model_based and int(get_path(cfg, "selection.kappa", 0) * epochs) == 0:
+    if model_based and int(rules.value(cfg, "selection.kappa") * epochs) == 0:
         every = max(1, min(every, math.ceil(epochs) - 1))
     set_path(cfg, "selection.select_every", every)
 
@@ -210,14 +207,6 @@ def _kfac_setter(cfg: dict, on: bool) -> None:
         set_path(cfg, "optimizer.name", "sgd")
 
 
-def _kfac(cfg: dict) -> bool:
-    return get_path(cfg, "optimizer.name") == "kfac-sgd"
-
-
-def _method(cfg: dict) -> str:
-    return get_path(cfg, "distributed.compression.method", "none")
-
-
 def _processes_setter(cfg: dict, n: int) -> None:
     set_path(cfg, "distributed.processes", n)
     if n == 1:  # compression only applies between processes (config's rule)
@@ -227,7 +216,7 @@ def _processes_setter(cfg: dict, n: int) -> None:
 
 def _method_setter(cfg: dict, method: str) -> None:
     set_path(cfg, "distributed.compression.method", method)
-    if method in ("none", "fp16", "bf16"):
+    if method in NO_FEEDBACK:
         set_path(cfg, "distributed.compression.error_feedback", False)
     if method == "powersgd":
         set_path(cfg, "distributed.compression.granularity", "layerwise")
@@ -267,7 +256,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             help="cuDNN times its kernels for each new shape"),
         Dim("compile_mode", "system", "cat", choices=C.COMPILE_MODES, when=lambda cfg: bool(cfg.get("compile")),
             when_text="compile on", parents=("compile",), help="torch.compile's mode"),
-        Dim("loader", "system", "cat", choices=("torch", "ffcv"),
+        Dim("loader", "system", "cat", choices=LOADERS,
             machine_check=lambda v: None if v == "torch" or machine.has_ffcv() else "`import ffcv` fails here",
             help="data loader"),
         # -- distributed: data-parallel processes and compressed gradients (opt-in group) ---------
@@ -279,22 +268,23 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             **gated("distributed.compression.method"), off="none", setter=_method_setter,
             extra={"field": "distributed.compression.method"}, help="gradient compression (a DDP hook)"),
         Dim("distributed.compression.ratio", "distributed", "float", low=0.001, high=0.1, log=True,
-            when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk"), when_text="topk or randomk",
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) in ("topk", "randomk"),
+            when_text="topk or randomk",
             parents=("distributed.compression.method",), help="share of gradient entries sent"),
         Dim("distributed.compression.threshold", "distributed", "float", low=1e-4, high=1e-2, log=True,
-            when=lambda cfg: _parallel(cfg) and _method(cfg) == "threshold", when_text="threshold",
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "threshold", when_text="threshold",
             parents=("distributed.compression.method",), help="entries with |g| above it are sent"),
         Dim("distributed.compression.qstates", "distributed", "cat", choices=(3, 15, 255),
-            when=lambda cfg: _parallel(cfg) and _method(cfg) == "qsgd", when_text="qsgd",
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "qsgd", when_text="qsgd",
             parents=("distributed.compression.method",), help="QSGD levels (3, 4 and 9 bits an entry)"),
         Dim("distributed.compression.rank", "distributed", "int", low=1, high=4,
-            when=lambda cfg: _parallel(cfg) and _method(cfg) == "powersgd", when_text="powersgd",
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "powersgd", when_text="powersgd",
             parents=("distributed.compression.method",), help="PowerSGD rank"),
-        Dim("distributed.compression.granularity", "distributed", "cat", choices=("layerwise", "entire-model"),
-            when=lambda cfg: _parallel(cfg) and _method(cfg) in ("topk", "randomk", "terngrad", "qsgd"),
+        Dim("distributed.compression.granularity", "distributed", "cat", choices=GRANULARITIES,
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) in ("topk", "randomk", "terngrad", "qsgd"),
             when_text="topk, randomk, terngrad or qsgd", parents=("distributed.compression.method",)),
         Dim("distributed.compression.error_feedback", "distributed", "cat", choices=(False, True),
-            **gated("distributed.compression.error_feedback", also=_parallel),
+            **gated("distributed.compression.error_feedback", also=parallel),
             help="add what compression dropped to the next gradient"),
         # -- budget ------------------------------------------------------------
         # Fractional epochs: the fast recipes stop mid-epoch (airbench trains 9.9 epochs).
@@ -308,16 +298,17 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         Dim("model.width", "model", "cat", choices=widths(base), extra={"field": "model.width"},
             help="channels of the first layer (half, base and double the base width)"),
         # -- optimizer ---------------------------------------------------------
-        Dim("optimizer.name", "optimizer", "cat", choices=("sgd", "adamw", "sgdw")),
+        # K-FAC is offered as a switch on SGD (optimizer.kfac below), not as a name.
+        Dim("optimizer.name", "optimizer", "cat", choices=tuple(o for o in OPTIMIZERS if o != "kfac-sgd")),
         # K-FAC as a switch on SGD, so that its rules (no compile, no fp16 scaling) gate it.
         Dim("optimizer.kfac", "optimizer", "cat", choices=(False, True),
             **gated("optimizer.kfac", also=lambda cfg: get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd"),
                     also_text="optimizer sgd", also_parents=("optimizer.name",)),
-            off=False, setter=_kfac_setter, getter=_kfac,
+            off=False, setter=_kfac_setter, getter=kfac,
             extra={"field": "optimizer.name"}, help="precondition SGD with K-FAC (optimizer kfac-sgd)"),
-        Dim("optimizer.kfac_damping", "optimizer", "float", low=1e-4, high=1e-1, log=True, when=_kfac,
+        Dim("optimizer.kfac_damping", "optimizer", "float", low=1e-4, high=1e-1, log=True, when=kfac,
             when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="K-FAC damping"),
-        Dim("optimizer.kfac_update_every", "optimizer", "int", low=1, high=50, log=True, when=_kfac,
+        Dim("optimizer.kfac_update_every", "optimizer", "int", low=1, high=50, log=True, when=kfac,
             when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="steps between factor updates"),
         Dim("optimizer.fused", "optimizer", "cat", choices=(False, True), **gated("optimizer.fused"),
             help="one fused kernel per optimizer step",
@@ -337,7 +328,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="Nesterov momentum"),
         Dim("optimizer.weight_decay", "optimizer", "float", low=1e-6, high=1e-2, log=True),
         # -- schedule ----------------------------------------------------------
-        Dim("schedule.name", "schedule", "cat", choices=("constant", "multistep", "cosine", "linear", "onecycle")),
+        Dim("schedule.name", "schedule", "cat", choices=SCHEDULES),
         Dim("schedule.warmup_fraction", "schedule", "float", low=0.0, high=0.3,
             help="warmup share (onecycle: where the peak is; 0 means 0.25)"),
         Dim("schedule.final_lr_fraction", "schedule", "float", low=0.0, high=0.2,
@@ -363,11 +354,11 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             help="epochs between selections (held below the budget without a warm start)"),
         # -- sparsity ----------------------------------------------------------
         Dim("sparsity", "sparsity", "cat", choices=(False, True), setter=_sparsity_setter(base.sparsity.target),
-            getter=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, help="gradual magnitude pruning"),
+            getter=lambda cfg: rules.value(cfg, "sparsity.target") > 0, help="gradual magnitude pruning"),
         Dim("sparsity.target", "sparsity", "float", low=0.3, high=0.9,
-            when=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, when_text="sparsity on", parents=("sparsity",)),
-        Dim("sparsity.schedule", "sparsity", "cat", choices=("constant", "polynomial"),
-            when=lambda cfg: get_path(cfg, "sparsity.target", 0.0) > 0, when_text="sparsity on", parents=("sparsity",)),
+            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0, when_text="sparsity on", parents=("sparsity",)),
+        Dim("sparsity.schedule", "sparsity", "cat", choices=SPARSITY_SCHEDULES,
+            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0, when_text="sparsity on", parents=("sparsity",)),
     ]
     dims += algorithm_dims(base.to_dict()["model"])
     by_name = {d.name: d for d in dims}
