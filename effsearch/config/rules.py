@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from effsearch.config.algorithms import (
@@ -90,18 +91,27 @@ def _algos(cfg: dict) -> dict:
     return cfg.get("algorithms") or {}
 
 
-def _has(algo: str) -> Pred:
-    return lambda cfg: algo in _algos(cfg)
+# A predicate about one algorithm (or fact, or parameter) is ``partial(_has, "ema")``, not a
+# lambda a factory makes at import: its code then runs when a rule is asked, where mutation
+# testing (benchmarks/mutation.sh) can switch a mutant of it on.
+def _has(algo: str, cfg: dict) -> bool:
+    return algo in _algos(cfg)
 
 
-def _g(path: str) -> Callable[[dict], Any]:
-    return lambda cfg: value(cfg, path)
+def _optimizer(cfg: dict) -> str:
+    return value(cfg, "optimizer.name")
 
 
-_optimizer = _g("optimizer.name")
-_loader = _g("loader")
-_precision = _g("precision")
-_strategy = _g("selection.strategy")
+def _loader(cfg: dict) -> str:
+    return value(cfg, "loader")
+
+
+def _precision(cfg: dict) -> str:
+    return value(cfg, "precision")
+
+
+def _strategy(cfg: dict) -> str:
+    return value(cfg, "selection.strategy")
 
 
 def compression_method(cfg: dict) -> str:
@@ -139,9 +149,9 @@ def _facts(cfg: dict) -> ModelFacts | None:
     return facts(cfg.get("model") or {})
 
 
-def _lacks(fact: str) -> Pred:
+def _lacks(fact: str, cfg: dict) -> bool:
     """The model is known (built-in, or probed) to lack ``fact``; an unprobed model waits for its probe."""
-    return lambda cfg: _facts(cfg) is not None and not getattr(_facts(cfg), fact)
+    return _facts(cfg) is not None and not getattr(_facts(cfg), fact)
 
 
 def _model_name(cfg: dict) -> str:
@@ -152,31 +162,31 @@ def _dataset_name(cfg: dict) -> str:
     return value(cfg, "dataset.name")
 
 
-def _param(algo: str, key: str) -> Callable[[dict], Any]:
+def _param(algo: str, key: str, cfg: dict) -> Any:
     """An algorithm's parameter as the config gives it, else its default."""
-    return lambda cfg: (_algos(cfg).get(algo) or {}).get(key, ALGORITHMS[algo].params[key])
+    return (_algos(cfg).get(algo) or {}).get(key, ALGORITHMS[algo].params[key])
 
 
-def _unit(algo: str, key: str) -> Callable[[dict], str | None]:
-    return lambda cfg: (parse_time(_param(algo, key)(cfg)) or (None, None))[1] \
-        if isinstance(_param(algo, key)(cfg), str) else None
+def _unit(algo: str, key: str, cfg: dict) -> str | None:
+    return (parse_time(_param(algo, key, cfg)) or (None, None))[1] \
+        if isinstance(_param(algo, key, cfg), str) else None
 
 
-def _time(algo: str, key: str) -> Callable[[dict], float | None]:
-    return lambda cfg: (parse_time(_param(algo, key)(cfg)) or (None, None))[0] \
-        if isinstance(_param(algo, key)(cfg), str) else None
+def _time(algo: str, key: str, cfg: dict) -> float | None:
+    return (parse_time(_param(algo, key, cfg)) or (None, None))[0] \
+        if isinstance(_param(algo, key, cfg), str) else None
 
 
-_half_life, _smoothing, _ema_every = _param("ema", "half_life"), _param("ema", "smoothing"), \
-    _param("ema", "update_interval")
-_swa_start, _swa_end = _param("swa", "swa_start"), _param("swa", "swa_end")
+_half_life, _smoothing, _ema_every = partial(_param, "ema", "half_life"), partial(_param, "ema", "smoothing"), \
+    partial(_param, "ema", "update_interval")
+_swa_start, _swa_end = partial(_param, "swa", "swa_start"), partial(_param, "swa", "swa_end")
 
 
 def _swa_not_after(cfg: dict) -> bool:
     """swa_end not after swa_start, in one unit (the unit rule speaks for two)."""
-    unit = _unit("swa", "swa_start")(cfg)
-    return unit is not None and unit == _unit("swa", "swa_end")(cfg) \
-        and _time("swa", "swa_end")(cfg) <= _time("swa", "swa_start")(cfg)
+    unit = _unit("swa", "swa_start", cfg)
+    return unit is not None and unit == _unit("swa", "swa_end", cfg) \
+        and _time("swa", "swa_end", cfg) <= _time("swa", "swa_start", cfg)
 
 
 # What each structure an algorithm needs is, for the messages (the field of ModelFacts).
@@ -259,30 +269,30 @@ RULES: list[Rule] = [
     # One algorithm's own parameters, as Composer's EMA and SWA check them when built (after
     # ~20 s of set-up). The space never sets the fields of these subjects (no dimension gates on
     # them), so they read nothing else: reads=().
-    Rule("algorithms.ema.smoothing", "algorithms.ema.smoothing", on=_has("ema"),
+    Rule("algorithms.ema.smoothing", "algorithms.ema.smoothing", on=partial(_has, "ema"),
          forbids=lambda c: (_half_life(c) is None) == (_smoothing(c) is None),
          message=lambda c: "give half_life or smoothing, not both (half_life defaults to '1000ba': set it to null "
                            "to use smoothing)" if _smoothing(c) is not None else
                            "give half_life or smoothing (both are null)",
          when="half_life or smoothing"),
-    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=_has("ema"),
+    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=partial(_has, "ema"),
          forbids=lambda c: _half_life(c) is None and _ema_every(c) is None,
          message="with smoothing and no half_life, Composer's EMA needs update_interval (e.g. '1ba')",
          when="given with smoothing"),
-    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=_has("ema"),
+    Rule("algorithms.ema.update_interval", "algorithms.ema.update_interval", on=partial(_has, "ema"),
          forbids=lambda c: None not in (_half_life(c), _ema_every(c))
-         and _unit("ema", "half_life")(c) != _unit("ema", "update_interval")(c),
+         and _unit("ema", "half_life", c) != _unit("ema", "update_interval", c),
          message=lambda c: f"must be in the same unit as half_life ({quote(_half_life(c))}); "
                            f"got {quote(_ema_every(c))}",
          when="half_life's unit"),
-    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=_has("swa"),
-         forbids=lambda c: _unit("swa", "swa_start")(c) != _unit("swa", "swa_end")(c),
+    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=partial(_has, "swa"),
+         forbids=lambda c: _unit("swa", "swa_start", c) != _unit("swa", "swa_end", c),
          message=lambda c: f"must be in the same unit as swa_start ({quote(_swa_start(c))}); got {quote(_swa_end(c))}",
          when="swa_start's unit"),
-    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=_has("swa"), forbids=_swa_not_after,
+    Rule("algorithms.swa.swa_end", "algorithms.swa.swa_end", on=partial(_has, "swa"), forbids=_swa_not_after,
          message=lambda c: f"must be after swa_start ({quote(_swa_start(c))}); got {quote(_swa_end(c))}",
          when="after swa_start"),
-    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=kfac,
+    Rule("algorithms.sam", "algorithms.sam", on=partial(_has, "sam"), forbids=kfac,
          message="cannot be combined with optimizer 'kfac-sgd' (SAM wraps the optimizer and runs two passes "
                  "a step); pick one",
          when="optimizer not kfac-sgd", reads=("optimizer.name",)),
@@ -300,12 +310,12 @@ RULES: list[Rule] = [
          message=lambda c: f"{quote(_loader(c))} is not sharded across processes; with distributed.processes > 1 "
                            "use loader torch",
          when="loader torch", reads=("loader",)),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=parallel,
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name), forbids=parallel,
            message="its per-image loader is not sharded across processes; with distributed.processes > 1 "
                    "leave it out",
            when="one process", reads=("distributed.processes",))
       for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=parallel,
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name), forbids=parallel,
            message="leaves parameters without gradients mid-training, which DDP's reducer cannot wait for; "
                    "with distributed.processes > 1 leave it out",
            when="one process", reads=("distributed.processes",))
@@ -323,44 +333,46 @@ RULES: list[Rule] = [
          when="method not powersgd", reads=("distributed.compression.method",)),
     # Structure an algorithm needs, read from the model's facts (built-ins written down, any other
     # model probed as built: effsearch.config.sources), so no trial meets a model it cannot change.
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=_lacks(spec.needs_structure),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name),
+           forbids=partial(_lacks, spec.needs_structure),
            message=lambda c, n=spec.needs_structure: f"needs a model with {STRUCTURE[n]}; model.name "
                                                       f"{quote(_model_name(c))} has none",
            when=f"a model with {STRUCTURE[spec.needs_structure]}", reads=("model.name", "model.kwargs"))
       for name, spec in ALGORITHMS.items() if spec.needs_structure],
     Rule("selection.model_based", "selection.strategy",
-         on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=_lacks("final_linear"),
+         on=lambda c: _strategy(c) in MODEL_SELECTIONS, forbids=partial(_lacks, "final_linear"),
          message=lambda c: f"{quote(_strategy(c))} takes its embeddings from the input of the model's final "
                            f"nn.Linear; model.name {quote(_model_name(c))} does not end in one (use random, "
                            "random-online or full)",
          when="a model ending in nn.Linear", reads=("model.name", "model.kwargs")),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: _loader(c) != "torch",
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name), forbids=lambda c: _loader(c) != "torch",
            message=lambda c: f"works on the torch loader's per-image transforms only; loader is {quote(_loader(c))}",
            when="loader torch", reads=("loader",))
       for name, spec in ALGORITHMS.items() if spec.needs_torch_loader],
     # A pair that cannot both be on is a rule of each; validation names the later one (by name).
-    *[Rule(f"algorithms.{b}", f"algorithms.{b}", on=_has(b), forbids=_has(a),
+    *[Rule(f"algorithms.{b}", f"algorithms.{b}", on=partial(_has, b), forbids=partial(_has, a),
            message=f"cannot be combined with {a}: {why}", when=f"not {a}", reads=(f"algorithms.{a}",))
       for pair, why in CONFLICTS.items() for a, b in [sorted(pair)]],
-    *[Rule(f"algorithms.{a}", f"algorithms.{b}", on=_has(a), forbids=_has(b),
+    *[Rule(f"algorithms.{a}", f"algorithms.{b}", on=partial(_has, a), forbids=partial(_has, b),
            message=f"cannot be combined with {a}: {why}", when=f"not {b}", reads=(f"algorithms.{b}",))
       for pair, why in CONFLICTS.items() for a, b in [sorted(pair)]],
     # CORDS's weighted subsets (CRAIG, GradMatch): MixUp, CutMix and LabelSmoothing only change
     # inputs and targets, so each sample's loss keeps its weight (EffModel.loss also weights MixUp's
     # and CutMix's interpolate_loss term). SelectiveBackprop keeps a loss-ranked part of each batch
     # but drops the weights of that part: refused.
-    Rule("algorithms.selective_backprop", "algorithms.selective_backprop", on=_has("selective_backprop"),
+    Rule("algorithms.selective_backprop", "algorithms.selective_backprop", on=partial(_has, "selective_backprop"),
          forbids=lambda c: _strategy(c) in WEIGHTED_SELECTIONS,
          message=lambda c: f"cannot be combined with selection.strategy {quote(_strategy(c))}: SelectiveBackprop keeps "
                            "a loss-ranked part of each batch but not the CORDS per-sample weights of that part, so "
                            f"the weighted loss would be wrong; use an unweighted strategy ({_UNWEIGHTED}) or drop "
                            "selective_backprop",
          when="unweighted selection", reads=("selection.strategy",)),
-    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=_has(name), forbids=lambda c: bool(value(c, "compile")),
+    *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name),
+           forbids=lambda c: bool(value(c, "compile")),
            message=f"cannot be combined with compile: {why}, and every new shape compiles the model again",
            when="compile off", reads=("compile",))
       for name, why in RESHAPES_BATCHES.items()],
-    Rule("algorithms.sam", "algorithms.sam", on=_has("sam"), forbids=lambda c: _precision(c) == "amp_fp16",
+    Rule("algorithms.sam", "algorithms.sam", on=partial(_has, "sam"), forbids=lambda c: _precision(c) == "amp_fp16",
          message="Composer's SAM cannot run with precision amp_fp16 (use fp32 or amp_bf16)",
          when="precision != amp_fp16", reads=("precision",)),
     # Precision x device. device: auto is resolved on the machine (effsearch.config.machine),
