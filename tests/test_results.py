@@ -174,7 +174,7 @@ class _Study:
     def __init__(self, error):
         self.error = error
 
-    def get_trials(self, *args, **kwargs):  # what report.front reads (its own front: seed means)
+    def get_trials(self, *args, **kwargs):  # what queries.front reads (its own front: seed means)
         raise self.error
 
 

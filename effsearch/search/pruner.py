@@ -274,7 +274,7 @@ class MOASHAPruner:
         # The knobs' bounds are MOASHAOptions' (a ConfigError naming pruner.KNOB), for a study file's
         # knobs and for a pruner built in code alike.
         check_options(MOASHAOptions, {"eta": eta, "min_fraction": min_fraction, "min_trials": min_trials,
-                                      "rank": rank, "clock": clock, "time_fraction": time_fraction}, "pruner", "moasha")
+                                      "rank": rank, "clock": clock, "time_fraction": time_fraction}, "pruner")
         self.rank, self.clock, self.time_fraction = rank, clock, time_fraction
         self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
 
