@@ -48,7 +48,7 @@ Pred = Callable[[dict], bool]
 @dataclass(frozen=True)
 class Rule:
     subject: str  # what the rule keeps off: a space dimension's name where the space gates it
-    field: str | Callable[[dict], str]  # the dotted field the error names
+    field: str  # the dotted field the error names
     on: Pred  # the subject is on in this config
     forbids: Pred  # the rest of the config rules the subject out
     message: str | Callable[[dict], str]  # the error (today's wording)
@@ -59,9 +59,8 @@ class Rule:
         return self.on(cfg) and self.forbids(cfg)
 
     def error(self, cfg: dict) -> ConfigError:
-        name = self.field(cfg) if callable(self.field) else self.field
         text = self.message(cfg) if callable(self.message) else self.message
-        return ConfigError(name, text)
+        return ConfigError(self.field, text)
 
 
 # -- readers over raw dicts, with the schema's defaults -------------------------------
