@@ -1,7 +1,8 @@
 """Installing into an environment that already has its torch (README, "Into an environment
 that already has its torch"): the README's commands, run as written on the wheel of this
 checkout, into a fresh virtual environment that holds the lock's torch and torchvision,
-offline from the local uv cache (``uv sync`` filled it). The torch there must stay the one it
+offline from the local uv cache as ``uv sync`` fills it (which serves the lock's files,
+and pylock.toml files exported from it, but not a resolve). The torch there must stay the one it
 had, and ``effsearch train`` must train there, from the installed wheel."""
 
 import json
@@ -14,15 +15,41 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+from packaging.markers import Marker
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LOCK = tomllib.loads((ROOT / "uv.lock").read_text())
+
+
 def locked(name: str) -> str:
-    lock = tomllib.loads((ROOT / "uv.lock").read_text())
-    (version,) = {p["version"] for p in lock["package"] if p["name"] == name}
+    (version,) = {p["version"] for p in LOCK["package"] if p["name"] == name}
     return version
+
+
+def closure(*names: str) -> set[str]:
+    """The packages ``names`` need in uv.lock, recursively (extras included, markers ignored:
+    the export below keeps only this platform's)."""
+    by_name = {p["name"]: p for p in LOCK["package"]}
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for dep in by_name[name].get("dependencies", []):
+            todo.append(dep["name"])
+            for extra in dep.get("extra", []):
+                todo.extend(d["name"] for d in by_name[dep["name"]]["optional-dependencies"][extra])
+    return seen
+
+
+def only(pylock: str, keep: set[str]) -> str:
+    """A pylock.toml with the [[packages]] entries of ``keep`` alone."""
+    head, *entries = pylock.split("\n[[packages]]\n")
+    kept = [e for e in entries if tomllib.loads(e)["name"] in keep]
+    return "\n[[packages]]\n".join([head, *kept])
 
 
 def readme_install_commands() -> list[list[str]]:
@@ -56,22 +83,28 @@ def test_the_readme_installs_effsearch_beside_an_environment_torch_without_touch
     dist, env = tmp_path / "dist", tmp_path / "env"
     run([uv, "build", "--wheel", "--out-dir", dist, ROOT], env=offline)
     (wheel,) = dist.glob("effsearch-*.whl")
-    # The user's environment: the lock's torch and torchvision, nothing of effsearch.
+    # The user's environment: the lock's torch and torchvision with what they need, nothing else.
     torch, vision = locked("torch"), locked("torchvision")
     run([uv, "venv", "--python", sys.executable, env], env=offline)
     python = env / "bin" / "python"
-    run([uv, "pip", "install", "--no-config", "--python", python, f"torch=={torch}", f"torchvision=={vision}"],
-        env=offline)
+    full = run([uv, "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", "--all-extras"],
+               cwd=ROOT, env=offline).stdout
+    user = tmp_path / "pylock.user.toml"
+    user.write_text(only(full, closure("torch", "torchvision")))
+    run([uv, "pip", "install", "--no-config", "--python", python, "-r", user], env=offline)
+    assert {p: v for p, v in env_versions(python).items() if p in ("torch", "torchvision")} == \
+        {"torch": torch, "torchvision": vision}
 
     commands = readme_install_commands()
-    assert [c[:3] for c in commands] == [["uv", "export", "--frozen"], ["uv", "pip", "install"]], commands
-    deps = tmp_path / "deps.txt"
+    assert [c[:3] for c in commands] == [["uv", "export", "--frozen"], ["uv", "pip", "install"],
+                                         ["uv", "pip", "install"]], commands
+    deps = tmp_path / "pylock.deps.toml"
     for cmd in commands:
-        cmd = [deps if a == "deps.txt" else python if a == "ENV/bin/python" else wheel if a == "." else a
+        cmd = [deps if a == "pylock.deps.toml" else python if a == "ENV/bin/python" else wheel if a == "." else a
                for a in cmd]
         run([uv, *cmd[1:]], cwd=ROOT, env=offline)
-    reqs = [Requirement(line) for line in deps.read_text().splitlines() if line and not line.startswith(("#", " "))]
-    pins = {r.name: str(r.specifier).removeprefix("==") for r in reqs if r.marker is None or r.marker.evaluate()}
+    pins = {p["name"]: p["version"] for p in tomllib.loads(deps.read_text())["packages"]
+            if "marker" not in p or Marker(p["marker"]).evaluate()}
     assert "torch" not in pins and "torchvision" not in pins, pins
     got = env_versions(python)
     assert {p: got.get(p) for p in pins} == pins, "the rest is not at the lock's versions"
