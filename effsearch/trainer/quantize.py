@@ -18,8 +18,8 @@ and the quantized dtypes (quint8/qint8) are deprecated in favour of torchao, yet
 quantization after sparse training"). torchao's eager ``quantize_`` converts
 ``nn.Linear`` layers only (most of these models are convolutions) and its pt2e path
 (``prepare_pt2e``/``convert_pt2e``) covers convolutions but delivers an exported
-graph, not the module state dict ``quantized_size`` measures, and torchao's releases
-each follow a narrow torch range, where effsearch supports 2.7 to 2.15.
+graph, not the module state dict ``quantized_size`` measures; either would add a
+dependency on both ends of the torch range (2.7 to 2.15) for no gain on these bars.
 The warnings are silenced here, by message, and nowhere else (``QUIET``).
 """
 
