@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from types import ModuleType
 from typing import Any
 
 from effsearch.config.fields import ConfigError
@@ -33,7 +34,7 @@ def add_search_path(folder: str | os.PathLike | None = None) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([path, *parts])
 
 
-def import_module(name: str, field: str):
+def import_module(name: str, field: str) -> ModuleType:
     """Import module ``name``; a ConfigError naming ``field`` if it is missing or fails."""
     add_search_path()
     try:

@@ -11,8 +11,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from effsearch.config.fields import ConfigError
+
+if TYPE_CHECKING:
+    from effsearch.config.schema import TrainConfig
 
 INSTALL_HINT = ("install the system libraries and the extra: `sudo apt-get install -y pkg-config "
                 "libopencv-dev libturbojpeg0-dev && uv sync --extra ffcv` (then `uv run --extra ffcv ...`), "
@@ -110,7 +114,7 @@ def under_torchrun() -> bool:
 
 # -- the rules that need the machine ----------------------------------------------
 
-def resolve_device(cfg) -> str:
+def resolve_device(cfg: TrainConfig) -> str:
     """The device ``cfg`` runs on here ("cpu" or "cuda"); refuses what this machine cannot do."""
     import torch
 
@@ -135,7 +139,7 @@ def require_ffcv() -> None:
                           + INSTALL_HINT)
 
 
-def check_processes(cfg, device: str) -> None:
+def check_processes(cfg: TrainConfig, device: str) -> None:
     """Processes this machine can hold: one per CPU core (gloo) or per GPU (NCCL)."""
     d = cfg.distributed
     if under_torchrun():
@@ -163,13 +167,13 @@ def check_processes(cfg, device: str) -> None:
         raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
 
 
-def backend(cfg, device: str) -> str:
+def backend(cfg: TrainConfig, device: str) -> str:
     """The process group's backend: ``auto`` is NCCL on CUDA, gloo on the CPU."""
     b = cfg.distributed.backend
     return ("nccl" if device == "cuda" else "gloo") if b == "auto" else b
 
 
-def check_runnable(cfg) -> str:
+def check_runnable(cfg: TrainConfig) -> str:
     """Rules that need the machine (device, precision, installed extras, processes). Returns the device."""
     device = resolve_device(cfg)
     if cfg.loader == "ffcv":

@@ -139,13 +139,13 @@ class StudyNumbers:
 
 # -- checking -------------------------------------------------------------------------------------
 
-def check_value(cls, name: str, value: Any, where: str) -> Any:
+def check_value(cls: type[Any], name: str, value: Any, where: str) -> Any:
     """``value`` checked (and coerced) as field ``name`` of the option dataclass ``cls``."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
     return coerce(typing.get_type_hints(cls)[name], value, where, f.metadata)
 
 
-def check_options(cls, data: dict, prefix: str, owner: str = "") -> dict:
+def check_options(cls: type[Any], data: dict, prefix: str, owner: str = "") -> dict:
     """The options in ``data``, each checked against ``cls``; unknown keys are refused with what
     is allowed. Returns only the given options, coerced (``owner``: whose options, for messages)."""
     names = [f.name for f in dataclasses.fields(cls)]
@@ -159,7 +159,7 @@ def check_options(cls, data: dict, prefix: str, owner: str = "") -> dict:
     return out
 
 
-def defaults(cls) -> dict:
+def defaults(cls: type[Any]) -> dict:
     """The option dataclass's defaults, without the ones that are None (not passed on)."""
     return {k: v for k, v in dataclasses.asdict(cls()).items() if v is not None}
 

@@ -22,18 +22,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from effsearch.config import ConfigError
 
-def time_to_accuracy(result) -> float:
+if TYPE_CHECKING:
+    from effsearch.trainer.result import RunResult
+
+def time_to_accuracy(result: RunResult) -> float:
     """Train seconds to the target; for a miss, the train seconds it ran (marked infeasible)."""
     if result.time_to_target is not None:
         return float(result.time_to_target)
     return float(result.final.train_seconds or 0.0)
 
 
-def miss_constraint(result) -> float:
+def miss_constraint(result: RunResult) -> float:
     """Optuna's constraint value (feasible when <= 0): 0 for a run whose delivered model reached
     the target, else how far its final validation accuracy fell short (at least 1e-6)."""
     acc = result.final.val_accuracy
@@ -47,26 +51,26 @@ def shortfall(accuracy: float, hit: bool, target: float) -> float:
     return 0.0 if hit else max(float(target) - float(accuracy), 1e-6)
 
 
-def final_accuracy(result) -> float:
+def final_accuracy(result: RunResult) -> float:
     return float(_required(result, "val_accuracy"))
 
 
-def train_time(result) -> float:
+def train_time(result: RunResult) -> float:
     return float(_required(result, "train_seconds"))
 
 
-def model_size(result) -> float:
+def model_size(result: RunResult) -> float:
     return float(_required(result, "nonzero_param_bytes"))
 
 
-def quantized_size(result) -> float:
+def quantized_size(result: RunResult) -> float:
     """Bytes of the int8 model's saved state dict, gzip-compressed (``quantize: int8``)."""
     if result.final.quantized_bytes is None:
         raise ValueError("quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its result)")
     return float(result.final.quantized_bytes)
 
 
-def _required(result, name: str):
+def _required(result: RunResult, name: str) -> Any:
     """A measurement a completed run always has (a KeyError, as before the types, if not)."""
     value = getattr(result.final, name)
     if value is None:
@@ -79,7 +83,7 @@ class Objective:
     name: str
     direction: str  # "minimize" | "maximize" (Optuna's words)
     unit: str
-    value: Callable
+    value: Callable[[RunResult], float]
     help: str
 
 
@@ -101,7 +105,7 @@ NEVER = {"test_accuracy": "test accuracy is recorded on every trial but never op
                           "select on the test set); use final_accuracy (validation)"}
 
 
-def check(names, field: str = "objectives", source: str | None = None) -> tuple[str, ...]:
+def check(names: object, field: str = "objectives", source: str | None = None) -> tuple[str, ...]:
     """Validate a list of objective names; returns them as a tuple."""
     if isinstance(names, str):
         names = [names]
@@ -118,16 +122,16 @@ def check(names, field: str = "objectives", source: str | None = None) -> tuple[
     return tuple(names)
 
 
-def directions(names) -> list[str]:
+def directions(names: Sequence[str]) -> list[str]:
     return [OBJECTIVES[n].direction for n in names]
 
 
-def values(result, names) -> list[float]:
+def values(result: RunResult, names: Sequence[str]) -> list[float]:
     """The objective values of a finished run, in the order of ``names``."""
     return [OBJECTIVES[n].value(result) for n in names]
 
 
-def constraints(result, names) -> list[float]:
+def constraints(result: RunResult, names: Sequence[str]) -> list[float]:
     """Optuna constraint values (feasible when all <= 0): a miss is infeasible when time to
     target is an objective; none otherwise."""
     return [miss_constraint(result)] if "time_to_accuracy" in names else []

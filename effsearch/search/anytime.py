@@ -17,21 +17,28 @@ The unit (one baseline run) is the final study's baseline trial's wall seconds, 
 
 from __future__ import annotations
 
-from optuna.trial import TrialState
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.search import phases, queries
 from effsearch.search.storage import DUPLICATE_KEY, WALL_KEY
 from effsearch.trainer.result import speedup
 
+if TYPE_CHECKING:
+    from optuna import Study
+
 WITHIN = 0.01  # one point of val accuracy
 
 
-def _order(trials) -> list:
+def _order(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     done = [t for t in trials if t.state.is_finished()]
     return sorted(done, key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number))
 
 
-def _best(finished, objectives: list[str], within: float, seeds: int) -> tuple[float | None, int | None]:
+def _best(finished: Sequence[FrozenTrial], objectives: list[str], within: float,
+          seeds: int) -> tuple[float | None, int | None]:
     """(the best within-a-point speed-up over the baseline, its trial) among ``finished``."""
     base = queries.baseline_trial(finished)
     base_tta = queries.seconds_to_target(base)
@@ -52,7 +59,7 @@ def _best(finished, objectives: list[str], within: float, seeds: int) -> tuple[f
     return best, who
 
 
-def curve(study, tune_study=None, within: float = WITHIN) -> dict:
+def curve(study: Study, tune_study: Study | None = None, within: float = WITHIN) -> dict:
     """The anytime curve of ``study`` (phase 2 of a tuning phase: pass phase 1's study as
     ``tune_study``). Returns ``{"within", "baseline_wall", "phase1_runs", "points": [...]}``, a point
     per finished trial: its number and phase, the compute so far (s and baseline runs, None before
@@ -65,7 +72,8 @@ def curve(study, tune_study=None, within: float = WITHIN) -> dict:
     seeds = int((study.user_attrs.get("tuning") or {}).get("seeds") or 1)
     points, compute, phase1_end = [], 0.0, None
 
-    def add(t, phase, speedup, who, tune_speedup=None):
+    def add(t: FrozenTrial, phase: str | None, speedup: float | None, who: int | None,
+            tune_speedup: float | None = None) -> None:
         nonlocal compute
         compute += t.user_attrs.get(WALL_KEY) or 0.0
         points.append({"trial": t.number, "phase": phase, "compute": round(compute, 3),

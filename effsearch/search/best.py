@@ -26,8 +26,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import cost, pareto, phases, queries, report
@@ -35,6 +36,9 @@ from effsearch.search.queries import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.search.storage import redact
 from effsearch.trainer.result import speedup
+
+if TYPE_CHECKING:
+    from optuna import Study
 
 PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-within:D")
 
@@ -67,7 +71,7 @@ def knee(points: list[tuple[float, float]]) -> int:
     """Index of the knee of ``points`` (time, accuracy), all on one front (see the module doc)."""
     ts, accs = [p[0] for p in points], [p[1] for p in points]
 
-    def norm(v, lo, hi):
+    def norm(v: float, lo: float, hi: float) -> float:
         return (v - lo) / (hi - lo) if hi > lo else 0.0
 
     scaled = [(norm(t, min(ts), max(ts)), norm(a, min(accs), max(accs))) for t, a in points]
@@ -77,7 +81,7 @@ def knee(points: list[tuple[float, float]]) -> int:
     return max(range(len(points)), key=lambda i: (round(above[i], 12), -round(ideal[i], 12), -points[i][0]))
 
 
-def pick(study, kind: str, acc: float | None = None):
+def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | None:
     """The chosen trial, or None where no trial satisfies the pick."""
     objectives = objectives_of(study)
     # A configuration phase 2 confirmed with several seeds is judged on their mean, not on its luckiest seed.
@@ -92,8 +96,10 @@ def pick(study, kind: str, acc: float | None = None):
         if base is None:
             raise ConfigError("--pick", f"fastest-within reads the baseline trial's accuracy, and study "
                                         f"{study.study_name!r} has none; give fastest-above:ACC")
+        assert acc is not None  # parse_pick gives fastest-within its points
         kind, acc = "fastest-above", m[base.number][1] - acc - 1e-9  # 1e-9: 0.95 - 0.02 is 0.9299999...
     if kind == "fastest-above":
+        assert acc is not None  # parse_pick gives fastest-above its accuracy
         hits = [t for t in hits if m[t.number][1] >= acc]
     if kind in ("fastest", "fastest-above"):
         return min(hits, key=lambda t: (m[t.number][0], -m[t.number][1], t.number), default=None)
@@ -104,7 +110,7 @@ def pick(study, kind: str, acc: float | None = None):
     return front[knee([m[t.number][:2] for t in front])]
 
 
-def cost_of(study, pick_text: str = cost.DEFAULT_PICK) -> cost.Cost:
+def cost_of(study: Study, pick_text: str = cost.DEFAULT_PICK) -> cost.Cost:
     """The study's cost and the saving of the trial ``pick_text`` chooses (none: no saving)."""
     kind, acc = parse_pick(pick_text)
     try:
@@ -118,7 +124,7 @@ def describe(kind: str, acc: float | None) -> str:
     return f"{kind}:{acc:g}" if kind in ("fastest-above", "fastest-within") else kind
 
 
-def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
+def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, out: Path) -> str:
     objectives = objectives_of(study)
     a = Recorded.of(trial)
     v = a.versions
@@ -137,7 +143,7 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
         + (f"; {sp:.2f}x the baseline" if sp else "")
         + (f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
            if over else ""),
-        f"config: {report.summary(queries.config_of(trial))}",
+        f"config: {report.summary(cast(dict, queries.config_of(trial)))}",  # a pick has its config
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
         f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"
         + (f", {trial.datetime_complete:%Y-%m-%d %H:%M}" if trial.datetime_complete else ""),
@@ -151,7 +157,7 @@ def header(study, storage_url: str, trial, pick_text: str, out: Path) -> str:
     return "\n".join(lines)
 
 
-def write(study, storage_url: str, trial, pick_text: str, out: str | Path) -> TrainConfig:
+def write(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, out: str | Path) -> TrainConfig:
     """The trial's config, as it was trained, with the provenance as a comment."""
     out = Path(out)
     try:

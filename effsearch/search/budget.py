@@ -5,20 +5,28 @@ from __future__ import annotations
 
 import datetime
 import warnings
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from effsearch.search import phases, queries
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY, WALL_KEY
+
+if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+
+    from effsearch.search.studyfile import StudySpec
 
 
 class StopAtTotal:
     """Stop this worker once the study's counted trials (plus those running elsewhere) reach n_trials."""
 
-    def __init__(self, n_trials: int | None):
+    def __init__(self, n_trials: int | None) -> None:
         self.n = n_trials
 
-    def reached(self, study) -> bool:
+    def reached(self, study: optuna.Study) -> bool:
         if self.n is None:
             return False
         # A dead worker's trial stays RUNNING until someone checks its heartbeat: check first,
@@ -29,18 +37,18 @@ class StopAtTotal:
         c = queries.counts(study.get_trials(deepcopy=False))
         return c["done"] + c["running"] >= self.n
 
-    def __call__(self, study, trial) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if self.reached(study):
             study.stop()
 
 
-def spent(trials) -> float:
+def spent(trials: Iterable[FrozenTrial]) -> float:
     """Compute seconds: the summed wall seconds of the finished trials (a duplicate's are its look-up,
     and any wait for the running trial it repeats)."""
     return sum(t.user_attrs.get(WALL_KEY) or 0.0 for t in trials if t.state.is_finished())
 
 
-def reserve(spec, trials) -> float:
+def reserve(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
     """Phase 2's expected cost, held back from phase 1's budget: the baseline and the current top_k
     picks (x seeds), each at its own phase-1 cost on the full data: train seconds scaled up (/
     data_fraction / epochs_fraction), the rest of its wall seconds (set-up, validation and test
@@ -54,7 +62,7 @@ def reserve(spec, trials) -> float:
         return 0.0
     t = spec.tuning
 
-    def full_data(trial) -> float:
+    def full_data(trial: FrozenTrial) -> float:
         wall = trial.user_attrs.get(WALL_KEY) or 0.0
         train = min(trial.user_attrs.get("train_seconds") or wall, wall)
         return train / (t["data_fraction"] * t["epochs_fraction"]) + wall - train
@@ -73,14 +81,15 @@ def reserve(spec, trials) -> float:
 TUNE_SHARE = 0.5
 
 
-def tune_left(spec, trials) -> float:
+def tune_left(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
     """Compute seconds phase 1 may still spend: what the budget leaves after phase 2's expected
     cost (``reserve``), and never less than what is left of ``TUNE_SHARE`` of the budget."""
+    assert spec.budget is not None  # called only with a budget
     used = spent(trials)
     return max(spec.budget - used - reserve(spec, trials), TUNE_SHARE * spec.budget - used)
 
 
-def starved(spec, study) -> str | None:
+def starved(spec: StudySpec, study: optuna.Study) -> str | None:
     """Why phase 1 could not search (its budget, less phase 2's expected cost, ran out with no
     trial but the baseline finished), or None."""
     if spec.budget is None or spec.phase != "tune":
@@ -105,11 +114,11 @@ class StopAtBudget:
     phase 1 stops once it spent the budget minus phase 2's expected cost (``reserve``) or half the
     budget, whichever is more (``tune_left``), phase 2 once both phases together spent it."""
 
-    def __init__(self, spec, storage):
+    def __init__(self, spec: StudySpec, storage: str | BaseStorage) -> None:
         self.spec, self.storage = spec, storage
-        self._before = None  # phase 1's compute, for phase 2 (phase 1 is over: it no longer changes)
+        self._before: float | None = None  # phase 1's compute, for phase 2 (phase 1 is over: it no longer changes)
 
-    def left(self, study) -> float | None:
+    def left(self, study: optuna.Study) -> float | None:
         """Compute seconds left to this phase (None: no budget)."""
         if self.spec.budget is None:
             return None
@@ -127,11 +136,11 @@ class StopAtBudget:
             self._before = spent(tune.get_trials(deepcopy=False))
         return self._before
 
-    def reached(self, study) -> bool:
+    def reached(self, study: optuna.Study) -> bool:
         left = self.left(study)
         return left is not None and left <= 0
 
-    def __call__(self, study, trial) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if self.reached(study):
             study.stop()
 
@@ -141,7 +150,8 @@ class StopAtBudget:
 ERROR_STATUSES = ("failed", "invalid")
 
 
-def repeated_failure(study, limit: int, since: datetime.datetime | None = None) -> tuple[str, list[int]] | None:
+def repeated_failure(study: optuna.Study, limit: int,
+                     since: datetime.datetime | None = None) -> tuple[str | None, list[int]] | None:
     """(the error, the trial numbers) when the last ``limit`` finished trials started since
     ``since`` all failed with the same error (class and message); else None."""
     if not limit:
@@ -159,10 +169,12 @@ class StopOnRepeatedFailure:
     """Stop this worker when the study's last few trials failed with the same error: a missing
     dataset, a broken install or a bad base config fails every trial alike."""
 
-    def __init__(self, limit: int, since: datetime.datetime):
+    hit: tuple[str | None, list[int]] | None
+
+    def __init__(self, limit: int, since: datetime.datetime) -> None:
         self.limit, self.since, self.hit = limit, since, None
 
-    def __call__(self, study, trial) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.hit = repeated_failure(study, self.limit, self.since)
         if self.hit:
             study.stop()

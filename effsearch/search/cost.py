@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, cast
 
 from effsearch.search import queries
 from effsearch.search.budget import spent
 from effsearch.search.storage import WALL_KEY
+
+if TYPE_CHECKING:
+    from optuna import Study
+    from optuna.trial import FrozenTrial
 
 # On phase 2's study: phase 1's compute seconds (phase 1 is finished when phase 2 starts).
 TUNE_COMPUTE_KEY = "tune_compute"
@@ -70,10 +75,10 @@ class Cost:
                            "baseline: nothing to pay it back with"]
         return [first, f"  the {self.pick_text} pick (trial {self.pick}) reaches the target {s:.1f} s sooner a run "
                        f"({self.baseline_tta:.1f} s -> {self.pick_tta:.1f} s): the study pays for itself after "
-                       f"{math.ceil(self.break_even)} runs"]
+                       f"{math.ceil(cast(float, self.break_even))} runs"]
 
 
-def of(study, trial=None, pick_text: str = DEFAULT_PICK) -> Cost:
+def of(study: Study, trial: FrozenTrial | None = None, pick_text: str = DEFAULT_PICK) -> Cost:
     """The study's cost, and the saving of ``trial`` (a pick's, named ``pick_text``; None: no pick)
     against the baseline trial. ``effsearch.search.best.cost_of`` picks the trial first."""
     trials = study.get_trials(deepcopy=False)
@@ -85,7 +90,7 @@ def of(study, trial=None, pick_text: str = DEFAULT_PICK) -> Cost:
                 pick_text=pick_text, pick_tta=_tta(trial, objectives))
 
 
-def _tta(trial, objectives: list[str]) -> float | None:
+def _tta(trial: FrozenTrial | None, objectives: list[str]) -> float | None:
     if trial is None:
         return None
     tta, _, hit = queries.measures(trial, objectives)

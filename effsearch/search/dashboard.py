@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from effsearch.config import ConfigError, read_yaml
 from effsearch.search import lookup
@@ -26,7 +27,7 @@ class Target:
     artifacts: Path | None
 
 
-def study_artifacts(path: Path, storage: str) -> Path:
+def study_artifacts(path: Path, storage: str) -> Path | None:
     """The artifact folder of a study file (storage.artifact_dir, as the runner's)."""
     return S.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
 
@@ -74,7 +75,7 @@ def url_of(host: str, port: int, path: str = "") -> str:
     return f"http://{shown}:{port}/dashboard/{path}"
 
 
-def serve(target: Target, host: str, port: int, out=None) -> int:
+def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> int:
     """Open the storage, print where to look, and serve until Ctrl-C."""
     import optuna_dashboard
     from optuna.artifacts import FileSystemArtifactStore

@@ -14,9 +14,10 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search import anytime, queries, report
@@ -24,6 +25,9 @@ from effsearch.search.best import cost_of
 from effsearch.search.queries import objectives_of
 from effsearch.search.record import Recorded
 from effsearch.trainer.result import clean, speedup
+
+if TYPE_CHECKING:
+    from optuna import Study
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 PLOTS = ("front", "anytime")  # what png and html draw; csv writes the anytime curve's points too
@@ -43,11 +47,12 @@ def format_of(path: str | Path, fmt: str | None) -> str:
     return SUFFIXES[suffix]
 
 
-def row(trial, objectives: list[str], base, on_front: bool | None, recipe=None) -> dict:
+def row(trial: FrozenTrial, objectives: list[str], base: FrozenTrial | None, on_front: bool | None,
+        recipe: FrozenTrial | None = None) -> dict:
     a = Recorded.of(trial)
     cfg = queries.config_of(trial)
     sp, tta = a.speedup, queries.seconds_to_target(trial)
-    r = {"trial": trial.number}
+    r: dict[str, Any] = {"trial": trial.number}
     if on_front is not None:
         r["on_front"] = on_front
     r["baseline"] = a.baseline
@@ -72,7 +77,7 @@ def row(trial, objectives: list[str], base, on_front: bool | None, recipe=None) 
     return r
 
 
-def rows(study, all_trials: bool = False) -> list[dict]:
+def rows(study: Study, all_trials: bool = False) -> list[dict]:
     """The front (fastest first), or with ``all_trials`` every complete trial by number."""
     objectives = objectives_of(study)
     trials = study.get_trials(deepcopy=False)
@@ -85,7 +90,7 @@ def rows(study, all_trials: bool = False) -> list[dict]:
     return [row(t, objectives, base, t.number in on, recipe) for t in trials if t.state == TrialState.COMPLETE]
 
 
-def document(study, storage_label: str, all_trials: bool, tune=None) -> dict:
+def document(study: Study, storage_label: str, all_trials: bool, tune: Study | None = None) -> dict:
     """The JSON/YAML export: the study's facts, then the rows. ``tune``: phase 1's study, for the
     anytime curve (a tuning phase's compute starts there)."""
     trials = study.get_trials(deepcopy=False)
@@ -111,14 +116,14 @@ def document(study, storage_label: str, all_trials: bool, tune=None) -> dict:
     }
 
 
-def _recipe_facts(trial) -> dict | None:
+def _recipe_facts(trial: FrozenTrial) -> dict | None:
     if trial is None:
         return None
     return {"trial": trial.number, "recipe": trial.user_attrs.get("warm_start"),
             "time_to_target": Recorded.of(trial).time_to_target}
 
 
-def tuning_phase(study) -> dict | None:
+def tuning_phase(study: Study) -> dict | None:
     """For phase 2 of a tuning phase: phase 1's study and how well it predicted this one."""
     from effsearch.search import phases
 
@@ -150,8 +155,8 @@ def write_table(flats: list[dict], path: Path) -> None:
         w.writerows(flats)
 
 
-def write(study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False, tune=None,
-          plot: str = "front") -> int:
+def write(study: Study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False,
+          tune: Study | None = None, plot: str = "front") -> int:
     """Write the export (``plot``: the front's rows, or the anytime curve's points); returns the
     number of rows or points."""
     path = Path(path)

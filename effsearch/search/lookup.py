@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from effsearch.config import ConfigError
 from effsearch.config.fields import quote
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import BaseStorage
 
 # Tables every Optuna RDB storage has (its schema's first and its version stamp).
 OPTUNA_TABLES = ("studies", "version_info")
@@ -27,7 +32,7 @@ class UnknownStudy(StudyNotFound):
     """A storage that holds other studies but not this name; the message lists the studies there."""
 
 
-def open_existing(url: str, where: str = "--storage"):
+def open_existing(url: str, where: str = "--storage") -> BaseStorage:
     """A reading storage (storage.open_url) that must already exist and be a study storage: a
     missing one is StudyNotFound, one that is not a study storage or cannot be opened a
     ConfigError naming ``where``. Nothing is created or written."""
@@ -90,7 +95,7 @@ def _check_tables(tables: set[str], shown: str, where: str) -> None:
                                  f"{', '.join(missing)} missing); give the storage `effsearch run` wrote")
 
 
-def check_name(storage, name: str, url: str) -> None:
+def check_name(storage: BaseStorage, name: str, url: str) -> None:
     import optuna
 
     from effsearch.search.storage import redact
@@ -101,7 +106,7 @@ def check_name(storage, name: str, url: str) -> None:
                                     f"(studies there: {', '.join(names) or 'none'})")
 
 
-def open_study(study: str, storage_flag: str | None = None):
+def open_study(study: str, storage_flag: str | None = None) -> tuple[optuna.Study, str]:
     """(the study, its storage URL) from a study file or a study name."""
     import optuna
 

@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from statistics import fmean
+from typing import TYPE_CHECKING, Any
 
-from optuna.trial import TrialState
+from optuna.trial import BaseTrial, FrozenTrial, TrialState
 
 from effsearch.config import TrainConfig
 from effsearch.config.options import SubsetTuning, check_options, defaults
 from effsearch.search import record
 from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, CONSTRAINTS_KEY, COUNTED_FAIL, STATUS_KEY,
                                       WALL_KEY)
+
+if TYPE_CHECKING:
+    import optuna
+
+    from effsearch.search.studyfile import StudySpec
 
 # Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
 OPTIONS = SubsetTuning
@@ -42,7 +49,7 @@ def check(tuning: dict) -> dict:
     return {**DEFAULTS, "name": tuning["name"], **given}
 
 
-def enabled(spec) -> bool:
+def enabled(spec: StudySpec) -> bool:
     return spec.tuning["name"] != "none"
 
 
@@ -60,34 +67,34 @@ def shrink(cfg: TrainConfig, tuning: dict) -> TrainConfig:
     return cfg.replace(**changes)
 
 
-def tune_spec(spec):
+def tune_spec(spec: StudySpec) -> StudySpec:
     """Phase 1's StudySpec: its own study in the same storage, pruner as the file says."""
     return dataclasses.replace(spec, name=spec.name + TUNE_SUFFIX, phase="tune")
 
 
-def confirm_spec(spec):
+def confirm_spec(spec: StudySpec) -> StudySpec:
     """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned."""
     t = spec.tuning
     return dataclasses.replace(spec, phase="confirm", n_trials=1 + t["top_k"] * t["seeds"], timeout=None,
                                pruner={"name": "none"}, sampler={"name": "random"})
 
 
-def phase_spec(spec, phase: str):
+def phase_spec(spec: StudySpec, phase: str) -> StudySpec:
     return {"tune": tune_spec, "confirm": confirm_spec}.get(phase, lambda s: s)(spec)
 
 
-def trial_config(spec, cfg: TrainConfig) -> TrainConfig:
+def trial_config(spec: StudySpec, cfg: TrainConfig) -> TrainConfig:
     """What a trial of this phase trains, given the full-data config it sampled."""
     return shrink(cfg, spec.tuning) if spec.phase == "tune" else cfg
 
 
 # -- picking and queueing phase 2 -----------------------------------------------------
 
-def minimised(values, directions) -> tuple:
+def minimised(values: Sequence[float], directions: Sequence[str]) -> tuple:
     return tuple(v if d == "minimize" else -v for v, d in zip(values, directions))
 
 
-def top_k(trials, directions, k: int) -> list:
+def top_k(trials: Sequence[FrozenTrial], directions: Sequence[str], k: int) -> list[FrozenTrial]:
     """The best ``k`` complete non-baseline trials of distinct configs: front by front, spread first."""
     from effsearch.search.pareto import rank
 
@@ -109,7 +116,7 @@ def top_k(trials, directions, k: int) -> list:
     return picked[:k]
 
 
-def queue_confirm(spec, tune_study, study) -> list[int]:
+def queue_confirm(spec: StudySpec, tune_study: optuna.Study, study: optuna.Study) -> list[int]:
     """Enqueue phase 2 once (a rerun adds only what is missing); returns the tune trial numbers."""
     t = spec.tuning
     picked = top_k(tune_study.get_trials(deepcopy=False), spec.directions, t["top_k"])
@@ -135,13 +142,13 @@ def queue_confirm(spec, tune_study, study) -> list[int]:
     return [p.number for p in picked]
 
 
-def confirm_config(trial) -> TrainConfig | None:
+def confirm_config(trial: BaseTrial) -> TrainConfig | None:
     """The config a queued phase-2 trial re-runs (the tune trial's, on full data, with its seed)."""
     cfg = record.stored_config(trial, "confirm_config")
     return None if cfg is None else cfg.replace(seed=trial.user_attrs["confirm_seed"])
 
 
-def seed_means(trials) -> list:
+def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     """Phase 2's trials with a configuration confirmed with several seeds as one point. The
     COMPLETE trials of one ``tune_trial`` become a copy of the first: its values and recorded
     times and accuracies the means over the seeds, a hit only if every seed hit (constraints:
@@ -193,7 +200,7 @@ def seed_means(trials) -> list:
 
 # -- how well phase 1 predicted phase 2 -----------------------------------------------
 
-def pairs(study) -> list[tuple[list, list]]:
+def pairs(study: optuna.Study) -> list[tuple[list, list]]:
     """(phase-1 values, phase-2 values averaged over seeds) per confirmed configuration."""
     by_tune: dict[int, list] = {}
     tune_values = {}
@@ -207,14 +214,14 @@ def pairs(study) -> list[tuple[list, list]]:
             for n, vs in sorted(by_tune.items())]
 
 
-def correlation(study, objectives) -> dict | None:
+def correlation(study: optuna.Study, objectives: Sequence[str]) -> dict | None:
     """Kendall tau and Spearman rho of phase-1 vs phase-2 values, per objective (None before phase 2)."""
     from scipy.stats import kendalltau, spearmanr
 
     ps = pairs(study)
     if not ps:
         return None
-    out = {"n": len(ps)}
+    out: dict[str, Any] = {"n": len(ps)}
     for i, name in enumerate(objectives):
         a, b = [p[0][i] for p in ps], [p[1][i] for p in ps]
         if len(ps) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
@@ -225,12 +232,12 @@ def correlation(study, objectives) -> dict | None:
     return out
 
 
-def _num(x) -> float | None:
+def _num(x: Any) -> float | None:
     x = float(x)
     return round(x, 4) if math.isfinite(x) else None
 
 
-def describe(study, objectives) -> str | None:
+def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
     """Lines for `effsearch status`: the tune study and how well it predicted this one."""
     tune = study.user_attrs.get("tune_study")
     if not tune:
@@ -247,7 +254,7 @@ def describe(study, objectives) -> str | None:
     return "\n".join(lines)
 
 
-def summary(spec) -> str:
+def summary(spec: StudySpec) -> str:
     t = spec.tuning
     name = spec.name.removesuffix(TUNE_SUFFIX) if spec.phase == "tune" else spec.name
     target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""

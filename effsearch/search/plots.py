@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 from effsearch.config import ConfigError
 from effsearch.search.report import fmt_value
@@ -66,7 +67,7 @@ def hover(r: dict, objectives: list[str]) -> str:
     return "<br>".join(html.escape(line) for line in lines + [r.get("summary") or ""])
 
 
-def figure(doc: dict):
+def figure(doc: dict) -> Any:  # a plotly Figure
     import plotly.graph_objects as go
 
     s = series(doc)
@@ -99,7 +100,7 @@ def table_html(doc: dict) -> str:
     head = ["trial"] + (["on front"] if doc["rows"] and "on_front" in doc["rows"][0] else []) + objs + \
         ["test accuracy", "speed-up", "reached target", "config"]
 
-    def cells(r):
+    def cells(r: Any) -> str:
         c = [f"{r['trial']}{'*' if r['baseline'] else ''}"]
         if "on_front" in r:
             c.append("yes" if r["on_front"] else "")

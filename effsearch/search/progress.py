@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config.options import PRUNERS, NoOptions, defaults
 from effsearch.search import phases, queries, report
@@ -21,16 +21,17 @@ if TYPE_CHECKING:
 class Progress:
     """One line per finished trial, with the study's standing."""
 
-    def __init__(self, spec, study, out=None, t0: float | None = None):
+    def __init__(self, spec: StudySpec, study: optuna.Study, out: TextIO | None = None,
+                 t0: float | None = None) -> None:
         self.spec, self.out = spec, out or sys.stderr
         self.t0 = t0 if t0 is not None else time.time()
         self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
         self.errors: dict[str, int] = {}  # error text -> the first trial that printed it
 
-    def __call__(self, study, trial=None) -> None:
+    def __call__(self, study: optuna.Study, trial: FrozenTrial | None = None) -> None:
         self.poll(study)
 
-    def poll(self, study) -> None:
+    def poll(self, study: optuna.Study) -> None:
         trials = study.get_trials(deepcopy=False)
         for t in sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen),
                         key=lambda t: t.number):
@@ -84,7 +85,7 @@ def artifacts_line(spec: StudySpec) -> str:
     return f"  artifacts  none: {problem}; trials keep no learning curve, config or result files (warning)"
 
 
-def warm_line(spec) -> list[str]:
+def warm_line(spec: StudySpec) -> list[str]:
     if not spec.warm_start or spec.phase == "confirm":
         return []
     return [f"  warm start {len(spec.warm_start)} config(s) after the baseline, trained as given: "

@@ -114,7 +114,7 @@ def names(entry: str, field: str) -> list[str]:
     return [name]
 
 
-def is_recipe(entry) -> bool:
+def is_recipe(entry: object) -> bool:
     return isinstance(entry, str) and (entry == ALL or entry.startswith(PREFIX))
 
 

@@ -13,6 +13,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import yaml
@@ -20,6 +21,10 @@ import yaml
 from effsearch.config import TrainConfig
 from effsearch.search.storage import BASELINE_KEY, STATUS_KEY
 from effsearch.trainer.result import RunResult, clean
+
+if TYPE_CHECKING:
+    from optuna.artifacts import FileSystemArtifactStore
+    from optuna.trial import BaseTrial, FrozenTrial
 
 FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
               "compile_seconds", "steps", "target_crossed_at",
@@ -30,7 +35,7 @@ NAN = float("nan")
 KFAC_KEY = "kfac_fallbacks"  # Final.extra and user attr: K-FAC's layers and steps that took plain SGD
 
 
-def _or(value, default):
+def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
@@ -53,7 +58,7 @@ class Recorded:
     versions: dict = field(default_factory=dict)
 
     @classmethod
-    def of(cls, trial) -> Recorded:
+    def of(cls, trial: BaseTrial) -> Recorded:
         a = trial.user_attrs
         return cls(status=a.get(STATUS_KEY), reason=a.get("reason"), baseline=bool(a.get(BASELINE_KEY)),
                    reached_target=a.get("reached_target"), time_to_target=a.get("time_to_target"),
@@ -62,7 +67,7 @@ class Recorded:
                    train_seconds=a.get("train_seconds"), device=a.get("device"), versions=a.get("versions") or {})
 
 
-def stored_config(trial, key: str = "config") -> TrainConfig | None:
+def stored_config(trial: BaseTrial, key: str = "config") -> TrainConfig | None:
     """The TrainConfig a trial attribute holds as YAML (None: the trial has none)."""
     text = trial.user_attrs.get(key)
     if not text:
@@ -70,7 +75,7 @@ def stored_config(trial, key: str = "config") -> TrainConfig | None:
     return TrainConfig.from_dict(yaml.safe_load(text), source=f"trial {trial.number}")
 
 
-def set_attrs(trial, attrs: dict) -> None:
+def set_attrs(trial: BaseTrial, attrs: dict) -> None:
     for key, value in attrs.items():
         trial.set_user_attr(key, clean(value))
 
@@ -80,7 +85,7 @@ RESULT_KEYS = (STATUS_KEY, "reason", "reached_target", "time_to_target", "target
                "versions", "speedup", KFAC_KEY) + FINAL_KEYS
 
 
-def copied_attrs(original) -> dict:
+def copied_attrs(original: FrozenTrial) -> dict:
     """``original``'s result attributes, for a trial answered with its result."""
     return {k: original.user_attrs[k] for k in RESULT_KEYS if k in original.user_attrs}
 
@@ -104,15 +109,16 @@ def result_attrs(result: RunResult, speedup: float | None) -> dict:
     return attrs
 
 
-def upload_files(trial, store, result, config_yaml: str) -> list[str]:
+def upload_files(trial: optuna.Trial, store: FileSystemArtifactStore | None, result: RunResult,
+                 config_yaml: str) -> list[str]:
     """The learning curve (PNG), the config (YAML) and result.json, into the artifact store."""
     if store is None:
         return []
     from optuna.artifacts import upload_artifact
 
     ids = []
-    with tempfile.TemporaryDirectory(prefix="effsearch-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="effsearch-") as tmp_dir:
+        tmp = Path(tmp_dir)
         files = [tmp / "config.yaml", tmp / "result.json"]
         files[0].write_text(config_yaml)
         files[1].write_text(json.dumps(result.to_dict(), indent=2))

@@ -11,6 +11,8 @@ import datetime
 import sys
 import time
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO, cast
 
 import optuna
 from optuna.trial import TrialState
@@ -22,12 +24,19 @@ from effsearch.search.progress import dashboard_hint, header
 from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
 from effsearch.search.workers import WARM_UP_BATCHES, run_workers, work
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from optuna.storages import BaseStorage
+
+    from effsearch.search.studyfile import StudySpec
+
 
 class BaselineBroken(Exception):
     """The baseline's config does not train (found before the first trial)."""
 
 
-def preflight(spec, data_root, warm: bool = True) -> float | None:
+def preflight(spec: StudySpec, data_root: str | Path | None, warm: bool = True) -> float | None:
     """Before the first trial: the storage opens (a ConfigError naming --storage otherwise), the
     data is there and the baseline's config trains a few batches (which also warms this process up)."""
     check_storage(spec)
@@ -47,14 +56,14 @@ def preflight(spec, data_root, warm: bool = True) -> float | None:
         raise BaselineBroken(f"{type(e).__name__}: {e}") from None
 
 
-def metric_names(objectives) -> list[str]:
+def metric_names(objectives: Sequence[str]) -> list[str]:
     """What optuna-dashboard labels each objective with (the study's user attr keeps the names)."""
     from effsearch.search.plots import LABELS
 
     return [LABELS.get(n, n) for n in objectives]
 
 
-def ensure_study(spec, storage) -> optuna.Study:
+def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
     """Create the study (or check the stored one matches) and queue the baseline and the warm starts once."""
     if spec.name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=spec.name, storage=storage)
@@ -66,7 +75,8 @@ def ensure_study(spec, storage) -> optuna.Study:
                                             f"the file names {list(spec.objectives)}. Use a new study name to "
                                             "change objectives", spec.source)
     else:
-        study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions,
+        study = optuna.create_study(study_name=spec.name, storage=storage,
+                                    directions=spec.directions,  # type: ignore[arg-type]  # Optuna's words
                                     load_if_exists=True)
         study.set_user_attr("objectives", list(spec.objectives))
         study.set_user_attr("target_accuracy", phases.trial_config(spec, spec.base).target_accuracy)
@@ -84,7 +94,8 @@ def ensure_study(spec, storage) -> optuna.Study:
     return study
 
 
-def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
+def run(spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None = None,
+        t0: float | None = None) -> int:
     """Run (or resume) a study, with its tuning phase if it has one; returns the exit code:
     0 done, 1 the study (or a phase) could not do its work, 130 after Ctrl-C. Bad input (a
     storage that cannot be opened, missing data) raises ConfigError (exit code 2).
@@ -122,7 +133,8 @@ def run(spec, data_root=None, out=None, t0: float | None = None) -> int:
     return code
 
 
-def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -> int:
+def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: float,
+              study: optuna.Study | None = None, warm: float | None = None) -> int:
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
@@ -151,11 +163,12 @@ def run_phase(spec, data_root, out, t0, study=None, warm: float | None = None) -
     print(report.status_table(study, spec.objectives, show_all=False), file=out)
     trials = study.get_trials(deepcopy=False)
     print(f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
-          + (f"; budget {spec.budget:g} s, {max(0.0, budget.left(study)):.1f} s left" if spec.budget else ""),
+          + (f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left"
+             if spec.budget else ""),
           file=out)
     if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
         print("\n".join(best.cost_of(study).lines()), file=out)
-    unrun = sorted({t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING})
+    unrun = sorted(cast("set[int]", {t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING}))
     if spec.phase == "confirm" and unrun and budget.reached(study):
         print(f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
               "spent; raise --budget and run again to confirm them", file=out)

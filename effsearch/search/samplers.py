@@ -15,7 +15,9 @@ still reproduces its trials.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -23,12 +25,17 @@ from optuna.samplers import BaseSampler
 
 from effsearch.config.options import TPEOptions
 
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
+    from optuna.study import Study
+    from optuna.trial import FrozenTrial, TrialState
+
 
 def trial_seed(study_seed: int, trial_number: int) -> int:
     return int(np.random.SeedSequence([study_seed, trial_number]).generate_state(1)[0])
 
 
-def _reseed(sampler, seed: int, seen: set) -> None:
+def _reseed(sampler: BaseSampler, seed: int, seen: set) -> None:
     """Re-seed every random state of ``sampler`` and the samplers it holds, in place (shared
     references, such as NSGA-II's child generation strategy's, follow). Optuna's samplers keep
     a NumPy RandomState behind a lazy holder's public ``rng``; it is found by that shape, not by
@@ -46,23 +53,26 @@ def _reseed(sampler, seed: int, seen: set) -> None:
 class PerTrialSeed(BaseSampler):
     """``sampler`` with its random state set from (study seed, trial number) before each trial."""
 
-    def __init__(self, sampler: BaseSampler, seed: int):
+    def __init__(self, sampler: BaseSampler, seed: int) -> None:
         self.sampler, self.seed = sampler, seed
 
-    def before_trial(self, study, trial) -> None:
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         _reseed(self.sampler, trial_seed(self.seed, trial.number), set())
         self.sampler.before_trial(study, trial)
 
-    def infer_relative_search_space(self, study, trial):
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.sampler.infer_relative_search_space(study, trial)
 
-    def sample_relative(self, study, trial, search_space):
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         return self.sampler.sample_relative(study, trial, search_space)
 
-    def sample_independent(self, study, trial, param_name, param_distribution):
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
         return self.sampler.sample_independent(study, trial, param_name, param_distribution)
 
-    def after_trial(self, study, trial, state, values) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
         self.sampler.after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
@@ -74,7 +84,7 @@ def make_sampler(spec: dict, seed: int) -> BaseSampler:
     return PerTrialSeed(_make(spec, seed), seed)
 
 
-def _make(spec: dict, seed: int):
+def _make(spec: dict, seed: int) -> BaseSampler:
     name = spec["name"]
     opts = {k: v for k, v in spec.items() if k != "name"}
     with warnings.catch_warnings():

@@ -23,10 +23,12 @@ from effsearch.search import record
 from effsearch.search.storage import WARM_CONFIG_KEY, WARM_KEY, storage_errors, why
 
 if TYPE_CHECKING:
+    from optuna.trial import BaseTrial
+
     from effsearch.search.studyfile import StudySpec
 
 
-def enqueue(spec, study) -> list[str]:
+def enqueue(spec: StudySpec, study: optuna.Study) -> list[str]:
     """Queue the spec's warm starts the study does not have yet; returns their labels."""
     have = {t.user_attrs.get(WARM_CONFIG_KEY) for t in study.get_trials(deepcopy=False)}
     queued = []
@@ -41,7 +43,7 @@ def enqueue(spec, study) -> list[str]:
     return queued
 
 
-def config_of(trial) -> TrainConfig | None:
+def config_of(trial: BaseTrial) -> TrainConfig | None:
     """The config a queued warm-start trial trains (None for any other trial)."""
     return record.stored_config(trial, WARM_CONFIG_KEY)
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.algorithms import ALGORITHMS, check_param
 from effsearch.config.fields import check_field as check_field_of
 from effsearch.config.fields import fmt, get_path, set_path
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
+    from optuna.trial import BaseTrial
 
 __all__ = ["Dim", "check_field", "fmt", "get_path", "set_path"]
 
@@ -43,24 +47,26 @@ class Dim:
     machine_check: Callable[[Any], str | None] | None = None  # value -> why this machine cannot
     extra: dict = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.path = self.path or self.name
         self.choices = tuple(self.choices)
         self.parents = tuple(self.parents)
 
     # -- Optuna ---------------------------------------------------------------
-    def distribution(self):
+    def distribution(self) -> BaseDistribution:
         import optuna.distributions as od
 
         if self.kind == "cat":
             return od.CategoricalDistribution(list(self.choices))
+        assert self.low is not None and self.high is not None  # a number dimension has a range
         if self.kind == "int":
             return od.IntDistribution(int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return od.FloatDistribution(float(self.low), float(self.high), log=self.log, step=self.step)
 
-    def suggest(self, trial) -> Any:
+    def suggest(self, trial: BaseTrial) -> Any:
         if self.kind == "cat":
             return trial.suggest_categorical(self.name, list(self.choices))
+        assert self.low is not None and self.high is not None  # a number dimension has a range
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log,
                                      step=int(self.step or 1))
@@ -73,6 +79,7 @@ class Dim:
             return False
         if self.kind == "int" and not float(value).is_integer():
             return False
+        assert self.low is not None and self.high is not None  # a number dimension has a range
         return self.low <= value <= self.high
 
     # -- config ---------------------------------------------------------------
@@ -137,7 +144,7 @@ class Dim:
             text += f" step {fmt(self.step)}"
         return text
 
-    def with_range(self, **changes) -> Dim:
+    def with_range(self, **changes: Any) -> Dim:
         d = copy.copy(self)
         for k, v in changes.items():
             setattr(d, k, v)

@@ -21,13 +21,16 @@ allow, and fixed values that cannot hold together or on this machine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.fields import fmt
 from effsearch.config.machine import Machine
 from effsearch.spaces.default import DEFAULT_GROUPS, GROUPS, catalogue
 from effsearch.spaces.dims import Dim
+
+if TYPE_CHECKING:
+    from optuna.trial import BaseTrial
 
 SECTION_KEYS = ("include", "exclude", "ranges", "fixed")
 
@@ -99,7 +102,7 @@ class Space:
                                                  f"valid: {e}") from None
 
     # -- sampling ----------------------------------------------------------------
-    def sample(self, trial) -> dict:
+    def sample(self, trial: BaseTrial) -> dict:
         """Suggest every active dimension whose condition holds; return the config dict."""
         cfg = self.base.to_dict()
         for d in self.dims:
@@ -113,7 +116,7 @@ class Space:
                 d.apply(cfg, d.suggest(trial))
         return cfg
 
-    def config(self, trial) -> TrainConfig:
+    def config(self, trial: BaseTrial) -> TrainConfig:
         return TrainConfig.from_dict(self.sample(trial), source=f"trial {trial.number}")
 
     def encode(self, cfg: TrainConfig) -> dict:
@@ -145,7 +148,7 @@ class Space:
             elif d.name in self.fixed:
                 state, values = "fixed", fmt(self.fixed[d.name])
             elif unavailable(d):
-                state, values = "n/a", unavailable(d)
+                state, values = "n/a", cast(str, unavailable(d))
             else:
                 state, values = "base", fmt(d.read(self.base.to_dict()))
             out.append({"dimension": d.name, "group": d.group, "state": state, "values": values,
@@ -164,7 +167,7 @@ def unavailable(d: Dim) -> str | None:
     return why() if callable(why) else why
 
 
-def _unknown(name: str, by_name: dict) -> str:
+def _unknown(name: str, by_name: dict[str, Dim]) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, list(by_name), n=3)
@@ -226,7 +229,8 @@ def format_table(head: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _names(section: dict, key: str, default, dims: list, by_name: dict, prefix: str) -> set[str]:
+def _names(section: dict, key: str, default: list[str], dims: list[Dim], by_name: dict[str, Dim],
+           prefix: str) -> set[str]:
     """The dimensions ``section[key]`` names (groups and single dimensions; a switch brings its
     parameters)."""
     items = section.get(key, default)
@@ -252,7 +256,7 @@ def _names(section: dict, key: str, default, dims: list, by_name: dict, prefix: 
     return out
 
 
-def _ranges(section: dict, by_name: dict, prefix: str) -> set[str]:
+def _ranges(section: dict, by_name: dict[str, Dim], prefix: str) -> set[str]:
     """Replace the dimensions ``section["ranges"]`` narrows in ``by_name``; their names."""
     ranges = section.get("ranges") or {}
     if not isinstance(ranges, dict):
@@ -267,7 +271,7 @@ def _ranges(section: dict, by_name: dict, prefix: str) -> set[str]:
     return explicit
 
 
-def _fixed(section: dict, by_name: dict, explicit: set[str], prefix: str) -> dict:
+def _fixed(section: dict, by_name: dict[str, Dim], explicit: set[str], prefix: str) -> dict:
     """``section["fixed"]``, each value checked against its dimension and not also given a range."""
     fixed = section.get("fixed") or {}
     if not isinstance(fixed, dict):

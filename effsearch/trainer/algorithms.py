@@ -6,10 +6,17 @@ The table of names, parameters and per-batch events is ``effsearch.config.algori
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from effsearch.config.algorithms import ALGORITHMS
 
+if TYPE_CHECKING:
+    from composer.core import Algorithm
 
-def build_algorithms(cfg) -> list:
+    from effsearch.config import TrainConfig
+
+
+def build_algorithms(cfg: TrainConfig) -> list[Algorithm]:
     """Instantiate the Composer algorithms named in ``cfg.algorithms`` (imports Composer)."""
     import composer.algorithms as ca
 

@@ -35,6 +35,8 @@ holding:
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -54,7 +56,7 @@ def apply() -> None:
 def _blurpool_padding() -> None:
     from composer.algorithms.blurpool import blurpool_layers as b
 
-    def padding(filt: torch.Tensor):
+    def padding(filt: torch.Tensor) -> tuple[int, int]:
         _, _, h, w = filt.shape
         if h % 2 == 0:
             raise IndexError(f"Filter must have odd height; got {h}")
@@ -62,13 +64,13 @@ def _blurpool_padding() -> None:
             raise IndexError(f"Filter must have odd width; got {w}")
         return h // 2, w // 2
 
-    b._padding_for_filt_2d_same = padding
+    b._padding_for_filt_2d_same = padding  # type: ignore[attr-defined]
 
 
 def _ghost_batchnorm_forward() -> None:
     from composer.algorithms.ghost_batchnorm import ghost_batchnorm as g
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
+    def forward(self: g._GhostBatchNorm, input: torch.Tensor) -> torch.Tensor:
         bn = self.batchnorm
         n = input.shape[0]
         # One ghost batch or less, or evaluation (per-sample statistics): the whole batch at once.
@@ -83,7 +85,7 @@ def _ghost_batchnorm_forward() -> None:
         return torch.cat([F.batch_norm(c, bn.running_mean, bn.running_var, bn.weight, bn.bias, True,
                                        momentum, bn.eps) for c in chunks], 0)
 
-    g._GhostBatchNorm.forward = forward
+    g._GhostBatchNorm.forward = forward  # type: ignore[method-assign]
 
 
 def _one_hot_without_reads() -> None:
@@ -106,7 +108,7 @@ def _sam_without_reads() -> None:
     from composer.algorithms.sam.sam import SAMOptimizer
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self: SAMOptimizer, closure: Callable[..., Any] | None = None) -> Any:
         assert closure is not None, "Sharpness Aware Minimization requires closure, but it was not provided"
         closure = torch.enable_grad()(closure)  # a full forward-backward pass
         if (self.global_step + 1) % self.interval == 0:
@@ -124,4 +126,4 @@ def _sam_without_reads() -> None:
         self.global_step += 1
         return loss
 
-    SAMOptimizer.step = step
+    SAMOptimizer.step = step  # type: ignore[method-assign]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
 from composer.metrics import CrossEntropy
 from composer.models import ComposerModel
 from torchmetrics.classification import MulticlassAccuracy
+
+if TYPE_CHECKING:
+    from torchmetrics import Metric
 
 
 class EffModel(ComposerModel):
@@ -19,24 +23,25 @@ class EffModel(ComposerModel):
     distributions (LabelSmoothing, MixUp, CutMix).
     """
 
-    def __init__(self, module: torch.nn.Module, num_classes: int):
+    def __init__(self, module: torch.nn.Module, num_classes: int) -> None:
         super().__init__()
         self.module = module
         self.num_classes = num_classes
         self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")
         self.val_ce = CrossEntropy()
-        self._weighted = None  # (weakref to the last weighted outputs, their weights)
+        # (weakref to the last weighted outputs, their weights)
+        self._weighted: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
         # torch.compile(module) when the run compiles: training steps use it. Kept out of the
         # registered submodules (see ``use_compiled``) so surgery and state dicts see one model.
-        self.compiled = None
+        self.compiled: Callable[..., Any] | None = None
 
-    def __getstate__(self):  # copies and pickles: the weak reference to the last outputs stays behind
+    def __getstate__(self) -> dict[str, Any]:  # copies and pickles: the weak reference to the last outputs stays behind
         state = self.__dict__.copy()
         state["_weighted"] = None
         state["compiled"] = None
         return state
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict) -> EffModel:
         # ComposerModel's copy sets each attribute with setattr, which registers the compiled
         # module as a child: SWA's averaged copy then held the weights twice (a second set under
         # ``compiled._orig_mod``) and could not be loaded back (a GPU study's compile + SWA trial
@@ -48,13 +53,13 @@ class EffModel(ComposerModel):
         finally:
             self.__dict__["compiled"], self._weighted = saved
 
-    def use_compiled(self, compiled) -> None:
+    def use_compiled(self, compiled: Callable[..., Any]) -> None:
         self.__dict__["compiled"] = compiled  # nn.Module.__setattr__ would register it as a child
 
-    def forward(self, batch):
+    def forward(self, batch: Any) -> Any:
         return (self.module if self.compiled is None else self.compiled)(batch[0])
 
-    def loss(self, outputs, batch, *args, reduction: str = "mean", **kwargs):
+    def loss(self, outputs: Any, batch: Any, *args: Any, reduction: str = "mean", **kwargs: Any) -> torch.Tensor:
         target = batch[1]
         weights = batch[2] if isinstance(batch, (tuple, list)) and len(batch) > 2 else None
         if weights is not None:
@@ -71,13 +76,13 @@ class EffModel(ComposerModel):
         total = per_sample.sum()
         return total / weights.sum().clamp_min(1e-12) if reduction == "mean" else total
 
-    def get_metrics(self, is_train: bool = False):
+    def get_metrics(self, is_train: bool = False) -> dict[str, Metric]:
         return {} if is_train else {"MulticlassAccuracy": self.val_acc, "CrossEntropy": self.val_ce}
 
-    def eval_forward(self, batch, outputs=None):
+    def eval_forward(self, batch: Any, outputs: Any = None) -> Any:
         return outputs if outputs is not None else self.module(batch[0])
 
-    def update_metric(self, batch, outputs, metric) -> None:
+    def update_metric(self, batch: Any, outputs: Any, metric: Metric) -> None:
         metric.update(outputs, batch[1])
 
 

@@ -29,10 +29,22 @@ message size depends on the data (one count per bucket read back per step).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import PowerSGDState
+    from torch.nn.parallel import DistributedDataParallel
+
+    from effsearch.config import TrainConfig
+
+    Segments = list[tuple[int, int]]  # (offset, length) of each compressed piece
+    Finish = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (averaged, local) -> the bucket's result
+    Hook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 
 OWN_HOOKS = ("topk", "randomk", "threshold", "terngrad", "qsgd")
 
@@ -54,7 +66,7 @@ class HookState:
     residuals: dict = field(default_factory=dict)  # bucket index -> what compression dropped
     _gens: dict = field(default_factory=dict)
 
-    def generator(self, device, shared: bool) -> torch.Generator:
+    def generator(self, device: torch.device | str, shared: bool) -> torch.Generator:
         """Shared: the same stream on every rank (RandomK's indices); else one per rank."""
         key = (str(device), shared)
         if key not in self._gens:
@@ -93,7 +105,7 @@ def qsgd_bits(qstates: int) -> int:
 
 # -- segments ---------------------------------------------------------------------------
 
-def segments(bucket, granularity: str) -> list[tuple[int, int]]:
+def segments(bucket: dist.GradBucket, granularity: str) -> Segments:
     """(offset, length) of each compressed piece of the bucket's flat buffer."""
     n = bucket.buffer().numel()
     if granularity == "entire-model":
@@ -106,7 +118,7 @@ def segments(bucket, granularity: str) -> list[tuple[int, int]]:
     return out
 
 
-def seg_ids(segs, device) -> torch.Tensor:
+def seg_ids(segs: Segments, device: torch.device) -> torch.Tensor:
     """Which segment each entry of the flat buffer belongs to."""
     return torch.repeat_interleave(torch.arange(len(segs), device=device),
                                    torch.tensor([n for _, n in segs], device=device))
@@ -118,17 +130,17 @@ def keep_count(n: int, ratio: float) -> int:
 
 # -- compressors: flat fp32 gradient -> (message, locally decoded gradient) ----------------
 
-def topk_select(x: torch.Tensor, segs, ratio: float) -> torch.Tensor:
+def topk_select(x: torch.Tensor, segs: Segments, ratio: float) -> torch.Tensor:
     idx = [x[off:off + n].abs().topk(keep_count(n, ratio), sorted=False).indices + off for off, n in segs]
     return torch.cat(idx)
 
 
-def randomk_select(x: torch.Tensor, segs, ratio: float, gen: torch.Generator) -> torch.Tensor:
+def randomk_select(x: torch.Tensor, segs: Segments, ratio: float, gen: torch.Generator) -> torch.Tensor:
     idx = [torch.randperm(n, generator=gen, device=x.device)[:keep_count(n, ratio)] + off for off, n in segs]
     return torch.cat(idx)
 
 
-def ternarize(x: torch.Tensor, segs, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def ternarize(x: torch.Tensor, segs: Segments, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """TernGrad (Wen et al. 2017): s * sign(g) * Bernoulli(|g| / s), s = max |g| per segment.
     Returns codes in {0, 1, 2} (t + 1) and the scales."""
     ids = seg_ids(segs, x.device)
@@ -140,11 +152,11 @@ def ternarize(x: torch.Tensor, segs, gen: torch.Generator) -> tuple[torch.Tensor
     return (t + 1).long(), scales
 
 
-def unternarize(codes: torch.Tensor, scales: torch.Tensor, segs) -> torch.Tensor:
+def unternarize(codes: torch.Tensor, scales: torch.Tensor, segs: Segments) -> torch.Tensor:
     return (codes.float() - 1) * scales[seg_ids(segs, codes.device)]
 
 
-def qsgd_quantize(x: torch.Tensor, segs, s: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def qsgd_quantize(x: torch.Tensor, segs: Segments, s: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """QSGD (Alistarh et al. 2017): ||g|| * sign(g_i) * xi_i / s, xi_i the level |g_i|/||g|| * s
     rounded up or down at random (unbiased). Returns codes q + s in [0, 2s] and the norms."""
     ids = seg_ids(segs, x.device)
@@ -157,7 +169,7 @@ def qsgd_quantize(x: torch.Tensor, segs, s: int, gen: torch.Generator) -> tuple[
     return (q + s).long(), norms
 
 
-def unqsgd(codes: torch.Tensor, norms: torch.Tensor, segs, s: int) -> torch.Tensor:
+def unqsgd(codes: torch.Tensor, norms: torch.Tensor, segs: Segments, s: int) -> torch.Tensor:
     return (codes.float() - s) * norms[seg_ids(segs, codes.device)] / s
 
 
@@ -167,7 +179,7 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8)
 
 
-def _gather(state: HookState, msg: torch.Tensor):
+def _gather(state: HookState, msg: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
     """All ranks' uint8 messages (same length), as a future of a (world, len) tensor."""
     out = msg.new_empty(state.world * msg.numel())
     fut = dist.all_gather_into_tensor(out, msg, group=state.group, async_op=True).get_future()
@@ -176,7 +188,8 @@ def _gather(state: HookState, msg: torch.Tensor):
     return fut.then(lambda f: (f.wait(), out.view(state.world, -1))[1])
 
 
-def compress_hook(state: HookState, bucket):  # no return annotation: DDP checks it against a real type
+# No annotation on bucket or the return: DDP compares them with real types, and here they are strings.
+def compress_hook(state: HookState, bucket):  # type: ignore[no-untyped-def]
     """The DDP communication hook for effsearch's own compressors (see the module docstring)."""
     buf = bucket.buffer()
     x = buf.float()
@@ -198,7 +211,8 @@ def compress_hook(state: HookState, bucket):  # no return annotation: DDP checks
     return send(state, x, segs, finish)
 
 
-def _send_sparse(state: HookState, x: torch.Tensor, segs, finish):
+def _send_sparse(state: HookState, x: torch.Tensor, segs: Segments,
+                 finish: Finish) -> torch.futures.Future[torch.Tensor]:
     """topk, threshold: (index, value) pairs, all-gathered."""
     m, world = state.method, state.world
     if m == "topk":
@@ -231,13 +245,14 @@ def _send_sparse(state: HookState, x: torch.Tensor, segs, finish):
         return finish(out / world, local)
 
     if k == 0:  # nothing above the threshold anywhere
-        fut = torch.futures.Future()
+        fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
         fut.set_result(finish(torch.zeros_like(x), torch.zeros_like(x)))
         return fut
     return _gather(state, msg).then(lambda f: decode(f.value()))
 
 
-def _send_randomk(state: HookState, x: torch.Tensor, segs, finish):
+def _send_randomk(state: HookState, x: torch.Tensor, segs: Segments,
+                  finish: Finish) -> torch.futures.Future[torch.Tensor]:
     """randomk: the same indices on every rank (a shared seed), so the values are all-reduced."""
     idx = randomk_select(x, segs, state.ratio, state.generator(x.device, shared=True))
     vals = x[idx].contiguous()
@@ -245,7 +260,7 @@ def _send_randomk(state: HookState, x: torch.Tensor, segs, finish):
     local = torch.zeros_like(x).index_put_((idx,), vals) if state.error_feedback else x
     fut = dist.all_reduce(vals, group=state.group, async_op=True).get_future()
 
-    def scatter(f) -> torch.Tensor:
+    def scatter(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
         out = torch.zeros_like(x)
         f.wait()
         out[idx] = vals / state.world  # reduced in place
@@ -254,7 +269,8 @@ def _send_randomk(state: HookState, x: torch.Tensor, segs, finish):
     return fut.then(scatter)
 
 
-def _send_quantized(state: HookState, x: torch.Tensor, segs, finish):
+def _send_quantized(state: HookState, x: torch.Tensor, segs: Segments,
+                    finish: Finish) -> torch.futures.Future[torch.Tensor]:
     """terngrad, qsgd: packed codes and their scales, all-gathered."""
     m, n = state.method, x.numel()
     gen = state.generator(x.device, shared=False)
@@ -289,21 +305,21 @@ _SENDERS = {"topk": _send_sparse, "threshold": _send_sparse, "randomk": _send_ra
             "terngrad": _send_quantized, "qsgd": _send_quantized}
 
 
-def counting(hook, state: HookState, nbytes):
+def counting(hook: Hook, state: HookState, nbytes: Callable[[dist.GradBucket], int]) -> Hook:
     """Wrap one of torch's hooks so that its payload is counted (``nbytes(bucket)``)."""
-    def wrapped(torch_state, bucket):
+    def wrapped(torch_state, bucket):  # type: ignore[no-untyped-def]  # untyped for DDP, as compress_hook
         state.calls += 1
         state.bytes_sent += nbytes(bucket)
         return hook(torch_state, bucket)
     return wrapped
 
 
-def powersgd_bytes(psgd_state, rank: int):
+def powersgd_bytes(psgd_state: PowerSGDState, rank: int) -> Callable[[dist.GradBucket], int]:
     """PowerSGD's payload for a bucket: rank-1 tensors and matrices it does not compress go
     as fp32 (torch's ``_should_compress`` rule); the others as P (n x r) and Q (m x r)."""
     from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _should_compress
 
-    def nbytes(bucket) -> int:
+    def nbytes(bucket: dist.GradBucket) -> int:
         total = bucket.buffer().numel() * 4
         if psgd_state.iter < psgd_state.start_powerSGD_iter:
             return total  # vanilla all-reduce first (torch's warm-up)
@@ -320,7 +336,8 @@ def powersgd_bytes(psgd_state, rank: int):
     return nbytes
 
 
-def register(ddp, cfg, rank: int, world: int, group=None) -> HookState | None:
+def register(ddp: DistributedDataParallel, cfg: TrainConfig, rank: int, world: int,
+             group: dist.ProcessGroup | None = None) -> HookState | None:
     """Register ``cfg.distributed.compression`` on ``ddp``; returns the byte counter (None:
     DDP's own all-reduce, no hook)."""
     c = cfg.distributed.compression

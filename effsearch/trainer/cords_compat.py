@@ -42,21 +42,23 @@ import importlib.util
 import random
 import sys
 import types
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
 
-_STRATEGIES = None
+_STRATEGIES: types.SimpleNamespace | None = None
 
 
 @contextlib.contextmanager
-def _import_stand_ins():
+def _import_stand_ins() -> Iterator[None]:
     """Stand-ins for cords' unused module-level imports, present only while importing it."""
     import sklearn.datasets
 
     added_boston = "load_boston" not in vars(sklearn.datasets)
     if added_boston:
-        def load_boston(*_a, **_k):  # pragma: no cover - cords never calls it on our path
+        def load_boston(*_a: Any, **_k: Any) -> NoReturn:  # pragma: no cover - cords never calls it on our path
             raise ImportError("load_boston was removed from scikit-learn 1.2 (stand-in for cords' import)")
 
         sklearn.datasets.load_boston = load_boston
@@ -65,10 +67,10 @@ def _import_stand_ins():
         for name in ("torchtext", "torchtext.data"):
             sys.modules[name] = types.ModuleType(name)
             added.append(name)
-        sys.modules["torchtext"].data = sys.modules["torchtext.data"]
+        sys.modules["torchtext"].data = sys.modules["torchtext.data"]  # type: ignore[attr-defined]
     if importlib.util.find_spec("cgi") is None:  # Python >= 3.13
         cgi = types.ModuleType("cgi")
-        cgi.test = None
+        cgi.test = None  # type: ignore[attr-defined]
         sys.modules["cgi"] = cgi
         added.append("cgi")
     try:
@@ -83,10 +85,10 @@ def _import_stand_ins():
 class InOrderSampler(torch.utils.data.Sampler):
     """``SubsetRandomSampler``'s signature, without the shuffle (fix 2)."""
 
-    def __init__(self, indices, generator=None):
+    def __init__(self, indices: Iterable[int], generator: torch.Generator | None = None) -> None:
         self.indices = [int(i) for i in indices]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self.indices)
 
     def __len__(self) -> int:
@@ -94,7 +96,7 @@ class InOrderSampler(torch.utils.data.Sampler):
 
 
 class _NumpyRandomNoReseed:
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name == "seed":
             return lambda *_a, **_k: None
         return getattr(np.random, name)
@@ -105,7 +107,7 @@ class _NumpyNoReseed:
 
     random = _NumpyRandomNoReseed()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(np, name)
 
 
@@ -123,9 +125,9 @@ def strategies() -> types.SimpleNamespace:
         # underflow in Optuna's TPE (same process) then raised and lost a trial.
         np.seterr(**numpy_errors)
         craig = importlib.import_module("cords.selectionstrategies.SL.craigstrategy")
-        craig.SubsetRandomSampler = InOrderSampler
+        craig.SubsetRandomSampler = InOrderSampler  # type: ignore[attr-defined]
         rnd = importlib.import_module("cords.selectionstrategies.SL.randomstrategy")
-        rnd.np = _NumpyNoReseed()
+        rnd.np = _NumpyNoReseed()  # type: ignore[attr-defined]
         fl = importlib.import_module("apricot.functions.facilityLocation")
         for name in ("calculate_gains", "calculate_gains_sparse", "calculate_gains_sieve"):
             factory = getattr(fl, name)
@@ -137,7 +139,7 @@ def strategies() -> types.SimpleNamespace:
     return _STRATEGIES
 
 
-def precompile_craig(optimizer: str, sparse: bool) -> None:
+def precompile_craig(optimizer: str | None, sparse: bool) -> None:
     """Compile the apricot kernels CRAIG's ``FacilityLocationSelection`` will use (fix 5), so the
     one-time JIT cost lands in setup, not in the first selection."""
     strategies()
@@ -149,7 +151,7 @@ def precompile_craig(optimizer: str, sparse: bool) -> None:
 
 
 @contextlib.contextmanager
-def seeded(seed: int):
+def seeded(seed: int) -> Iterator[None]:
     """Seed NumPy's and Python's global RNGs (CORDS draws from both) for one call, then restore them."""
     np_state, py_state = np.random.get_state(), random.getstate()
     np.random.seed(seed % 2**32)

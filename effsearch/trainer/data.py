@@ -12,7 +12,9 @@ import functools
 import gzip
 import os
 from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 import torch
@@ -20,6 +22,13 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer import userdata
+
+if TYPE_CHECKING:
+    from effsearch.config import DatasetConfig, TrainConfig
+    from effsearch.trainer.selection import SubsetSampler
+
+    # (train images, train labels, test images, test labels, classes)
+    Raw = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
 
 DATA_ENV = "EFFSEARCH_DATA_DIR"
 
@@ -46,7 +55,7 @@ class DiskImages:
 
     dtype = torch.uint8
 
-    def __init__(self, rows: "userdata.Rows", index: np.ndarray):
+    def __init__(self, rows: "userdata.Rows", index: np.ndarray) -> None:
         self.rows, self.index = rows, np.asarray(index)
 
     @property
@@ -68,7 +77,7 @@ class DiskImages:
     def row(self, i: int) -> np.ndarray:
         return self.rows[self.index[i:i + 1]][0]
 
-    def __getitem__(self, idx) -> torch.Tensor:
+    def __getitem__(self, idx: Any) -> torch.Tensor:
         if isinstance(idx, torch.Tensor):
             idx = idx.cpu().numpy()
         if isinstance(idx, (int, np.integer)):
@@ -122,12 +131,12 @@ class Splits:
 
     def _pixels(self) -> torch.Tensor:
         # A streamed split's statistics come from up to 10,000 of its images, not a float copy of all.
-        return self.train_x.sample() if self.streamed else self.train_x
+        return self.train_x.sample() if isinstance(self.train_x, DiskImages) else self.train_x  # self.streamed
 
 
 # -- raw datasets -------------------------------------------------------------
 
-def _digits(_root: Path, _cfg):
+def _digits(_root: Path, _cfg: TrainConfig) -> Raw:
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -154,7 +163,7 @@ def _find_idx(root: Path, stem: str) -> Path | None:
     return None
 
 
-def _fashion_mnist(root: Path, _cfg):
+def _fashion_mnist(root: Path, _cfg: TrainConfig) -> Raw:
     stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
     paths = [_find_idx(root, s) for s in stems]
@@ -172,14 +181,15 @@ def _fashion_mnist(root: Path, _cfg):
                           f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
                           f"be downloaded{failed}. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
                           f"or point --data-dir / ${DATA_ENV} at the folder that holds them.")
-    xtr = _read_idx(paths[0], 16).reshape(-1, 1, 28, 28)
-    ytr = _read_idx(paths[1], 8).astype(np.int64)
-    xte = _read_idx(paths[2], 16).reshape(-1, 1, 28, 28)
-    yte = _read_idx(paths[3], 8).astype(np.int64)
+    found = cast("list[Path]", paths)  # none missing (checked above)
+    xtr = _read_idx(found[0], 16).reshape(-1, 1, 28, 28)
+    ytr = _read_idx(found[1], 8).astype(np.int64)
+    xte = _read_idx(found[2], 16).reshape(-1, 1, 28, 28)
+    yte = _read_idx(found[3], 8).astype(np.int64)
     return xtr, ytr, xte, yte, 10
 
 
-def _cifar(root: Path, cfg):
+def _cifar(root: Path, cfg: TrainConfig) -> Raw:
     import torchvision
 
     cls = torchvision.datasets.CIFAR10 if cfg.dataset.name == "cifar10" else torchvision.datasets.CIFAR100
@@ -199,7 +209,7 @@ def _cifar(root: Path, cfg):
             te.data.transpose(0, 3, 1, 2).copy(), np.asarray(te.targets, np.int64), n)
 
 
-def _synthetic(_root: Path, cfg):
+def _synthetic(_root: Path, cfg: TrainConfig) -> Raw:
     """Learnable but not trivial: class templates plus noise, 3x16x16."""
     rng = np.random.default_rng(12345)
     classes = 10
@@ -207,7 +217,7 @@ def _synthetic(_root: Path, cfg):
     n = cfg.dataset.synthetic_size
     n_test = max(classes * 4, n // 5)
 
-    def make(count, seed):
+    def make(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         r = np.random.default_rng(seed)
         y = np.arange(count) % classes
         x = templates[y] + r.normal(0, 60, size=(count, 3, 16, 16))
@@ -234,7 +244,7 @@ def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int,
     return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
 
 
-def _split(d, xtr, ytr: np.ndarray, classes: int, given) -> tuple:
+def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any) -> tuple:
     """(training positions, validation positions, validation images, validation labels), sorted:
     validation carved from the training set (stratified) unless the dataset ``given`` one, then the
     data_fraction and val_subset parts of each."""
@@ -260,18 +270,21 @@ def _split(d, xtr, ytr: np.ndarray, classes: int, given) -> tuple:
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
 
 
-def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
+def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
     folder = data_dir(root)
     builtin = dataset_kind(d.name) == "builtin"
-    key = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
+    key: tuple = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
            str(folder))
     if not builtin:  # a user's dataset: where it is and how it is read (streamed or not: the loader)
         key += (d.path and os.path.abspath(os.path.expanduser(d.path)), d.test_fraction, d.image_column,
                 d.label_column, cfg.loader)
     if key in _CACHE:
         return _CACHE[key]
+    # Images: arrays, or userdata.Rows (a user's cached images, read when indexed).
+    xtr: Any
+    xte: Any
     if builtin:
         xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
         given = None
@@ -289,7 +302,7 @@ def load_splits(cfg, root: str | os.PathLike | None = None) -> Splits:
         userdata.check_fits((0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape,
                             streams=isinstance(xtr, userdata.Rows))
 
-    def t(x):
+    def t(x: Any) -> torch.Tensor:
         x = torch.from_numpy(np.array(x))  # a writable copy
         if size and tuple(x.shape[-2:]) != (size, size):
             x = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear",
@@ -316,19 +329,19 @@ class TensorImages(_Base):
     ``weights`` (one per sample) are returned with the batch when set (CORDS).
     """
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+    def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor) -> None:
         super().__init__(root="")
         self.x, self.y = x, y
         self.weights: torch.Tensor | None = None
-        self.transform = None
+        self.transform: Callable[[Any], Any] | None = None
 
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, ...]:
         return self.__getitems__([i])
 
-    def __getitems__(self, idx):
+    def __getitems__(self, idx: Sequence[int] | torch.Tensor) -> tuple[torch.Tensor, ...]:
         idx = torch.as_tensor(idx, dtype=torch.long)
         x = self.x[idx]
         if self.transform is not None:
@@ -345,6 +358,7 @@ class TensorImages(_Base):
         for img in x:
             arr = img.numpy()
             pil = Image.fromarray(arr[0] if arr.shape[0] == 1 else arr.transpose(1, 2, 0))
+            assert self.transform is not None  # only called with one
             res = self.transform(pil)
             res = res if isinstance(res, torch.Tensor) else pil_to_tensor(res)
             if res.dtype != torch.uint8:  # AugMix returns floats in [0, 1] or [0, 255]
@@ -353,12 +367,13 @@ class TensorImages(_Base):
         return torch.stack(out)
 
 
-def _passthrough(batch):
+def _passthrough(batch: Any) -> Any:
     return batch
 
 
-def make_loader(x, y, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
-                sampler=None):
+def make_loader(x: torch.Tensor | DiskImages, y: torch.Tensor, batch_size: int, shuffle: bool, seed: int = 0,
+                drop_last: bool = False,
+                sampler: torch.utils.data.Sampler | None = None) -> torch.utils.data.DataLoader:
     ds = TensorImages(x, y)
     if sampler is None and shuffle:
         g = torch.Generator()
@@ -381,9 +396,9 @@ class DeviceBatches:
     rank serves its shard of the same order.
     """
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int, device: str,
-                 sampler=None, weights: torch.Tensor | None = None, drop_last: bool = False,
-                 rank: int = 0, world: int = 1):
+    def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor, batch_size: int, seed: int, device: str,
+                 sampler: SubsetSampler | None = None, weights: torch.Tensor | None = None,
+                 drop_last: bool = False, rank: int = 0, world: int = 1) -> None:
         self.x, self.y = x, y
         # Data-parallel: every rank draws the same order and takes every world-th index from
         # its rank on, the order padded by wrapping to a multiple of world (DistributedSampler's rule).
@@ -406,7 +421,7 @@ class DeviceBatches:
         n, b = self._count(), self.batch_size
         return n // b if self.drop_last and n >= b else -(-n // b)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         if self.sampler is not None:
             order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long)
         else:
@@ -437,7 +452,7 @@ def to_device(splits: Splits, device: str, max_bytes: int = 4 << 30) -> Splits:
         return splits
     key = (id(splits), device)
     if key not in _ON_DEVICE:
-        tensors = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
+        tensors: tuple[str, ...] = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
         if splits.streamed:  # the training images stay on disk: FFCV streams them to the device
             tensors = tensors[1:]
         size = sum(getattr(splits, t).numel() * getattr(splits, t).element_size() for t in tensors)
@@ -457,8 +472,8 @@ class BatchAugment:
     algorithm sees normalised float images; done on whole batches on the device.
     """
 
-    def __init__(self, mean, std, device, flip: bool, crop_padding: int, train: bool,
-                 channels_last: bool = False, seed: int = 0):
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, device: str, flip: bool, crop_padding: int, train: bool,
+                 channels_last: bool = False, seed: int = 0) -> None:
         self.mean = torch.as_tensor(mean).view(1, -1, 1, 1).to(device)
         self.std = torch.as_tensor(std).view(1, -1, 1, 1).to(device)
         self.device = device
@@ -468,7 +483,7 @@ class BatchAugment:
         self.gen = torch.Generator(device=device)
         self.gen.manual_seed(seed + 7)
 
-    def __call__(self, batch):
+    def __call__(self, batch: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         x, *rest = batch
         x = x.to(self.device, non_blocking=True).float().div_(255.0)
         n = x.shape[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,7 @@ CHUNK = 256  # images per task of the decoding threads
 class Part:
     """One split's images before decoding: file paths or encoded bytes, labels, names for messages."""
 
-    sources: list[str | bytes]
+    sources: Sequence[str | bytes]
     labels: np.ndarray
     names: list[str]
 

@@ -17,11 +17,20 @@ import contextlib
 import datetime
 import os
 import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from effsearch.config.machine import backend, cpu_cores, under_torchrun
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.composer_model import EffModel
+    from effsearch.trainer.compression import HookState
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -47,7 +56,7 @@ class Context:
 SINGLE = Context()
 
 
-def world_size(cfg) -> int:
+def world_size(cfg: TrainConfig) -> int:
     return int(os.environ["WORLD_SIZE"]) if under_torchrun() else cfg.distributed.processes
 
 
@@ -62,7 +71,8 @@ TIMEOUT = datetime.timedelta(minutes=30)
 
 
 @contextlib.contextmanager
-def session(cfg, device: str, data_root=None, train=None):
+def session(cfg: TrainConfig, device: str, data_root: str | os.PathLike | None = None,
+            train: Callable[..., Any] | None = None) -> Iterator[Context]:
     """The process group for this run (and, from the caller, the ranks it starts).
 
     ``train(cfg, data_root=..., out_dir=None, progress=False)`` is what ranks 1..N-1 run: the
@@ -131,7 +141,8 @@ def _setup_rank(ctx: Context, device: str) -> None:
         torch.set_num_threads(max(1, cpu_cores() // ctx.world))
 
 
-def _child(train, rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str, data_root) -> None:
+def _child(train: Callable[..., Any], rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str,
+           data_root: str | os.PathLike | None) -> None:
     """Ranks 1..N-1: join the group, train the same config, write nothing."""
     import warnings
 
@@ -152,7 +163,8 @@ def _child(train, rank: int, world: int, port: int, be: str, cfg_dict: dict, dev
             torch.distributed.destroy_process_group()
 
 
-def wrap(model, cfg, ctx: Context, device: str):
+def wrap(model: EffModel, cfg: TrainConfig, ctx: Context,
+         device: str) -> tuple[DistributedDataParallel, HookState | None, int]:
     """DDP around the network (after Composer's surgery) and the compression hook; returns
     (the DDP module, the byte counter or None, uncompressed bytes per step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -162,7 +174,7 @@ def wrap(model, cfg, ctx: Context, device: str):
     module = model.module
     params = [p for p in module.parameters() if p.requires_grad]
     dense = sum(p.numel() * p.element_size() for p in params)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if cfg.distributed.compression.granularity == "entire-model" and cfg.distributed.compression.method != "none":
         kwargs["bucket_cap_mb"] = dense / 2**20 + 1  # one bucket: the hook sees the whole model as one vector
     ddp = DDP(module, device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
@@ -184,7 +196,7 @@ def agree(flag: bool, ctx: Context, device: str) -> bool:
     return broadcast_float(1.0 if flag else 0.0, ctx, device) != 0.0
 
 
-def broadcast_object(obj, ctx: Context):
+def broadcast_object(obj: Any, ctx: Context) -> Any:
     box = [obj]
     torch.distributed.broadcast_object_list(box, src=0)
     return box[0]

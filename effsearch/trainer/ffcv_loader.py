@@ -51,7 +51,9 @@ import shutil
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +62,11 @@ import torch
 from effsearch.config.machine import require_ffcv
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer import data as D
+
+if TYPE_CHECKING:
+    from effsearch.config import DatasetConfig, TrainConfig
+    from effsearch.trainer.distributed import Context
+    from effsearch.trainer.selection import SubsetSelection
 
 # A ConfigError with the install line when ffcv or its compiled parts do not import (torch's
 # thread count, which importing ffcv sets to one, is put back); the names below then import.
@@ -76,7 +83,7 @@ SPLITS = ("train", "val", "test")
 
 # -- files ----------------------------------------------------------------------
 
-def split_key(cfg) -> str:
+def split_key(cfg: TrainConfig) -> str:
     """A folder name for the split parameters of ``cfg.dataset``."""
     d = cfg.dataset
     key = f"val{d.val_fraction:g}-seed{d.split_seed}-frac{d.data_fraction:g}"
@@ -91,7 +98,7 @@ def split_key(cfg) -> str:
     return key
 
 
-def _user_source(d) -> dict:
+def _user_source(d: DatasetConfig) -> dict:
     """Where a user's dataset comes from and how it is read (empty for a built-in)."""
     if dataset_kind(d.name) == "builtin":
         return {}
@@ -99,7 +106,7 @@ def _user_source(d) -> dict:
             "test_fraction": d.test_fraction, "image_column": d.image_column, "label_column": d.label_column}
 
 
-def dataset_folder(cfg) -> str:
+def dataset_folder(cfg: TrainConfig) -> str:
     """The folder of ``cfg.dataset``'s files under ``ffcv/``: a built-in's name; for a user's
     dataset a readable stem (the import path, or the kind and the path's last part) and a hash
     of name, path and columns, so that two folders never share files. No ':' or '/' in it."""
@@ -112,12 +119,12 @@ def dataset_folder(cfg) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip(".-")[:60] + "-" + digest.hexdigest()[:12]
 
 
-def default_folder(cfg, data_root=None) -> Path:
+def default_folder(cfg: TrainConfig, data_root: str | os.PathLike | None = None) -> Path:
     """Where runs look for (and write) the .beton files: next to the dataset."""
     return D.data_dir(data_root) / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
-def _fallback_folder(cfg) -> Path:
+def _fallback_folder(cfg: TrainConfig) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "effsearch" / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
@@ -130,12 +137,12 @@ def _digest(x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def _arrays(splits: D.Splits):
+def _arrays(splits: D.Splits) -> dict[str, tuple[torch.Tensor | D.DiskImages, torch.Tensor]]:
     return {"train": (splits.train_x, splits.train_y), "val": (splits.val_x, splits.val_y),
             "test": (splits.test_x, splits.test_y)}
 
 
-def expected_meta(cfg, splits: D.Splits) -> dict:
+def expected_meta(cfg: TrainConfig, splits: D.Splits) -> dict:
     """What ``meta.json`` must say for the files to serve ``cfg``'s splits."""
     d = cfg.dataset
     return {
@@ -177,7 +184,7 @@ def stale_reason(folder: str | os.PathLike, expected: dict) -> str | None:
     return None
 
 
-def train_encoding(x) -> str:
+def train_encoding(x: torch.Tensor | D.DiskImages) -> str:
     """How a split's images are stored: a streamed RGB split JPEG-compressed (quality 90, FFCV's
     own writer: a folder larger than memory is read from disk compressed), else raw uint8."""
     return "jpg" if isinstance(x, D.DiskImages) and x.shape[1] == 3 else "raw"
@@ -187,21 +194,22 @@ class _Indexed:
     """What ffcv's writer reads: (image, label, index) per position; a split on disk is read a
     row at a time (H,W,C for a JPEG field)."""
 
-    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor):
+    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> None:
         self.disk = isinstance(x, D.DiskImages)
         self.hwc = train_encoding(x) == "jpg"
-        self.x = x if self.disk else np.ascontiguousarray(x.numpy())
+        self.x: Any = x if self.disk else np.ascontiguousarray(x.numpy())  # type: ignore[union-attr]
         self.y = y.numpy().astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[np.ndarray, int, int]:
         image = self.x.row(i) if self.disk else self.x[i]
         return (np.ascontiguousarray(image.transpose(1, 2, 0)) if self.hwc else image), int(self.y[i]), int(i)
 
 
-def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progress: bool = False) -> None:
+def write_beton(path: str | os.PathLike, x: torch.Tensor | D.DiskImages, y: torch.Tensor,
+                progress: bool = False) -> None:
     """Write one split (uint8 N,C,H,W images, labels) as a .beton with an ``index`` field.
 
     ffcv's writer forks worker processes; here its one worker runs as a thread
@@ -221,12 +229,12 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progr
     count, errors, threads = len(y), [], []
 
     class InThread(threading.Thread):
-        def __init__(self, target, args):
+        def __init__(self, target: Callable[..., Any], args: tuple) -> None:
             super().__init__(target=target, args=args, daemon=True)
             self.worker_args = args  # Thread.run drops its own _args
             threads.append(self)
 
-        def run(self):
+        def run(self) -> None:
             try:
                 super().run()
             except BaseException as e:  # noqa: BLE001 - raised below, after ffcv's loop ends
@@ -239,7 +247,7 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progr
 
     finalize = writer.finalize
 
-    def finalize_after_join(allocations):  # the worker's views of ffcv's shared memory are gone then
+    def finalize_after_join(allocations: Any) -> None:  # the worker's views of ffcv's shared memory are gone then
         for t in threads:
             t.join()
         finalize(allocations)
@@ -252,7 +260,7 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor, y: torch.Tensor, progr
 
 
 @contextlib.contextmanager
-def _patched(module, name, value):
+def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
     old = getattr(module, name)
     setattr(module, name, value)
     try:
@@ -272,7 +280,8 @@ class Prepared:
         return self.folder / f"{split}.beton"
 
 
-def ensure_betons(cfg, splits: D.Splits, folder: str | os.PathLike | None = None, data_root=None,
+def ensure_betons(cfg: TrainConfig, splits: D.Splits, folder: str | os.PathLike | None = None,
+                  data_root: str | os.PathLike | None = None,
                   force: bool = False, progress: bool = False) -> Prepared:
     """Reuse the .beton files of ``cfg``'s splits, or write them (missing, stale or ``force``).
 
@@ -282,7 +291,7 @@ def ensure_betons(cfg, splits: D.Splits, folder: str | os.PathLike | None = None
     t0 = time.perf_counter()
     expected = expected_meta(cfg, splits)
     explicit = folder is not None
-    folder = Path(folder) if explicit else default_folder(cfg, data_root)
+    folder = Path(folder) if folder is not None else default_folder(cfg, data_root)
     reason = "forced" if force else stale_reason(folder, expected)
     if reason is None:
         return Prepared(folder, False, None, time.perf_counter() - t0)
@@ -337,7 +346,7 @@ def _ffcv_version() -> str:
         return "?"
 
 
-def read_beton(path: str | os.PathLike, batch_size: int = 1024):
+def read_beton(path: str | os.PathLike, batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The whole file, in stored order: (images uint8 N,C,H,W, labels, indices). For checks and tests."""
     loader = Loader(str(path), batch_size=batch_size, num_workers=1, order=OrderOption.SEQUENTIAL,
                     drop_last=False, pipelines=_pipelines("cpu"))
@@ -368,7 +377,7 @@ class _Epoch(EpochIterator):
 
     error: BaseException | None = None
 
-    def run(self):
+    def run(self) -> None:
         try:
             super().run()
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
@@ -383,19 +392,19 @@ class EpochOrder(torch.utils.data.Sampler):
     permutation of exactly the subset.
     """
 
-    def __init__(self, n: int, seed: int, batch_size: int | None = None):
+    def __init__(self, n: int, seed: int, batch_size: int | None = None) -> None:
         self.n, self.batch_size = n, batch_size
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
         self.subset: torch.Tensor | None = None
 
-    def set_subset(self, indices) -> None:
+    def set_subset(self, indices: Any) -> None:
         self.subset = None if indices is None else torch.as_tensor(indices, dtype=torch.long)
 
     def __len__(self) -> int:
         return self.n if self.subset is None else len(self.subset)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         if self.subset is None:
             return iter(torch.randperm(self.n, generator=self.gen).tolist())
         return iter(self.subset[torch.randperm(len(self.subset), generator=self.gen)].tolist())
@@ -415,8 +424,8 @@ class FFCVTrainLoader:
     """
 
     def __init__(self, path: str | os.PathLike, n: int, batch_size: int, *, seed: int = 0, device: str = "cpu",
-                 sampler=None, weights: torch.Tensor | None = None, num_workers: int | None = None,
-                 batches_ahead: int = 3, warm_up: bool = True, jpeg: bool = False):
+                 sampler: Any = None, weights: torch.Tensor | None = None, num_workers: int | None = None,
+                 batches_ahead: int = 3, warm_up: bool = True, jpeg: bool = False) -> None:
         self.path, self.n, self.batch_size, self.device = str(path), n, batch_size, device
         self.sampler = sampler if sampler is not None else EpochOrder(n, seed, batch_size)
         self.weights = weights
@@ -430,7 +439,7 @@ class FFCVTrainLoader:
                              batches_ahead=batches_ahead, pipelines=_pipelines(device, jpeg))
         if self.loader.reader.num_samples != n:
             raise ValueError(f"{self.path} holds {self.loader.reader.num_samples} samples, expected {n}")
-        self._current = None
+        self._current: _Epoch | None = None
         self.epochs = 0
         self.prepared: Prepared | None = None  # set by make_train_loader: where the files came from
         self.compile_seconds = 0.0
@@ -445,7 +454,7 @@ class FFCVTrainLoader:
         self.compile_seconds = time.perf_counter() - t0
 
     # what CORDS selection calls
-    def set_subset(self, indices, weights=None) -> None:
+    def set_subset(self, indices: Any, weights: Any = None) -> None:
         """Serve exactly ``indices`` (positions in the split) from the next epoch on.
 
         With ``weights`` (one per index), batches carry them as their third
@@ -486,7 +495,7 @@ class FFCVTrainLoader:
             raise ValueError(f"sampler gave positions outside [0, {self.n})")
         return order.astype(np.uint64)  # the dtype ffcv compiled for
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         self.close()
         order = self.epoch_order()
         self.epochs += 1
@@ -526,7 +535,8 @@ class FFCVTrainLoader:
 
 # -- what effsearch.trainer.run calls ------------------------------------------------
 
-def make_train_loader(cfg, splits: D.Splits, device: str, data_root=None, dist=None):
+def make_train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root: str | os.PathLike | None = None,
+                      dist: Context | None = None) -> tuple[FFCVTrainLoader, SubsetSelection | None]:
     """``(train_loader, selection or None)`` for ``loader: ffcv``; writes the .beton files first
     when they are missing or stale."""
     prepared = ensure_betons(cfg, splits, data_root=data_root)

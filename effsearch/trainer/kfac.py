@@ -27,9 +27,16 @@ first is printed as a warning, since a run that is mostly plain SGD is not K-FAC
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from torch.optim.optimizer import ParamsT
+
+    _Module = torch.nn.Linear | torch.nn.Conv2d  # the layers K-FAC preconditions
 
 
 def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -40,7 +47,7 @@ def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
         return x.t() @ (x / n)
 
 
-def _eigh(M: torch.Tensor):
+def _eigh(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     """eigh of a factor, or None. float32's solver failed to converge on a finite 1152 x 1152
     input factor with 1,024 zero rows (sparsity and dead channels: many repeated eigenvalues), and
     the exception failed the trial; float64 solves it (once in a while, at double the cost). A
@@ -57,7 +64,16 @@ def _eigh(M: torch.Tensor):
 
 
 class _Layer:
-    def __init__(self, module: torch.nn.Module, name: str):
+    A: torch.Tensor | None
+    G: torch.Tensor | None
+    a_sum: torch.Tensor | None
+    g_sum: torch.Tensor | None
+    QA: torch.Tensor | None
+    dA: torch.Tensor | None
+    QG: torch.Tensor | None
+    dG: torch.Tensor | None
+
+    def __init__(self, module: _Module, name: str) -> None:
         self.module, self.name = module, name
         self.A = self.G = None  # running factors
         self.a_sum = self.g_sum = None  # this capture's sums
@@ -66,9 +82,10 @@ class _Layer:
 
 
 class KFACSGD(torch.optim.SGD):
-    def __init__(self, params, model: torch.nn.Module, lr: float, momentum: float = 0.9, nesterov: bool = False,
-                 weight_decay: float = 0.0, damping: float = 1e-3, update_every: int = 10, stat_decay: float = 0.95,
-                 kl_clip: float | None = 1e-3, accum_scale: float = 1.0, fused: bool | None = None):
+    def __init__(self, params: ParamsT, model: torch.nn.Module, lr: float, momentum: float = 0.9,
+                 nesterov: bool = False, weight_decay: float = 0.0, damping: float = 1e-3, update_every: int = 10,
+                 stat_decay: float = 0.95, kl_clip: float | None = 1e-3, accum_scale: float = 1.0,
+                 fused: bool | None = None) -> None:
         super().__init__(params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                          fused=fused)
         self.model = model
@@ -84,7 +101,7 @@ class KFACSGD(torch.optim.SGD):
         self._arm()
 
     # -- capturing the factors ----------------------------------------------------------
-    def _eligible(self):
+    def _eligible(self) -> Iterator[_Module]:
         ids = {id(p) for g in self.param_groups for p in g["params"]}
         for m in self.model.modules():
             if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and id(m.weight) in ids and m.weight.requires_grad \
@@ -106,14 +123,16 @@ class KFACSGD(torch.optim.SGD):
             h.remove()
         self.handles = []
 
-    def _forward_hook(self, module, inputs, output) -> None:
+    def _forward_hook(self, module: _Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
         if not (module.training and torch.is_grad_enabled() and output.requires_grad):
             return  # evaluation and CORDS's selection passes are not training steps
         layer = self.layers[module]
         a = inputs[0].detach().float()
         batch = a.shape[0]
         if isinstance(module, torch.nn.Conv2d):
-            a = F.unfold(a, module.kernel_size, module.dilation, module.padding, module.stride)  # B, C*k*k, T
+            # padding: a Conv2d's ints (a string padding, "same", is not handled here)
+            a = F.unfold(a, module.kernel_size, module.dilation, module.padding,  # type: ignore[arg-type]
+                         module.stride)  # B, C*k*k, T
             spatial = a.shape[-1]
             a = a.transpose(1, 2).reshape(-1, a.shape[1]) / spatial
         else:
@@ -126,7 +145,7 @@ class KFACSGD(torch.optim.SGD):
         output.register_hook(lambda go, layer=layer, module=module: self._grad_hook(layer, module, go))
 
     @torch.no_grad()
-    def _grad_hook(self, layer: _Layer, module, go: torch.Tensor) -> None:
+    def _grad_hook(self, layer: _Layer, module: _Module, go: torch.Tensor) -> None:
         g = go.detach().float()
         batch = g.shape[0]
         if isinstance(module, torch.nn.Conv2d):
@@ -146,6 +165,7 @@ class KFACSGD(torch.optim.SGD):
         for layer in self.layers.values():
             if not layer.a_n or not layer.g_n:
                 continue
+            assert layer.a_sum is not None and layer.g_sum is not None  # summed whenever counted
             A, G = layer.a_sum / layer.a_n, layer.g_sum / layer.g_n
             layer.a_sum = layer.g_sum = None
             layer.a_n = layer.g_n = 0
@@ -170,7 +190,7 @@ class KFACSGD(torch.optim.SGD):
 
     # -- the step -------------------------------------------------------------------------
     @staticmethod
-    def _grad_matrix(module) -> torch.Tensor | None:
+    def _grad_matrix(module: _Module) -> torch.Tensor | None:
         if module.weight.grad is None:
             return None
         g = module.weight.grad.reshape(module.weight.shape[0], -1)
@@ -223,6 +243,7 @@ class KFACSGD(torch.optim.SGD):
                 plain = True
                 continue
             g32 = grad.float()
+            assert layer.QG is not None and layer.dG is not None and layer.QA is not None and layer.dA is not None
             v = layer.QG.t() @ g32 @ layer.QA
             v = v / (layer.dG.unsqueeze(1) * layer.dA.unsqueeze(0) + self.damping)
             v = layer.QG @ v @ layer.QA.t()
@@ -243,9 +264,10 @@ class KFACSGD(torch.optim.SGD):
             if m.bias is not None and m.bias.grad is not None:
                 m.bias.grad.copy_(v[:, -1].view_as(m.bias))
                 v = v[:, :-1]
+            assert w.grad is not None  # _grad_matrix found it
             w.grad.copy_(v.reshape(w.shape))
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         captured = bool(self.handles)
         if captured:
             self._disarm()

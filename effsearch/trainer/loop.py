@@ -28,6 +28,8 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +37,19 @@ from composer.core import Engine, Event, State, Time, TimeUnit, Timestamp
 
 from effsearch.trainer.result import EvalPoint
 from effsearch.trainer.schedule import factors
+
+if TYPE_CHECKING:
+    from composer.core import Algorithm, Callback
+    from composer.devices import Device
+    from torch.nn.parallel import DistributedDataParallel
+
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.composer_model import EffModel
+    from effsearch.trainer.compression import HookState
+    from effsearch.trainer.data import BatchAugment
+    from effsearch.trainer.distributed import Context
+    from effsearch.trainer.result import RunResult
+    from effsearch.trainer.run import RunHooks
 
 # Composer's per-batch events, in its order. Each ``run_event`` walks every algorithm's
 # ``match`` (~10 us); twelve of them a step would cost as much as a small GPU step, so
@@ -66,7 +81,7 @@ def accuracy_upper(correct: int, n: int, alpha: float = SETTLE_ALPHA) -> float:
     return float(betaincinv(correct + 1, n - correct, 1 - alpha))
 
 
-def listens(algorithm) -> tuple:
+def listens(algorithm: Algorithm) -> tuple[Event, ...]:
     """The per-batch events ``algorithm`` can act on: its ``batch_events``, else the
     table in ``algorithms.ALGORITHMS`` (checked against each ``match`` by a test), else all."""
     own = getattr(algorithm, "batch_events", None)
@@ -82,7 +97,7 @@ def listens(algorithm) -> tuple:
 COMPOSER_DEVICES = {"cpu": "cpu", "cuda": "gpu"}
 
 
-def composer_device(device: str):
+def composer_device(device: str) -> Device:
     """Composer's Device for effsearch's resolved device name ('cpu' or 'cuda')."""
     from composer.utils import get_device
 
@@ -96,15 +111,15 @@ class LoopParts:
     algorithms, callables adding fields to each history point (CORDS's subset), and what applies
     to whatever weights are delivered (sparsity's masks)."""
 
-    model: object
+    model: EffModel
     optimizer: torch.optim.Optimizer
-    loader: object
-    augment: object
-    eval_augment: object
-    val: tuple
-    algorithms: list = field(default_factory=list)
-    point_extras: list = field(default_factory=list)
-    on_deliver: list = field(default_factory=list)
+    loader: Any  # batches, with a len(): DeviceBatches, a DataLoader, FFCV's loader
+    augment: BatchAugment
+    eval_augment: BatchAugment
+    val: tuple[torch.Tensor, torch.Tensor]
+    algorithms: list[Algorithm] = field(default_factory=list)
+    point_extras: list[Callable[[], dict]] = field(default_factory=list)
+    on_deliver: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Loop:
@@ -114,7 +129,15 @@ class Loop:
     may return a reason to stop (the study's pruner).
     """
 
-    def __init__(self, cfg, parts: LoopParts, device: str, result, hooks, dist=None):
+    setup_seconds: float  # set by run.prepare
+    t0: float | None
+    t_end: float | None
+    ddp: DistributedDataParallel | None
+    comm: HookState | None
+    bar: Any  # a tqdm bar while the run shows progress
+
+    def __init__(self, cfg: TrainConfig, parts: LoopParts, device: str, result: RunResult, hooks: RunHooks,
+                 dist: Context | None = None) -> None:
         model, loader, callbacks = parts.model, parts.loader, hooks.callbacks
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
         self.augment, self.eval_augment, self.val = parts.augment, parts.eval_augment, parts.val
@@ -146,7 +169,7 @@ class Loop:
         self.stop_status = self.stop_reason = ""
         self.bar = None
 
-    def _plan_points(self, cfg, batches: int, hooks) -> None:
+    def _plan_points(self, cfg: TrainConfig, batches: int, hooks: RunHooks) -> None:
         """The step budget, the schedule's factors and the steps at which the run evaluates."""
         self.accumulate = cfg.accumulate
         self.bpe = max(1, -(-batches // self.accumulate))  # optimizer steps an epoch
@@ -163,7 +186,7 @@ class Loop:
         self.next_look = 0  # data-parallel: the step at which rank 0's clock is next broadcast
         self.lr_factors = factors(cfg.schedule, self.total)
 
-    def _composer_state(self, cfg, parts: LoopParts, callbacks) -> None:
+    def _composer_state(self, cfg: TrainConfig, parts: LoopParts, callbacks: Sequence[Callback]) -> None:
         """Composer's State and Engine, INIT's surgery done, and which of its events to fire."""
         model, loader = parts.model, parts.loader
         state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(self.device),
@@ -193,7 +216,7 @@ class Loop:
         # Composer's SAM needs a closure (it runs forward and backward twice); nothing else gets one.
         self.closure = type(self.optimizer).__name__ == "SAMOptimizer"
 
-    def _wrap(self, cfg, model, device: str) -> None:
+    def _wrap(self, cfg: TrainConfig, model: EffModel, device: str) -> None:
         """Mixed precision, data-parallel and compiled wrappers, after Composer's surgery."""
         self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
         dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
@@ -233,7 +256,7 @@ class Loop:
         self.state.timestamp = Timestamp(epoch=self.epoch, batch=self.step, sample=self.samples,
                                          batch_in_epoch=self.batch_in_epoch, sample_in_epoch=self.samples_in_epoch)
 
-    def _fire(self, event) -> None:
+    def _fire(self, event: Event) -> None:
         if event in self.events:
             self.engine.run_event(event)
 
@@ -301,7 +324,7 @@ class Loop:
         if self.marks:
             if self.dist.on and self.step < self.next_look:
                 return due
-            now = time.perf_counter() - self.t0 - self.eval_seconds
+            now = time.perf_counter() - cast(float, self.t0) - self.eval_seconds  # set when fit() starts
             if self.dist.on:
                 # Every rank must evaluate at the same step (rank 0 scores, the others wait in
                 # _agree), so rank 0's clock decides. A broadcast costs ~0.7 ms on 2 CPU processes
@@ -319,7 +342,7 @@ class Loop:
                 due = True
         return due
 
-    def _train_step(self, batch) -> None:
+    def _train_step(self, batch: Any) -> None:
         st = self.state
         if self.accumulate == 1:
             st.batch = self.augment(batch)
@@ -357,7 +380,7 @@ class Loop:
         if self.check_every and self.step % self.check_every == 0:
             self._check_loss(float(loss), f"at batch {self.step + 1}")
 
-    def _forward_backward(self, batch) -> torch.Tensor:
+    def _forward_backward(self, batch: Any) -> torch.Tensor:
         st, fire = self.state, self._fire
         st.batch = batch
         fire(Event.BEFORE_TRAIN_BATCH)
@@ -370,7 +393,7 @@ class Loop:
             for i, b in enumerate(batch):
                 # DDP averages gradients once a step: on the last micro-batch only.
                 sync = self.ddp is None or i == len(batch) - 1
-                with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
+                with (contextlib.nullcontext() if sync else cast("DistributedDataParallel", self.ddp).no_sync()):
                     share = len(b[1]) / total  # the step's loss is the mean over all its samples
                     loss = loss + self._micro(b, share).detach() * share
             st.batch = batch
@@ -379,7 +402,7 @@ class Loop:
         fire(Event.AFTER_TRAIN_BATCH)
         return loss
 
-    def _micro(self, batch, share: float | None) -> torch.Tensor:
+    def _micro(self, batch: Any, share: float | None) -> torch.Tensor:
         """Forward and backward of one (micro-)batch; its loss is scaled by ``share`` for backward."""
         st, fire = self.state, self._fire
         st.batch = batch
@@ -455,7 +478,7 @@ class Loop:
         self.eval_seconds += self._now() - t
 
     @contextlib.contextmanager
-    def delivered(self):
+    def delivered(self) -> Iterator[torch.nn.Module]:
         """The model a user would get if training stopped now: EVAL_START/EVAL_END let EMA swap
         its averaged weights in and back out, and ``on_deliver`` (sparsity masks) applies to them."""
         self.engine.run_event(Event.EVAL_START)
@@ -481,7 +504,8 @@ class Loop:
         acc, loss, _ = self.score(x, y)
         return acc, loss
 
-    def score(self, x: torch.Tensor, y: torch.Tensor, enough=None) -> tuple[float, float, int]:
+    def score(self, x: torch.Tensor, y: torch.Tensor,
+              enough: Callable[[float], bool] | None = None) -> tuple[float, float, int]:
         """Accuracy, mean loss and images scored. ``enough(upper)``: asked after 1, 2, 4, ...
         batches with an upper bound of the accuracy so far; True stops there (one read
         per question: a few a point, where a whole pass is the alternative)."""
@@ -532,7 +556,7 @@ class Loop:
         return out
 
 
-def _groups(loader, k: int):
+def _groups(loader: Iterable[Any], k: int) -> Iterator[list[Any]]:
     """Consecutive batches of ``loader`` in lists of ``k`` (the last list may be shorter)."""
     group = []
     for batch in loader:

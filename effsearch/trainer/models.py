@@ -9,6 +9,9 @@ Any other model is a plain ``nn.Module`` from a float batch ``(N, C, H, W)`` to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -18,6 +21,9 @@ from effsearch.config import MODEL_WIDTHS, ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import model_kind
 
+if TYPE_CHECKING:
+    from effsearch.config import ModelConfig
+
 
 class Classifier(nn.Module):
     """A feature extractor followed by one linear layer. ``min_side``: the smallest image side its
@@ -26,14 +32,15 @@ class Classifier(nn.Module):
     then failed ("Output size is too small"): now such a step trains on the padded image. An image
     at least ``min_side`` wide passes untouched (one comparison a step)."""
 
-    def __init__(self, features: nn.Module, dim: int, num_classes: int, min_side: int = 1):
+    def __init__(self, features: nn.Module, dim: int, num_classes: int, min_side: int = 1) -> None:
         super().__init__()
         self.features = features
         self.embDim = dim
         self.linear = nn.Linear(dim, num_classes)
         self.min_side = min_side
 
-    def forward(self, x, last: bool = False, freeze: bool = False):
+    def forward(self, x: torch.Tensor, last: bool = False,
+                freeze: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         h, w = x.shape[-2], x.shape[-1]
         if h < self.min_side or w < self.min_side:
             ph, pw = max(0, self.min_side - h), max(0, self.min_side - w)
@@ -50,7 +57,7 @@ class Classifier(nn.Module):
         return self.embDim
 
 
-def conv_bn(cin, cout, stride=1):
+def conv_bn(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
                          nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
 
@@ -63,11 +70,11 @@ def tiny_cnn(channels: int, num_classes: int, width: int = 0) -> Classifier:
 
 
 class Residual(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c: int) -> None:
         super().__init__()
         self.block = nn.Sequential(conv_bn(c, c), conv_bn(c, c))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x)
 
 
@@ -84,7 +91,7 @@ def resnet9(channels: int, num_classes: int, width: int = 0) -> Classifier:
 
 
 class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(cout)
@@ -94,7 +101,7 @@ class BasicBlock(nn.Module):
         if stride != 1 or cin != cout:
             self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return F.relu(out + self.shortcut(x))
@@ -114,7 +121,8 @@ def cifar_resnet(channels: int, num_classes: int, depth: int, width: int = 0) ->
     return Classifier(nn.Sequential(*layers), cin, num_classes)
 
 
-def resnet_bottleneck(channels: int, num_classes: int, width: int = 0, blocks=(2, 2, 2)) -> Classifier:
+def resnet_bottleneck(channels: int, num_classes: int, width: int = 0,
+                      blocks: tuple[int, ...] = (2, 2, 2)) -> Classifier:
     """A CIFAR ResNet of torchvision ``Bottleneck`` blocks (the blocks Composer's
     StochasticDepth replaces): 3 stages, expansion 4."""
     w = width or MODEL_WIDTHS["resnet-bottleneck"]
@@ -149,7 +157,7 @@ def build_model(name: str, channels: int, num_classes: int, width: int = 0) -> C
 TIMM_HINT = "timm: models need the optional extra timm (`uv sync --extra timm`, or `pip install 'effsearch[timm]'`)"
 
 
-def build_network(model, channels: int, num_classes: int) -> nn.Module:
+def build_network(model: ModelConfig, channels: int, num_classes: int) -> nn.Module:
     """The network ``model`` (a ModelConfig) names, for images of ``channels`` channels and
     ``num_classes`` classes. A name or builder that fails is a ConfigError naming the field."""
     kind = model_kind(model.name)
@@ -189,7 +197,7 @@ def build_network(model, channels: int, num_classes: int) -> nn.Module:
     return _call(lambda: factory(**kwargs), model.name)
 
 
-def _takes(fn, name: str) -> bool:
+def _takes(fn: Callable[..., Any], name: str) -> bool:
     import inspect
 
     try:
@@ -199,7 +207,7 @@ def _takes(fn, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def _call(make, what: str) -> nn.Module:
+def _call(make: Callable[[], Any], what: str) -> nn.Module:
     try:
         net = make()
     except ConfigError:
@@ -217,10 +225,10 @@ class RepeatChannels(nn.Module):
     """Feeds a model whose first layer takes ``channels`` channels images of one channel,
     repeated (Fashion-MNIST into a 3-channel torchvision ResNet)."""
 
-    def __init__(self, module: nn.Module, channels: int):
+    def __init__(self, module: nn.Module, channels: int) -> None:
         super().__init__()
         self.module = module
         self.channels = channels
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.module(x.expand(-1, self.channels, -1, -1))

@@ -9,11 +9,16 @@ the network it is about to train: its logits' width and its input channels.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
 from effsearch.config.sources import ModelFacts, facts, remember
+
+if TYPE_CHECKING:
+    from effsearch.config import ModelConfig
 
 
 def facts_of(net: nn.Module) -> ModelFacts:
@@ -42,7 +47,7 @@ def final_linear(net: nn.Module) -> nn.Linear | None:
     return last
 
 
-def probe(model, channels: int = 3, num_classes: int = 10) -> ModelFacts:
+def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10) -> ModelFacts:
     """Build the model a ModelConfig names on the meta device (on the CPU if its builder cannot),
     record its facts for the rules, and return them. Built-ins are known without building."""
     from effsearch.trainer.models import build_network
@@ -63,7 +68,7 @@ def probe(model, channels: int = 3, num_classes: int = 10) -> ModelFacts:
     return found
 
 
-def check_network(net: nn.Module, model, channels: int, num_classes: int, image_size: tuple[int, int],
+def check_network(net: nn.Module, model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, ...],
                   device: str) -> tuple[nn.Module, str]:
     """The network ready to train on images of ``channels`` channels: its logits checked on a
     batch of two (eval mode, no gradients), a 1-channel input repeated where its first

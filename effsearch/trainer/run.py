@@ -15,8 +15,9 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 
@@ -29,6 +30,16 @@ from effsearch.config.sources import model_kind
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import EvalPoint, RunResult, hold_ctrl_c, time_to_target, versions
 
+if TYPE_CHECKING:
+    import os
+
+    from composer.core import Algorithm, Callback, State
+    from effsearch.trainer.composer_model import EffModel
+    from effsearch.trainer.distributed import Context
+    from effsearch.trainer.loop import Loop
+    from effsearch.trainer.selection import SubsetSelection
+    from effsearch.trainer.sparsity import GradualMagnitudePruning
+
 # on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
 EvalHook = Callable[[EvalPoint], "str | None"]
 # settle(epoch, train_seconds, upper) -> True: the point's decision is the same at any validation
@@ -37,7 +48,8 @@ EvalHook = Callable[[EvalPoint], "str | None"]
 SettleHook = Callable[[float, float, float], "bool | None"]
 
 
-def build_optimizer(cfg: TrainConfig, params, device: str = "cpu", model=None):
+def build_optimizer(cfg: TrainConfig, params: Iterable[torch.Tensor], device: str = "cpu",
+                    model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
     """The optimizer of ``cfg``. The lr rule: with ``scale_lr_with_batch`` the lr is ``optimizer.lr``
     x effective batch / 128 (effective batch = batch_size x accumulate x processes), linear scaling
     (Goyal et al. 2017); otherwise it is used as given."""
@@ -92,8 +104,8 @@ class RunHooks:
         return dataclasses.replace(self, progress=False, on_eval=None, settle=False)
 
 
-def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, progress: bool = True,
-          on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
+def train(cfg: TrainConfig, data_root: str | os.PathLike | None = None, out_dir: str | Path | None = None,
+          progress: bool = True, on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
           eval_after: tuple[float, ...] = (), settle: SettleHook | bool = False) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. The other
     arguments are a RunHooks's fields."""
@@ -112,7 +124,8 @@ def train(cfg: TrainConfig, data_root=None, out_dir: str | Path | None = None, p
         return _train(cfg, device, dist, data_root, out_dir, hooks)
 
 
-def _train(cfg: TrainConfig, device: str, dist, data_root, out_dir, hooks: RunHooks) -> RunResult:
+def _train(cfg: TrainConfig, device: str, dist: Context, data_root: str | os.PathLike | None,
+           out_dir: str | Path | None, hooks: RunHooks) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
@@ -158,14 +171,14 @@ def _device_name(device: str) -> str:
 class Prepared:
     """A built run, before ``fit()``: what ``train`` and the tests work with."""
 
-    loop: object
-    gmp: object
-    selection: object
+    loop: Loop
+    gmp: GradualMagnitudePruning | None
+    selection: SubsetSelection | None
     splits: D.Splits  # on the run's device
-    train_loader: object
+    train_loader: Any
 
     @property
-    def state(self):
+    def state(self) -> State:
         return self.loop.state
 
     def fit(self) -> None:
@@ -173,7 +186,8 @@ class Prepared:
 
 
 def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks | None = None,
-            callbacks=(), data_root=None, dist=None) -> Prepared:
+            callbacks: Sequence[Callback] = (), data_root: str | os.PathLike | None = None,
+            dist: Context | None = None) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process; ``callbacks``: added to ``hooks``')."""
     from effsearch.trainer.distributed import SINGLE
@@ -211,7 +225,7 @@ def _quiet_composer() -> None:
     _restore_ctrl_c()
 
 
-def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult | None = None):
+def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult | None = None) -> EffModel:
     """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``. A model not
     built in is checked on a batch shaped like the data, adapted to its channels (the note goes
     into the result), and the rules about structure are checked on its probed facts."""
@@ -230,14 +244,15 @@ def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunRes
     return EffModel(module, splits.num_classes).to(device)
 
 
-def _augment(cfg: TrainConfig, splits: D.Splits, device: str, dist, train: bool) -> D.BatchAugment:
+def _augment(cfg: TrainConfig, splits: D.Splits, device: str, dist: Context, train: bool) -> D.BatchAugment:
     """Batch augmentation on the device; each rank draws its own flips and crops."""
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
     return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
                           train=train, channels_last=cfg.channels_last, seed=cfg.seed + 1000 * dist.rank)
 
 
-def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
+def _algorithms(cfg: TrainConfig,
+                selection: SubsetSelection | None) -> tuple[list[Algorithm], GradualMagnitudePruning | None]:
     """Composer algorithms of ``cfg``, then channels-last, sparsity (returned too: its masks
     apply to the delivered model) and the data selection, in that order."""
     from effsearch.trainer.algorithms import build_algorithms
@@ -258,8 +273,8 @@ def _algorithms(cfg: TrainConfig, selection) -> tuple[list, object]:
     return algorithms, gmp
 
 
-def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks, data_root=None,
-         dist=None) -> None:
+def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks,
+         data_root: str | os.PathLike | None = None, dist: Context | None = None) -> None:
     from effsearch.trainer.sparsity import measure
 
     run = prepare(cfg, splits, device, result, hooks, data_root=data_root, dist=dist)
@@ -296,7 +311,7 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hoo
                      **sizes)
     if loop.stop_reason:
         result.status, result.reason = loop.stop_status, loop.stop_reason
-    elif not math.isfinite(val_loss):
+    elif not math.isfinite(cast(float, val_loss)):  # evaluated: not a pruned trial's
         result.status, result.reason = "diverged", "validation loss is not finite"
     else:
         result.status = "completed"
@@ -312,7 +327,8 @@ def _restore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root=None, dist=None):
+def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root: str | os.PathLike | None = None,
+                  dist: Context | None = None) -> tuple[Any, SubsetSelection | None]:
     """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it.
 
     Batches come from tensors on the device (``DeviceBatches``) unless an algorithm needs

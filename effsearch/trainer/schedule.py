@@ -9,9 +9,13 @@ step count, so the lr moves every step whatever the run's length.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from effsearch.config import ScheduleConfig
 
 
-def factor(p: float, s) -> float:
+def factor(p: float, s: ScheduleConfig) -> float:
     """The lr at progress ``p`` in [0, 1] as a share of the peak, for ScheduleConfig ``s``."""
     if s.name == "onecycle":  # Smith's one-cycle, as cifar10-fast: ramp from 5% to the peak, then linear decay
         peak = s.warmup_fraction or 0.25
@@ -33,7 +37,7 @@ def factor(p: float, s) -> float:
     raise ValueError(f"unknown schedule {s.name!r}")
 
 
-def factors(s, total_steps: int) -> list[float]:
+def factors(s: ScheduleConfig, total_steps: int) -> list[float]:
     """One factor per optimizer step (step k uses ``factors[k]``)."""
     n = max(1, total_steps)
     return [factor(k / n, s) for k in range(n)]

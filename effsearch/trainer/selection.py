@@ -48,7 +48,9 @@ import logging
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -57,6 +59,14 @@ from composer.core import Algorithm, Event
 from effsearch.config import WEIGHTED_SELECTIONS, ConfigError, select_every
 from effsearch.trainer import cords_compat
 from effsearch.trainer import data as D
+
+if TYPE_CHECKING:
+    from composer.core import State
+    from composer.loggers import Logger
+    from torch.utils.data import DataLoader
+
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.distributed import Context
 
 log = logging.getLogger("effsearch.selection")
 
@@ -91,7 +101,7 @@ class SubsetSampler(torch.utils.data.Sampler):
     """Serves ``per_epoch`` indices an epoch: of the current subset, or (warm start,
     before any subset) the next part of a stream of full-data permutations."""
 
-    def __init__(self, n: int, per_epoch: int, seed: int):
+    def __init__(self, n: int, per_epoch: int, seed: int) -> None:
         self.n, self.per_epoch = n, per_epoch
         self.gen = torch.Generator()
         self.gen.manual_seed(seed + 1009)
@@ -104,7 +114,7 @@ class SubsetSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         return self.per_epoch if self.subset is None else min(len(self.subset), self.per_epoch)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         if self.subset is None:
             while len(self._stream) < self.per_epoch:
                 self._stream = torch.cat([self._stream, torch.randperm(self.n, generator=self.gen)])
@@ -118,17 +128,17 @@ class NormalizedImages(torch.utils.data.Dataset):
     """What CORDS iterates: normalised float images and labels, one item at a time
     (its per-class loaders collate items with PyTorch's default collate)."""
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor):
+    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> None:
         self.x, self.y = x, y
         self.mean, self.std = mean.view(-1, 1, 1), std.view(-1, 1, 1)
 
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return (self.x[i].float().div_(255.0) - self.mean) / self.std, self.y[i]
 
-    def __getitems__(self, idx):
+    def __getitems__(self, idx: list[int] | torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         # One gather and one normalisation per batch; still a list of items for the default collate.
         idx = torch.as_tensor(idx, dtype=torch.long)
         x = (self.x[idx].float().div_(255.0) - self.mean) / self.std
@@ -148,7 +158,10 @@ class ModelView(torch.nn.Module):
     copy CORDS asks for would change nothing.
     """
 
-    def __init__(self, module: torch.nn.Module):
+    module: torch.nn.Module  # set with object.__setattr__ (not submodules)
+    linear: torch.nn.Linear | None
+
+    def __init__(self, module: torch.nn.Module) -> None:
         super().__init__()
         object.__setattr__(self, "module", module)  # not a submodule: no parameters of its own
         linear = None
@@ -161,7 +174,8 @@ class ModelView(torch.nn.Module):
                                      "take as the embedding; use random, random-online or full")
         object.__setattr__(self, "linear", linear)
 
-    def forward(self, x, last: bool = False, freeze: bool = False):
+    def forward(self, x: torch.Tensor, last: bool = False,
+                freeze: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             if self.linear is None:
                 out, emb = self.module(x, last=True, freeze=True)
@@ -177,9 +191,9 @@ class ModelView(torch.nn.Module):
         return (out, emb.float()) if last else out
 
     def get_embedding_dim(self) -> int:
-        return self.module.get_embedding_dim() if self.linear is None else self.linear.in_features
+        return cast(Any, self.module).get_embedding_dim() if self.linear is None else self.linear.in_features
 
-    def load_state_dict(self, *_args, **_kwargs):
+    def load_state_dict(self, *_args: Any, **_kwargs: Any) -> None:
         return None
 
 
@@ -187,7 +201,7 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The network inside Composer's model (and DDP / torch.compile wrappers)."""
     from effsearch.trainer.composer_model import EffModel
 
-    m = model
+    m: Any = model
     for _ in range(8):
         if hasattr(m, "get_embedding_dim"):
             return m
@@ -208,7 +222,8 @@ def _glister_fits_stochastic(calls: list[tuple[int, int]]) -> bool:
     return all(k == 0 or int(n / k * math.log(100)) <= n - k + 1 for n, k in calls)
 
 
-def _greedy_calls(selection_type: str, n: int, budget: int, batch: int, labels: np.ndarray, classes: int):
+def _greedy_calls(selection_type: str, n: int, budget: int, batch: int, labels: np.ndarray,
+                  classes: int) -> list[tuple[int, int]]:
     if selection_type == "PerBatch":
         return [(math.ceil(n / batch), math.ceil(budget / batch))]
     if selection_type == "PerClass":
@@ -217,7 +232,7 @@ def _greedy_calls(selection_type: str, n: int, budget: int, batch: int, labels: 
     return [(n, budget)]
 
 
-def resolve_greedy(cfg, n: int, labels: np.ndarray, classes: int) -> str | None:
+def resolve_greedy(cfg: TrainConfig, n: int, labels: np.ndarray, classes: int) -> str | None:
     """The CORDS greedy/optimizer argument for ``cfg.selection``; ConfigError if it cannot work here."""
     sel = cfg.selection
     family, selection_type = VARIANTS[sel.strategy]
@@ -225,6 +240,7 @@ def resolve_greedy(cfg, n: int, labels: np.ndarray, classes: int) -> str | None:
         return "lazy" if sel.greedy == "auto" else sel.greedy
     if family != "glister":
         return None
+    assert selection_type is not None  # each glister variant names one
     budget = max(1, int(n * sel.fraction))
     calls = _greedy_calls(selection_type, n, budget, cfg.batch_size, labels, classes)
     fits = _glister_fits_stochastic(calls)
@@ -248,8 +264,8 @@ class SubsetSelection(Algorithm):
 
     batch_events = ()  # nothing per batch
 
-    def __init__(self, cfg, splits: D.Splits, device: str, dataset, sampler: SubsetSampler,
-                 budget: int, greedy: str | None, dist=None):
+    def __init__(self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any, sampler: SubsetSampler,
+                 budget: int, greedy: str | None, dist: Context | None = None) -> None:
         self.cfg, self.device, self.budget, self.greedy = cfg, device, budget, greedy
         self.strategy_name = cfg.selection.strategy
         self.family, self.selection_type = VARIANTS[self.strategy_name]
@@ -263,16 +279,16 @@ class SubsetSelection(Algorithm):
         self.selections = 0  # times the subset was (re)chosen
         self.subset_size = self.n
         self.log: list[dict] = []  # one entry per epoch start that changed the data plan
-        self._strategy = None
-        self._random = None
+        self._strategy: Any = None  # CORDS's strategy objects
+        self._random: Any = None
         self._view: ModelView | None = None
         self.dist = dist  # data-parallel: rank 0 chooses, the others receive
 
     # Composer calls these
-    def match(self, event: Event, state) -> bool:
+    def match(self, event: Event, state: State) -> bool:
         return event == Event.EPOCH_START
 
-    def apply(self, event: Event, state, logger) -> None:
+    def apply(self, event: Event, state: State, logger: Logger) -> None:
         epoch = int(state.timestamp.epoch)
         kind = self._kind(epoch)
         if kind is None:
@@ -315,7 +331,7 @@ class SubsetSelection(Algorithm):
     def _round_seed(self) -> int:
         return self.cfg.seed * 100_003 + self.selections * 7919 + 17
 
-    def _choose(self, kind: str, state, epoch: int) -> str:
+    def _choose(self, kind: str, state: State, epoch: int) -> str:
         fork_devices = [torch.cuda.current_device()] if self.device == "cuda" else []
         try:
             with cords_compat.seeded(self._round_seed()), torch.random.fork_rng(devices=fork_devices), \
@@ -340,7 +356,7 @@ class SubsetSelection(Algorithm):
                                  f"{type(e).__name__}: {e}") from e
         return self._install(idxs, gammas)
 
-    def _install(self, idxs, gammas) -> str:
+    def _install(self, idxs: Any, gammas: Any) -> str:
         idx = torch.as_tensor(np.asarray([int(i) for i in idxs], dtype=np.int64))
         w = torch.as_tensor(np.asarray(gammas, dtype=np.float32)).reshape(-1)
         if len(w) != len(idx):
@@ -358,7 +374,7 @@ class SubsetSelection(Algorithm):
         return hashlib.sha1(idx.numpy().tobytes()).hexdigest()[:16]
 
     # CORDS objects, built on first use
-    def _cords_loaders(self):
+    def _cords_loaders(self) -> tuple[DataLoader, DataLoader]:
         s = self.splits
         mean, std = s.mean, s.std
         bs = self.cfg.batch_size
@@ -369,13 +385,13 @@ class SubsetSelection(Algorithm):
                                           batch_size=max(1, min(bs, len(s.val_y))), shuffle=False)
         return trn, val
 
-    def _random_strategy(self):
+    def _random_strategy(self) -> Any:
         if self._random is None:
             trn, _ = self._cords_loaders()
             self._random = cords_compat.strategies().RandomStrategy(trn, online=True)
         return self._random
 
-    def _run_strategy(self, state):
+    def _run_strategy(self, state: State) -> Any:
         module = _unwrap(state.model)
         if self._strategy is None:
             self._view = ModelView(module)
@@ -388,7 +404,7 @@ class SubsetSelection(Algorithm):
         finally:
             module.train(was_training)
 
-    def _build(self, view: ModelView):
+    def _build(self, view: ModelView) -> Any:
         S = cords_compat.strategies()
         sel = self.cfg.selection
         trn, val = self._cords_loaders()
@@ -406,7 +422,7 @@ class SubsetSelection(Algorithm):
                                    lam=sel.lam, eps=sel.omp_eps)
 
 
-def broadcast_object(obj, dist):
+def broadcast_object(obj: Any, dist: Context) -> Any:
     from effsearch.trainer.distributed import broadcast_object as bcast
 
     return bcast(obj, dist)
@@ -423,13 +439,14 @@ class SelectionPlan:
     budget: int
     greedy: str | None
 
-    def selection(self, cfg, splits: D.Splits, device: str, dataset, dist=None) -> SubsetSelection:
+    def selection(self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any,
+                  dist: Context | None = None) -> SubsetSelection:
         """The algorithm, for the loader built on this plan (``dataset``: whatever holds its
         ``weights``)."""
         return SubsetSelection(cfg, splits, device, dataset, self.sampler, self.budget, self.greedy, dist=dist)
 
 
-def plan_selection(cfg, splits: D.Splits) -> SelectionPlan:
+def plan_selection(cfg: TrainConfig, splits: D.Splits) -> SelectionPlan:
     """Check ``cfg.selection`` against the data and make its sampler and weights."""
     sel = cfg.selection
     if sel.strategy not in VARIANTS:
@@ -453,9 +470,10 @@ def plan_selection(cfg, splits: D.Splits) -> SelectionPlan:
     return SelectionPlan(sampler, weights, budget, greedy)
 
 
-def make_selection(cfg, splits: D.Splits, device: str, dist=None):
+def make_selection(cfg: TrainConfig, splits: D.Splits, device: str,
+                   dist: Context | None = None) -> tuple[DataLoader, SubsetSelection]:
     """A torch DataLoader fed by ``cfg.selection`` and the algorithm that chooses its subsets."""
     plan = plan_selection(cfg, splits)
     loader = D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=plan.sampler)
-    loader.dataset.weights = plan.weights
+    cast(D.TensorImages, loader.dataset).weights = plan.weights
     return loader, plan.selection(cfg, splits, device, loader.dataset, dist)

@@ -8,8 +8,14 @@ SWA have swapped their averaged weights in).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import torch
 from composer.core import Algorithm, Event
+
+if TYPE_CHECKING:
+    from composer.core import State, Time
+    from composer.loggers import Logger
 
 
 def sparsity_at(progress: float, target: float, schedule: str, start: float, end: float) -> float:
@@ -22,7 +28,7 @@ def sparsity_at(progress: float, target: float, schedule: str, start: float, end
     return target * (1.0 - (1.0 - frac) ** 3)
 
 
-def prunable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+def prunable(model: torch.nn.Module) -> list[torch.Tensor]:
     return [m.weight for m in model.modules()
             if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)) and m.weight.requires_grad is not None]
 
@@ -31,23 +37,23 @@ class GradualMagnitudePruning(Algorithm):
     batch_events = ("batch_end",)  # masks re-applied after every step (effsearch's loop fires only these)
 
     def __init__(self, target: float, schedule: str = "polynomial", start: float = 0.1,
-                 end: float = 0.75, update_every: int = 20):
+                 end: float = 0.75, update_every: int = 20) -> None:
         self.target, self.schedule = target, schedule
         self.start, self.end, self.update_every = start, end, update_every
-        self.masks: dict[torch.nn.Parameter, torch.Tensor] = {}
+        self.masks: dict[torch.Tensor, torch.Tensor] = {}
         self.current = 0.0
 
-    def match(self, event: Event, state) -> bool:
+    def match(self, event: Event, state: State) -> bool:
         return event in (Event.FIT_START, Event.BATCH_END, Event.FIT_END)
 
-    def apply(self, event: Event, state, logger) -> None:
+    def apply(self, event: Event, state: State, logger: Logger) -> None:
         if event == Event.FIT_START:
             self.masks = {p: torch.ones_like(p, dtype=torch.bool) for p in prunable(state.model)}
             return
         if event == Event.FIT_END:
             self.update(1.0)
         elif int(state.timestamp.batch) % self.update_every == 0:
-            self.update(float(state.get_elapsed_duration()))
+            self.update(float(cast("Time[float]", state.get_elapsed_duration())))  # the loop sets max_duration
         self.apply_masks()
 
     @torch.no_grad()

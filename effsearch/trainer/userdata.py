@@ -69,7 +69,7 @@ class Rows:
     """Rows ``index`` of ``array``, read only when indexed: a split carved from a memory-mapped
     cache costs memory for the images a run keeps, not for the whole source."""
 
-    def __init__(self, array: np.ndarray, index: np.ndarray):
+    def __init__(self, array: np.ndarray, index: np.ndarray) -> None:
         self.array, self.index = array, index
 
     @property
@@ -311,8 +311,9 @@ def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
     return k
 
 
-def _assemble(parts: dict[str, tuple[Images, np.ndarray]], classes: int, d: Any) -> UserData:
+def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, d: Any) -> UserData:
     """The splits ``load_splits`` takes, a test split carved off (stratified) when the source has none."""
+    xte: Images
     x, y = parts["train"]
     if "test" in parts:
         (xte, yte), keep = parts["test"], None
