@@ -234,9 +234,11 @@ def _in_process_study(tmp_path, monkeypatch, train, **changes):
     return spec, runner.ensure_study(spec, open_storage(spec))
 
 
-def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("rdb", [False, True], ids=["journal", "sqlite"])
+def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, capsys, rdb):
     """Taken over while it trains, the worker learns it at its next write (the pruner's rung
-    record): the training stops there, dropped, and the worker runs the retry."""
+    record): the training stops there, dropped, and the worker runs the retry. An RDB storage
+    (Optuna's heartbeats) refuses the write the same way."""
     from effsearch.search.budget import spent
     from tests.test_phases import scripted_train
 
@@ -247,7 +249,8 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
             taken.append(_take_over_running(study))
         return scripted_train(cfg, **kw)
 
-    spec, study = _in_process_study(tmp_path, monkeypatch, train, pruner={"name": "moasha", "min_trials": 2})
+    spec, study = _in_process_study(tmp_path, monkeypatch, train, pruner={"name": "moasha", "min_trials": 2},
+                                    **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}))
     assert workers.work(spec, warm=False) == "done"
     err = capsys.readouterr().err
     t = study.get_trials()
@@ -257,9 +260,8 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
     assert err.count("warning:") == 1 and "was training it" in err and "queued again as trial 1" in err, err
     assert "not counted" in err, err
     assert spent(t) == t[1].user_attrs["wall_seconds"] + t[2].user_attrs["wall_seconds"]
-    from tests.test_dedupe import note_of
-
-    note = note_of(tmp_path / "tiny.yaml", t[0])
+    attrs = study._storage.get_study_system_attrs(study._study_id)  # optuna-dashboard keeps notes there
+    note = "".join(v for k, v in sorted(attrs.items()) if k.startswith(f"dashboard:{t[0]._trial_id}:note_str"))
     assert "no heartbeat for 9 s (simulated)" in note and "dropped its result" in note, note
 
 
