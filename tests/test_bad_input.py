@@ -600,3 +600,34 @@ def test_a_keyboard_interrupt_raised_inside_the_write_still_leaves_result_json(t
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
     assert RunResult.load(tmp_path / "result.json").history[0].val_accuracy == 0.4
+
+
+# -- bad input that writes: a data folder that is not there --------------------------------------------
+
+def test_a_missing_data_dir_is_refused_leaving_no_folders(tmp_path):
+    """Fashion-MNIST is not in --data-dir and cannot be downloaded (the tests run offline):
+    refused naming the folder, and the folders torchvision made for its download are gone."""
+    write(tmp_path / "c.yaml", {**tiny(), "dataset": {"name": "fashion-mnist"}})
+    missing = tmp_path / "nodir" / "sub"
+
+    def refused_data(*args):  # (train prints the run's header line first)
+        p = effsearch(tmp_path, "train", "c.yaml", *args)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+        assert "dataset.name: Fashion-MNIST not found in" in p.stderr.splitlines()[-1], p.stderr
+        return p.stderr
+
+    assert str(missing) in refused_data("--data-dir", str(missing))
+    assert files(tmp_path) == ["c.yaml"]
+    (tmp_path / "data").mkdir()  # an existing folder keeps what it had, and gains nothing
+    (tmp_path / "data" / "mine.txt").write_text("a user's file")
+    refused_data("--data-dir", "data")
+    assert files(tmp_path) == ["c.yaml", "data", "data/mine.txt"]
+
+
+# -- misleading messages: a dashboard --host that names no address --------------------------------------
+
+def test_a_dashboard_host_that_does_not_resolve_is_the_flags_error_before_anything_is_printed(tmp_path,
+                                                                                               storage_path):
+    p = effsearch(tmp_path, "dashboard", "fake", "--storage", str(storage_path), "--host", "no-such-host.invalid")
+    refused(p, "--host", "no-such-host.invalid")
+    assert p.stdout == ""  # no header, no "Listening on"
