@@ -150,7 +150,70 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
 
 def test_values_nested_hundreds_deep_are_refused(tmp_path):
     write(tmp_path / "c.yaml", "dataset: {name: digits}\nepochs: " + "[" * 3000 + "]" * 3000 + "\n")
-    refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml", "nested too deeply")
+    refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml", "nested more than 100 levels deep (line 2)")
+    write(tmp_path / "s.yaml", {**STUDY, "name": "s"})
+    write(tmp_path / "w.yaml", "".join("  " * i + "k:\n" for i in range(1000)) + "  " * 1000 + "1\n")
+    refused(effsearch(tmp_path, "run", "s.yaml", "--warm-start", "w.yaml"), "w.yaml", "--warm-start",
+            "more than 100 levels deep")
+    assert files(tmp_path) == ["c.yaml", "s.yaml", "w.yaml"]
+
+
+def _deep(shape: str, n: int) -> str:
+    """A YAML document whose values nest ``n`` levels deep."""
+    return {"flow": "[" * n + "]" * n, "items": "[1, " * n + "]" * n, "mappings": "{a: " * n + "1" + "}" * n,
+            "block": "".join("  " * i + "k:\n" for i in range(n)) + "  " * n + "1\n", "dashes": "- " * n + "1\n",
+            "mixed": "a:\n  - " + "{b: " * (n - 2) + "1" + "}" * (n - 2)}[shape]
+
+
+SHAPES = ["flow", "items", "mappings", "block", "dashes", "mixed"]
+
+
+def _depth(value) -> int:
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return 0 if inner is None else 1 + max(map(_depth, inner), default=0)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_values_nest_up_to_the_depth_limit_and_no_deeper(shape):
+    from effsearch.config.fields import DEPTH_LIMIT, load_yaml
+
+    assert _depth(load_yaml(_deep(shape, DEPTH_LIMIT))) == DEPTH_LIMIT
+    with pytest.raises(ConfigError) as e:
+        load_yaml(_deep(shape, DEPTH_LIMIT + 1))
+    assert e.value.message.startswith(f"values nested more than {DEPTH_LIMIT} levels deep (line ")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_deep_document_is_refused_as_it_is_scanned_before_it_is_composed(shape, monkeypatch):
+    """Refused where the scanner reaches the limit: composing stops there (PyYAML composes
+    recursively), the recursive checks never run, and the scanner's work stays that of
+    DEPTH_LIMIT levels, not of the document's 3,000 (on nested `[` it grows with the square of
+    the depth: millions of simple-key checks, most of a refusal's time)."""
+    from effsearch.config import fields as F
+
+    work = {"compose_node": 0, "key_checks": 0, "walks": 0}
+    compose, stale = yaml.composer.Composer.compose_node, yaml.scanner.Scanner.stale_possible_simple_keys
+
+    def counted_compose(self, *args):
+        work["compose_node"] += 1
+        return compose(self, *args)
+
+    def counted_stale(self):
+        work["key_checks"] += len(self.possible_simple_keys)
+        return stale(self)
+
+    def walk(*args):
+        work["walks"] += 1
+
+    monkeypatch.setattr(yaml.composer.Composer, "compose_node", counted_compose)
+    monkeypatch.setattr(yaml.scanner.Scanner, "stale_possible_simple_keys", counted_stale)
+    monkeypatch.setattr(F, "check_aliases", walk)
+    monkeypatch.setattr(F, "check_duplicates", walk)
+    with pytest.raises(ConfigError, match=f"more than {F.DEPTH_LIMIT} levels deep"):
+        F.load_yaml(_deep(shape, 3000))
+    assert work["walks"] == 0
+    assert work["compose_node"] <= 2 * F.DEPTH_LIMIT + 2  # a key and a value a level, at most
+    assert work["key_checks"] <= 5 * F.DEPTH_LIMIT ** 2, work
 
 
 def test_a_few_aliases_are_fine(tmp_path):
@@ -537,3 +600,34 @@ def test_a_keyboard_interrupt_raised_inside_the_write_still_leaves_result_json(t
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
     assert RunResult.load(tmp_path / "result.json").history[0].val_accuracy == 0.4
+
+
+# -- bad input that writes: a data folder that is not there --------------------------------------------
+
+def test_a_missing_data_dir_is_refused_leaving_no_folders(tmp_path):
+    """Fashion-MNIST is not in --data-dir and cannot be downloaded (the tests run offline):
+    refused naming the folder, and the folders torchvision made for its download are gone."""
+    write(tmp_path / "c.yaml", {**tiny(), "dataset": {"name": "fashion-mnist"}})
+    missing = tmp_path / "nodir" / "sub"
+
+    def refused_data(*args):  # (train prints the run's header line first)
+        p = effsearch(tmp_path, "train", "c.yaml", *args)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+        assert "dataset.name: Fashion-MNIST not found in" in p.stderr.splitlines()[-1], p.stderr
+        return p.stderr
+
+    assert str(missing) in refused_data("--data-dir", str(missing))
+    assert files(tmp_path) == ["c.yaml"]
+    (tmp_path / "data").mkdir()  # an existing folder keeps what it had, and gains nothing
+    (tmp_path / "data" / "mine.txt").write_text("a user's file")
+    refused_data("--data-dir", "data")
+    assert files(tmp_path) == ["c.yaml", "data", "data/mine.txt"]
+
+
+# -- misleading messages: a dashboard --host that names no address --------------------------------------
+
+def test_a_dashboard_host_that_does_not_resolve_is_the_flags_error_before_anything_is_printed(tmp_path,
+                                                                                               storage_path):
+    p = effsearch(tmp_path, "dashboard", "fake", "--storage", str(storage_path), "--host", "no-such-host.invalid")
+    refused(p, "--host", "no-such-host.invalid")
+    assert p.stdout == ""  # no header, no "Listening on"

@@ -149,3 +149,173 @@ def test_this_process_never_judges_its_own_trial(tmp_path):
     study._storage.set_trial_system_attr(trial._trial_id, HEARTBEAT_KEY, time.time() - 100)
     assert requeue_dead_local(study, max_retry=1, grace_period=5) == []
     assert study.get_trials()[0].state == TrialState.RUNNING
+
+
+# -- a worker that comes back ----------------------------------------------------------------------
+# A real effsearch worker (workers.work, the Objective) with a scripted trainer: its first
+# training prints "training" and waits for the file argv[2] (so the test can stop it mid-trial);
+# every training after that returns at once.
+LATE_WORKER = """
+import sys, time
+from pathlib import Path
+import effsearch.trainer.run as trainer_run
+from effsearch.search import studyfile, workers
+from tests.test_phases import scripted_train
+go, calls = Path(sys.argv[2]), []
+def train(cfg, **kw):
+    calls.append(cfg)
+    if len(calls) == 1:
+        print("training", flush=True)
+        while not go.exists():
+            time.sleep(0.05)
+    return scripted_train(cfg, **kw)
+trainer_run.train = train
+sys.exit(workers.WORKER_EXIT[workers.work(studyfile.load(sys.argv[1]), warm=False)])
+"""
+
+
+def test_a_stopped_worker_whose_trial_was_taken_over_drops_its_result_and_goes_on(tmp_path):
+    """Stopped (SIGSTOP) mid-trial, the worker loses its trial to the others (failed, queued
+    again); resumed (SIGCONT), it finishes training a trial that is no longer its own. It
+    must not crash on telling Optuna a FAIL trial: it drops the result (its times hold the
+    time it was stopped), says so once, runs the study's remaining trials and exits 0."""
+    from effsearch.search import runner, studyfile
+    from effsearch.search.budget import spent
+    from effsearch.search.storage import open_storage
+    from tests.tiny_study import study_file
+
+    path = study_file(tmp_path, 2, heartbeat={"interval": 1, "grace_period": GRACE, "max_retry": 2})
+    spec = studyfile.load(path)
+    study = runner.ensure_study(spec, open_storage(spec))
+    go = tmp_path / "go"
+    p = subprocess.Popen([sys.executable, "-c", LATE_WORKER, str(path), str(go)], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == "training\n"  # trial 0 (the baseline) is running, stamped
+        os.kill(p.pid, signal.SIGSTOP)
+        _wait_past_the_grace_period(study)
+        assert requeue_dead_local(study, max_retry=2, grace_period=GRACE) == [0]
+        go.touch()
+        os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=300)
+    finally:
+        p.kill()
+        p.wait(10)
+    assert p.returncode == 0, err
+    t = study.get_trials()
+    assert [x.state for x in t] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE], err
+    assert t[0].user_attrs["status"] == "lost" and t[1].user_attrs["retry_of"] == 0  # the retry ran
+    assert t[1].user_attrs.get("baseline") and "duplicate_of" not in t[1].user_attrs  # trained, as itself
+    assert err.count("warning:") == 1 and "trial 0" in err and "dropped" in err, err
+    assert "Traceback" not in err, err
+    assert spent(t) == t[1].user_attrs["wall_seconds"] + t[2].user_attrs["wall_seconds"]  # counted once each
+
+
+def _take_over_running(study):
+    """What the other workers do to a trial whose heartbeat went stale (storage.requeue_dead_local):
+    fail it as lost, queue it again, note it; here in the worker's own process, mid-trial."""
+    from effsearch.search.storage import mark_failed, requeue, save_note_by_id
+
+    (t,) = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    mark_failed(study, t, "lost", "its worker sent no heartbeat for 9 s (simulated)")
+    requeue(study, t, "simulated")
+    save_note_by_id(study, t, f"### Trial {t.number}: lost\n\nsimulated")
+    return t.number
+
+
+def _in_process_study(tmp_path, monkeypatch, train, **changes):
+    import effsearch.trainer.run as trainer_run
+    from effsearch.search import runner, studyfile
+    from effsearch.search.storage import open_storage
+    from tests.tiny_study import study_file
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    spec = studyfile.load(study_file(tmp_path, 2, **changes))
+    return spec, runner.ensure_study(spec, open_storage(spec))
+
+
+@pytest.mark.parametrize("rdb", [False, True], ids=["journal", "sqlite"])
+def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, capsys, rdb):
+    """Taken over while it trains, the worker learns it at its next write (the pruner's rung
+    record): the training stops there, dropped, and the worker runs the retry. An RDB storage
+    (Optuna's heartbeats) refuses the write the same way."""
+    from effsearch.search.budget import spent
+    from tests.test_phases import scripted_train
+
+    taken = []
+
+    def train(cfg, **kw):
+        if not taken:
+            taken.append(_take_over_running(study))
+        return scripted_train(cfg, **kw)
+
+    spec, study = _in_process_study(tmp_path, monkeypatch, train, pruner={"name": "moasha", "min_trials": 2},
+                                    **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}))
+    assert workers.work(spec, warm=False) == "done"
+    err = capsys.readouterr().err
+    t = study.get_trials()
+    assert taken == [0] and [x.state for x in t[:2]] == [TrialState.FAIL, TrialState.COMPLETE] and len(t) == 3
+    assert t[2].state in (TrialState.COMPLETE, TrialState.PRUNED)  # the study's second trial, which MO-ASHA may stop
+    assert "rung_0" not in t[0].user_attrs and "wall_seconds" not in t[0].user_attrs  # nothing written after
+    assert err.count("warning:") == 1 and "was training it" in err and "queued again as trial 1" in err, err
+    assert "not counted" in err, err
+    assert spent(t) == t[1].user_attrs["wall_seconds"] + t[2].user_attrs["wall_seconds"]
+    attrs = study._storage.get_study_system_attrs(study._study_id)  # optuna-dashboard keeps notes there
+    note = "".join(v for k, v in sorted(attrs.items()) if k.startswith(f"dashboard:{t[0]._trial_id}:note_str"))
+    assert "no heartbeat for 9 s (simulated)" in note and "dropped its result" in note, note
+
+
+def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_its_end(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """Taken over between its last write (its wall seconds) and Optuna's tell: the tell raises
+    "Cannot tell a FAIL trial"; the worker drops it and goes on. Its wall seconds were written
+    before it was lost: they count, once."""
+    from effsearch.search import objective
+    from effsearch.search.budget import spent
+    from tests.test_phases import scripted_train
+
+    real, taken = objective.Objective._record_wall, []
+
+    def record_wall(self, trial, seconds):
+        real(self, trial, seconds)
+        if not taken:
+            taken.append(_take_over_running(self.study))
+
+    monkeypatch.setattr(objective.Objective, "_record_wall", record_wall)
+    spec, study = _in_process_study(tmp_path, monkeypatch, scripted_train)
+    assert workers.work(spec, warm=False) == "done"
+    err = capsys.readouterr().err
+    t = study.get_trials()
+    assert taken == [0] and [x.state for x in t] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
+    assert err.count("warning:") == 1 and "finished training it" in err and "written before, count" in err, err
+    assert spent(t) == sum(x.user_attrs["wall_seconds"] for x in t)
+
+
+def test_a_failure_that_is_not_a_take_over_still_stops_the_worker(tmp_path, monkeypatch):
+    """The worker drops only what the others took over: any other error out of a trial's
+    recording still ends the worker with it."""
+    from tests.test_phases import scripted_train
+
+    # The timeout: a worker that took the error for a take-over would go on failing trials forever.
+    spec, study = _in_process_study(tmp_path, monkeypatch, scripted_train, timeout=30)
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in recording (simulated)")
+
+    monkeypatch.setattr(workers.Objective, "_record_wall", broken)
+    with pytest.raises(ValueError, match="simulated"):
+        workers.work(spec, warm=False)
+
+
+def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while training a trial the others took over: the worker drops the trial and
+    stops as interrupted (it does not take the refused tell for a reason to go on)."""
+    def train(cfg, **kw):
+        _take_over_running(study)
+        raise KeyboardInterrupt
+
+    spec, study = _in_process_study(tmp_path, monkeypatch, train)
+    assert workers.work(spec, warm=False) == "interrupted"
+    t = study.get_trials()
+    assert [x.state for x in t] == [TrialState.FAIL, TrialState.WAITING] and t[0].user_attrs["status"] == "lost"
+    assert capsys.readouterr().err.count("warning:") == 1

@@ -194,3 +194,23 @@ def test_a_missing_optuna_dashboard_is_an_error_not_a_skipped_note(monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna_dashboard", None)
     with pytest.raises(ImportError):
         record.save_note(object(), "a note")
+
+
+# -- FFCV's .beton folder ----------------------------------------------------------------------------
+def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(F, tmp_path, monkeypatch, capsys):
+    """The .beton files go beside the dataset; where that cannot be written they go to the
+    per-user cache, and the warning names the folder and why (it had been silent)."""
+    from effsearch.trainer import data as D
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the data folder should be")
+    cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 64}))
+    splits = D.load_splits(cfg)
+    first = F.ensure_betons(cfg, splits, data_root=blocker)
+    again = F.ensure_betons(cfg, splits, data_root=blocker, force=True)
+    assert first.folder.is_relative_to(tmp_path / "cache") and first.written
+    assert str(blocker) in first.instead_of and again.instead_of == first.instead_of
+    err = capsys.readouterr().err
+    assert err.count("warning: cannot write the .beton files") == 1 and str(blocker) in err, err
+    assert str(first.folder) in err

@@ -237,10 +237,18 @@ def check_finite(value: Any, name: str) -> None:
 # one of its values would be gigabytes long.
 ALIAS_LIMIT = 10_000
 
+# How deep values may nest (mappings and lists, block or flow). A config nests a handful of levels.
+# Checked as PyYAML's scanner reads, before anything is composed: the composer recurses (a few
+# hundred levels is Python's end), and the scanner's work on nested flow collections (`[[[...`)
+# grows with the square of their depth (Scanner.stale_possible_simple_keys runs over every open level
+# at each token).
+DEPTH_LIMIT = 100
+
 
 class Loader(yaml.SafeLoader):
     """SafeLoader that reads ``1e-3`` and ``5e-3`` as numbers (YAML 1.2), not strings, and refuses a
-    key given twice in one mapping and aliases that expand past ``ALIAS_LIMIT`` values.
+    key given twice in one mapping, aliases that expand past ``ALIAS_LIMIT`` values and values
+    nested deeper than ``DEPTH_LIMIT``.
 
     PyYAML follows YAML 1.1, whose float needs a dot (``5.0e-3``): ``lr: 5e-3`` would be the
     string '5e-3' and be refused as "must be a number". It also keeps the last of two equal keys
@@ -251,6 +259,24 @@ class Loader(yaml.SafeLoader):
         check_aliases(node)
         check_duplicates(node)
         return super().construct_document(node)
+
+    # The scanner's two ways in: an indentation level (a block mapping or sequence) and a flow
+    # collection's `[` or `{`.
+    def add_indent(self, column: int) -> bool:
+        added = super().add_indent(column)
+        if added:
+            self._check_depth(0)
+        return added
+
+    def fetch_flow_collection_start(self, TokenClass: type) -> None:
+        self._check_depth(1)
+        super().fetch_flow_collection_start(TokenClass)
+
+    def _check_depth(self, opening: int) -> None:
+        """The levels open (``indents`` holds one per block level) and the one ``opening``."""
+        if len(self.indents) + self.flow_level + opening > DEPTH_LIMIT:
+            raise ConfigError("", f"values nested more than {DEPTH_LIMIT} levels deep (line {self.line + 1}); "
+                                  "no config needs that many")
 
 
 Loader.add_implicit_resolver(
@@ -334,8 +360,8 @@ def load_yaml(text: str) -> Any:
     """``text`` as YAML (effsearch's Loader); a ConfigError for what no config holds."""
     try:
         return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
-    except RecursionError:  # PyYAML reads nested values recursively: a few hundred levels is its end
-        raise ConfigError("", "values nested too deeply to read (hundreds of levels); no config needs "
+    except RecursionError:  # deeper than Python recurses, through aliases (the Loader's depth check counts none)
+        raise ConfigError("", "values nested too deeply to read (past Python's recursion limit); no config needs "
                               "that many") from None
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from effsearch.config import ConfigError, read_yaml
+from effsearch.config.fields import quote
 from effsearch.search import lookup
 from effsearch.search import storage as S
 from effsearch.search.storage import redact
@@ -70,6 +71,19 @@ def check_port(port: int) -> None:
         raise ConfigError("--port", f"must be in [1, 65535]; got {port}")
 
 
+def check_host(host: str, port: int) -> None:
+    """A --host that names no address is the flag's error, before anything is printed (the server
+    would print its own "Listening on" first, then fail)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError("--host", f"cannot resolve {quote(host)} ({getattr(e, 'strerror', None) or e}); give "
+                                    "an address of this machine: 127.0.0.1 (this machine only, the default) or "
+                                    "0.0.0.0 (every interface)") from None
+
+
 def url_of(host: str, port: int, path: str = "") -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/dashboard/{path}"
@@ -81,6 +95,7 @@ def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> in
     from optuna.artifacts import FileSystemArtifactStore
 
     out = out or sys.stdout
+    check_host(host, port)
     storage = lookup.open_existing(target.storage)
     page = ""
     if target.study is not None:

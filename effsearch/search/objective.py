@@ -9,6 +9,9 @@ unless the study file says ``dedupe: false``: a COMPLETE or PRUNED trial of it a
 one is trained again (a failure may be transient; the note says so).
 A failure it can explain (an invalid config, an exception, divergence) is recorded and
 raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
+A trial the other workers took over while this one was stopped or hung (they failed it as lost
+and queued it again: storage.requeue_dead_local, Optuna's heartbeats) is dropped when this
+worker resumes: ``TrialTakenOver``, said once on stderr and in the trial's note.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from effsearch.search import phases, queries, record, report, warmstart
 from effsearch.search.pruner import SlowStop, make_pruner
 from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, COUNTED_FAIL, DEDUPE_NOTE_KEY, DUPLICATE_KEY,
                                       STATUS_KEY, WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem,
-                                      constraints_of, retry_history, set_constraints, trial_id, worker_id)
+                                      constraints_of, finished_elsewhere, retries_of, retry_history, save_note_by_id,
+                                      set_constraints, storage_errors, trial_id, why, worker_id)
 from effsearch.trainer.result import speedup
 
 if TYPE_CHECKING:
@@ -43,6 +47,12 @@ clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own
 
 class TrialFailed(Exception):
     """A trial that failed for a recorded reason; the study goes on."""
+
+
+class TrialTakenOver(Exception):
+    """This worker's trial was failed (and queued again) by the other workers while it ran: its
+    heartbeat went stale, the process stopped or hung. Whatever it trained is dropped: its times
+    hold the time it was stopped, and the retry trains the config again."""
 
 
 class Objective:
@@ -65,38 +75,118 @@ class Objective:
         self.uncounted: str | None = None  # a trial's wall seconds could not be written: the worker stops
         self.warned: set[str] = set()
         self._baseline_tta = None
+        self.current: optuna.Trial | None = None  # the trial run last, until Optuna records its end (``told``)
+        self.raised: BaseException | None = None  # what the current trial's call raised, if anything
+        self.dropped: int | None = None  # its number, when it was taken over and dropped
+        self._trained = False  # the current trial's training returned
+        self.wall = 0.0  # the current trial's wall seconds
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
-        trial.set_user_attr(WORKER_KEY, worker_id())
-        if self.heartbeat is not None:
-            self.heartbeat.beat(trial_id(trial))
+        self.current, self.raised, self.dropped, self._trained = trial, None, None, False
+        try:
+            return self._call(trial)
+        except BaseException as e:
+            self.raised = e
+            raise
+
+    def _call(self, trial: optuna.Trial) -> list[float]:
         start = clock()
         try:
+            trial.set_user_attr(WORKER_KEY, worker_id())
+            if self.heartbeat is not None:
+                self.heartbeat.beat(trial_id(trial))
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
-            trial.set_user_attr(STATUS_KEY, "interrupted")
-            self._status_note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a "
-                                                    "rerun of the same command resumes it")
+            self._interrupted(trial)
             raise
+        except Exception as e:
+            # A write refused because the trial is finished: the others took it over while this
+            # worker was stopped; only storage can tell that from a bug writing to an old trial.
+            stored = finished_elsewhere(trial) if _refused_as_finished(e) else None
+            if stored is None:
+                raise
+            raise self._drop(trial, stored, clock() - start) from e
         finally:
-            self._record_wall(trial, clock() - start)  # what a study budget counts, whatever the trial's end
+            self.wall = clock() - start
+            if self.dropped is None:
+                self._record_wall(trial, self.wall)  # what a study budget counts, whatever the trial's end
             if self.heartbeat is not None:
                 self.heartbeat.beat(None)
+
+    def _interrupted(self, trial: optuna.Trial) -> None:
+        try:
+            trial.set_user_attr(STATUS_KEY, "interrupted")
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return  # the others failed it as lost and queued it again already: Ctrl-C goes on
+        self._status_note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a "
+                                                "rerun of the same command resumes it")
 
     def _record_wall(self, trial: optuna.Trial, seconds: float) -> None:
         """The trial's wall seconds, written (or tried once more: a dropped connection is
         reopened); when both fail ``uncounted`` says why and the worker stops the study, which
-        would otherwise run on past its budget with this trial's compute unseen."""
+        would otherwise run on past its budget with this trial's compute unseen. A trial the others
+        took over since its last write takes none: Optuna's tell then fails and ``lost_at_tell`` drops it."""
+        for attempt in (1, 2):
+            try:
+                trial.set_user_attr(WALL_KEY, seconds)
+                return
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return
+            except Exception as e:  # noqa: BLE001 - a dropped connection, reopened by the next call: once more
+                if attempt == 1:
+                    time.sleep(0.5)
+                    continue
+                # recorded in ``uncounted``: the worker stops the study on it
+                self.uncounted = (f"trial {trial.number}'s wall seconds ({seconds:.1f} s) could not be "
+                                  f"written, twice: {type(e).__name__}: {e}")
+
+    # -- a trial taken over by the other workers -------------------------------------------------
+    def told(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """A study.optimize callback: Optuna recorded the end of the current trial."""
+        self.current = None
+
+    def lost_at_tell(self, e: Exception) -> bool:
+        """After ``study.optimize`` raised ``e``: True when that is Optuna failing to record the
+        end of this worker's trial (it raises "Cannot tell a FAIL trial", or an assertion of its
+        own when the trial returned values) because the others failed it meanwhile
+        (``TrialTakenOver``, or taken over after its last write); it is dropped, said once. False
+        for anything else, such as the trial's own error, which Optuna records and raises again."""
+        trial = self.current
+        if trial is None or e is self.raised:
+            return False
+        if self.dropped == trial.number:
+            return True
+        stored = finished_elsewhere(trial)
+        if stored is None or stored.state != TrialState.FAIL:
+            return False
+        self._drop(trial, stored, self.wall)
+        return True
+
+    def _drop(self, trial: optuna.Trial, stored: FrozenTrial, seconds: float) -> TrialTakenOver:
+        """Say once (stderr and the trial's note) that ``trial`` was taken over and what this
+        worker did on it is dropped; its ``seconds`` of wall time are not counted (unless they
+        were written before it was taken over)."""
+        self.dropped = trial.number
+        retry = retries_of(self.study, trial.number)
+        lost = stored.user_attrs.get("reason") or (f"its worker sent no heartbeat for "
+                                                   f"{self.spec.heartbeat['grace_period']:g} s")
+        again = f"queued again as trial {retry[0]}" if retry else "not queued again (heartbeat.max_retry)"
+        did = "finished training it" if self._trained else "was training it"
+        if WALL_KEY in stored.user_attrs:  # taken over after its last write
+            cost = f"its {stored.user_attrs[WALL_KEY]:.1f} s of wall time, written before, count"
+        else:  # as a killed worker's trial's, which no one can count
+            cost = (f"its {seconds:.1f} s of wall time are not counted in the study's compute: they hold "
+                    "the time it was stopped")
+        text = (f"trial {trial.number} was taken over by the other workers ({lost}) and {again}; this worker "
+                f"then resumed, {did}, and dropped its result ({cost})")
         try:
-            trial.set_user_attr(WALL_KEY, seconds)
-            return
-        except Exception:  # noqa: BLE001 - a dropped connection, reopened by the next call: once more
-            time.sleep(0.5)
-        try:
-            trial.set_user_attr(WALL_KEY, seconds)
-        except Exception as e:  # noqa: BLE001 - recorded in ``uncounted``: the worker stops the study on it
-            self.uncounted = (f"trial {trial.number}'s wall seconds ({seconds:.1f} s) could not be written, "
-                              f"twice: {type(e).__name__}: {e}")
+            save_note_by_id(self.study, stored, f"### Trial {trial.number}: lost\n\n{lost}; {again}\n\n"
+                                                f"- Its worker then resumed, {did}, and dropped its result "
+                                                f"({cost}).")
+        except storage_errors() as e:
+            text += f"; its note could not be saved: {why(e)}"
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+        return TrialTakenOver(text)
 
     def _run(self, trial: optuna.Trial) -> list[float]:
         from effsearch.trainer.run import train
@@ -139,6 +229,7 @@ class Objective:
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
             _free_memory()
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
+        self._trained = True
         self._record(trial, cfg, result, config_yaml, is_baseline)
         if result.status in ("completed", "pruned"):
             # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
@@ -333,6 +424,17 @@ class Objective:
         if self._baseline_tta is None:
             self._baseline_tta = queries.baseline_time_to_target(self.study)
         return speedup(self._baseline_tta, result.time_to_target)
+
+
+def _refused_as_finished(e: BaseException | None) -> bool:
+    """Is ``e``, or an error it was raised from or during, a write refused on a finished trial?"""
+    for _ in range(10):
+        if e is None:
+            return False
+        if isinstance(e, optuna.exceptions.UpdateFinishedTrialError):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _set_remark(trial: optuna.Trial, text: str) -> None:

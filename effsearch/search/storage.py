@@ -510,6 +510,19 @@ def trial_id(trial) -> int:
     return trial._trial_id
 
 
+def finished_elsewhere(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
+    """The stored trial when another process finished the RUNNING trial this process holds (the
+    others failed it as lost: its heartbeat went stale while its process was stopped or hung),
+    else None. A running trial's own writes then raise ``UpdateFinishedTrialError``."""
+    stored = trial.storage.get_trial(trial._trial_id)
+    return stored if stored.state.is_finished() else None
+
+
+def retries_of(study: optuna.Study, number: int) -> list[int]:
+    """The numbers of the trials queued to retry trial ``number`` (``requeue``, Optuna's retry callback)."""
+    return [t.number for t in study.get_trials(deepcopy=False) if number in t.system_attrs.get("retry_history", ())]
+
+
 def mark_failed(study: optuna.Study, trial, status: str, reason: str | None = None) -> None:
     """FAIL a RUNNING trial this process does not hold (its worker is gone or was interrupted),
     recording effsearch's ``status`` (and ``reason``). Raises if another process finished it first."""

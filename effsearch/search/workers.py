@@ -118,7 +118,7 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
     objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat,
                           reap=lambda: reap_dead(spec, study))
-    callbacks = [stop, budget, failures, lambda study, trial: mark_lost(spec, study),
+    callbacks = [objective.told, stop, budget, failures, lambda study, trial: mark_lost(spec, study),
                  lambda study, trial: objective.uncounted and study.stop()] + \
         ([Progress(spec, study, out, t0)] if progress else [])
     try:
@@ -126,9 +126,18 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
             left = None if spec.timeout is None else spec.timeout - (time.time() - started)
             if left is not None and left <= 0:
                 break
-            study.optimize(objective, n_trials=None, timeout=left, catch=(TrialFailed,), callbacks=callbacks,
-                           # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
-                           gc_after_trial=spec.space.machine.device == "cuda")
+            try:
+                study.optimize(objective, n_trials=None, timeout=left, catch=(TrialFailed,), callbacks=callbacks,
+                               # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+                               gc_after_trial=spec.space.machine.device == "cuda")
+            except Exception as e:
+                # This worker was stopped or hung mid-trial and the others took its trial over:
+                # Optuna cannot record its end. Dropped (said once); the checks below run as after
+                # any trial, as the callbacks did not.
+                if not objective.lost_at_tell(e):
+                    raise
+                if isinstance(objective.raised, (KeyboardInterrupt, SystemExit)):
+                    raise objective.raised from None  # Ctrl-C during that trial: stop, as below
             if failures.hit:
                 return "failed"
             if objective.uncounted:

@@ -7,6 +7,7 @@ search only ever looks at validation accuracy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gzip
@@ -270,6 +271,26 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
 
 
+def _folders(root: Path) -> set[Path]:
+    return {Path(d) for d, _, _ in os.walk(root)}
+
+
+@contextlib.contextmanager
+def _no_folders_left(folder: Path) -> Iterator[None]:
+    """Refused data (not there, and its download failed) leaves no folders behind: torchvision
+    makes its tree (FashionMNIST/raw) before it downloads. Only empty ones go: a file is kept."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    root = missing[-1] if missing else folder
+    before = _folders(root)
+    try:
+        yield
+    except ConfigError:
+        for made in sorted(_folders(root) - before, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # not empty
+                made.rmdir()
+        raise
+
+
 def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
@@ -286,7 +307,8 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
     xtr: Any
     xte: Any
     if builtin:
-        xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
+        with _no_folders_left(folder):
+            xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
         given = None
     else:
         u = userdata.load(d, folder)

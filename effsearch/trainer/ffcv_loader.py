@@ -41,6 +41,7 @@ BatchAugment works on whole batches, on the GPU when there is one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -48,6 +49,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import traceback
@@ -275,9 +277,13 @@ class Prepared:
     written: bool  # False: up-to-date files were reused
     reason: str | None  # why they were (re)written
     seconds: float
+    instead_of: str | None = None  # the default folder that could not be written, and why (the cache is used)
 
     def path(self, split: str) -> Path:
         return self.folder / f"{split}.beton"
+
+
+_warned: set[str] = set()
 
 
 def ensure_betons(cfg: TrainConfig, splits: D.Splits, folder: str | os.PathLike | None = None,
@@ -299,11 +305,17 @@ def ensure_betons(cfg: TrainConfig, splits: D.Splits, folder: str | os.PathLike 
         folder.parent.mkdir(parents=True, exist_ok=True)
         lock_path = folder.parent / f".{folder.name}.lock"
         lock = open(lock_path, "a")  # noqa: SIM115 - closed by the `with lock` below
-    except OSError:
+    except OSError as e:
         if explicit:
             raise
-        folder = _fallback_folder(cfg)
-        return ensure_betons(cfg, splits, folder, force=force, progress=progress)
+        fallback = _fallback_folder(cfg)
+        why = f"{folder.parent}: {e.strerror or e}"
+        if why not in _warned:  # once a process: every trial of a study meets it alike
+            _warned.add(why)
+            print(f"warning: cannot write the .beton files beside the dataset ({why}); writing them to "
+                  f"{fallback} instead", file=sys.stderr, flush=True)
+        prepared = ensure_betons(cfg, splits, fallback, force=force, progress=progress)
+        return dataclasses.replace(prepared, instead_of=why)
     import fcntl
 
     with lock:
