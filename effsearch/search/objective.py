@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -74,7 +74,7 @@ class Objective:
         self.no_store = artifact_problem(spec) if store is None else None  # why trials keep no files
         self.uncounted: str | None = None  # a trial's wall seconds could not be written: the worker stops
         self.warned: set[str] = set()
-        self._baseline_tta = None
+        self._baseline_tta: float | None = None
         self.current: optuna.Trial | None = None  # the trial run last, until Optuna records its end (``told``)
         self.raised: BaseException | None = None  # what the current trial's call raised, if anything
         self.dropped: int | None = None  # its number, when it was taken over and dropped
@@ -405,7 +405,7 @@ class Objective:
             return True
         return False
 
-    def _fail(self, trial: optuna.Trial, status: str, reason: str):
+    def _fail(self, trial: optuna.Trial, status: str, reason: str) -> NoReturn:
         trial.set_user_attr(STATUS_KEY, status)
         trial.set_user_attr("reason", reason[:2000])
         if status != "diverged":  # a diverged trial has its full note (curve, config) already

@@ -161,7 +161,7 @@ def storage_errors() -> tuple[type[Exception], ...]:
     return (SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError)
 
 
-def why(e: Exception) -> str:
+def why(e: BaseException) -> str:
     """The first line of a database error, without SQLAlchemy's background link."""
     orig = getattr(e, "orig", None) or e
     text = " ".join(str(orig).split()) or type(orig).__name__
@@ -199,7 +199,7 @@ def _connect(url: str, heartbeat: dict | None = None):
                           heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
                               max_retry=heartbeat["max_retry"]))
     # pool_pre_ping: a pooled connection the server closed (a restart) is replaced before use.
-    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    engine: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
         engine["connect_args"] = {"connect_timeout": 15}
     with warnings.catch_warnings():
@@ -478,6 +478,7 @@ def artifact_dir(study_path: Path | None, artifacts: str | None, storage: str) -
     beside a journal file, else STEM.artifacts beside the study file (an RDB storage). None for
     an RDB storage with no study file (a storage served by itself)."""
     if artifacts:
+        assert study_path is not None, "artifacts is a study file's key"
         return study_path.resolve().parent / artifacts
     if "://" not in storage:  # beside the journal file (which is beside the study by default)
         return Path(storage).with_suffix(".artifacts")

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import optuna
 from optuna.trial import TrialState
@@ -35,6 +35,10 @@ from effsearch.search.storage import (COUNTED_FAIL, STATUS_KEY, WORKER_KEY, Jour
                                       storage_errors, why, worker_id)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from optuna.trial import FrozenTrial
+
     from effsearch.search.studyfile import StudySpec
 
 
@@ -118,9 +122,11 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
     objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat,
                           reap=lambda: reap_dead(spec, study))
-    callbacks = [objective.told, stop, budget, failures, lambda study, trial: mark_lost(spec, study),
-                 lambda study, trial: objective.uncounted and study.stop()] + \
-        ([Progress(spec, study, out, t0)] if progress else [])
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
+        objective.told, stop, budget, failures, lambda study, trial: mark_lost(spec, study),
+        lambda study, trial: study.stop() if objective.uncounted else None]
+    if progress:
+        callbacks.append(Progress(spec, study, out, t0))
     try:
         while True:
             left = None if spec.timeout is None else spec.timeout - (time.time() - started)

@@ -60,7 +60,7 @@ class HookState:
     seed: int = 0
     world: int = 1
     rank: int = 0
-    group: object = None
+    group: dist.ProcessGroup | None = None
     bytes_sent: int = 0  # payload a rank handed to collectives, summed over calls
     calls: int = 0
     residuals: dict = field(default_factory=dict)  # bucket index -> what compression dropped
@@ -182,7 +182,9 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
 def _gather(state: HookState, msg: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
     """All ranks' uint8 messages (same length), as a future of a (world, len) tensor."""
     out = msg.new_empty(state.world * msg.numel())
-    fut = dist.all_gather_into_tensor(out, msg, group=state.group, async_op=True).get_future()
+    work = dist.all_gather_into_tensor(out, msg, group=state.group, async_op=True)
+    assert work is not None  # async_op=True returns its Work
+    fut = work.get_future()
     # The output buffer itself, filled once the future completes (what the future's value holds
     # differs between backends: gloo gives the per-rank chunks).
     return fut.then(lambda f: (f.wait(), out.view(state.world, -1))[1])
