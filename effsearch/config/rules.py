@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from effsearch.config.algorithms import (
     ALGORITHMS,
@@ -41,6 +41,9 @@ from effsearch.config.choices import (
 )
 from effsearch.config.fields import ConfigError, get_path, quote
 from effsearch.config.sources import FILE_DATASETS, ModelFacts, dataset_kind, facts, model_kind
+
+if TYPE_CHECKING:
+    from effsearch.config.schema import TrainConfig
 
 Pred = Callable[[dict], bool]
 
@@ -184,13 +187,18 @@ _swa_start, _swa_end = partial(_param, "swa", "swa_start"), partial(_param, "swa
 def _swa_not_after(cfg: dict) -> bool:
     """swa_end not after swa_start, in one unit (the unit rule speaks for two)."""
     unit = _unit("swa", "swa_start", cfg)
+    # Both times are set where the unit is: parse_time gave both.
     return unit is not None and unit == _unit("swa", "swa_end", cfg) \
-        and _time("swa", "swa_end", cfg) <= _time("swa", "swa_start", cfg)
+        and cast(float, _time("swa", "swa_end", cfg)) <= cast(float, _time("swa", "swa_start", cfg))
 
 
 # What each structure an algorithm needs is, for the messages (the field of ModelFacts).
 STRUCTURE = {"bottleneck": "bottleneck blocks (torchvision's Bottleneck)", "batchnorm": "batch norm layers",
              "downsamples": "strided convolutions or max-pools"}
+
+
+def _lacks_message(fact: str, cfg: dict) -> str:
+    return f"needs a model with {STRUCTURE[fact]}; model.name {quote(_model_name(cfg))} has none"
 
 
 def _bad_milestones(cfg: dict) -> bool:
@@ -334,8 +342,7 @@ RULES: list[Rule] = [
     # model probed as built: effsearch.config.sources), so no trial meets a model it cannot change.
     *[Rule(f"algorithms.{name}", f"algorithms.{name}", on=partial(_has, name),
            forbids=partial(_lacks, spec.needs_structure),
-           message=lambda c, n=spec.needs_structure: f"needs a model with {STRUCTURE[n]}; model.name "
-                                                      f"{quote(_model_name(c))} has none",
+           message=partial(_lacks_message, spec.needs_structure),
            when=f"a model with {STRUCTURE[spec.needs_structure]}", reads=("model.name", "model.kwargs"))
       for name, spec in ALGORITHMS.items() if spec.needs_structure],
     Rule("selection.model_based", "selection.strategy",
@@ -389,7 +396,7 @@ def check(cfg: dict, rules: list[Rule] | None = None) -> None:
             raise rule.error(cfg)
 
 
-def validate(cfg) -> None:
+def validate(cfg: TrainConfig) -> None:
     """Algorithm names and parameters, then every rule, on a TrainConfig."""
     check_algorithms(cfg.algorithms)
     check(cfg.to_dict())

@@ -142,7 +142,7 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
         f"objectives: {values}" + (f"; test accuracy {test:.4f}" if test is not None else "")
         + (f"; {sp:.2f}x the baseline" if sp else "")
         + (f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
-           if over else ""),
+           if over and recipe is not None else ""),
         f"config: {report.summary(cast(dict, queries.config_of(trial)))}",  # a pick has its config
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
         f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"

@@ -116,7 +116,7 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
     }
 
 
-def _recipe_facts(trial: FrozenTrial) -> dict | None:
+def _recipe_facts(trial: FrozenTrial | None) -> dict | None:
     if trial is None:
         return None
     return {"trial": trial.number, "recipe": trial.user_attrs.get("warm_start"),

@@ -54,55 +54,62 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from effsearch.config.options import MOASHAOptions, check_options
 from effsearch.trainer.result import EvalPoint
 
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import BaseTrial
+
+    from effsearch.config import TrainConfig
+
 
 class StudyPruner(Protocol):
-    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline and warm starts."""
 
-    def on_eval(self, trial, point: EvalPoint) -> str | None:
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
         """``point``: the trainer's evaluation. A reason stops the trial."""
 
-    def eval_at(self, cfg) -> tuple[float, ...]:
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
         """Epochs at which the trainer must evaluate ``cfg`` besides every ``eval_every``."""
 
-    def eval_after(self, cfg) -> tuple[float, ...]:
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
         """Train seconds at which the trainer must evaluate ``cfg`` (its first step at or past each)."""
 
-    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
         """A point at ``epoch`` / ``seconds`` whose accuracy is at most ``upper`` so far (part of the
         validation set scored): True if this pruner's decision there is already made, False if it
         needs the whole set, None if the point is no decision of this pruner's."""
 
 
 class NoPruner:
-    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         return None
 
-    def eval_at(self, cfg) -> tuple[float, ...]:
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
         return ()
 
-    def eval_after(self, cfg) -> tuple[float, ...]:
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
         return ()
 
-    def on_eval(self, trial, point: EvalPoint) -> str | None:
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
         return None
 
-    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
         return None
 
 
 class MOASHAStudyPruner:
     """MO-ASHA on a study: one RungTracker per trial, its budget the trial's own epochs."""
 
-    def __init__(self, pruner, study):
+    def __init__(self, pruner: MOASHAPruner, study: optuna.Study | None) -> None:
         self.pruner, self.study = pruner, study
-        self.tracker = None  # the running trial's (a worker runs one trial at a time)
-        self._time_rung = None  # clock time: (seconds, the baseline's accuracy there), once known
+        self.tracker: RungTracker | None = None  # the running trial's (a worker runs one trial at a time)
+        # clock time: (seconds, the baseline's accuracy there), once known
+        self._time_rung: tuple[float, float | None] | None = None
 
     def time_rung(self) -> tuple[float, float | None] | None:
         """Clock ``time``: the rung's train seconds and the baseline's val accuracy at its first
@@ -118,6 +125,7 @@ class MOASHAStudyPruner:
             base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             tta = base.user_attrs.get("time_to_target") if base is not None else None
             if tta:
+                assert base is not None  # a time to target is a baseline's
                 mark = self.pruner.time_fraction * tta
                 hist = base.user_attrs.get("history") or []
                 p = next((p for p in hist if p.get("train_seconds", 0.0) >= mark), None)
@@ -125,22 +133,22 @@ class MOASHAStudyPruner:
                 self._time_rung = (mark, None if own or p is None else float(p["val_accuracy"]))
         return self._time_rung
 
-    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         rung = self.time_rung()
         self.tracker = RungTracker(self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy,
                                    may_prune=may_prune, time_rung=rung)
 
-    def on_eval(self, trial, point: EvalPoint) -> str | None:
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
         if self.tracker is None or self.tracker.trial.number != trial.number:
             return None
         return self.tracker(point)
 
-    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
         if self.tracker is None or self.tracker.trial.number != trial.number:
             return None
         return self.tracker.settle(epoch, seconds, upper)
 
-    def eval_at(self, cfg) -> tuple[float, ...]:
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
         """Every budget rung gets its own evaluation. Without one a rung was decided at the next
         ``eval_every`` point: with the default (1 epoch) and the quickstart's 2-6 epochs, the
         first rung (1/9) sat at 1/6-1/2 of the budget, where a stop saves a third as much."""
@@ -148,7 +156,7 @@ class MOASHAStudyPruner:
             return ()
         return tuple(r * cfg.epochs for r in self.pruner.rungs())
 
-    def eval_after(self, cfg) -> tuple[float, ...]:
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
         """Train seconds at which the trainer must evaluate: the time rung, once it is known."""
         if self.tracker is not None and self.tracker.time_rung is not None:
             return (self.tracker.time_rung[0],)
@@ -169,10 +177,11 @@ class SlowStop:
 
     FLOOR = 1.0  # train seconds; no real recipe's time to target is measured this finely
 
-    def __init__(self, inner, factor: float, study):
+    def __init__(self, inner: StudyPruner, factor: float, study: optuna.Study | None) -> None:
         self.inner, self.factor, self.study = inner, factor, study
-        self._base_tta = None
-        self.trial = self.limit = None
+        self._base_tta: float | None = None
+        self.trial: int | None = None
+        self.limit: float | None = None
         self.target, self.reached = 1.0, False
 
     @classmethod
@@ -188,40 +197,41 @@ class SlowStop:
             self._base_tta = baseline_time_to_target(self.study)
         return self._base_tta
 
-    def begin(self, trial, cfg, may_prune: bool = True) -> None:
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         self.inner.begin(trial, cfg, may_prune=may_prune)
         tta = self.base_tta() if may_prune else None
         self.trial, self.limit = trial.number, (self.mark(self.factor, tta) if tta else None)
         self.target, self.reached = cfg.target_accuracy, False
 
-    def eval_at(self, cfg) -> tuple[float, ...]:
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
         return self.inner.eval_at(cfg)
 
-    def eval_after(self, cfg) -> tuple[float, ...]:
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
         return self.inner.eval_after(cfg) + ((self.limit,) if self.limit else ())
 
-    def _over(self, trial, seconds: float) -> bool:
+    def _over(self, trial: BaseTrial, seconds: float) -> bool:
         return self.limit is not None and trial.number == self.trial and not self.reached and seconds >= self.limit
 
-    def on_eval(self, trial, point: EvalPoint) -> str | None:
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
         reason = self.inner.on_eval(trial, point)  # first: a rung's point is recorded for the others
         if reason or trial.number != self.trial:
             return reason
         if point.val_accuracy >= self.target:
             self.reached = True
         if self._over(trial, point.train_seconds):
+            limit, base = cast(float, self.limit), cast(float, self.base_tta())  # both set: _over holds
             return (f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
-                    f"more than {self.limit / self.base_tta():.3g}x the baseline's time to target "
-                    f"({self.base_tta():.2f}s; max_slowdown in the study file)")
+                    f"more than {limit / base:.3g}x the baseline's time to target "
+                    f"({base:.2f}s; max_slowdown in the study file)")
         return None
 
-    def settle(self, trial, epoch: float, seconds: float, upper: float) -> bool | None:
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
         if self._over(trial, seconds) and upper < self.target:
             return True  # stopped whatever the rest of the validation set says
         return self.inner.settle(trial, epoch, seconds, upper)
 
 
-def make_pruner(spec: dict, study=None) -> StudyPruner:
+def make_pruner(spec: dict, study: optuna.Study | None = None) -> StudyPruner:
     """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
     if spec.get("name", "none") == "none":
         return NoPruner()
@@ -245,7 +255,7 @@ class RungPoint:
         return [self.time_bound, self.accuracy, self.reached]
 
     @classmethod
-    def from_attr(cls, v) -> RungPoint:
+    def from_attr(cls, v: list) -> RungPoint:
         return cls(float(v[0]), float(v[1]), bool(v[2]))
 
 
@@ -270,7 +280,7 @@ TIME_KEY = "rung_time"  # a trial's point at the time rung: [train seconds, val 
 class MOASHAPruner:
     def __init__(self, eta: float = _DEFAULT.eta, min_fraction: float = _DEFAULT.min_fraction,
                  min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank, clock: str = _DEFAULT.clock,
-                 time_fraction: float = _DEFAULT.time_fraction):
+                 time_fraction: float = _DEFAULT.time_fraction) -> None:
         # The knobs' bounds are MOASHAOptions' (a ConfigError naming pruner.KNOB), for a study file's
         # knobs and for a pruner built in code alike.
         check_options(MOASHAOptions, {"eta": eta, "min_fraction": min_fraction, "min_trials": min_trials,
@@ -309,7 +319,8 @@ class MOASHAPruner:
         return 0 in order[:keep]
 
     # -- the study side: state in trial attributes ------------------------------------
-    def check(self, study, trial, k: int, me: RungPoint, may_prune: bool = True) -> str | None:
+    def check(self, study: optuna.Study | None, trial: BaseTrial, k: int, me: RungPoint,
+              may_prune: bool = True) -> str | None:
         """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
         ``may_prune`` False (the baseline) the point is recorded for the others only."""
         key = f"rung_{k}"
@@ -326,8 +337,9 @@ class MOASHAPruner:
                 f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})")
 
     @staticmethod
-    def peers(study, trial, key: str) -> list:
+    def peers(study: optuna.Study | None, trial: BaseTrial, key: str) -> list:
         """The other trials' records under ``key`` (their points at one rung)."""
+        assert study is not None  # ranking among peers needs the study (make_pruner's study)
         return [t.user_attrs[key] for t in study.get_trials(deepcopy=False)
                 if t.number != trial.number and key in t.user_attrs]
 
@@ -339,8 +351,8 @@ class MOASHAPruner:
             return True
         return sum(1 for p in peers if p > accuracy) < max(1, math.ceil(n / self.eta))
 
-    def check_time(self, study, trial, seconds: float, accuracy: float, base_accuracy: float | None,
-                   may_prune: bool = True) -> str | None:
+    def check_time(self, study: optuna.Study | None, trial: BaseTrial, seconds: float, accuracy: float,
+                   base_accuracy: float | None, may_prune: bool = True) -> str | None:
         """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
         None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
         if TIME_KEY in getattr(trial, "user_attrs", {}):
@@ -355,7 +367,7 @@ class MOASHAPruner:
                 f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
                 f"trials there")
 
-    def time_peers(self, study, trial, base_accuracy: float | None) -> list[float]:
+    def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_accuracy: float | None) -> list[float]:
         """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
         peers = [float(v[1]) for v in self.peers(study, trial, TIME_KEY)]
         return peers + ([base_accuracy] if base_accuracy is not None else [])
@@ -369,12 +381,12 @@ class MOASHAPruner:
 class RungTracker:
     """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
 
-    def __init__(self, pruner: MOASHAPruner, study, trial, budget_epochs: float, target: float,
-                 may_prune: bool = True, time_rung: tuple[float, float | None] | None = None):
+    def __init__(self, pruner: MOASHAPruner, study: optuna.Study | None, trial: BaseTrial, budget_epochs: float,
+                 target: float, may_prune: bool = True, time_rung: tuple[float, float | None] | None = None) -> None:
         self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
         self.budget, self.target = budget_epochs, target
         self.time_rung = time_rung  # (seconds, the baseline's accuracy there): judged there, not at budget rungs
-        self.reached_seconds = None
+        self.reached_seconds: float | None = None
         self.previous: tuple[float, float] | None = None  # the evaluation before this one
         self.seen: set = set()  # rungs decided: their indices, and "time"
         self._peers: tuple | None = None  # (rung key, its peers) read for the point being scored
@@ -412,7 +424,7 @@ class RungTracker:
         me = self._point(epoch, seconds, upper, self.previous)
         return not self.pruner.decide(me, [RungPoint.from_attr(v) for v in self._read(f"rung_{k}")])
 
-    def _read(self, key: str, base_accuracy=None) -> list:
+    def _read(self, key: str, base_accuracy: float | None = None) -> list:
         """The peers at ``key``, read once for all the questions about one point."""
         if self._peers is None or self._peers[0] != key:
             peers = self.pruner.time_peers(self.study, self.trial, base_accuracy) if key == TIME_KEY \
@@ -426,7 +438,8 @@ class RungTracker:
         k = self.pruner.rung_of(epoch / self.budget + 5e-5 / self.budget)
         return None if k is None or k in self.seen else k
 
-    def _point(self, epoch: float, seconds: float, accuracy: float, previous) -> RungPoint:
+    def _point(self, epoch: float, seconds: float, accuracy: float,
+               previous: tuple[float, float] | None) -> RungPoint:
         reached = self.reached_seconds is not None or accuracy >= self.target
         if self.reached_seconds is not None:
             t = self.reached_seconds
@@ -439,6 +452,7 @@ class RungTracker:
         return RungPoint(t, accuracy, reached)
 
     def _at_time(self, point: EvalPoint) -> str | None:
+        assert self.time_rung is not None  # called on a time rung only
         seconds, base_accuracy = self.time_rung
         if "time" in self.seen or point.train_seconds < seconds:
             return None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import yaml
 from optuna.trial import TrialState
@@ -17,12 +19,16 @@ from effsearch.search.record import Recorded
 from effsearch.search.storage import (BASELINE_KEY, COUNTED_FAIL, DUPLICATE_KEY, STATUS_KEY, WARM_KEY,
                                       storage_errors, why)
 
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import BaseTrial, FrozenTrial
 
-def objectives_of(study) -> list[str]:
+
+def objectives_of(study: optuna.Study) -> list[str]:
     return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
 
 
-def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
+def measures(trial: FrozenTrial, objectives: list[str]) -> tuple[float, float, bool]:
     """(time to target (inf for a miss), final val accuracy, reached the target)."""
     a = Recorded.of(trial)
     values = dict(zip(objectives, trial.values))
@@ -34,14 +40,14 @@ def measures(trial, objectives: list[str]) -> tuple[float, float, bool]:
     return float(tta), float(acc) if acc is not None else -math.inf, bool(hit)
 
 
-def counted(trial) -> bool:
+def counted(trial: FrozenTrial) -> bool:
     """Does a finished trial count toward n_trials? A FAIL only if effsearch recorded why (COUNTED_FAIL)."""
     if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
     return trial.state == TrialState.FAIL and trial.user_attrs.get(STATUS_KEY) in COUNTED_FAIL
 
 
-def counts(trials) -> dict:
+def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
     c = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "done": 0}
     for t in trials:
         if t.state == TrialState.COMPLETE:
@@ -58,7 +64,7 @@ def counts(trials) -> dict:
     return c
 
 
-def config_of(trial) -> dict | None:
+def config_of(trial: BaseTrial) -> dict | None:
     text = trial.user_attrs.get("config")
     try:
         return yaml.safe_load(text) if text else None
@@ -66,7 +72,7 @@ def config_of(trial) -> dict | None:
         return None
 
 
-def reached(trial) -> bool:
+def reached(trial: FrozenTrial) -> bool:
     """Did the trial's delivered model reach the target? (A miss is infeasible: see objectives.)"""
     flag = Recorded.of(trial).reached_target
     if flag is not None:
@@ -74,26 +80,26 @@ def reached(trial) -> bool:
     return all(c <= 0 for c in trial.constraints.values())
 
 
-def seconds_to_target(trial) -> float | None:
+def seconds_to_target(trial: FrozenTrial | None) -> float | None:
     """The trial's recorded time to target (None: no trial, or no time: it missed, or has not
     finished). Speed-ups are ``trainer.result.speedup`` of two of these."""
     return Recorded.of(trial).time_to_target if trial is not None else None
 
 
-def baseline_trial(trials):
+def baseline_trial(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
     for t in trials:
         if t.user_attrs.get(BASELINE_KEY) and t.state == TrialState.COMPLETE:
             return t
     return None
 
 
-def baseline_time_to_target(study) -> float | None:
+def baseline_time_to_target(study: optuna.Study) -> float | None:
     """The study's completed baseline's time to target (None: none yet, or it missed)."""
     base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     return base.user_attrs.get("time_to_target") if base is not None else None
 
 
-def front(study, trials=None) -> list:
+def front(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> list[FrozenTrial]:
     """The Pareto front of the complete trials that reached the target, a configuration
     confirmed with several seeds counted once, at its mean (``phases.seed_means``). A storage
     that does not answer (a dropped database connection, a journal file gone) is a warning
@@ -117,13 +123,13 @@ def front(study, trials=None) -> list:
     return sorted((pool[i] for i in pareto.fronts(points)[0]), key=lambda t: t.values)
 
 
-def best_tta(trials) -> float | None:
-    times = [Recorded.of(t).time_to_target for t in trials if t.state == TrialState.COMPLETE]
-    times = [x for x in times if x is not None]
+def best_tta(trials: Iterable[FrozenTrial]) -> float | None:
+    recorded = [Recorded.of(t).time_to_target for t in trials if t.state == TrialState.COMPLETE]
+    times = [x for x in recorded if x is not None]
     return min(times, default=None)
 
 
-def best_recipe(trials):
+def best_recipe(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
     """The fastest complete trial of a named recipe (``warm_start: [recipe:NAME]``) that reached the
     target: the yardstick a search must beat (None: no recipe trained, or none reached it)."""
     hits = [t for t in trials if t.state == TrialState.COMPLETE and DUPLICATE_KEY not in t.user_attrs

@@ -6,6 +6,9 @@ imported here, so `effsearch status` answers in a second or two.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
+
 from optuna.trial import TrialState
 
 from effsearch.search import queries
@@ -13,6 +16,10 @@ from effsearch.search.record import Recorded
 from effsearch.search.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY
 from effsearch.spaces.space import format_table
 from effsearch.trainer.result import speedup
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
 
 ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
           "quantized_size": "int8"}
@@ -41,7 +48,7 @@ def summary(cfg: dict) -> str:
     return ", ".join(parts)
 
 
-def fmt_value(name: str, value, hit: bool = True) -> str:
+def fmt_value(name: str, value: float | None, hit: bool = True) -> str:
     if value is None:
         return "-"
     if name == "time_to_accuracy":
@@ -53,8 +60,8 @@ def fmt_value(name: str, value, hit: bool = True) -> str:
     return f"{value:.2f}"
 
 
-def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None = None,
-               same_as: int | None = None) -> str:
+def trial_line(trial: FrozenTrial, objectives: Sequence[str], trials: Sequence[FrozenTrial], study: optuna.Study,
+               n_trials: int | None, elapsed: float | None = None, same_as: int | None = None) -> str:
     """One progress line for a finished trial, with the study's standing. ``same_as``: the trial
     whose line already printed this trial's error (a repeated error is printed once)."""
     c = queries.counts(trials)
@@ -83,7 +90,7 @@ def trial_line(trial, objectives, trials, study, n_trials, elapsed: float | None
             + (f"{best:.2f} s" if best is not None else "none yet"))
 
 
-def recipe_line(trials) -> str | None:
+def recipe_line(trials: Iterable[FrozenTrial]) -> str | None:
     """Which recipe is the yardstick, for `status` and `run`."""
     r = queries.best_recipe(trials)
     if r is None:
@@ -92,7 +99,7 @@ def recipe_line(trials) -> str | None:
             f"{Recorded.of(r).time_to_target:.2f} s to the target; 'x recipe' is each trial's speed-up over it")
 
 
-def status_table(study, objectives, show_all: bool = True) -> str:
+def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool = True) -> str:
     trials = study.get_trials(deepcopy=False)
     base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
     recipe = queries.best_recipe(trials)
@@ -100,7 +107,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
     head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up"] + (["x recipe"] if recipe else []) \
         + ["test acc", "train s", "config / reason"]
 
-    def row(t):
+    def row(t: FrozenTrial) -> list:
         vals = list(t.values) if t.values else [None] * len(objectives)
         tta = queries.seconds_to_target(t)
         sp = speedup(base_tta, tta)
@@ -128,7 +135,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
         lines += ["", format_table(head, [row(t) for t in trials])]
     pareto = queries.front(study)
     if recipe:
-        lines += ["", recipe_line(trials)]
+        lines += ["", cast(str, recipe_line(trials))]  # a str: there is a recipe
     lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
               + ("; a+b: the mean of trials a and b, one config's seeds" if any(
                   t.user_attrs.get("seed_trials") for t in pareto) else "") + "):"]
@@ -140,7 +147,7 @@ def status_table(study, objectives, show_all: bool = True) -> str:
     return "\n".join(lines)
 
 
-def baseline_warning(trials) -> str | None:
+def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
     """Why speed-ups read '-': the baseline did not give a time to target (None when it did)."""
     base = [t for t in trials if t.user_attrs.get(BASELINE_KEY)]
     if not base:

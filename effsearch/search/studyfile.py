@@ -45,7 +45,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -57,6 +57,9 @@ from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
 from effsearch.search import phases, recipes
 from effsearch.search.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
+
+if TYPE_CHECKING:
+    from effsearch.config.machine import Machine
 
 # What an empty study file is told.
 MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
@@ -136,7 +139,7 @@ class StudySpec:
 
 def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
          timeout: float | None = None, workers: int | None = None, budget: float | None = None,
-         machine=None) -> StudySpec:
+         machine: Machine | None = None) -> StudySpec:
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
     raw = read_yaml(path, MINIMAL_STUDY)
@@ -146,7 +149,7 @@ def load(path: str | Path, *, storage: str | None = None, n_trials: int | None =
 
 def from_mapping(raw: Any, path: str | Path, *, source: str | None = None, storage: str | None = None,
                  n_trials: int | None = None, timeout: float | None = None, workers: int | None = None,
-                 budget: float | None = None, machine=None) -> StudySpec:
+                 budget: float | None = None, machine: Machine | None = None) -> StudySpec:
     """A study from its mapping, as if read from the file ``path`` (its folder holds the default
     storage and resolves a relative ``base`` path); ``source`` names it in messages (default: path)."""
     path = Path(path)
@@ -159,8 +162,9 @@ def from_mapping(raw: Any, path: str | Path, *, source: str | None = None, stora
         raise (e if e.source else e.with_source(source)) from None
 
 
-def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeout_flag, workers_flag, budget_flag,
-          machine) -> StudySpec:
+def _load(raw: dict, path: Path, source: str, storage_flag: str | None, n_trials_flag: int | None,
+          timeout_flag: float | None, workers_flag: int | None, budget_flag: float | None,
+          machine: Machine | None) -> StudySpec:
     here = path.resolve().parent
     for key in raw:
         if key not in KEYS:
@@ -191,6 +195,7 @@ def _load(raw: dict, path: Path, source: str, storage_flag, n_trials_flag, timeo
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
     artifacts_dir = artifact_dir(path, artifacts, storage)
+    assert artifacts_dir is not None  # a study file's path gives a folder
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", f"must be a string; got {quote(description)}")
@@ -209,7 +214,7 @@ def _plugins(raw: dict, here: Path) -> None:
     import_plugins(plugins)
 
 
-def _configs(raw: dict, here: Path, machine) -> tuple:
+def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
     """(base, baseline, warm starts, notes on skipped recipes, the machine), each checked."""
     base_raw = raw.get("base", {})
     if isinstance(base_raw, str):
@@ -244,7 +249,7 @@ def _configs(raw: dict, here: Path, machine) -> tuple:
     return base, baseline, warm_start, notes, machine
 
 
-def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> list:
+def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> tuple[str, ...]:
     """The objectives, each measurable by every config the study trains as given."""
     objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
     for i, objective in enumerate(objectives):
@@ -258,7 +263,7 @@ def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start:
     return objectives
 
 
-def _numbers(raw: dict, machine, **flags: Any) -> dict:
+def _numbers(raw: dict, machine: Machine, **flags: Any) -> dict:
     """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
     when given (an error names its flag), else the file's, else StudyNumbers' default."""
     def number(key: str) -> Any:
@@ -286,7 +291,7 @@ def _check_workers(workers: int, machine: Any, field_name: str) -> None:
 def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
     """Phase 2 trains each pick with seeds base.seed + 0..seeds-1 (effsearch.search.phases): the
     last must be a seed too, or phase 2 fails after phase 1's whole search."""
-    seeds = tuning.get("seeds")
+    seeds = cast(int, tuning.get("seeds"))  # set (phases.check's defaults) where the name is not none
     if tuning["name"] != "none" and base.seed + seeds - 1 > SEED_MAX:
         raise ConfigError("tuning.seeds", f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
                                           f"{SEED_MAX} (the largest seed Composer, NumPy and Optuna take; base.seed "

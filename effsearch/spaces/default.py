@@ -11,7 +11,8 @@ sampled (a test samples thousands of trials to hold that).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from functools import partial
+from typing import Any, Callable
 
 from effsearch import config as C
 from effsearch.config import TrainConfig, rules
@@ -76,7 +77,7 @@ def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: s
     return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
 
 
-def _switch(algo: str):
+def _switch(algo: str) -> Callable[[dict, bool], None]:
     def setter(cfg: dict, on: bool) -> None:
         algos = cfg.setdefault("algorithms", {})
         if on:
@@ -86,11 +87,15 @@ def _switch(algo: str):
     return setter
 
 
-def _time_string(unit: str):
-    def to_config(v):
+def _has_algo(algo: str, cfg: dict) -> bool:
+    return algo in (cfg.get("algorithms") or {})
+
+
+def _time_string(unit: str) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+    def to_config(v: Any) -> str:
         return f"{int(v)}{unit}" if unit == "ba" else f"{float(v):g}{unit}"
 
-    def from_config(s):
+    def from_config(s: Any) -> Any:
         if not isinstance(s, str) or not s.endswith(unit):
             raise ValueError(s)
         x = float(s[: -len(unit)])
@@ -108,24 +113,25 @@ def algorithm_dims(model: dict) -> list[Dim]:
         gate = Dim(f"algorithms.{algo}", "algorithms", "cat", choices=(False, True), off=False,
                    **gated(f"algorithms.{algo}"),
                    help=spec.help or spec.composer_name,
-                   setter=_switch(algo), getter=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
+                   setter=_switch(algo), getter=partial(_has_algo, algo),
                    extra={"algorithm": algo})
         missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
         if missing:
             gate.extra["unavailable"] = f"model {model.get('name')!r} has no {STRUCTURE[spec.needs_structure]}"
         dims.append(gate)
         for param, rng in params.items():
-            to_cfg = from_cfg = None
+            to_cfg: Callable[[Any], Any] | None = None
+            from_cfg: Callable[[Any], Any] | None = None
             if (algo, param) in TIME_PARAMS:
                 to_cfg, from_cfg = _time_string(TIME_PARAMS[(algo, param)])
             default = spec.params[param]
-            common = dict(path=f"algorithms.{algo}.{param}",
-                          when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
-                          when_text=f"algorithms.{algo} on", parents=(f"algorithms.{algo}",),
-                          to_config=to_cfg, from_config=from_cfg,
-                          getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {})
-                          .get(a, {}).get(p, d),
-                          extra={"algorithm": algo, "param": param})
+            common: dict[str, Any] = dict(path=f"algorithms.{algo}.{param}",
+                                          when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
+                                          when_text=f"algorithms.{algo} on", parents=(f"algorithms.{algo}",),
+                                          to_config=to_cfg, from_config=from_cfg,
+                                          getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {})
+                                          .get(a, {}).get(p, d),
+                                          extra={"algorithm": algo, "param": param})
             name = f"algorithms.{algo}.{param}"
             if rng[0] == "cat":
                 dims.append(Dim(name, "algorithms", "cat", choices=rng[1], **common))
@@ -143,7 +149,7 @@ def _batch_setter(cfg: dict, value: int) -> None:
     set_path(cfg, "optimizer.scale_lr_with_batch", True)
 
 
-def _sparsity_setter(base_target: float):
+def _sparsity_setter(base_target: float) -> Callable[[dict, bool], None]:
     def setter(cfg: dict, on: bool) -> None:
         current = rules.value(cfg, "sparsity.target")
         set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
@@ -173,6 +179,7 @@ def _fit_swa_start(dim: Dim, base: TrainConfig) -> None:
     if not (isinstance(end, str) and end.endswith("dur")):
         dim.extra["unavailable"] = f"base's swa_end {end!r} is not a fraction of training (dur)"
         return
+    assert dim.low is not None and dim.high is not None  # a float dimension
     dim.high = min(dim.high, float(end[:-3]) - 0.05)
     if dim.high <= dim.low:
         dim.extra["unavailable"] = f"base's swa_end {end!r} leaves no room after swa_start's low {dim.low:g}"
@@ -240,7 +247,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     no_embedding = model_facts is not None and not model_facts.final_linear
     precisions = machine.precisions()
 
-    def precision_check(v):
+    def precision_check(v: Any) -> str | None:
         if v not in precisions:
             return f"this machine ({machine.describe()}) runs {', '.join(precisions)}"
         return None

@@ -29,8 +29,13 @@ import copy
 import gzip
 import io
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from effsearch.trainer.data import Splits
 
 CALIBRATION_IMAGES = 512
 EVAL_BATCH = 1024
@@ -64,12 +69,13 @@ def _plain(net: torch.nn.Module) -> torch.nn.Module:
     """The prediction path of an effsearch Classifier, traceable by FX (its ``forward``
     branches on CORDS's ``last``/``freeze`` arguments)."""
     if hasattr(net, "features") and hasattr(net, "linear"):
-        return torch.nn.Sequential(net.features, net.linear)
+        return torch.nn.Sequential(cast(torch.nn.Module, net.features), cast(torch.nn.Module, net.linear))
     return net
 
 
 @torch.no_grad()
-def accuracy(model, x: torch.Tensor, y: torch.Tensor, normalise) -> float:
+def accuracy(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+             normalise: Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]]) -> float:
     correct = 0
     for i in range(0, len(y), EVAL_BATCH):
         xb, yb = normalise((x[i:i + EVAL_BATCH], y[i:i + EVAL_BATCH]))
@@ -77,7 +83,7 @@ def accuracy(model, x: torch.Tensor, y: torch.Tensor, normalise) -> float:
     return correct / max(len(y), 1)
 
 
-def measure(module: torch.nn.Module, splits, seed: int = 0) -> dict:
+def measure(module: torch.nn.Module, splits: Splits, seed: int = 0) -> dict:
     """Quantize a copy of ``module`` (the delivered network) to int8; sizes and accuracies."""
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx

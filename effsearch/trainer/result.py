@@ -13,13 +13,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
-def _known(cls) -> tuple[str, ...]:
+def _known(cls: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
 
 
-def _split(cls, d: dict) -> dict:
+def _split(cls: Any, d: dict) -> dict:
     """``d``'s keys that are fields of ``cls``, with the others in ``extra`` (a newer or older
     effsearch's keys survive a load and a save)."""
     known = _known(cls)
@@ -28,7 +29,7 @@ def _split(cls, d: dict) -> dict:
     return {**out, "extra": extra} if extra else out
 
 
-def _as_dict(obj) -> dict:
+def _as_dict(obj: Any) -> dict:
     """The fields that are set (None: not recorded), then ``extra``: the keys a dict had before."""
     out = {k: getattr(obj, k) for k in _known(type(obj)) if getattr(obj, k) is not None}
     out.update(obj.extra)
@@ -91,7 +92,7 @@ class Final:
     quantize_seconds: float | None = None
     extra: dict = field(default_factory=dict)
 
-    def set(self, **values) -> None:
+    def set(self, **values: Any) -> None:
         """Record measurements (a name no field has goes to ``extra``)."""
         for k, v in values.items():
             if k in _known(Final):
@@ -119,7 +120,7 @@ class RunResult:
     device: str = "cpu"
     versions: dict = field(default_factory=dict)
 
-    def __post_init__(self):  # result.json's shape (dicts) in, typed out
+    def __post_init__(self) -> None:  # result.json's shape (dicts) in, typed out
         self.history = [EvalPoint.from_dict(p) for p in self.history]
         self.final = Final.from_dict(self.final)
 
@@ -221,7 +222,7 @@ def speedup(baseline_seconds: float | None, seconds: float | None) -> float | No
     return baseline_seconds / seconds if baseline_seconds and seconds else None
 
 
-def clean(obj):
+def clean(obj: Any) -> Any:
     """JSON-safe: NaN and infinities become None (JSON, and PostgreSQL's JSON, have no NaN);
     tuples become lists and keys strings."""
     if isinstance(obj, float) and not math.isfinite(obj):
