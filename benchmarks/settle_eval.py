@@ -27,10 +27,9 @@ def main() -> None:
                     help="tune: the tuning phase's subset trial; confirm: the full-data baseline")
     ap.add_argument("--pairs", type=int, default=3)
     args = ap.parse_args()
+    from effsearch.config import ConfigError
     from effsearch.search import phases, studyfile
     from effsearch.trainer.run import train
-
-    from effsearch.config import ConfigError
 
     try:
         spec = studyfile.load(args.study)

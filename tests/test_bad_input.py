@@ -349,7 +349,7 @@ def test_train_refuses_an_output_folder_it_cannot_write_before_training(tmp_path
     (tmp_path / "a-file").write_text("mine\n")
     (tmp_path / "taken" / "result.json").mkdir(parents=True)
     before = files(tmp_path)
-    p = refused(effsearch(tmp_path, "train", "c.yaml", "--out", out), "--out", words)
+    refused(effsearch(tmp_path, "train", "c.yaml", "--out", out), "--out", words)
     assert files(tmp_path) == before and (tmp_path / "a-file").read_text() == "mine\n"
 
 

@@ -5,17 +5,15 @@ import re
 
 import optuna
 import pytest
-from optuna.trial import TrialState, create_trial
 import yaml
+from optuna.trial import TrialState, create_trial
 
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import best
 from effsearch.search.storage import open_url
-from tests.helpers import tiny
-from tests.tiny_study import built_study
 from tests.fake_study import POINTS, add, config
-
+from tests.tiny_study import built_study
 
 # -- best --------------------------------------------------------------------------
 

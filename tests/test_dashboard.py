@@ -6,13 +6,11 @@ import pytest
 import yaml
 
 from effsearch.cli import main
+from effsearch.config.machine import Machine
 from effsearch.search import dashboard
 from effsearch.search.studyfile import load as load_study_file
-from effsearch.config.machine import Machine
 from tests.helpers import tiny
 from tests.tiny_study import built_study
-from tests.fake_study import config
-
 
 # -- dashboard arguments ----------------------------------------------------------
 

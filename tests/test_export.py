@@ -11,7 +11,7 @@ import yaml
 from effsearch.cli import main
 from effsearch.search import export, pareto, plots
 from effsearch.search.storage import open_url
-from tests.fake_study import FRONT, POINTS, config
+from tests.fake_study import FRONT, POINTS
 
 
 def export_(storage_path, out, *extra) -> int:

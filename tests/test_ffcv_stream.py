@@ -5,7 +5,6 @@ test are all that must fit. Without ffcv these tests skip, except where EFFSEARC
 import json
 
 import numpy as np
-import pytest
 import yaml
 
 from effsearch.config import TrainConfig

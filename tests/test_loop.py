@@ -4,7 +4,7 @@ measures the delivered model, and a time to target is earned by it."""
 
 import pytest
 import torch
-from composer.core import Event, Time, TimeUnit, Timestamp
+from composer.core import Event, Time, Timestamp, TimeUnit
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.algorithms import ALGORITHMS

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.search import objective, record, storage, warmstart, workers
+from effsearch.search import record, storage, warmstart, workers
 from effsearch.search.storage import WALL_KEY, open_url
 from effsearch.trainer.kfac import KFACSGD
 from tests.helpers import tiny

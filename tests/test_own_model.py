@@ -3,7 +3,6 @@ the model as built (not its name), CORDS takes a plain nn.Module's embedding fro
 linear layer, and every bad model is exit code 2 naming the field, with nothing written."""
 
 import json
-import textwrap
 
 import pytest
 import yaml
@@ -102,9 +101,9 @@ def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(mod
 
 
 def test_the_embedding_is_the_input_of_the_final_linear_layer(models):
+    import own_test_models
     import torch
 
-    import own_test_models
     from effsearch.trainer.selection import ModelView
 
     net = own_test_models.cnn(5, 3).eval()

@@ -93,8 +93,8 @@ def test_status_export_and_best_read_speed_ups_over_the_best_recipe(tmp_path, ca
     assert main(["run", str(path), "--data-dir", str(tmp_path / "data")]) == 0
     capsys.readouterr()
     from effsearch.search.lookup import open_study
-    from effsearch.search.record import Recorded
     from effsearch.search.queries import best_recipe
+    from effsearch.search.record import Recorded
 
     study, _ = open_study(str(path))
     recipe = best_recipe(study.get_trials())

@@ -113,8 +113,8 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
     import torch
 
     from effsearch.config import TrainConfig
-    from effsearch.search import studyfile
     from effsearch.config.machine import Machine
+    from effsearch.search import studyfile
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)

@@ -13,12 +13,12 @@ import yaml
 from optuna.trial import TrialState
 
 import effsearch.trainer.run as trainer_run
-from effsearch.trainer import loop
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import objective, queries, workers
 from effsearch.search.pruner import NoPruner, SlowStop
 from effsearch.search.storage import open_url, requeue_dead_local
+from effsearch.trainer import loop
 from tests.helpers import tiny
 from tests.tiny_study import study_file
 
@@ -532,7 +532,7 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     mark = 0.5 * r0.time_to_target
     trials = load(path)[0].get_trials()
     judged = 0
-    for (cfg, at, after, r), t in zip(rest, trials[1:]):
+    for (_cfg, at, after, r), t in zip(rest, trials[1:]):
         assert at == () and after == pytest.approx((mark, SlowStop.mark(4, r0.time_to_target)))  # and max_slowdown's
         secs = [p.train_seconds for p in r.history]
         if "rung_time" in t.user_attrs:  # judged at its first point at or past the mark

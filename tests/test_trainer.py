@@ -224,7 +224,7 @@ def test_result_file_and_time_accounting(tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(L.Loop, "score", slow_eval)
-    r = train(cfg, out_dir=tmp_path, progress=False)
+    train(cfg, out_dir=tmp_path, progress=False)
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["status"] == "completed"
     assert [p["epoch"] for p in saved["history"]] == [1.0, 2.0, 3.0]

@@ -17,9 +17,10 @@ schema's defaults (``DEFAULTS``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from effsearch.config.algorithms import (
     ALGORITHMS,

@@ -222,7 +222,9 @@ class TrainConfig:
             cfg = build(cls, data, "")
             rules.validate(cfg)
         except ConfigError as e:
-            raise e.with_source(source) if source else e
+            if source:
+                raise e.with_source(source) from None  # the same error, naming its source
+            raise
         return cfg
 
     @classmethod

@@ -7,7 +7,7 @@ phase picks the configurations to confirm with it.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:

@@ -26,8 +26,7 @@ from optuna.trial import BaseTrial, FrozenTrial, TrialState
 from effsearch.config import TrainConfig
 from effsearch.config.options import SubsetTuning, check_options, defaults
 from effsearch.search import record
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, CONSTRAINTS_KEY, COUNTED_FAIL, STATUS_KEY,
-                                      WALL_KEY)
+from effsearch.search.storage import BASELINE_KEY, CONFIG_HASH_KEY, CONSTRAINTS_KEY, COUNTED_FAIL, STATUS_KEY, WALL_KEY
 
 if TYPE_CHECKING:
     import optuna
@@ -249,7 +248,9 @@ def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
     lines.append(f"  how phase 1 predicted phase 2, over {corr['n']} configurations:")
     for name in objectives:
         c = corr[name]
-        fmt = (lambda v: "-" if v is None else f"{v:+.2f}")
+        def fmt(v: float | None) -> str:
+            return "-" if v is None else f"{v:+.2f}"
+
         lines.append(f"    {name:18s} Kendall tau {fmt(c['kendall_tau'])}  Spearman rho {fmt(c['spearman_rho'])}")
     return "\n".join(lines)
 

@@ -16,8 +16,15 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.search.record import Recorded
-from effsearch.search.storage import (BASELINE_KEY, COUNTED_FAIL, DUPLICATE_KEY, STATUS_KEY, WARM_KEY,
-                                      storage_errors, why)
+from effsearch.search.storage import (
+    BASELINE_KEY,
+    COUNTED_FAIL,
+    DUPLICATE_KEY,
+    STATUS_KEY,
+    WARM_KEY,
+    storage_errors,
+    why,
+)
 
 if TYPE_CHECKING:
     import optuna

@@ -11,8 +11,8 @@ a speed-up over a weak baseline says little.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from effsearch.config import ConfigError, TrainConfig
 

@@ -53,8 +53,8 @@ from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
-from effsearch.config.sources import model_kind
 from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
+from effsearch.config.sources import model_kind
 from effsearch.search import phases, recipes
 from effsearch.search.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
 

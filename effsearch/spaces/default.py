@@ -11,17 +11,18 @@ sampled (a test samples thousands of trials to hold that).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 from effsearch import config as C
 from effsearch.config import TrainConfig, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.choices import GRANULARITIES, LOADERS, NO_FEEDBACK, OPTIMIZERS, SCHEDULES, SPARSITY_SCHEDULES
-from effsearch.config.rules import STRUCTURE, compression_method, kfac, parallel
-from effsearch.config.sources import facts
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
+from effsearch.config.rules import STRUCTURE, compression_method, kfac, parallel
+from effsearch.config.sources import facts
 from effsearch.spaces.dims import Dim
 
 GROUPS = ("system", "distributed", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")

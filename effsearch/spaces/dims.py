@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.algorithms import ALGORITHMS, check_param

@@ -12,10 +12,10 @@ import dataclasses
 import functools
 import gzip
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -56,7 +56,7 @@ class DiskImages:
 
     dtype = torch.uint8
 
-    def __init__(self, rows: "userdata.Rows", index: np.ndarray) -> None:
+    def __init__(self, rows: userdata.Rows, index: np.ndarray) -> None:
         self.rows, self.index = rows, np.asarray(index)
 
     @property
@@ -72,7 +72,7 @@ class DiskImages:
     def element_size(self) -> int:
         return 1
 
-    def cpu(self) -> "DiskImages":
+    def cpu(self) -> DiskImages:
         return self
 
     def row(self, i: int) -> np.ndarray:

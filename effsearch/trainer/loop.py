@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
-from composer.core import Engine, Event, State, Time, TimeUnit, Timestamp
+from composer.core import Engine, Event, State, Time, Timestamp, TimeUnit
 
 from effsearch.trainer.result import EvalPoint
 from effsearch.trainer.schedule import factors

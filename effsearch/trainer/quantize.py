@@ -85,12 +85,12 @@ def accuracy(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: 
 
 def measure(module: torch.nn.Module, splits: Splits, seed: int = 0) -> dict:
     """Quantize a copy of ``module`` (the delivered network) to int8; sizes and accuracies."""
+    import warnings
+
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
     from effsearch.trainer.data import BatchAugment
-
-    import warnings
 
     t0 = time.perf_counter()
     for message in QUIET:

@@ -14,19 +14,18 @@ import logging
 import math
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from effsearch.config import ConfigError, TrainConfig, effective_batch
+from effsearch.config import ConfigError, TrainConfig, effective_batch, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable
-from effsearch.trainer import data as D
-from effsearch.config import rules
 from effsearch.config.sources import model_kind
+from effsearch.trainer import data as D
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import EvalPoint, RunResult, hold_ctrl_c, time_to_target, versions
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     import os
 
     from composer.core import Algorithm, Callback, State
+
     from effsearch.trainer.composer_model import EffModel
     from effsearch.trainer.distributed import Context
     from effsearch.trainer.loop import Loop

@@ -146,7 +146,7 @@ class Results:
               f"{'trials':>6s} {'pruned':>6s} {'slow':>5s} {'distinct':>8s} {'sampler s':>9s} {'cpu s':>6s}")
         for m in self.ms:
             cs = self.curves[m.name]
-            q = lambda i: statistics.median(c[i] for c in cs)  # noqa: E731
+            q = lambda i: statistics.median(c[i] for c in cs)  # noqa: E731, B023 - used in this iteration
             rs = self.results[m.name].values()
             print(f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {statistics.mean(self.reached[m.name]):6.2f} "
                   f"{statistics.median(self.to_reach[m.name]):10.0f} {statistics.median(r['trials'] for r in rs):6.0f} "
@@ -207,7 +207,7 @@ class Results:
                 continue
 
             def reach_lv(m):
-                return [next((c for c, h in zip(self.grid, cv) if h >= lv - 1e-12), self.budget)
+                return [next((c for c, h in zip(self.grid, cv) if h >= lv - 1e-12), self.budget)  # noqa: B023
                         for cv in self.curves[m.name]]
             base_lv = reach_lv(yard)
             print(f"at {label} ({lv:.3f} of the table's front): {yard.name}'s own reach share "

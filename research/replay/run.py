@@ -155,7 +155,7 @@ class Settle:
         return _upper(round(accuracy * self.n), self.n)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _upper(correct: int, n: int) -> float:
     from effsearch.trainer.loop import accuracy_upper
 
