@@ -16,9 +16,17 @@ import reprlib
 import typing
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from typing import TypeVar
+
+    from _typeshed import DataclassInstance
+
+    D = TypeVar("D", bound=DataclassInstance)
 
 
 # How much of a value (or a field name a file made up) a message quotes: enough to recognise it.
@@ -31,7 +39,7 @@ MESSAGE_LIMIT = 2000
 class ConfigError(ValueError):
     """A config value that is wrong; ``str()`` names the source and the field."""
 
-    def __init__(self, field_name: str, message: str, source: str | None = None):
+    def __init__(self, field_name: str, message: str, source: str | None = None) -> None:
         self.field = field_name if len(field_name) <= QUOTE_LIMIT else f"{field_name[:QUOTE_LIMIT]}..."
         if len(message) > MESSAGE_LIMIT:
             message = f"{message[:MESSAGE_LIMIT]}... ({len(message):,} characters)"
@@ -56,8 +64,10 @@ class ConfigError(ValueError):
 SEED_MAX = 2**32 - 1
 
 
-def spec(default: Any = dataclasses.MISSING, *, choices=None, low=None, high=None,
-         low_open=False, high_open=False, factory=None, check=None, help: str = ""):
+def spec(default: Any = dataclasses.MISSING, *, choices: Collection[str] | None = None, low: float | None = None,
+         high: float | None = None, low_open: bool = False, high_open: bool = False,
+         factory: Callable[[], Any] | None = None, check: Callable[[Any], str | None] | None = None,
+         help: str = "") -> Any:
     """A dataclass field with its allowed values attached. ``check(value)``: why a value of the
     right type is not allowed (None: it is), for what choices and bounds cannot say."""
     meta = {"choices": choices, "low": low, "high": high, "low_open": low_open,
@@ -119,11 +129,11 @@ def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
 
 # -- checking -----------------------------------------------------------------
 
-def type_name(tp) -> str:
+def type_name(tp: object) -> str:
     return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
 
 
-def build(cls, data: Any, prefix: str = ""):
+def build(cls: type[D], data: Any, prefix: str = "") -> D:
     """An instance of the dataclass ``cls`` from a raw mapping, every field checked.
 
     ``prefix`` is the dotted place of ``data`` in its file (``"pruner."``), so errors
@@ -145,10 +155,10 @@ def build(cls, data: Any, prefix: str = ""):
     return cls(**kwargs)
 
 
-def coerce(tp, value, name: str, meta):
+def coerce(tp: Any, value: Any, name: str, meta: Mapping[str, Any]) -> Any:
     """``value`` checked against the type ``tp`` and the constraints ``meta`` of field ``name``."""
     if dataclasses.is_dataclass(tp):
-        return build(tp, value if value is not None else {}, name + ".")
+        return build(tp, value if value is not None else {}, name + ".")  # type: ignore[arg-type]  # a hint: a class
     args = typing.get_args(tp)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), tp) if args else tp
@@ -201,7 +211,7 @@ def coerce(tp, value, name: str, meta):
     return value
 
 
-def check_field(cls, path: str, value: Any, field_name: str) -> None:
+def check_field(cls: type[DataclassInstance], path: str, value: Any, field_name: str) -> None:
     """Check ``value`` against the field at dotted ``path`` of dataclass ``cls`` (type, choices,
     bounds); the error names ``field_name`` (where the value was written)."""
     parts = path.split(".")

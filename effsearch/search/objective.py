@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore
 
     from effsearch.search.studyfile import StudySpec
+    from effsearch.trainer.result import RunResult
 
 
 clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
@@ -262,7 +263,8 @@ class Objective:
             self._fail(trial, "invalid", f"invalid config: {e}")
         return warm, full, cfg
 
-    def _record(self, trial: optuna.Trial, cfg: TrainConfig, result, config_yaml: str, is_baseline: bool) -> None:
+    def _record(self, trial: optuna.Trial, cfg: TrainConfig, result: RunResult, config_yaml: str,
+                is_baseline: bool) -> None:
         """The result's attributes, files and note on the trial."""
         sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
         record.set_attrs(trial, record.result_attrs(result, sp))
@@ -270,7 +272,7 @@ class Objective:
         self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
                                                 is_baseline) + _remark(trial))
 
-    def _keep_files(self, trial: optuna.Trial, result, config_yaml: str) -> None:
+    def _keep_files(self, trial: optuna.Trial, result: RunResult, config_yaml: str) -> None:
         """The trial's files in the artifact store; why it has none is its ``artifact_error``
         (printed once: a full disk or a broken install fails every trial alike)."""
         if self.store is None:
@@ -394,7 +396,7 @@ class Objective:
             raise optuna.TrialPruned(original.user_attrs.get("reason") or f"pruned, as trial {n} was")
         return list(original.values)
 
-    def _other_baseline(self, trial) -> bool:
+    def _other_baseline(self, trial: optuna.Trial) -> bool:
         """Two workers that start on a new study together both queue the baseline: the lower number wins."""
         mine = set(retry_history(trial)) | {trial.number}
         for t in self.study.get_trials(deepcopy=False):
@@ -418,7 +420,7 @@ class Objective:
         self._save_note(trial, f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
                                + (f"\n\n- {report.summary(cfg)}" if cfg else "") + _remark(trial))
 
-    def _speedup(self, result) -> float | None:
+    def _speedup(self, result: RunResult) -> float | None:
         if result.time_to_target is None:
             return None
         if self._baseline_tta is None:

@@ -37,7 +37,12 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError
 
 if TYPE_CHECKING:
+    from optuna.artifacts import FileSystemArtifactStore
+    from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
     from sqlalchemy.engine import Dialect
+
+    from effsearch.search.studyfile import StudySpec
 
 WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
 STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
@@ -124,11 +129,11 @@ def redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in cred else url
 
 
-def _where(spec) -> str:
+def _where(spec: StudySpec) -> str:
     return getattr(spec, "storage_field", None) or "storage"
 
 
-def open_storage(spec, heartbeat: bool = True):
+def open_storage(spec: StudySpec, heartbeat: bool = True) -> BaseStorage:
     """The study's storage for running it; anything that stops it opening is a one-line ConfigError
     naming --storage (or the study file's ``storage``)."""
     try:
@@ -139,7 +144,7 @@ def open_storage(spec, heartbeat: bool = True):
         raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {why(e)}") from None
 
 
-def check_storage(spec) -> None:
+def check_storage(spec: StudySpec) -> None:
     """open_storage's checks, leaving no new journal file behind (the pre-flight runs before the
     data check: a study that cannot start should leave nothing)."""
     if spec.is_rdb:
@@ -168,7 +173,7 @@ def why(e: BaseException) -> str:
     return f"{type(orig).__name__}: {text}"[:300]
 
 
-def _open_storage(spec, heartbeat: bool):
+def _open_storage(spec: StudySpec, heartbeat: bool) -> BaseStorage:
     if spec.is_rdb:
         path = sqlite_path(spec.storage)
         if path is not None:
@@ -184,7 +189,7 @@ def _open_storage(spec, heartbeat: bool):
     return _connect(spec.storage)
 
 
-def _connect(url: str, heartbeat: dict | None = None):
+def _connect(url: str, heartbeat: dict | None = None) -> BaseStorage:
     """The one place a storage object is made: an RDB URL (with Optuna's heartbeats when
     ``heartbeat`` gives their settings) or a journal file."""
     if "://" not in url:
@@ -262,7 +267,7 @@ class ReconnectingRDBStorage(optuna.storages.RDBStorage):
     value. Creating a study or a trial is not repeated (a cut after its commit landed would
     make a second one, a RUNNING trial nobody owns); a cut there fails the worker, loudly."""
 
-    def _again(self, call: Callable, *args, **kwargs) -> Any:
+    def _again(self, call: Callable, *args: Any, **kwargs: Any) -> Any:
         """``call(self, *args, **kwargs)``, made again (TRIES in all) while its connection is cut,
         until a new connection has waited RECONNECT_SECONDS for the server in vain."""
         started = time.monotonic()
@@ -299,7 +304,7 @@ def _repeatable(name: str) -> Callable:
     method = getattr(optuna.storages.RDBStorage, name)
 
     @functools.wraps(method)
-    def call(self: ReconnectingRDBStorage, *args, **kwargs) -> Any:
+    def call(self: ReconnectingRDBStorage, *args: Any, **kwargs: Any) -> Any:
         return self._again(method, *args, **kwargs)
 
     return call
@@ -316,7 +321,7 @@ for _name in ("get_study_id_from_name", "get_study_name_from_id", "get_study_dir
 del _name
 
 
-def _check_folder(path: Path, spec) -> None:
+def _check_folder(path: Path, spec: StudySpec) -> None:
     """A storage file's folder must exist: a typo in --storage should not create folders."""
     if not path.parent.is_dir():
         what = "not a folder" if path.parent.exists() else "no such folder"
@@ -356,7 +361,7 @@ KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "con
                  WARM_CONFIG_KEY)
 
 
-def requeue(study: optuna.Study, trial, reason: str) -> None:
+def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Queue ``trial``'s parameters again as a WAITING trial (as Optuna's retry callback does)."""
     history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
     keep = {k: v for k, v in trial.user_attrs.items() if k in KEEP_ON_RETRY}
@@ -373,7 +378,7 @@ class JournalHeartbeat:
     """Journal storages have no heartbeats of their own: a thread stamps the running trial
     every ``interval`` seconds, so other workers can tell a dead or hung worker's trial."""
 
-    def __init__(self, storage, interval: float):
+    def __init__(self, storage: BaseStorage, interval: float) -> None:
         self.storage, self.interval = storage, interval
         self.trial_id: int | None = None
         self.failed = False  # a stamp failed (warned once)
@@ -452,12 +457,12 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
     return done
 
 
-def _age(trial, now: float) -> float:
+def _age(trial: FrozenTrial, now: float) -> float:
     """Seconds since ``trial`` started (0 when it has no start time)."""
     return now - trial.datetime_start.timestamp() if trial.datetime_start else 0.0
 
 
-def open_url(url: str):
+def open_url(url: str) -> BaseStorage:
     """A storage for reading (no heartbeats): an RDB URL or a journal file (created if missing)."""
     return _connect(url)
 
@@ -485,7 +490,7 @@ def artifact_dir(study_path: Path | None, artifacts: str | None, storage: str) -
     return study_path.resolve().parent / f"{study_path.stem}.artifacts" if study_path is not None else None
 
 
-def artifact_problem(spec) -> str | None:
+def artifact_problem(spec: StudySpec) -> str | None:
     """Why the study's artifact folder cannot be had (None: it exists now, made if it was not)."""
     if spec.artifacts is None:
         return "this storage has no study file to put the folder beside; give `artifacts:`"
@@ -496,7 +501,7 @@ def artifact_problem(spec) -> str | None:
     return None
 
 
-def artifact_store(spec):
+def artifact_store(spec: StudySpec) -> FileSystemArtifactStore | None:
     """The study's artifact store (None when its folder cannot be made: ``artifact_problem`` says why)."""
     from optuna.artifacts import FileSystemArtifactStore
 
@@ -506,7 +511,7 @@ def artifact_store(spec):
 
 
 # -- writes to trials, by id ---------------------------------------------------------------
-def trial_id(trial) -> int:
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
     """Optuna's storage id of a trial (frozen or running)."""
     return trial._trial_id
 
@@ -524,7 +529,7 @@ def retries_of(study: optuna.Study, number: int) -> list[int]:
     return [t.number for t in study.get_trials(deepcopy=False) if number in t.system_attrs.get("retry_history", ())]
 
 
-def mark_failed(study: optuna.Study, trial, status: str, reason: str | None = None) -> None:
+def mark_failed(study: optuna.Study, trial: FrozenTrial, status: str, reason: str | None = None) -> None:
     """FAIL a RUNNING trial this process does not hold (its worker is gone or was interrupted),
     recording effsearch's ``status`` (and ``reason``). Raises if another process finished it first."""
     tid = trial._trial_id
@@ -540,24 +545,24 @@ def set_constraints(trial: optuna.Trial, values: list[float]) -> None:
     trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_KEY, values)
 
 
-def constraints_of(trial) -> list[float] | None:
+def constraints_of(trial: FrozenTrial) -> list[float] | None:
     """A finished trial's constraint values, as ``set_constraints`` stored them."""
     return trial.system_attrs.get(CONSTRAINTS_KEY)
 
 
-def retry_history(trial) -> list[int]:
+def retry_history(trial: optuna.Trial | FrozenTrial) -> list[int]:
     """The trial numbers a (running or frozen) trial retries, oldest first."""
     attrs = trial.system_attrs if isinstance(trial, optuna.trial.FrozenTrial) else \
         trial.storage.get_trial_system_attrs(trial._trial_id)
     return list(attrs.get("retry_history", ()))
 
 
-def has_note(study: optuna.Study, trial) -> bool:
+def has_note(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> bool:
     """Has optuna-dashboard a note on ``trial`` (stored on the study: a finished trial cannot change)?"""
     return f"dashboard:{trial._trial_id}:note_ver" in study._storage.get_study_system_attrs(study._study_id)
 
 
-def save_note_by_id(study: optuna.Study, trial, text: str) -> None:
+def save_note_by_id(study: optuna.Study, trial: FrozenTrial, text: str) -> None:
     """The note of a trial this process does not hold (one a dead worker left behind)."""
     from types import SimpleNamespace
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
 
 
-def warm_up(cfg: TrainConfig, data_root=None) -> float:
+def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
     """Train ``cfg`` for a few batches, untimed, so the process's first timed trial is not its slowest.
 
     The first run of a process pays lazy imports, allocator growth and kernel choice in its
@@ -177,7 +177,7 @@ def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -
               f"{e}); its first trial's time includes this process's first-run costs", file=sys.stderr, flush=True)
 
 
-def reap_dead(spec, study) -> list[int]:
+def reap_dead(spec: StudySpec, study: optuna.Study) -> list[int]:
     """Fail (and queue again) the trials of workers that are gone."""
     hb = spec.heartbeat
     if not spec.is_rdb:
@@ -214,7 +214,7 @@ def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
     return [t.number for t in lost]
 
 
-def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
+def wait_for_others(spec: StudySpec, study: optuna.Study, stop: StopAtTotal, started: float) -> bool:
     """The study has n_trials counting the ones running elsewhere: wait until they end. True when
     one of them died (its worker's heartbeat stopped or its process is gone) and was queued again,
     so this worker should go on and run it; False when the study is complete (or time is up)."""
@@ -234,7 +234,8 @@ def wait_for_others(spec, study, stop: StopAtTotal, started: float) -> bool:
 WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
 
 
-def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int, data_root, since: float) -> None:
+def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int, data_root: str | Path | None,
+                 since: float) -> None:
     from effsearch.config.imports import import_plugins
     from effsearch.search.studyfile import from_mapping
 
@@ -248,7 +249,8 @@ def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int,
         sys.exit(130)
 
 
-def run_workers(spec, study, data_root, out, t0=None) -> str:
+def run_workers(spec: StudySpec, study: optuna.Study, data_root: str | Path | None, out: TextIO,
+                t0: float | None = None) -> str:
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
     overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
                  "budget": spec.budget, "workers": spec.workers, "phase": spec.phase}
