@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from effsearch.config import ConfigError, TrainConfig, apply_override
 from effsearch.config.imports import import_plugins
@@ -34,6 +34,7 @@ from effsearch.config.imports import import_plugins
 if TYPE_CHECKING:
     import optuna
 
+    from effsearch.search.studyfile import StudySpec
     from effsearch.trainer.result import RunResult
 
 class StudyFailed(RuntimeError):
@@ -115,7 +116,8 @@ def _shown(given: str | Path, part: Path) -> str:
         return str(part)
 
 
-def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None, **flags: Any):
+def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None,
+               **flags: Any) -> StudySpec:
     """A checked study (``effsearch.search.studyfile.StudySpec``) from a study file or a mapping
     (as a study file's contents; its default storage goes to ``folder``, default the current one)."""
     from effsearch.search import studyfile
@@ -158,7 +160,7 @@ def run_study(study: Mapping[str, Any] | str | Path, *, n_trials: int | None = N
     from effsearch.search.runner import run
 
     tail = _Tail(io.StringIO() if quiet else (out or sys.stderr))
-    code = run(spec, data_root=data_dir, out=tail, t0=t0)
+    code = run(spec, data_root=data_dir, out=cast(TextIO, tail), t0=t0)  # a text stream
     if code == 130:
         raise KeyboardInterrupt
     if code != 0:

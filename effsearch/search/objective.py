@@ -30,10 +30,28 @@ from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, queries, record, report, warmstart
 from effsearch.search.pruner import SlowStop, make_pruner
-from effsearch.search.storage import (BASELINE_KEY, CONFIG_HASH_KEY, COUNTED_FAIL, DEDUPE_NOTE_KEY, DUPLICATE_KEY,
-                                      STATUS_KEY, WALL_KEY, WORKER_KEY, JournalHeartbeat, artifact_problem,
-                                      constraints_of, finished_elsewhere, retries_of, retry_history, save_note_by_id,
-                                      set_constraints, storage_errors, trial_id, why, worker_id)
+from effsearch.search.storage import (
+    BASELINE_KEY,
+    CONFIG_HASH_KEY,
+    COUNTED_FAIL,
+    DEDUPE_NOTE_KEY,
+    DUPLICATE_KEY,
+    STATUS_KEY,
+    WALL_KEY,
+    WORKER_KEY,
+    JournalHeartbeat,
+    artifact_problem,
+    constraints_of,
+    finished_elsewhere,
+    retries_of,
+    retry_history,
+    save_note_by_id,
+    set_constraints,
+    storage_errors,
+    trial_id,
+    why,
+    worker_id,
+)
 from effsearch.trainer.result import speedup
 
 if TYPE_CHECKING:

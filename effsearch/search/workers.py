@@ -30,9 +30,22 @@ from effsearch.search.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFai
 from effsearch.search.objective import Objective, TrialFailed
 from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
-from effsearch.search.storage import (COUNTED_FAIL, STATUS_KEY, WORKER_KEY, JournalHeartbeat, artifact_store, has_note,
-                                      mark_failed, open_storage, requeue, requeue_dead_local, save_note_by_id,
-                                      storage_errors, why, worker_id)
+from effsearch.search.storage import (
+    COUNTED_FAIL,
+    STATUS_KEY,
+    WORKER_KEY,
+    JournalHeartbeat,
+    artifact_store,
+    has_note,
+    mark_failed,
+    open_storage,
+    requeue,
+    requeue_dead_local,
+    save_note_by_id,
+    storage_errors,
+    why,
+    worker_id,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
