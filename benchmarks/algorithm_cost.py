@@ -81,8 +81,11 @@ def main() -> None:
         table = {k: v for k, v in table.items() if k in args.only or k == "plain"}
     plain = TrainConfig.from_dict(base)
     cfgs = {name: plain.replace(**changes) for name, changes in table.items()}
-    print(f"device: {args.device}; {base['dataset']} batch {base['batch_size']}, {args.epochs} epochs, "
-          f"tiny-cnn width {base['model']['width']}, {base['precision']}; {args.rounds} round(s)", flush=True)
+    print(
+        f"device: {args.device}; {base['dataset']} batch {base['batch_size']}, {args.epochs} epochs, "
+        f"tiny-cnn width {base['model']['width']}, {base['precision']}; {args.rounds} round(s)",
+        flush=True,
+    )
     run(cfgs["plain"], args.data_dir)  # warm-up: CUDA context, cuDNN autotuning, caches
     ms: dict[str, list[float]] = {k: [] for k in cfgs}
     comp: dict[str, list[float]] = {k: [] for k in cfgs}

@@ -29,12 +29,17 @@ def main() -> None:
     ap.add_argument("b", type=Path, help="the config to compare (e.g. an exported best.yaml)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data-dir")
-    ap.add_argument("--seeds", help="comma-separated seeds: each round trains both configs with each "
-                                    "(default: each config's own seed)")
-    ap.add_argument("--eval-every", type=float,
-                    help="epochs between evaluations, for both configs (default: each config's own). Time "
-                         "to target is read at evaluations: at 1 epoch a run is credited with the end of "
-                         "the epoch it crossed in, up to a whole epoch late")
+    ap.add_argument(
+        "--seeds",
+        help="comma-separated seeds: each round trains both configs with each (default: each config's own seed)",
+    )
+    ap.add_argument(
+        "--eval-every",
+        type=float,
+        help="epochs between evaluations, for both configs (default: each config's own). Time "
+        "to target is read at evaluations: at 1 epoch a run is credited with the end of "
+        "the epoch it crossed in, up to a whole epoch late",
+    )
     args = ap.parse_args()
     from effsearch.config import TrainConfig
     from effsearch.trainer.run import train
@@ -56,10 +61,13 @@ def main() -> None:
                 f = res.final
                 runs[key].append((res.time_to_target, f.train_seconds, f.val_accuracy, f.test_accuracy))
                 tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
-                print(f"round {r + 1}{'' if seed is None else f' seed {seed}'} {key} "
-                      f"({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
-                      f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
-                      f"test {f.test_accuracy:.4f}", flush=True)
+                print(
+                    f"round {r + 1}{'' if seed is None else f' seed {seed}'} {key} "
+                    f"({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
+                    f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
+                    f"test {f.test_accuracy:.4f}",
+                    flush=True,
+                )
 
     def value(run, i):
         # A run that missed the target counts as slower than any that reached it, not left out.
@@ -72,9 +80,11 @@ def main() -> None:
     for key, path in (("A", args.a), ("B", args.b)):
         tta = med(key, 0)
         missed = sum(1 for x in runs[key] if x[0] is None)
-        print(f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s"
-              f"{f' ({missed} of {len(runs[key])} runs missed it)' if missed else ''}, train "
-              f"{med(key, 1):.1f} s, val {med(key, 2):.4f}, test {med(key, 3):.4f}")
+        print(
+            f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s"
+            f"{f' ({missed} of {len(runs[key])} runs missed it)' if missed else ''}, train "
+            f"{med(key, 1):.1f} s, val {med(key, 2):.4f}, test {med(key, 3):.4f}"
+        )
     a, b = med("A", 0), med("B", 0)
     print(f"test_accuracy_delta={med('B', 3) - med('A', 3):+.4f}")
     # Each run's ratio to its partner (same round, same seed), then the median: with --seeds the
@@ -82,8 +92,11 @@ def main() -> None:
     # over seeds 0-2: 3.30x that way, 2.93x paired).
     both = [(value(p, 0), value(q, 0)) for p, q in zip(runs["A"], runs["B"])]
     pairs = [x / y for x, y in both if not (math.isinf(x) and math.isinf(y))]  # inf / inf: no ratio
-    print(f"speedup_paired={statistics.median(pairs):.2f} (the median of {len(pairs)} same-seed ratios)"
-          if pairs else "speedup_paired=n/a (both configs missed the target in every pair)")
+    print(
+        f"speedup_paired={statistics.median(pairs):.2f} (the median of {len(pairs)} same-seed ratios)"
+        if pairs
+        else "speedup_paired=n/a (both configs missed the target in every pair)"
+    )
     print(f"speedup={a / b:.2f}" if a and b else "speedup=n/a (a config missed the target)")
 
 

@@ -37,11 +37,17 @@ def main() -> None:
     # The quickstart with a target most of a few trials reach, so the front has several points.
     text = (ROOT / "studies" / "quickstart.yaml").read_text()
     study.write_text(text.replace("target_accuracy: 0.95", f"target_accuracy: {args.target}"))
-    subprocess.run([sys.executable, "-m", "effsearch.cli", "run", str(study), "--n-trials", str(args.trials)],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "effsearch.cli", "run", str(study), "--n-trials", str(args.trials)], cwd=ROOT, check=True
+    )
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "effsearch.cli", "dashboard", str(study), "--port", str(port)],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "effsearch.cli", "dashboard", str(study), "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     browser = chromium.Browser(chromium.find())
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)
@@ -53,14 +59,15 @@ def main() -> None:
             except OSError:
                 time.sleep(0.2)
         # A tall window: the plot is on screen without scrolling under the page's fixed header.
-        browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=2400, deviceScaleFactor=1,
-                     mobile=False)
+        browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=2400, deviceScaleFactor=1, mobile=False)
         browser.goto(page)
         browser.wait_for("!!document.querySelector('#graph-pareto-front .scatterlayer .point')")
         time.sleep(1.5)  # let plotly finish its transition
-        box = browser.js("(() => { const g = document.getElementById('graph-pareto-front');"
-                         " const e = g.closest('.MuiCard-root') || g; const r = e.getBoundingClientRect();"
-                         " return {x: r.x, y: r.y, width: r.width, height: r.height}; })()")
+        box = browser.js(
+            "(() => { const g = document.getElementById('graph-pareto-front');"
+            " const e = g.closest('.MuiCard-root') || g; const r = e.getBoundingClientRect();"
+            " return {x: r.x, y: r.y, width: r.width, height: r.height}; })()"
+        )
         shot = browser.call("Page.captureScreenshot", format="png", clip={**box, "scale": 1})
         args.out.write_bytes(base64.b64decode(shot["data"]))
         print(f"{args.out}: {box['width']:.0f}x{box['height']:.0f} px of {page}")

@@ -36,7 +36,7 @@ def per_image(model, x, y, batch: int, device: str) -> float:
     t = time.perf_counter()
     with torch.no_grad():
         for i in range(0, len(y), batch):
-            F.cross_entropy(model(x[i:i + batch]).float(), y[i:i + batch], reduction="sum")
+            F.cross_entropy(model(x[i : i + batch]).float(), y[i : i + batch], reduction="sum")
     if device == "cuda":
         torch.cuda.synchronize()
     return (time.perf_counter() - t) / len(y)
@@ -65,8 +65,10 @@ def main() -> None:
                 times[b].append(per_image(model, x, y, b, args.device))
         med = {b: statistics.median(v) for b, v in times.items()}
         cells = "  ".join(f"{b}: {1e6 * med[b]:.0f}" for b in sizes)
-        print(f"{name} width {width} {shape}{' channels_last' if cl else ''}: us/image {cells}; "
-              f"ratio_1024_to_{mine}={med[1024] / med[mine]:.2f}")
+        print(
+            f"{name} width {width} {shape}{' channels_last' if cl else ''}: us/image {cells}; "
+            f"ratio_1024_to_{mine}={med[1024] / med[mine]:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -89,12 +89,25 @@ def main() -> int:
     norm = D.BatchAugment(mean, std, "cpu", flip=False, crop_padding=0, train=True)
     torch_loader = D.make_loader(splits.train_x, splits.train_y, bs, shuffle=True, seed=0)
     t = time.perf_counter()
-    native = Loader(str(hwc), batch_size=bs, num_workers=torch.get_num_threads(), order=OrderOption.RANDOM,
-                    seed=0, drop_last=False, pipelines={
-                        "image": [NDArrayDecoder(), RandomHorizontalFlip(),
-                                  RandomTranslate(padding=2, fill=(0,) * splits.channels),
-                                  ToTensor(), ToTorchImage(channels_last=False)],
-                        "label": [IntDecoder(), ToTensor()], "index": None})
+    native = Loader(
+        str(hwc),
+        batch_size=bs,
+        num_workers=torch.get_num_threads(),
+        order=OrderOption.RANDOM,
+        seed=0,
+        drop_last=False,
+        pipelines={
+            "image": [
+                NDArrayDecoder(),
+                RandomHorizontalFlip(),
+                RandomTranslate(padding=2, fill=(0,) * splits.channels),
+                ToTensor(),
+                ToTorchImage(channels_last=False),
+            ],
+            "label": [IntDecoder(), ToTensor()],
+            "index": None,
+        },
+    )
     next(iter(native))
     emit(what="new Loader (ffcv-native aug pipeline)", seconds=time.perf_counter() - t)
 
@@ -126,8 +139,14 @@ def main() -> int:
     for k, v in rates.items():
         wall, cpu = [r[0] for r in v], [r[1] for r in v]
         loader_rates[k], best_rates[k], cpu_rates[k] = statistics.median(wall), max(wall), statistics.median(cpu)
-        emit(what="loader images/s", variant=k, median=loader_rates[k], best=best_rates[k],
-             per_cpu_second=cpu_rates[k], all=[round(r) for r in wall])
+        emit(
+            what="loader images/s",
+            variant=k,
+            median=loader_rates[k],
+            best=best_rates[k],
+            per_cpu_second=cpu_rates[k],
+            all=[round(r) for r in wall],
+        )
 
     # -- selections: set_subset on the kept Loader vs a new Loader per subset -------------------
     rng = np.random.default_rng(0)
@@ -147,14 +166,22 @@ def main() -> int:
             pass
         ep_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fresh = F.FFCVTrainLoader(prep.path("train"), n, bs, seed=1, sampler=F.EpochOrder(n, 1),
-                                  weights=torch.ones(n))
+        fresh = F.FFCVTrainLoader(prep.path("train"), n, bs, seed=1, sampler=F.EpochOrder(n, 1), weights=torch.ones(n))
         fresh.set_subset(idx, w)
         next(iter(fresh))
         fresh.close()
         new_s = time.perf_counter() - t0
-        sel_rows.append(emit(what="selection", fraction=frac, samples=k, set_subset_s=set_s,
-                             first_batch_s=first_s, subset_epoch_s=ep_s, new_loader_s=new_s))
+        sel_rows.append(
+            emit(
+                what="selection",
+                fraction=frac,
+                samples=k,
+                set_subset_s=set_s,
+                first_batch_s=first_s,
+                subset_epoch_s=ep_s,
+                new_loader_s=new_s,
+            )
+        )
     loader.close()
 
     # -- end to end ------------------------------------------------------------------------------
@@ -168,24 +195,37 @@ def main() -> int:
                 run_cfg = cfg.replace(loader=name, epochs=args.epochs)
                 res = train(run_cfg, data_root=args.data_dir, progress=False)
                 f = res.final
-                row = emit(what="train", loader=name, status=res.status, epochs=args.epochs,
-                           train_seconds=f.train_seconds, s_per_epoch=f.train_seconds / args.epochs,
-                           setup_seconds=f.setup_seconds, val_accuracy=f.val_accuracy,
-                           history=[round(p.val_accuracy, 4) for p in res.history])
+                row = emit(
+                    what="train",
+                    loader=name,
+                    status=res.status,
+                    epochs=args.epochs,
+                    train_seconds=f.train_seconds,
+                    s_per_epoch=f.train_seconds / args.epochs,
+                    setup_seconds=f.setup_seconds,
+                    val_accuracy=f.val_accuracy,
+                    history=[round(p.val_accuracy, 4) for p in res.history],
+                )
                 e2e[name].append(row)
 
     print("\nsummary (ratio = ffcv / torch images/s, or torch / ffcv seconds: >1 means FFCV is faster)")
     print(f"  {'loader':>22} {'median img/s':>13} {'best img/s':>11} {'img/CPU-s':>10}")
     for k, rate in loader_rates.items():
         print(f"  {k:>22} {rate:>13,.0f} {best_rates[k]:>11,.0f} {cpu_rates[k]:>10,.0f}")
-    for label, a, b in (("ffcv / torch, loader alone", "ffcv", "torch"),
-                        ("ffcv / torch, loader + aug", "ffcv+aug", "torch+aug"),
-                        ("ffcv-native / ffcv+aug", "ffcv-native aug", "ffcv+aug")):
-        print(f"  {label:<28} median {loader_rates[a] / loader_rates[b]:.2f}  best {best_rates[a] / best_rates[b]:.2f}"
-              f"  per CPU-s {cpu_rates[a] / cpu_rates[b]:.2f}")
+    for label, a, b in (
+        ("ffcv / torch, loader alone", "ffcv", "torch"),
+        ("ffcv / torch, loader + aug", "ffcv+aug", "torch+aug"),
+        ("ffcv-native / ffcv+aug", "ffcv-native aug", "ffcv+aug"),
+    ):
+        print(
+            f"  {label:<28} median {loader_rates[a] / loader_rates[b]:.2f}  best {best_rates[a] / best_rates[b]:.2f}"
+            f"  per CPU-s {cpu_rates[a] / cpu_rates[b]:.2f}"
+        )
     for row in sel_rows:
-        print(f"  selection {row['fraction']:.0%}: set_subset {row['set_subset_s'] * 1e3:.1f} ms, first batch "
-              f"{row['first_batch_s'] * 1e3:.1f} ms, new Loader instead {row['new_loader_s']:.2f} s")
+        print(
+            f"  selection {row['fraction']:.0%}: set_subset {row['set_subset_s'] * 1e3:.1f} ms, first batch "
+            f"{row['first_batch_s'] * 1e3:.1f} ms, new Loader instead {row['new_loader_s']:.2f} s"
+        )
     if e2e["torch"] and e2e["ffcv"]:
         tt = statistics.median(r["s_per_epoch"] for r in e2e["torch"])
         ff = statistics.median(r["s_per_epoch"] for r in e2e["ffcv"])

@@ -45,7 +45,7 @@ def write_images(root: Path, n: int, side: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         pixels = rng.normal(90, 40, (side, side, 3))
         pixels[..., k % 3] += 60
-        pixels[(k * side) // 10:(k * side) // 10 + side // 8] += 70
+        pixels[(k * side) // 10 : (k * side) // 10 + side // 8] += 70
         Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i}.png")
 
 
@@ -66,9 +66,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ffcv-stream-") as tmp:
         images, data = Path(tmp) / "images", Path(tmp) / "data"
         write_images(images, args.images, args.side)
-        base = {"dataset": {"name": "imagefolder", "path": str(images)}, "model": {"name": "tiny-cnn", "width": 16},
-                "epochs": args.epochs, "batch_size": 128, "eval_every": args.epochs, "target_accuracy": 0.0,
-                "device": "cpu"}
+        base = {
+            "dataset": {"name": "imagefolder", "path": str(images)},
+            "model": {"name": "tiny-cnn", "width": 16},
+            "epochs": args.epochs,
+            "batch_size": 128,
+            "eval_every": args.epochs,
+            "target_accuracy": 0.0,
+            "device": "cpu",
+        }
         first = run({**base, "loader": "ffcv"}, data)  # decodes the folder and writes the .beton: not timed
         print(f"first ffcv run (decode + .beton): set-up {first['setup']:.1f} s, data {first['data']:.1f} s")
         cache = sum(f.stat().st_size for f in (data / "imagefolder-cache").rglob("*") if f.is_file())
@@ -79,13 +85,18 @@ def main() -> None:
             for loader in ("torch", "ffcv"):
                 r = run({**base, "loader": loader}, data)
                 rows[loader].append(r)
-                print(f"pair {i} {loader:5s}: {r['per_step'] * 1e3:7.1f} ms/step  peak {r['peak_mib']:6.0f} MiB  "
-                      f"val {r['val']:.3f}", flush=True)
+                print(
+                    f"pair {i} {loader:5s}: {r['per_step'] * 1e3:7.1f} ms/step  peak {r['peak_mib']:6.0f} MiB  "
+                    f"val {r['val']:.3f}",
+                    flush=True,
+                )
         med = {k: statistics.median(x["per_step"] for x in v) for k, v in rows.items()}
         mem = {k: statistics.median(x["peak_mib"] for x in v) for k, v in rows.items()}
         ratios = [f["per_step"] / t["per_step"] for t, f in zip(rows["torch"], rows["ffcv"])]
-        print(f"torch {med['torch'] * 1e3:.1f} ms/step, peak {mem['torch']:.0f} MiB; ffcv {med['ffcv'] * 1e3:.1f} "
-              f"ms/step, peak {mem['ffcv']:.0f} MiB; ratio={statistics.median(ratios):.3f} (ffcv / torch per step)")
+        print(
+            f"torch {med['torch'] * 1e3:.1f} ms/step, peak {mem['torch']:.0f} MiB; ffcv {med['ffcv'] * 1e3:.1f} "
+            f"ms/step, peak {mem['ffcv']:.0f} MiB; ratio={statistics.median(ratios):.3f} (ffcv / torch per step)"
+        )
 
 
 if __name__ == "__main__":

@@ -43,17 +43,27 @@ def main() -> None:
     for warm in ("0", "1"):
         excess = []
         for i in range(args.repeats):
-            p = subprocess.run([sys.executable, "-c", CHILD, args.study, str(args.runs), warm],
-                               capture_output=True, text=True, check=True)
+            p = subprocess.run(
+                [sys.executable, "-c", CHILD, args.study, str(args.runs), warm],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             res = json.loads(p.stdout.strip().splitlines()[-1])
             train_s = [r[0] for r in res["runs"]]
             first, rest = train_s[0], statistics.median(train_s[1:])
             excess.append(first / rest - 1)
-            print(f"warm_up={warm} process {i}: train s {', '.join(f'{t:.2f}' for t in train_s)}; time to target "
-                  f"{', '.join('-' if r[1] is None else f'{r[1]:.2f}' for r in res['runs'])}"
-                  + (f"; warm-up {res['warm_up_s']:.2f} s" if res["warm_up_s"] is not None else ""), flush=True)
-        print(f"warm_up={warm}: first run's excess over the later runs' median: "
-              f"{', '.join(f'{e:+.0%}' for e in excess)} (median {statistics.median(excess):+.0%})", flush=True)
+            print(
+                f"warm_up={warm} process {i}: train s {', '.join(f'{t:.2f}' for t in train_s)}; time to target "
+                f"{', '.join('-' if r[1] is None else f'{r[1]:.2f}' for r in res['runs'])}"
+                + (f"; warm-up {res['warm_up_s']:.2f} s" if res["warm_up_s"] is not None else ""),
+                flush=True,
+            )
+        print(
+            f"warm_up={warm}: first run's excess over the later runs' median: "
+            f"{', '.join(f'{e:+.0%}' for e in excess)} (median {statistics.median(excess):+.0%})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -74,26 +74,48 @@ def main() -> None:
     res: dict[tuple, list[dict]] = {m: [] for m in modes}
     for i in range(args.repeats):
         for bench, warm in modes:
-            p = subprocess.run([sys.executable, "-c", CHILD, str(HERE), args.device, "1" if args.tiny else "0",
-                                str(args.epochs), bench, warm, json.dumps(variants)], capture_output=True, text=True)
+            p = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    str(HERE),
+                    args.device,
+                    "1" if args.tiny else "0",
+                    str(args.epochs),
+                    bench,
+                    warm,
+                    json.dumps(variants),
+                ],
+                capture_output=True,
+                text=True,
+            )
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
             if p.returncode or line is None:
                 print(p.stderr[-3000:], file=sys.stderr)
                 sys.exit(f"child (cudnn_benchmark={bench}, warm-up={warm}) failed with rc {p.returncode}")
-            res[(bench, warm)].append(json.loads(line[len("RESULT "):]))
+            res[(bench, warm)].append(json.loads(line[len("RESULT ") :]))
             print(f"process {i + 1}: cudnn_benchmark={bench} per-variant warm-up={warm} done", flush=True)
     print(f"\ndevice {args.device}; {args.epochs} epoch(s); medians over {args.repeats} process(es) a mode")
-    print(f"{'variant':22s} {'bench':>5s} {'warm':>4s} {'run 1 ms':>9s} {'run 2 ms':>9s} {'excess s':>9s} {'warm-up s':>9s}")
+    print(
+        f"{'variant':22s} {'bench':>5s} {'warm':>4s} {'run 1 ms':>9s} {'run 2 ms':>9s} {'excess s':>9s} {'warm-up s':>9s}"
+    )
     for name in variants:
         for bench, warm in modes:
             rows = [r[name] for r in res[(bench, warm)]]
             ms = [statistics.median(1000 * r["runs"][j][0] / r["runs"][j][1] for r in rows) for j in (0, 1)]
             ex = statistics.median(r["runs"][0][0] - r["runs"][1][0] for r in rows)
             w = statistics.median(r["warm_up_s"] for r in rows) if warm == "1" else None
-            print(f"{name:22s} {bench:>5s} {warm:>4s} {ms[0]:9.3f} {ms[1]:9.3f} {ex:9.3f} "
-                  + ("" if w is None else f"{w:9.3f}"))
-    steady = {b: statistics.median(r["plain"]["runs"][1][0] / r["plain"]["runs"][1][1]
-                                   for w in ("0", "1") for r in res[(b, w)]) for b in ("1", "0")}
+            print(
+                f"{name:22s} {bench:>5s} {warm:>4s} {ms[0]:9.3f} {ms[1]:9.3f} {ex:9.3f} "
+                + ("" if w is None else f"{w:9.3f}")
+            )
+    steady = {
+        b: statistics.median(
+            r["plain"]["runs"][1][0] / r["plain"]["runs"][1][1] for w in ("0", "1") for r in res[(b, w)]
+        )
+        for b in ("1", "0")
+    }
     print(f"steady_plain_bench_off_over_on={steady['0'] / steady['1']:.3f}")
 
 

@@ -24,10 +24,12 @@ def recipe_lines(out: Path) -> list[str]:
         r = json.loads(path.read_text())
         f, tta = r["final"], r.get("time_to_target")
         cfg = r["config"]
-        lines.append(f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5g} "
-                     f"time to {r['target_accuracy']:.2f} val: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
-                     f"test {f.get('test_accuracy', float('nan')):.4f}  set-up {f.get('setup_seconds', 0):.2f}s  "
-                     f"[{r['device']}]")
+        lines.append(
+            f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5g} "
+            f"time to {r['target_accuracy']:.2f} val: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
+            f"test {f.get('test_accuracy', float('nan')):.4f}  set-up {f.get('setup_seconds', 0):.2f}s  "
+            f"[{r['device']}]"
+        )
     return lines
 
 
@@ -50,18 +52,25 @@ def study_lines(study_file: Path) -> list[str]:
     base = queries.baseline_trial(trials)
     front = queries.front(study)
     states = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
-    lines = [f"study {study.study_name}: {len(trials)} trials ("
-             + ", ".join(f"{n} {k}" for k, n in states.items() if n) + f"), front of {len(front)}"]
+    lines = [
+        f"study {study.study_name}: {len(trials)} trials ("
+        + ", ".join(f"{n} {k}" for k, n in states.items() if n)
+        + f"), front of {len(front)}"
+    ]
     lines += ["  " + line for line in cost.of(study).lines()[:1]]
     lines.append("  " + compute_split(trials))
     recipe = queries.best_recipe(trials)
     if recipe is not None:
-        lines.append(f"  best recipe: {recipe.user_attrs.get('warm_start')} (trial {recipe.number}), "
-                     f"{_s(recipe.user_attrs.get('time_to_target'))} to target, test "
-                     f"{recipe.user_attrs.get('test_accuracy', float('nan')):.4f}")
+        lines.append(
+            f"  best recipe: {recipe.user_attrs.get('warm_start')} (trial {recipe.number}), "
+            f"{_s(recipe.user_attrs.get('time_to_target'))} to target, test "
+            f"{recipe.user_attrs.get('test_accuracy', float('nan')):.4f}"
+        )
     if base is not None:
-        lines.append(f"  baseline (trial {base.number}): time to target {_s(base.user_attrs.get('time_to_target'))}, "
-                     f"test {base.user_attrs.get('test_accuracy', float('nan')):.4f}")
+        lines.append(
+            f"  baseline (trial {base.number}): time to target {_s(base.user_attrs.get('time_to_target'))}, "
+            f"test {base.user_attrs.get('test_accuracy', float('nan')):.4f}"
+        )
     else:
         lines.append("  no completed baseline: speed-ups cannot be read")
     shares = []
@@ -71,17 +80,24 @@ def study_lines(study_file: Path) -> list[str]:
             shares.append(((t.datetime_complete - t.datetime_start).total_seconds() - train) / train)
     if shares:
         shares.sort()
-        lines.append(f"  non-training time per trial / training time: median {shares[len(shares) // 2]:.2f} "
-                     f"(target <= 0.10), range {shares[0]:.2f}-{shares[-1]:.2f}")
-    good = [t for t in front if t.user_attrs.get("time_to_target") is not None
-            and (t.user_attrs.get("test_accuracy") or 0) >= TEST_TARGET]
+        lines.append(
+            f"  non-training time per trial / training time: median {shares[len(shares) // 2]:.2f} "
+            f"(target <= 0.10), range {shares[0]:.2f}-{shares[-1]:.2f}"
+        )
+    good = [
+        t
+        for t in front
+        if t.user_attrs.get("time_to_target") is not None and (t.user_attrs.get("test_accuracy") or 0) >= TEST_TARGET
+    ]
     if good:
         best = min(good, key=lambda t: t.user_attrs["time_to_target"])
         up = speedup(queries.seconds_to_target(base), queries.seconds_to_target(best))
-        lines.append(f"  fastest front config with test >= {TEST_TARGET}: trial {best.number}, "
-                     f"{best.user_attrs['time_to_target']:.2f}s of training to target, test "
-                     f"{best.user_attrs['test_accuracy']:.4f}, speed-up over the baseline "
-                     f"{'-' if up is None else f'{up:.2f}x'}")
+        lines.append(
+            f"  fastest front config with test >= {TEST_TARGET}: trial {best.number}, "
+            f"{best.user_attrs['time_to_target']:.2f}s of training to target, test "
+            f"{best.user_attrs['test_accuracy']:.4f}, speed-up over the baseline "
+            f"{'-' if up is None else f'{up:.2f}x'}"
+        )
         lines.append(f"  its params: {json.dumps(best.params, default=str)}")
     else:
         lines.append(f"  no front config reached the target with test >= {TEST_TARGET}")
@@ -92,17 +108,21 @@ def compute_split(trials) -> str:
     """Where the study's compute went: its trials' wall seconds split into training (evaluation
     excluded; a compiled trial's first step, its compile, included and shown apart), evaluation,
     set-up and the rest (data, artifacts, the sampler's and the storage's share of a trial)."""
+
     def total(key):
         return sum(t.user_attrs.get(key) or 0.0 for t in trials)
 
-    wall, train, compile_, ev, setup = (total(k) for k in ("wall_seconds", "train_seconds", "compile_seconds",
-                                                           "eval_seconds", "setup_seconds"))
+    wall, train, compile_, ev, setup = (
+        total(k) for k in ("wall_seconds", "train_seconds", "compile_seconds", "eval_seconds", "setup_seconds")
+    )
     if wall <= 0:
         return "compute: none recorded"
     rest = wall - train - ev - setup
-    return (f"compute {wall:.0f} s: training {train:.0f} s ({train / wall:.0%}; compile {compile_:.0f} s of it), "
-            f"evaluation {ev:.0f} s ({ev / wall:.0%}), set-up {setup:.0f} s ({setup / wall:.0%}), "
-            f"other {rest:.0f} s ({rest / wall:.0%})")
+    return (
+        f"compute {wall:.0f} s: training {train:.0f} s ({train / wall:.0%}; compile {compile_:.0f} s of it), "
+        f"evaluation {ev:.0f} s ({ev / wall:.0%}), set-up {setup:.0f} s ({setup / wall:.0%}), "
+        f"other {rest:.0f} s ({rest / wall:.0%})"
+    )
 
 
 def main() -> None:

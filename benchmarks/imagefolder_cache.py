@@ -61,8 +61,14 @@ def write_folder(root: Path, images: int, classes: int = 10, seed: int = 0) -> N
 
 
 def load_once(folder: Path, data: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(data)], cwd=ROOT, check=True,
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), str(data)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -90,15 +96,28 @@ def main() -> int:
                 print(json.dumps(rec), flush=True)
         first, second = statistics.median(loads["first"]), statistics.median(loads["second"])
         cache = sum(p.stat().st_size for p in (data / "imagefolder-cache").rglob("*.npy"))
-        print(json.dumps({
-            "images": args.images, "first_s": round(first, 3), "second_s": round(second, 3),
-            "ratio": round(first / second, 1), "first_all": [round(s, 3) for s in loads["first"]],
-            "second_all": [round(s, 3) for s in loads["second"]], "cache_mib": round(cache / 2**20, 1),
-            "cores": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}))
-        print(f"first load (decode + cache write) {first:.2f}s, second load (cache read) {second:.3f}s: "
-              f"{first / second:.0f}x; load average {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f} "
-              f"on {os.cpu_count()} cores", file=sys.stderr)
+        print(
+            json.dumps(
+                {
+                    "images": args.images,
+                    "first_s": round(first, 3),
+                    "second_s": round(second, 3),
+                    "ratio": round(first / second, 1),
+                    "first_all": [round(s, 3) for s in loads["first"]],
+                    "second_all": [round(s, 3) for s in loads["second"]],
+                    "cache_mib": round(cache / 2**20, 1),
+                    "cores": os.cpu_count(),
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+                }
+            )
+        )
+        print(
+            f"first load (decode + cache write) {first:.2f}s, second load (cache read) {second:.3f}s: "
+            f"{first / second:.0f}x; load average {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f} "
+            f"on {os.cpu_count()} cores",
+            file=sys.stderr,
+        )
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

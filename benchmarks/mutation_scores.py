@@ -16,9 +16,17 @@ from pathlib import Path
 
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
 NAMES = {0: "survived", 33: "no tests", 5: "no tests", None: "not checked"}
-RUNG_FUNCTIONS = ("x_predicted_time__", "xǁRungPointǁ", "xǁMOASHAPrunerǁ__init____", "xǁMOASHAPrunerǁrungs__",
-                  "xǁMOASHAPrunerǁrung_of__", "xǁMOASHAPrunerǁdecide__", "xǁMOASHAPrunerǁkeep_by_accuracy__",
-                  "xǁMOASHAPrunerǁ_time_label__", "xǁSlowStopǁmark__")
+RUNG_FUNCTIONS = (
+    "x_predicted_time__",
+    "xǁRungPointǁ",
+    "xǁMOASHAPrunerǁ__init____",
+    "xǁMOASHAPrunerǁrungs__",
+    "xǁMOASHAPrunerǁrung_of__",
+    "xǁMOASHAPrunerǁdecide__",
+    "xǁMOASHAPrunerǁkeep_by_accuracy__",
+    "xǁMOASHAPrunerǁ_time_label__",
+    "xǁSlowStopǁmark__",
+)
 
 
 def status(code) -> str:
@@ -27,7 +35,7 @@ def status(code) -> str:
 
 def groups(key: str) -> list[str]:
     module = key.split(".x")[0].replace("effsearch.", "").replace(".__init__", "")
-    function = key[len(key.split(".x")[0]) + 1:]
+    function = key[len(key.split(".x")[0]) + 1 :]
     out = [module]
     if module == "search.pruner" and function.startswith(RUNG_FUNCTIONS):
         out.append("search.pruner (rungs)")
@@ -51,8 +59,10 @@ def main(argv: list[str]) -> None:
         total = sum(c.values())
         killed = c["killed"] + c["timeout"]
         other = {k: v for k, v in c.items() if k not in ("killed", "survived", "no tests", "timeout")}
-        print(f"{g:24} {killed:7d} {total:6d} {killed / total:6.1%}  {c['survived']:8d}  {c['no tests']:8d}"
-              f"  {c['timeout']:7d}" + (f"  (other: {other})" if other else ""))
+        print(
+            f"{g:24} {killed:7d} {total:6d} {killed / total:6.1%}  {c['survived']:8d}  {c['no tests']:8d}"
+            f"  {c['timeout']:7d}" + (f"  (other: {other})" if other else "")
+        )
     if "--survivors" in argv:
         print("\n".join(survivors))
 

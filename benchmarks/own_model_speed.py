@@ -33,11 +33,13 @@ def recipe(dataset: str, model: str, epochs: float) -> dict:
     return {
         "dataset": {"name": dataset, "data_fraction": 8000 / 54000 if dataset == "fashion-mnist" else 1.0},
         "model": {"name": model, "width": 16},
-        "epochs": epochs, "batch_size": 128,
+        "epochs": epochs,
+        "batch_size": 128,
         "optimizer": {"name": "sgd", "lr": 0.05},
         "schedule": {"name": "cosine"},
         "eval_every": epochs,  # one evaluation, at the end (not train time)
-        "device": "cpu", "target_accuracy": 0.0,
+        "device": "cpu",
+        "target_accuracy": 0.0,
     }
 
 
@@ -59,10 +61,14 @@ def main() -> None:
     for i in range(args.pairs):
         ta, tb = per_step(a), per_step(b)
         ratios.append(tb / ta)
-        print(f"pair {i}: built-in {ta * 1e3:.2f} ms/step  import path {tb * 1e3:.2f} ms/step  ratio {tb / ta:.3f}",
-              flush=True)
-    print(f"ratio={statistics.median(ratios):.3f} (median of {args.pairs} pairs; min {min(ratios):.3f}, "
-          f"max {max(ratios):.3f})")
+        print(
+            f"pair {i}: built-in {ta * 1e3:.2f} ms/step  import path {tb * 1e3:.2f} ms/step  ratio {tb / ta:.3f}",
+            flush=True,
+        )
+    print(
+        f"ratio={statistics.median(ratios):.3f} (median of {args.pairs} pairs; min {min(ratios):.3f}, "
+        f"max {max(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,12 @@ import time
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("study")
-    ap.add_argument("--phase", choices=("tune", "confirm"), default="confirm",
-                    help="tune: the tuning phase's subset trial; confirm: the full-data baseline")
+    ap.add_argument(
+        "--phase",
+        choices=("tune", "confirm"),
+        default="confirm",
+        help="tune: the tuning phase's subset trial; confirm: the full-data baseline",
+    )
     ap.add_argument("--pairs", type=int, default=3)
     args = ap.parse_args()
     from effsearch.config import ConfigError
@@ -50,14 +54,19 @@ def main() -> None:
             f = r.final
             rows[settle].append((f.eval_seconds, wall, f.train_seconds, r.time_to_target, f.val_accuracy))
             imgs = [p.val_images or "all" for p in r.history]
-            print(f"settle={settle!s:5}  eval {f.eval_seconds:6.2f} s  wall {wall:6.2f} s  train {f.train_seconds:6.2f} s  "
-                  f"time to target {r.time_to_target if r.time_to_target is None else round(r.time_to_target, 2)}  "
-                  f"val {f.val_accuracy:.4f}  points {imgs}", flush=True)
+            print(
+                f"settle={settle!s:5}  eval {f.eval_seconds:6.2f} s  wall {wall:6.2f} s  train {f.train_seconds:6.2f} s  "
+                f"time to target {r.time_to_target if r.time_to_target is None else round(r.time_to_target, 2)}  "
+                f"val {f.val_accuracy:.4f}  points {imgs}",
+                flush=True,
+            )
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rows.items()}
-    print(f"median eval seconds: whole {med[False][0]:.2f}, settled {med[True][0]:.2f} "
-          f"(ratio {med[True][0] / med[False][0]:.2f}); wall {med[False][1]:.2f} -> {med[True][1]:.2f} "
-          f"(ratio {med[True][1] / med[False][1]:.2f}); validation images {cfg.dataset.val_fraction} of the "
-          f"training file{'' if not cfg.dataset.val_subset or cfg.dataset.val_subset == 1 else f', subset {cfg.dataset.val_subset}'}")
+    print(
+        f"median eval seconds: whole {med[False][0]:.2f}, settled {med[True][0]:.2f} "
+        f"(ratio {med[True][0] / med[False][0]:.2f}); wall {med[False][1]:.2f} -> {med[True][1]:.2f} "
+        f"(ratio {med[True][1] / med[False][1]:.2f}); validation images {cfg.dataset.val_fraction} of the "
+        f"training file{'' if not cfg.dataset.val_subset or cfg.dataset.val_subset == 1 else f', subset {cfg.dataset.val_subset}'}"
+    )
 
 
 if __name__ == "__main__":

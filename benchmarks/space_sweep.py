@@ -49,8 +49,17 @@ def here(d: dict, data_fraction: float, max_epochs: float, max_batch: int) -> di
     return d
 
 
-def sweep(path: Path, n: int, seed: int, as_gpu: bool = True, data_fraction: float = 0.006,
-          max_epochs: float = 3.0, max_batch: int = 64, data_root=None, out=sys.stdout) -> list[str]:
+def sweep(
+    path: Path,
+    n: int,
+    seed: int,
+    as_gpu: bool = True,
+    data_fraction: float = 0.006,
+    max_epochs: float = 3.0,
+    max_batch: int = 64,
+    data_root=None,
+    out=sys.stdout,
+) -> list[str]:
     """Train ``n`` sampled configs; returns one line per crash."""
     import optuna
     import torch
@@ -75,9 +84,11 @@ def sweep(path: Path, n: int, seed: int, as_gpu: bool = True, data_fraction: flo
                 continue
             d = here(sampled, data_fraction, max_epochs, max_batch)
             algos = ",".join(k for k, v in (d.get("algorithms") or {}).items() if v is not None)
-            what = (f"{d['optimizer']['name']} bs {d['batch_size']} compile {d.get('compile')} "
-                    f"channels_last {d.get('channels_last')} sparsity {d.get('sparsity', {}).get('target', 0):.2f} "
-                    f"accumulate {d.get('accumulate', 1)} [{algos}]")
+            what = (
+                f"{d['optimizer']['name']} bs {d['batch_size']} compile {d.get('compile')} "
+                f"channels_last {d.get('channels_last')} sparsity {d.get('sparsity', {}).get('target', 0):.2f} "
+                f"accumulate {d.get('accumulate', 1)} [{algos}]"
+            )
             try:
                 cfg = TrainConfig.from_dict(d)
             except ConfigError as e:  # made small, a rule refuses it (fewer epochs than a schedule needs)

@@ -62,14 +62,14 @@ def plain_loop(cfg: TrainConfig, splits: D.Splits, device: str) -> tuple[float, 
     torch.manual_seed(cfg.seed)
     model = build_model("tiny-cnn", splits.channels, splits.num_classes, cfg.model.width).to(device)
     fused = {"fused": True} if cuda else {}
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=0.9, nesterov=True,
-                          weight_decay=5e-4, **fused)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=cfg.optimizer.lr, momentum=0.9, nesterov=True, weight_decay=5e-4, **fused
+    )
     x_all, y_all = splits.train_x, splits.train_y
     n, b = len(y_all), cfg.batch_size
     steps = max(1, round(cfg.epochs * math.ceil(n / b)))
     lrs = factors(cfg.schedule, steps)
-    aug = D.BatchAugment(splits.mean, splits.std, device, flip=False, crop_padding=cfg.dataset.crop_padding,
-                         train=True)
+    aug = D.BatchAugment(splits.mean, splits.std, device, flip=False, crop_padding=cfg.dataset.crop_padding, train=True)
     dtype = torch.bfloat16 if cfg.precision == "amp_bf16" else None
     model.train()
     t = _now(cuda)
@@ -77,7 +77,7 @@ def plain_loop(cfg: TrainConfig, splits: D.Splits, device: str) -> tuple[float, 
     while step < steps:
         perm = torch.randperm(n, device=device)
         for i in range(0, n, b):
-            idx = perm[i:i + b]
+            idx = perm[i : i + b]
             x, y = aug((x_all[idx], y_all[idx]))
             for g in opt.param_groups:
                 g["lr"] = cfg.optimizer.lr * lrs[step]
@@ -110,15 +110,20 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--profile", metavar="FILE", help="also profile one effsearch run (torch.profiler) into FILE "
-                                                      "and print its host reads per step")
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="also profile one effsearch run (torch.profiler) into FILE and print its host reads per step",
+    )
     args = ap.parse_args()
     cfg = TrainConfig.from_dict(recipe(args.device, args.tiny, args.epochs))
     splits = D.load_splits(cfg, args.data_dir)
     on_device = D.to_device(splits, args.device)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    print(f"device: {name}; {len(splits.train_y)} training images, {cfg.epochs:g} epochs, batch {cfg.batch_size}, "
-          f"tiny-cnn width {cfg.model.width}, {cfg.precision}")
+    print(
+        f"device: {name}; {len(splits.train_y)} training images, {cfg.epochs:g} epochs, batch {cfg.batch_size}, "
+        f"tiny-cnn width {cfg.model.width}, {cfg.precision}"
+    )
     plain_loop(cfg, on_device, args.device)  # warm-up: first-touch allocations, cuDNN autotuning, lazy imports
     effsearch_run(cfg, args.data_dir)
     ratios, setups = [], []
@@ -128,10 +133,15 @@ def main() -> None:
         per_a, per_b = a / steps_a, b / steps_b
         ratios.append(per_a / per_b)
         setups.append(setup)
-        print(f"pair {i + 1}: effsearch {1000 * per_a:.3f} ms/step ({steps_a} steps, set-up {setup:.2f}s)  "
-              f"plain {1000 * per_b:.3f} ms/step ({steps_b} steps)  ratio {per_a / per_b:.3f}", flush=True)
-    print(f"range {min(ratios):.3f}-{max(ratios):.3f}; effsearch set-up per run (median): "
-          f"{statistics.median(setups):.2f}s")
+        print(
+            f"pair {i + 1}: effsearch {1000 * per_a:.3f} ms/step ({steps_a} steps, set-up {setup:.2f}s)  "
+            f"plain {1000 * per_b:.3f} ms/step ({steps_b} steps)  ratio {per_a / per_b:.3f}",
+            flush=True,
+        )
+    print(
+        f"range {min(ratios):.3f}-{max(ratios):.3f}; effsearch set-up per run (median): "
+        f"{statistics.median(setups):.2f}s"
+    )
     print(f"ratio={statistics.median(ratios):.3f}")
     if args.profile:
         profile_run(cfg, args.data_dir, args.profile)
@@ -151,8 +161,10 @@ def profile_run(cfg: TrainConfig, data_root, path: str) -> None:
     steps = r.final.steps
     with open(path, "w") as f:
         f.write(events.table(sort_by="self_cpu_time_total", row_limit=40))
-    print(f"profile: {path}; {steps} steps, host reads {reads} ({reads / steps:.3f} per step, evaluation and "
-          f"final test included), CUDA syncs {syncs}")
+    print(
+        f"profile: {path}; {steps} steps, host reads {reads} ({reads / steps:.3f} per step, evaluation and "
+        f"final test included), CUDA syncs {syncs}"
+    )
 
 
 if __name__ == "__main__":

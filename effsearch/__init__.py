@@ -25,5 +25,16 @@ from effsearch.api import (
 )
 from effsearch.config import ConfigError, TrainConfig
 
-__all__ = ["ConfigError", "NothingToPick", "StudyFailed", "TrainConfig", "best_config", "load_config", "load_study",
-           "pareto_front", "run_study", "study_spec", "train"]
+__all__ = [
+    "ConfigError",
+    "NothingToPick",
+    "StudyFailed",
+    "TrainConfig",
+    "best_config",
+    "load_config",
+    "load_study",
+    "pareto_front",
+    "run_study",
+    "study_spec",
+    "train",
+]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from effsearch.search.studyfile import StudySpec
     from effsearch.trainer.result import RunResult
 
+
 class StudyFailed(RuntimeError):
     """A study that could not do its work (the CLI's exit code 1): the message holds why."""
 
@@ -65,9 +66,15 @@ def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: S
     return TrainConfig.from_dict(data)
 
 
-def train(spec: TrainConfig | Mapping[str, Any] | str | Path, *, overrides: Sequence[str] = (),
-          data_dir: str | Path | None = None, out_dir: str | Path | None = None, progress: bool = True,
-          plugins: Sequence[str] = ()) -> RunResult:
+def train(
+    spec: TrainConfig | Mapping[str, Any] | str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    data_dir: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    plugins: Sequence[str] = (),
+) -> RunResult:
     """Train one configuration; return its RunResult (history, final accuracies, time to target).
 
     ``out_dir``: also write ``out_dir/result.json``. ``plugins``: modules to import first (and in
@@ -116,8 +123,7 @@ def _shown(given: str | Path, part: Path) -> str:
         return str(part)
 
 
-def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None,
-               **flags: Any) -> StudySpec:
+def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None, **flags: Any) -> StudySpec:
     """A checked study (``effsearch.search.studyfile.StudySpec``) from a study file or a mapping
     (as a study file's contents; its default storage goes to ``folder``, default the current one)."""
     from effsearch.search import studyfile
@@ -131,10 +137,21 @@ def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | No
     return studyfile.from_mapping(dict(study), where / f"{name}.yaml", source="study mapping", **flags)
 
 
-def run_study(study: Mapping[str, Any] | str | Path, *, n_trials: int | None = None, timeout: float | None = None,
-              budget: float | None = None, workers: int | None = None, storage: str | None = None,
-              data_dir: str | Path | None = None, warm_start: Sequence[str] = (), plugins: Sequence[str] = (),
-              folder: str | Path | None = None, out: TextIO | None = None, quiet: bool = False) -> optuna.Study:
+def run_study(
+    study: Mapping[str, Any] | str | Path,
+    *,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    budget: float | None = None,
+    workers: int | None = None,
+    storage: str | None = None,
+    data_dir: str | Path | None = None,
+    warm_start: Sequence[str] = (),
+    plugins: Sequence[str] = (),
+    folder: str | Path | None = None,
+    out: TextIO | None = None,
+    quiet: bool = False,
+) -> optuna.Study:
     """Run (or resume) a study and return it as an ``optuna.Study`` (with a tuning phase: the
     confirmed phase, study NAME). Progress lines go to ``out`` (default stderr) unless ``quiet``.
 
@@ -150,8 +167,9 @@ def run_study(study: Mapping[str, Any] | str | Path, *, n_trials: int | None = N
     """
     t0 = time.time()
     import_plugins(list(plugins))
-    spec = study_spec(study, folder=folder, storage=storage, n_trials=n_trials, timeout=timeout,
-                      workers=workers, budget=budget)
+    spec = study_spec(
+        study, folder=folder, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget
+    )
     if warm_start:
         from effsearch.search.warmstart import with_front_of
 

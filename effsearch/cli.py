@@ -43,16 +43,22 @@ def _cmd_train(args) -> int:
     print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     nan = float("nan")
     print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
-    print(f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
-          f"time to {result.target_accuracy:.3f}: {ttt}")
+    print(
+        f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
+        f"time to {result.target_accuracy:.3f}: {ttt}"
+    )
     if f.sparsity:
         print(f"sparsity {f.sparsity:.3f}  nonzero params {f.nonzero_params:,}")
     if f.processes:
-        print(f"{f.processes} processes: {f.comm_bytes_per_step:,.0f} bytes sent per step by each "
-              f"(uncompressed {f.comm_bytes_per_step_uncompressed:,})")
+        print(
+            f"{f.processes} processes: {f.comm_bytes_per_step:,.0f} bytes sent per step by each "
+            f"(uncompressed {f.comm_bytes_per_step_uncompressed:,})"
+        )
     if f.quantized_bytes is not None:
-        print(f"int8: {f.quantized_bytes:,} bytes (fp32 {f.fp32_bytes:,}, gzip'd state dicts)  "
-              f"test accuracy {f.quantized_test_accuracy:.4f}")
+        print(
+            f"int8: {f.quantized_bytes:,} bytes (fp32 {f.fp32_bytes:,}, gzip'd state dicts)  "
+            f"test accuracy {f.quantized_test_accuracy:.4f}"
+        )
     if args.json:
         print(json.dumps(result.to_dict()))
     return 0 if result.status == "completed" else 1
@@ -67,9 +73,18 @@ def _cmd_run(args) -> int:
 
     # Everything is checked before the storage is opened: a bad file writes nothing.
     try:
-        api.run_study(args.study, storage=args.storage, n_trials=args.n_trials, timeout=args.timeout,
-                      workers=args.workers, budget=args.budget, data_dir=args.data_dir,
-                      warm_start=args.warm_start or (), plugins=args.plugin, out=sys.stderr)
+        api.run_study(
+            args.study,
+            storage=args.storage,
+            n_trials=args.n_trials,
+            timeout=args.timeout,
+            workers=args.workers,
+            budget=args.budget,
+            data_dir=args.data_dir,
+            warm_start=args.warm_start or (),
+            plugins=args.plugin,
+            out=sys.stderr,
+        )
     except api.StudyFailed:  # why is already printed, in the run's own lines
         return 1
     except KeyboardInterrupt:
@@ -86,8 +101,10 @@ def _cmd_status(args) -> int:
     name = study.study_name
     objectives = study.user_attrs.get("objectives") or [f"objective {i}" for i in range(len(study.directions))]
     target = study.user_attrs.get("target_accuracy")
-    print(f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
-          + (f"; target val accuracy {target:g}" if target is not None else ""))
+    print(
+        f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
+        + (f"; target val accuracy {target:g}" if target is not None else "")
+    )
     print(report.status_table(study, objectives, show_all=not args.front))
     from effsearch.search import best
 
@@ -115,8 +132,13 @@ def _cmd_export(args) -> int:
     tune_name = study.user_attrs.get("tune_study")  # a tuning phase: its compute starts in phase 1
     tune = open_study(tune_name, storage_url)[0] if tune_name else None
     n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all, tune=tune, plot=args.plot)
-    what = "points of the anytime curve" if args.plot == "anytime" else \
-        "complete trials" if args.all else "trials on the Pareto front"
+    what = (
+        "points of the anytime curve"
+        if args.plot == "anytime"
+        else "complete trials"
+        if args.all
+        else "trials on the Pareto front"
+    )
     print(f"effsearch export: {n} {what} of study {study.study_name!r} -> {args.out} ({fmt})", file=sys.stderr)
     return 0
 
@@ -133,12 +155,13 @@ def _cmd_best(args) -> int:
     text = best.describe(kind, acc)
     if trial is None:
         why = "" if kind == "most-accurate" else " among the trials that reached the target"
-        print(f"effsearch best: no trial of study {study.study_name!r} satisfies --pick {text}{why}",
-              file=sys.stderr)
+        print(f"effsearch best: no trial of study {study.study_name!r} satisfies --pick {text}{why}", file=sys.stderr)
         return 1
     best.write(study, storage_url, trial, text, args.out)
-    print(f"effsearch best: trial {trial.number} ({text}) -> {args.out}; train it with "
-          f"`effsearch train {args.out}`", file=sys.stderr)
+    print(
+        f"effsearch best: trial {trial.number} ({text}) -> {args.out}; train it with `effsearch train {args.out}`",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -157,12 +180,16 @@ def _cmd_space_show(args) -> int:
     import_plugins(args.plugin)
     spec = load(args.study)
     space = spec.space
-    print(f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
-          f"searched, {len(space.fixed)} fixed; other fields come from `base`")
+    print(
+        f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
+        f"searched, {len(space.fixed)} fixed; other fields come from `base`"
+    )
     print("a dimension is sampled only when its `when` holds; conflicting algorithms are never both on")
     if "batch_size" in space.active:
-        print("optimizer.lr is the lr at batch 128: a trial at batch size B trains with optimizer.lr * B / 128 "
-              "(optimizer.scale_lr_with_batch), so the dashboard's optimizer.lr is not the lr it ran with")
+        print(
+            "optimizer.lr is the lr at batch 128: a trial at batch size B trains with optimizer.lr * B / 128 "
+            "(optimizer.scale_lr_with_batch), so the dashboard's optimizer.lr is not the lr it ran with"
+        )
     print("")
     print(space.table(show_all=args.all))
     return 0
@@ -184,108 +211,170 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="effsearch",
         description="Search how to train a network: the Pareto front of wall-clock time to a target "
-                    "accuracy vs final accuracy, over CORDS subsets, Composer algorithms, FFCV, schedules, "
-                    "batch size, sparsity, precision, data-parallel processes with compressed gradients, "
-                    "gradient accumulation, K-FAC and int8 quantization.")
+        "accuracy vs final accuracy, over CORDS subsets, Composer algorithms, FFCV, schedules, "
+        "batch size, sparsity, precision, data-parallel processes with compressed gradients, "
+        "gradient accumulation, K-FAC and int8 quantization.",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    t = sub.add_parser("train", help="train one configuration (a TrainConfig YAML) and write result.json",
-                       description="Train one TrainConfig YAML; writes OUT/result.json with the history, "
-                                   "final accuracies, train seconds (evaluation excluded) and time to target. "
-                                   "With distributed.processes N > 1 it starts N-1 more processes itself "
-                                   "(or joins torchrun's); rank 0 writes the result.")
+    t = sub.add_parser(
+        "train",
+        help="train one configuration (a TrainConfig YAML) and write result.json",
+        description="Train one TrainConfig YAML; writes OUT/result.json with the history, "
+        "final accuracies, train seconds (evaluation excluded) and time to target. "
+        "With distributed.processes N > 1 it starts N-1 more processes itself "
+        "(or joins torchrun's); rank 0 writes the result.",
+    )
     t.add_argument("config", help="TrainConfig YAML, e.g. configs/quickstart.yaml or an exported best.yaml")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field, dotted keys, YAML values (repeatable): --set optimizer.lr=0.1; "
-                        "an algorithm: --set algorithms.NAME={} (or true) turns it on with defaults, "
-                        "--set algorithms.NAME=null (or false) turns it off")
+    t.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, dotted keys, YAML values (repeatable): --set optimizer.lr=0.1; "
+        "an algorithm: --set algorithms.NAME={} (or true) turns it on with defaults, "
+        "--set algorithms.NAME=null (or false) turns it off",
+    )
     t.add_argument("--out", help="output folder (default: runs/NAME-HASH)")
     t.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
-    t.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
-                        "path in a config, it runs that code")
+    t.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (and in every worker and process); repeatable. Like an import "
+        "path in a config, it runs that code",
+    )
     t.set_defaults(func=_cmd_train)
 
-    r = sub.add_parser("run", help="run or resume a study: the Pareto front of time to target vs accuracy",
-                       description="Run an Optuna multi-objective study over how the base config is trained. "
-                                   "Running it again resumes: finished trials are kept and N is the study's total. "
-                                   "With `pruner: moasha` weak trials stop at their rungs; with `tuning: subset` "
-                                   "the N trials run on a data subset as study NAME-tune, then the baseline and "
-                                   "the top_k are confirmed on all the data as study NAME. Exit code 0: done; 1: "
-                                   "the study could not do its work (failure_limit trials failed with the same "
-                                   "error, no completed trial, a baseline that does not train); 2: bad input (the "
-                                   "study file, --storage, missing data); 130: Ctrl-C.")
+    r = sub.add_parser(
+        "run",
+        help="run or resume a study: the Pareto front of time to target vs accuracy",
+        description="Run an Optuna multi-objective study over how the base config is trained. "
+        "Running it again resumes: finished trials are kept and N is the study's total. "
+        "With `pruner: moasha` weak trials stop at their rungs; with `tuning: subset` "
+        "the N trials run on a data subset as study NAME-tune, then the baseline and "
+        "the top_k are confirmed on all the data as study NAME. Exit code 0: done; 1: "
+        "the study could not do its work (failure_limit trials failed with the same "
+        "error, no completed trial, a baseline that does not train); 2: bad input (the "
+        "study file, --storage, missing data); 130: Ctrl-C.",
+    )
     r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")
-    r.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db, sqlite:///x.db or a "
-                                     "journal file (default: the study file's, else STEM.journal beside it)")
+    r.add_argument(
+        "--storage",
+        help="Optuna storage: postgresql://user:pass@host/db, sqlite:///x.db or a "
+        "journal file (default: the study file's, else STEM.journal beside it)",
+    )
     r.add_argument("--n-trials", type=int, metavar="N", help="the study's total number of trials")
     r.add_argument("--timeout", type=float, metavar="S", help="start no new trial after S seconds")
-    r.add_argument("--budget", type=float, metavar="SECONDS",
-                   help="the study's compute budget: no new trial starts once its trials' summed wall seconds "
-                        "(set-up, training, evaluation; both phases of a tuning phase) reach SECONDS; replaces "
-                        "the study file's `budget`")
-    r.add_argument("--warm-start", metavar="STUDY|CONFIG", action="append",
-                   help="queue the Pareto-front configs of an earlier study (its study file, or its name in "
-                        "this study's storage), or a training config file (as `effsearch best -o` writes), "
-                        "after the baseline, trained as given; repeatable; a resumed study does not queue "
-                        "them again")
+    r.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="the study's compute budget: no new trial starts once its trials' summed wall seconds "
+        "(set-up, training, evaluation; both phases of a tuning phase) reach SECONDS; replaces "
+        "the study file's `budget`",
+    )
+    r.add_argument(
+        "--warm-start",
+        metavar="STUDY|CONFIG",
+        action="append",
+        help="queue the Pareto-front configs of an earlier study (its study file, or its name in "
+        "this study's storage), or a training config file (as `effsearch best -o` writes), "
+        "after the baseline, trained as given; repeatable; a resumed study does not queue "
+        "them again",
+    )
     r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine (at most its CPU cores)")
     r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
-    r.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
-                        "path in a config, it runs that code")
+    r.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (and in every worker and process); repeatable. Like an import "
+        "path in a config, it runs that code",
+    )
     r.set_defaults(func=_cmd_run)
 
-    st = sub.add_parser("status", help="trials and the Pareto front of a study",
-                        description="A table of a study's trials and its current Pareto front.")
+    st = sub.add_parser(
+        "status",
+        help="trials and the Pareto front of a study",
+        description="A table of a study's trials and its current Pareto front.",
+    )
     _study_args(st)
     st.add_argument("--front", action="store_true", help="show the Pareto front only")
     st.set_defaults(func=_cmd_status)
 
-    ex = sub.add_parser("export", help="write a study's Pareto front as CSV, JSON, YAML, HTML or PNG",
-                        description="Write the Pareto front of a study (time to target vs final accuracy): "
-                                    "trial, objective values, test accuracy, speed-up over the baseline, "
-                                    "reached target, and the config. html and png draw it; trials that missed "
-                                    "the target are left off the drawing (the title counts them).")
+    ex = sub.add_parser(
+        "export",
+        help="write a study's Pareto front as CSV, JSON, YAML, HTML or PNG",
+        description="Write the Pareto front of a study (time to target vs final accuracy): "
+        "trial, objective values, test accuracy, speed-up over the baseline, "
+        "reached target, and the config. html and png draw it; trials that missed "
+        "the target are left off the drawing (the title counts them).",
+    )
     _study_args(ex)
-    ex.add_argument("--format", choices=("csv", "json", "yaml", "html", "png"),
-                    help="output format (default: from the suffix of -o)")
+    ex.add_argument(
+        "--format",
+        choices=("csv", "json", "yaml", "html", "png"),
+        help="output format (default: from the suffix of -o)",
+    )
     ex.add_argument("-o", "--out", required=True, metavar="FILE", help="output file, e.g. front.csv")
     ex.add_argument("--all", action="store_true", help="also the dominated complete trials (column on_front)")
-    ex.add_argument("--plot", choices=("front", "anytime"), default="front",
-                    help="front (default): the Pareto front; anytime: the best speed-up within 1 point of the "
-                         "baseline's val accuracy found against the compute spent so far, in baseline runs "
-                         "(both phases of a tuning phase); csv, json and yaml then hold its points")
+    ex.add_argument(
+        "--plot",
+        choices=("front", "anytime"),
+        default="front",
+        help="front (default): the Pareto front; anytime: the best speed-up within 1 point of the "
+        "baseline's val accuracy found against the compute spent so far, in baseline runs "
+        "(both phases of a tuning phase); csv, json and yaml then hold its points",
+    )
     ex.set_defaults(func=_cmd_export)
 
-    b = sub.add_parser("best", help="write one trial's TrainConfig YAML, for `effsearch train`",
-                       description="Pick a trial of a study and write its TrainConfig, with where it came from "
-                                   "as a comment header; `effsearch train FILE` trains exactly that config. "
-                                   "fastest, knee, fastest-above and fastest-within count only trials that "
-                                   "reached the target; "
-                                   "knee: after min-max normalising time and accuracy over the front, the front "
-                                   "point farthest above the line joining its two ends.")
+    b = sub.add_parser(
+        "best",
+        help="write one trial's TrainConfig YAML, for `effsearch train`",
+        description="Pick a trial of a study and write its TrainConfig, with where it came from "
+        "as a comment header; `effsearch train FILE` trains exactly that config. "
+        "fastest, knee, fastest-above and fastest-within count only trials that "
+        "reached the target; "
+        "knee: after min-max normalising time and accuracy over the front, the front "
+        "point farthest above the line joining its two ends.",
+    )
     _study_args(b)
-    b.add_argument("--pick", default="knee", metavar="PICK",
-                   help="knee (default), fastest, most-accurate, fastest-above:ACC (least time to target "
-                        "with final val accuracy >= ACC, e.g. fastest-above:0.95), or fastest-within:D (least "
-                        "time to target with final val accuracy at most D below the baseline trial's, e.g. "
-                        "fastest-within:0.01 for within 1 point)")
+    b.add_argument(
+        "--pick",
+        default="knee",
+        metavar="PICK",
+        help="knee (default), fastest, most-accurate, fastest-above:ACC (least time to target "
+        "with final val accuracy >= ACC, e.g. fastest-above:0.95), or fastest-within:D (least "
+        "time to target with final val accuracy at most D below the baseline trial's, e.g. "
+        "fastest-within:0.01 for within 1 point)",
+    )
     b.add_argument("-o", "--out", required=True, metavar="FILE", help="output YAML, e.g. best.yaml")
     b.set_defaults(func=_cmd_best)
 
-    d = sub.add_parser("dashboard", help="serve optuna-dashboard on a study, with each trial's files",
-                       description="Start optuna-dashboard on a study's storage with the artifact folder "
-                                   "`effsearch run` writes (learning curve, config, result per trial). "
-                                   "Listens on 127.0.0.1 unless --host says otherwise; Ctrl-C stops it.")
-    d.add_argument("study", metavar="STUDY_OR_STORAGE",
-                   help="study file, a study name (with --storage), or a storage by itself (all its studies)")
+    d = sub.add_parser(
+        "dashboard",
+        help="serve optuna-dashboard on a study, with each trial's files",
+        description="Start optuna-dashboard on a study's storage with the artifact folder "
+        "`effsearch run` writes (learning curve, config, result per trial). "
+        "Listens on 127.0.0.1 unless --host says otherwise; Ctrl-C stops it.",
+    )
+    d.add_argument(
+        "study",
+        metavar="STUDY_OR_STORAGE",
+        help="study file, a study name (with --storage), or a storage by itself (all its studies)",
+    )
     d.add_argument("--storage", help="Optuna storage URL or journal file, for a study name")
-    d.add_argument("--artifact-dir", metavar="DIR",
-                   help="artifact folder (default: the study file's, else STORAGE.artifacts beside a journal file)")
+    d.add_argument(
+        "--artifact-dir",
+        metavar="DIR",
+        help="artifact folder (default: the study file's, else STORAGE.artifacts beside a journal file)",
+    )
     d.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     d.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
     d.set_defaults(func=_cmd_dashboard)
@@ -293,20 +382,32 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("space", help="inspect a study's search space")
     sp_sub = sp.add_subparsers(dest="space_command", metavar="SUBCOMMAND")
     sp_sub.required = True
-    show = sp_sub.add_parser("show", help="print the search space as a table",
-                             description="Print the dimensions a study searches, their ranges and conditions.")
+    show = sp_sub.add_parser(
+        "show",
+        help="print the search space as a table",
+        description="Print the dimensions a study searches, their ranges and conditions.",
+    )
     show.add_argument("study", help="study file")
-    show.add_argument("--all", action="store_true", help="also list dimensions left at the base value or "
-                                                         "unavailable on this machine")
-    show.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (and in every worker and process); repeatable. Like an import "
-                        "path in a config, it runs that code")
+    show.add_argument(
+        "--all", action="store_true", help="also list dimensions left at the base value or unavailable on this machine"
+    )
+    show.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (and in every worker and process); repeatable. Like an import "
+        "path in a config, it runs that code",
+    )
     show.set_defaults(func=_cmd_space_show)
 
-    rc = sub.add_parser("recipes", help="list the named starting recipes a study can warm-start from",
-                        description="Published fast-training recipes, each a change to a study's base (so it fits "
-                                    "your model and data), with its source and when it helps. A study queues them "
-                                    "after its baseline with warm_start: [recipe:NAME] (or [recipes] for all).")
+    rc = sub.add_parser(
+        "recipes",
+        help="list the named starting recipes a study can warm-start from",
+        description="Published fast-training recipes, each a change to a study's base (so it fits "
+        "your model and data), with its source and when it helps. A study queues them "
+        "after its baseline with warm_start: [recipe:NAME] (or [recipes] for all).",
+    )
     rc.set_defaults(func=_cmd_recipes)
 
     from effsearch.data_cli import add_data_parser  # `effsearch data prepare` (FFCV .beton files)

@@ -13,25 +13,31 @@ from effsearch.config import DATASETS
 
 def add_data_parser(sub) -> None:
     """Register ``data prepare`` on the top-level subparsers."""
-    d = sub.add_parser("data", help="prepare datasets (FFCV .beton files)",
-                       description="Dataset preparation.")
+    d = sub.add_parser("data", help="prepare datasets (FFCV .beton files)", description="Dataset preparation.")
     dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     dsub.required = True
     p = dsub.add_parser(
-        "prepare", help="write the train/val/test splits as FFCV .beton files",
+        "prepare",
+        help="write the train/val/test splits as FFCV .beton files",
         description="Write DATASET's train, validation and test splits (as a run with these split settings "
-                    "makes them) as FFCV .beton files: images, labels and each sample's index. Runs with "
-                    "`loader: ffcv` reuse them, and write them first when they are missing or stale (other "
-                    "split seed or fraction, changed dataset files). Needs the ffcv extra.")
-    p.add_argument("dataset", metavar="DATASET",
-                   help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz or hf (with --path), or an import "
-                        "path package.module:callable")
+        "makes them) as FFCV .beton files: images, labels and each sample's index. Runs with "
+        "`loader: ffcv` reuse them, and write them first when they are missing or stale (other "
+        "split seed or fraction, changed dataset files). Needs the ffcv extra.",
+    )
+    p.add_argument(
+        "dataset",
+        metavar="DATASET",
+        help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz or hf (with --path), or an import "
+        "path package.module:callable",
+    )
     p.add_argument("--path", help="dataset.path: the folder or file imagefolder, npz and hf read")
-    p.add_argument("--test-fraction", type=float, help="dataset.test_fraction (default 0.2; a source without "
-                                                       "a test split)")
+    p.add_argument(
+        "--test-fraction", type=float, help="dataset.test_fraction (default 0.2; a source without a test split)"
+    )
     p.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
-    p.add_argument("--out", help="write the files into this folder (default: DATA/ffcv/DATASET/SPLITKEY, "
-                                 "where runs look for them)")
+    p.add_argument(
+        "--out", help="write the files into this folder (default: DATA/ffcv/DATASET/SPLITKEY, where runs look for them)"
+    )
     p.add_argument("--val-fraction", type=float, help="dataset.val_fraction (default 0.1)")
     p.add_argument("--split-seed", type=int, help="dataset.split_seed (default 0)")
     p.add_argument("--data-fraction", type=float, help="dataset.data_fraction (default 1.0)")
@@ -45,8 +51,15 @@ def cmd_prepare(args) -> int:
     from effsearch.config import TrainConfig
 
     dataset = {"name": args.dataset}
-    for flag in ("path", "test_fraction", "val_fraction", "split_seed", "data_fraction", "image_size",
-                 "synthetic_size"):
+    for flag in (
+        "path",
+        "test_fraction",
+        "val_fraction",
+        "split_seed",
+        "data_fraction",
+        "image_size",
+        "synthetic_size",
+    ):
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
     cfg = TrainConfig.from_dict({"dataset": dataset, "loader": "ffcv"}, source="effsearch data prepare")
@@ -54,8 +67,9 @@ def cmd_prepare(args) -> int:
     from effsearch.trainer.data import load_splits
 
     splits = load_splits(cfg, args.data_dir)
-    info = F.ensure_betons(cfg, splits, folder=args.out, data_root=args.data_dir, force=args.force,
-                           progress=sys.stderr.isatty())
+    info = F.ensure_betons(
+        cfg, splits, folder=args.out, data_root=args.data_dir, force=args.force, progress=sys.stderr.isatty()
+    )
     if info.written:
         print(f"effsearch data prepare: wrote {info.folder} ({info.reason}) in {info.seconds:.1f}s", file=sys.stderr)
     else:

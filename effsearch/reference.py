@@ -73,8 +73,10 @@ def _rows(cls: type, prefix: str = "") -> list[str]:
             rows += _rows(tp, f"{prefix}{f.name}.")
             continue
         meta = f.metadata
-        rows.append(f"| `{prefix}{f.name}` | {_type(tp)} | `{_default(f)}` | {_cell(_allowed(meta))} | "
-                    f"{_cell(meta.get('help', ''))} |")
+        rows.append(
+            f"| `{prefix}{f.name}` | {_type(tp)} | `{_default(f)}` | {_cell(_allowed(meta))} | "
+            f"{_cell(meta.get('help', ''))} |"
+        )
     return rows
 
 

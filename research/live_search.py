@@ -58,13 +58,17 @@ def main() -> None:
     from effsearch.search.storage import open_url
 
     args.out.mkdir(parents=True, exist_ok=True)
-    nsga = study_file(args.out, "live-nsga2", args.trials,
-                      sampler={"name": "nsga2", "population_size": max(4, args.trials // 4)})
-    eff = study_file(args.out, "live-effsearch", args.trials,
-                     sampler={"name": "tpe", "multivariate": True, "n_startup_trials": max(4, args.trials // 4)},
-                     pruner={"name": "moasha", "eta": 3, "min_fraction": 1 / 9, "min_trials": 4},
-                     tuning={"name": "subset", "data_fraction": 0.25, "target_accuracy": args.tune_target,
-                             "top_k": args.top_k})
+    nsga = study_file(
+        args.out, "live-nsga2", args.trials, sampler={"name": "nsga2", "population_size": max(4, args.trials // 4)}
+    )
+    eff = study_file(
+        args.out,
+        "live-effsearch",
+        args.trials,
+        sampler={"name": "tpe", "multivariate": True, "n_startup_trials": max(4, args.trials // 4)},
+        pruner={"name": "moasha", "eta": 3, "min_fraction": 1 / 9, "min_trials": 4},
+        tuning={"name": "subset", "data_fraction": 0.25, "target_accuracy": args.tune_target, "top_k": args.top_k},
+    )
     wall = {}
     for path in (nsga, eff):
         t = time.perf_counter()
@@ -89,13 +93,19 @@ def main() -> None:
     ha, hb = hv_curve(a, ref), hv_curve(b, ref)
     final = ha[-1][1]
     need_a, need_b = compute_to_reach(ha, final), compute_to_reach(hb, final)
-    print(f"NSGA-II: {len(a)} trials, {a[-1][0]:.0f} train-s ({wall['live-nsga2']:.0f} s wall), "
-          f"final hypervolume {final:.2f} first reached after {need_a:.0f} train-s")
-    print(f"effsearch: {len(tune)} phase-1 + {len(confirm)} phase-2 trials, {b[-1][0]:.0f} train-s "
-          f"({wall['live-effsearch']:.0f} s wall), final hypervolume {hb[-1][1]:.2f}; "
-          f"NSGA-II's reached after {need_b:.0f} train-s")
-    print(f"live_compute_ratio={need_b / need_a:.3f}  total_compute_ratio={b[-1][0] / a[-1][0]:.3f}  "
-          f"hypervolume_ratio={hb[-1][1] / final:.3f}")
+    print(
+        f"NSGA-II: {len(a)} trials, {a[-1][0]:.0f} train-s ({wall['live-nsga2']:.0f} s wall), "
+        f"final hypervolume {final:.2f} first reached after {need_a:.0f} train-s"
+    )
+    print(
+        f"effsearch: {len(tune)} phase-1 + {len(confirm)} phase-2 trials, {b[-1][0]:.0f} train-s "
+        f"({wall['live-effsearch']:.0f} s wall), final hypervolume {hb[-1][1]:.2f}; "
+        f"NSGA-II's reached after {need_b:.0f} train-s"
+    )
+    print(
+        f"live_compute_ratio={need_b / need_a:.3f}  total_compute_ratio={b[-1][0] / a[-1][0]:.3f}  "
+        f"hypervolume_ratio={hb[-1][1] / final:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="for drawing the sample")
     ap.add_argument("--thresholds", help="comma-separated (default: phase 1's target -0.05 ... +0.07)")
     ap.add_argument("--data-dir")
-    ap.add_argument("--out", type=Path, help="a JSON-lines file: each sampled run is appended, and the runs "
-                                             "already there count again without training")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="a JSON-lines file: each sampled run is appended, and the runs already there count again without training",
+    )
     return ap
 
 
@@ -79,15 +82,22 @@ def sample(args, tune_trials: list, full: dict[int, float]) -> None:
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
             full[row["tune_trial"]] = row["time_to_target"] if row["time_to_target"] is not None else LAST
-    pool = [t for t in tune_trials if t.state.name == "COMPLETE" and t.number not in full
-            and t.user_attrs.get("full_config")]
+    pool = [
+        t
+        for t in tune_trials
+        if t.state.name == "COMPLETE" and t.number not in full and t.user_attrs.get("full_config")
+    ]
     for t in random.Random(args.seed).sample(pool, min(args.sample, len(pool))):
         cfg = record.stored_config(t, "full_config")
         r = train(cfg, data_root=args.data_dir, progress=False)
         full[t.number] = r.time_to_target if r.time_to_target is not None else LAST
-        row = {"tune_trial": t.number, "time_to_target": r.time_to_target,
-               "val_accuracy": r.final.val_accuracy, "test_accuracy": r.final.test_accuracy,
-               "train_seconds": r.final.train_seconds}
+        row = {
+            "tune_trial": t.number,
+            "time_to_target": r.time_to_target,
+            "val_accuracy": r.final.val_accuracy,
+            "test_accuracy": r.final.test_accuracy,
+            "train_seconds": r.final.train_seconds,
+        }
         print(json.dumps(row), flush=True)
         if args.out:
             with args.out.open("a") as f:

@@ -30,10 +30,14 @@ TUNE_SHARE = 0.25
 
 
 def slim(result) -> dict:
-    return {"status": result.status, "reason": result.reason,
-            "history": [{k: getattr(p, k) for k in ("epoch", "train_seconds", "val_accuracy")} for p in result.history],
-            "train_seconds": result.final.train_seconds, "val_accuracy": result.final.val_accuracy,
-            "test_accuracy": result.final.test_accuracy}
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "history": [{k: getattr(p, k) for k in ("epoch", "train_seconds", "val_accuracy")} for p in result.history],
+        "train_seconds": result.final.train_seconds,
+        "val_accuracy": result.final.val_accuracy,
+        "test_accuracy": result.final.test_accuracy,
+    }
 
 
 def main() -> None:
@@ -59,8 +63,7 @@ def main() -> None:
     done = set()  # indices already recorded (delete a line to record it again)
     if args.out.exists():
         done = {json.loads(line)["index"] for line in args.out.read_text().splitlines() if line.strip()}
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed),
-                                directions=spec.directions)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed), directions=spec.directions)
     for i in range(args.n):
         trial = study.ask()
         cfg = spec.space.config(trial)
@@ -70,8 +73,10 @@ def main() -> None:
             continue
         row = {"index": i, "params": params, "config": cfg.to_dict()}
         t = time.perf_counter()
-        for name, c in (("full", cfg), ("tune", cfg.replace(**{
-                "dataset.data_fraction": cfg.dataset.data_fraction * TUNE_SHARE}))):
+        for name, c in (
+            ("full", cfg),
+            ("tune", cfg.replace(**{"dataset.data_fraction": cfg.dataset.data_fraction * TUNE_SHARE})),
+        ):
             try:
                 row[name] = slim(train(c, progress=False))
             except Exception as e:  # a failing config is data too
@@ -79,8 +84,11 @@ def main() -> None:
         with args.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
         full = row["full"]
-        print(f"[{i + 1}/{args.n}] {time.perf_counter() - t:5.1f}s {full['status']:9s} "
-              f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s", flush=True)
+        print(
+            f"[{i + 1}/{args.n}] {time.perf_counter() - t:5.1f}s {full['status']:9s} "
+            f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

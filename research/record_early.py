@@ -41,14 +41,17 @@ def early(config: dict) -> dict:
     at = tuple(p * cfg.epochs for p in POINTS)
     t = time.perf_counter()
     try:
-        r = train(cfg, progress=False, eval_at=at,
-                  on_eval=lambda p: "recorded" if p.epoch >= at[-1] - 1e-4 else None)
+        r = train(cfg, progress=False, eval_at=at, on_eval=lambda p: "recorded" if p.epoch >= at[-1] - 1e-4 else None)
     except Exception as e:  # a failing config is data too
         return {"status": "failed", "reason": f"{type(e).__name__}: {e}", "points": []}
     # Losses too (fields 4-5): a rung could rank on them where accuracy is still near chance.
-    return {"status": r.status, "points": [[round(p.epoch, 5), round(p.train_seconds, 4), p.val_accuracy,
-                                            p.val_loss, p.train_loss] for p in r.history],
-            "wall_seconds": round(time.perf_counter() - t, 4)}
+    return {
+        "status": r.status,
+        "points": [
+            [round(p.epoch, 5), round(p.train_seconds, 4), p.val_accuracy, p.val_loss, p.train_loss] for p in r.history
+        ],
+        "wall_seconds": round(time.perf_counter() - t, 4),
+    }
 
 
 def main() -> None:

@@ -56,15 +56,33 @@ def run(cfg, test: bool = True) -> dict:
     try:
         r = train(cfg, progress=False, test=test)
     except Exception as e:  # a failing config is data too
-        return {"status": "failed", "reason": f"{type(e).__name__}: {e}", "history": [],
-                "wall_seconds": time.perf_counter() - t}
+        return {
+            "status": "failed",
+            "reason": f"{type(e).__name__}: {e}",
+            "history": [],
+            "wall_seconds": time.perf_counter() - t,
+        }
     wall = time.perf_counter() - t
     f = r.final
-    return {"status": r.status, "reason": r.reason,
-            "history": [[round(p.epoch, 5), round(p.train_seconds, 4), p.val_accuracy] for p in r.history],
-            "wall_seconds": round(wall, 4),
-            **{k: getattr(f, k) for k in ("train_seconds", "setup_seconds", "eval_seconds", "final_eval_seconds",
-                                     "compile_seconds", "steps", "val_accuracy", "test_accuracy")}}
+    return {
+        "status": r.status,
+        "reason": r.reason,
+        "history": [[round(p.epoch, 5), round(p.train_seconds, 4), p.val_accuracy] for p in r.history],
+        "wall_seconds": round(wall, 4),
+        **{
+            k: getattr(f, k)
+            for k in (
+                "train_seconds",
+                "setup_seconds",
+                "eval_seconds",
+                "final_eval_seconds",
+                "compile_seconds",
+                "steps",
+                "val_accuracy",
+                "test_accuracy",
+            )
+        },
+    }
 
 
 def subset(cfg, share: float):
@@ -121,8 +139,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--start", type=int, default=0, help="record configurations from this index on")
     ap.add_argument("--study", type=Path, default=STUDY, help="the study whose space is sampled")
-    ap.add_argument("--phase1", action="store_true",
-                    help="train each configuration as the study's phase 1 does (its tuning phase), once")
+    ap.add_argument(
+        "--phase1",
+        action="store_true",
+        help="train each configuration as the study's phase 1 does (its tuning phase), once",
+    )
     args = ap.parse_args()
     if not 0 <= args.worker < args.workers:
         ap.error(f"--worker must be in 0..{args.workers - 1} (--workers {args.workers}); got {args.worker}")
@@ -144,8 +165,10 @@ def main() -> None:
     t0 = time.perf_counter()
     for s in range(BASELINE_SEEDS):
         if mine(s) and ("baseline", s) not in done:
-            append(args.out, {"kind": "baseline", "index": s, "params": {},
-                              **baseline_row(spec.base.replace(seed=s), True)})
+            append(
+                args.out,
+                {"kind": "baseline", "index": s, "params": {}, **baseline_row(spec.base.replace(seed=s), True)},
+            )
             print(f"baseline seed {s} done", flush=True)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed), directions=spec.directions)
     for i in range(args.n):
@@ -161,11 +184,21 @@ def main() -> None:
         if i % 20 == 0 and ("baseline", 100 + i) not in done:
             # The baseline again, under the load of the moment: costs measured on a shared machine
             # drift with the load, and the benchmark's reference point and budget come from these.
-            append(args.out, {"kind": "baseline", "index": 100 + i, "params": {},
-                              **baseline_row(spec.base.replace(seed=100 + i), False)})
+            append(
+                args.out,
+                {
+                    "kind": "baseline",
+                    "index": 100 + i,
+                    "params": {},
+                    **baseline_row(spec.base.replace(seed=100 + i), False),
+                },
+            )
         full = row["full"]
-        print(f"[{i}] {time.perf_counter() - t:5.1f}s (total {time.perf_counter() - t0:6.0f}s) {full['status']:9s} "
-              f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s", flush=True)
+        print(
+            f"[{i}] {time.perf_counter() - t:5.1f}s (total {time.perf_counter() - t0:6.0f}s) {full['status']:9s} "
+            f"val {full.get('val_accuracy') or 0:.3f} train {full.get('train_seconds') or 0:.1f}s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,16 @@ def default_world():
     tab = table.Table(table.TABLE, spec.space, table.LOADED)
     target = spec.base.target_accuracy
     *_, budget, ref = table.baseline_marks(tab, target, 80)
-    w = world.World(spec.space, tab, {"full": surrogate.Surrogate(tab, "full")}, target, {}, budget, spec.base,
-                    world.product_settle(spec))
+    w = world.World(
+        spec.space,
+        tab,
+        {"full": surrogate.Surrogate(tab, "full")},
+        target,
+        {},
+        budget,
+        spec.base,
+        world.product_settle(spec),
+    )
     return w, ref, report.table_hv(tab, target, ref)
 
 
@@ -89,17 +97,21 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     w, ref, best = default_world()
     every = {m.name: m for m in methods.methods(False, full=True)}
-    print(f"{'method':36s} {'to level':>8s}  mean s before it: {'baseline':>8s} {'pruned (n)':>12s} "
-          f"{'hits':>6s} {'misses':>6s} {'(full n)':>8s} {'sampler':>7s}")
+    print(
+        f"{'method':36s} {'to level':>8s}  mean s before it: {'baseline':>8s} {'pruned (n)':>12s} "
+        f"{'hits':>6s} {'misses':>6s} {'(full n)':>8s} {'sampler':>7s}"
+    )
     for name in args.only.split(","):
         m = every[name]
         if isinstance(m.rule, rules.OracleRule):
             m.rule.ref = ref
         rows = [anatomy(m, s, w, ref, best) for s in range(args.seeds)]
         mean = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
-        print(f"{name:36s} {statistics.median(r['level'] for r in rows):7.1f}s  {'':17s} {mean['baseline']:8.1f} "
-              f"{mean['pruned']:6.1f} ({mean['n_pruned']:4.1f}) {mean['hit']:6.1f} {mean['miss']:6.1f} "
-              f"({mean['n_full']:5.1f}) {mean['sampler']:7.1f}")
+        print(
+            f"{name:36s} {statistics.median(r['level'] for r in rows):7.1f}s  {'':17s} {mean['baseline']:8.1f} "
+            f"{mean['pruned']:6.1f} ({mean['n_pruned']:4.1f}) {mean['hit']:6.1f} {mean['miss']:6.1f} "
+            f"({mean['n_full']:5.1f}) {mean['sampler']:7.1f}"
+        )
 
 
 if __name__ == "__main__":

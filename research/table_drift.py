@@ -51,17 +51,29 @@ def main() -> None:
             print(f"row {r['index']}: {new['status']} ({new.get('reason')})")
             continue
         o, n = parts(r["full"]), parts(new)
-        out.append((o["train"] / old_base, n["train"] / new_base, o["eval"] / old_base, n["eval"] / new_base,
-                    r["full"]["val_accuracy"], new["val_accuracy"]))
-        print(f"row {r['index']:4d}: train / baseline train {out[-1][0]:.3f} -> {out[-1][1]:.3f}; evaluation "
-              f"{out[-1][2]:.3f} -> {out[-1][3]:.3f}; final val accuracy {out[-1][4]:.4f} -> {out[-1][5]:.4f}",
-              flush=True)
+        out.append(
+            (
+                o["train"] / old_base,
+                n["train"] / new_base,
+                o["eval"] / old_base,
+                n["eval"] / new_base,
+                r["full"]["val_accuracy"],
+                new["val_accuracy"],
+            )
+        )
+        print(
+            f"row {r['index']:4d}: train / baseline train {out[-1][0]:.3f} -> {out[-1][1]:.3f}; evaluation "
+            f"{out[-1][2]:.3f} -> {out[-1][3]:.3f}; final val accuracy {out[-1][4]:.4f} -> {out[-1][5]:.4f}",
+            flush=True,
+        )
     if out:
         med = [statistics.median(x[i] for x in out) for i in range(4)]
         same = sum(1 for x in out if abs(x[4] - x[5]) < 1e-9)
-        print(f"median of {len(out)}: train / baseline train {med[0]:.3f} (table) -> {med[1]:.3f} (today); "
-              f"evaluation / baseline train {med[2]:.3f} -> {med[3]:.3f}; final accuracy the same in {same}, "
-              f"largest difference {max(abs(x[4] - x[5]) for x in out):.4f}")
+        print(
+            f"median of {len(out)}: train / baseline train {med[0]:.3f} (table) -> {med[1]:.3f} (today); "
+            f"evaluation / baseline train {med[2]:.3f} -> {med[3]:.3f}; final accuracy the same in {same}, "
+            f"largest difference {max(abs(x[4] - x[5]) for x in out):.4f}"
+        )
 
 
 if __name__ == "__main__":

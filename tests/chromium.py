@@ -36,10 +36,21 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="effsearch-chromium-")
         # --no-sandbox: the sandbox refuses to start as root (containers, CI).
         self.proc = subprocess.Popen(
-            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
-             "--window-size=1400,1000", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                executable,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "--window-size=1400,1000",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.time() + 60
         while not (port_file.is_file() and port_file.read_text().count("\n") >= 1):

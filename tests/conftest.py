@@ -13,7 +13,8 @@ from tests.helpers import TEST_DATA
 guard.install()
 os.environ["EFFSEARCH_TEST_GUARD"] = "1"
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(Path(guard.__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+    [str(Path(guard.__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 
 @pytest.fixture

@@ -10,10 +10,14 @@ from effsearch.search.storage import open_url
 from tests.helpers import tiny
 
 # trial: (time to target, None for a miss; final val accuracy)
-POINTS = {0: (10.0, 0.95),  # the baseline, on the front
-          1: (2.0, 0.80), 2: (4.0, 0.93), 3: (20.0, 0.96),  # the rest of the front; 2 is the knee
-          4: (12.0, 0.90),  # dominated by 0
-          5: (None, 0.70)}  # missed the target (0.75)
+POINTS = {
+    0: (10.0, 0.95),  # the baseline, on the front
+    1: (2.0, 0.80),
+    2: (4.0, 0.93),
+    3: (20.0, 0.96),  # the rest of the front; 2 is the knee
+    4: (12.0, 0.90),  # dominated by 0
+    5: (None, 0.70),
+}  # missed the target (0.75)
 FRONT = [1, 2, 0, 3]  # fastest first
 
 
@@ -23,14 +27,26 @@ def config(n: int) -> TrainConfig:
 
 def add(study, n, tta, acc, **attrs):
     # As the runner stores them: a miss has its train seconds (30) and is infeasible.
-    study.add_trial(create_trial(
-        values=[tta if tta is not None else 30.0, acc],
-        system_attrs={"constraints": [0.0 if tta is not None else 0.05]},
-        params={"optimizer.lr": 0.01 * (n + 1)}, distributions={"optimizer.lr": FloatDistribution(0.001, 1.0)},
-        user_attrs={"config": config(n).to_yaml(), "reached_target": tta is not None, "time_to_target": tta,
-                    "val_accuracy": acc, "test_accuracy": acc - 0.01, "speedup": 10.0 / tta if tta else None,
-                    "status": "completed", "device": "cpu (test)",
-                    "versions": {"effsearch": "0.1.0", "torch": "2.7.0", "mosaicml": "0.32.1"}, **attrs}))
+    study.add_trial(
+        create_trial(
+            values=[tta if tta is not None else 30.0, acc],
+            system_attrs={"constraints": [0.0 if tta is not None else 0.05]},
+            params={"optimizer.lr": 0.01 * (n + 1)},
+            distributions={"optimizer.lr": FloatDistribution(0.001, 1.0)},
+            user_attrs={
+                "config": config(n).to_yaml(),
+                "reached_target": tta is not None,
+                "time_to_target": tta,
+                "val_accuracy": acc,
+                "test_accuracy": acc - 0.01,
+                "speedup": 10.0 / tta if tta else None,
+                "status": "completed",
+                "device": "cpu (test)",
+                "versions": {"effsearch": "0.1.0", "torch": "2.7.0", "mosaicml": "0.32.1"},
+                **attrs,
+            },
+        )
+    )
 
 
 def fake_storage(path):

@@ -15,11 +15,13 @@ from tests.fake_study import add, config
 
 # The baseline takes 10 s of wall time (one baseline run) and reaches the target in 10 s at 0.95.
 # trial: (time to target, final val accuracy, wall seconds), in the order they finish
-TRIALS = [(10.0, 0.95, 10.0),  # 0, the baseline: 1.00x
-          (4.0, 0.90, 5.0),    # 1: 2.5x but 5 points under: not within the point
-          (8.0, 0.945, 10.0),  # 2: 1.25x, 0.5 points under: counts
-          (None, 0.96, 20.0),  # 3: missed the target
-          (2.0, 0.941, 5.0)]   # 4: 5x, 0.9 points under: counts
+TRIALS = [
+    (10.0, 0.95, 10.0),  # 0, the baseline: 1.00x
+    (4.0, 0.90, 5.0),  # 1: 2.5x but 5 points under: not within the point
+    (8.0, 0.945, 10.0),  # 2: 1.25x, 0.5 points under: counts
+    (None, 0.96, 20.0),  # 3: missed the target
+    (2.0, 0.941, 5.0),
+]  # 4: 5x, 0.9 points under: counts
 PRUNED_WALL = 5.0  # a pruned trial finishes last: it costs compute and finds nothing
 
 
@@ -30,8 +32,9 @@ def one_phase(path):
     study.set_user_attr("target_accuracy", 0.9)
     for n, (tta, acc, wall) in enumerate(TRIALS):
         add(study, n, tta, acc, wall_seconds=wall, **({"baseline": True} if n == 0 else {}))
-    study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={"config": config(9).to_yaml(),
-                                                                       "wall_seconds": PRUNED_WALL}))
+    study.add_trial(
+        create_trial(state=TrialState.PRUNED, user_attrs={"config": config(9).to_yaml(), "wall_seconds": PRUNED_WALL})
+    )
     return study
 
 
@@ -74,8 +77,14 @@ def test_phase_1s_compute_comes_first_and_a_pick_counts_once_all_its_seeds_ran(t
     study, tune = two_phases(tmp_path / "s.journal")
     c = anytime.curve(study, tune)
     pts = c["points"]
-    assert [(p["phase"], p["trial"]) for p in pts] == [("tune", 0), ("tune", 1), ("tune", 2),
-                                                        ("confirm", 0), ("confirm", 1), ("confirm", 2)]
+    assert [(p["phase"], p["trial"]) for p in pts] == [
+        ("tune", 0),
+        ("tune", 1),
+        ("tune", 2),
+        ("confirm", 0),
+        ("confirm", 1),
+        ("confirm", 2),
+    ]
     # the unit is phase 2's baseline (20 s); phase 1 spent 7 s = 0.35 runs of it
     assert [p["compute"] for p in pts] == [4.0, 6.0, 7.0, 27.0, 37.0, 51.0]
     assert c["phase1_runs"] == pytest.approx(0.35) and pts[-1]["baseline_runs"] == pytest.approx(2.55)

@@ -11,8 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "effsearch"
-ABOVE_CONFIG = ("effsearch.trainer", "effsearch.spaces", "effsearch.search", "effsearch.objectives",
-                "effsearch.cli", "effsearch.data_cli", "effsearch.api")
+ABOVE_CONFIG = (
+    "effsearch.trainer",
+    "effsearch.spaces",
+    "effsearch.search",
+    "effsearch.objectives",
+    "effsearch.cli",
+    "effsearch.data_cli",
+    "effsearch.api",
+)
 
 
 def module_name(path: Path) -> str:
@@ -45,7 +52,9 @@ def imports(mod: str):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if not base.startswith("effsearch"):
                 continue
             for alias in node.names:
@@ -67,15 +76,22 @@ PENDING_PRIVATE: set[tuple[str, str]] = set()
 def type_only_lines(mod: str) -> set[int]:
     """The lines of ``mod``'s ``if TYPE_CHECKING:`` blocks (imports there are for annotations)."""
     tree = ast.parse(MODULES[mod].read_text())
-    return {n.lineno for node in ast.walk(tree) if isinstance(node, ast.If)
-            and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-            for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")}
+    return {
+        n.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for n in ast.walk(stmt)
+        if hasattr(n, "lineno")
+    }
 
 
 def graph() -> dict[str, set[str]]:
     skip = {mod: type_only_lines(mod) for mod in MODULES}
-    return {mod: {target for target, _, line, _ in imports(mod)
-                  if target and target != mod and line not in skip[mod]} for mod in MODULES}
+    return {
+        mod: {target for target, _, line, _ in imports(mod) if target and target != mod and line not in skip[mod]}
+        for mod in MODULES
+    }
 
 
 def test_no_import_cycles():
@@ -87,7 +103,7 @@ def test_no_import_cycles():
         stack.append(m)
         for n in sorted(g[m]):
             if state.get(n) == "open":
-                cycles.append(stack[stack.index(n):] + [n])
+                cycles.append(stack[stack.index(n) :] + [n])
             elif n not in state:
                 visit(n)
         stack.pop()
@@ -103,8 +119,13 @@ def test_no_import_cycles():
 
 
 def test_config_stands_on_nothing_above_it():
-    bad = [f"{mod}:{line} imports {target}" for mod in MODULES if mod.startswith("effsearch.config")
-           for target, _, line, _ in imports(mod) if target and target.startswith(ABOVE_CONFIG)]
+    bad = [
+        f"{mod}:{line} imports {target}"
+        for mod in MODULES
+        if mod.startswith("effsearch.config")
+        for target, _, line, _ in imports(mod)
+        if target and target.startswith(ABOVE_CONFIG)
+    ]
     assert not bad, bad
 
 
@@ -115,13 +136,23 @@ def test_no_module_uses_another_modules_private_names(mod):
     for target, names, line, aliases in imports(mod):
         bound.update(aliases)
         for name in names:
-            if name.startswith("_") and not name.startswith("__") and target != mod \
-                    and (mod, f"{target}.{name}") not in PENDING_PRIVATE:
+            if (
+                name.startswith("_")
+                and not name.startswith("__")
+                and target != mod
+                and (mod, f"{target}.{name}") not in PENDING_PRIVATE
+            ):
                 bad.append(f"line {line}: from {target} import {name}")
     tree = ast.parse(MODULES[mod].read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
-                and node.attr.startswith("_") and not node.attr.startswith("__") and bound[node.value.id] != mod:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and bound[node.value.id] != mod
+        ):
             bad.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
     assert not bad, bad
 
@@ -132,8 +163,13 @@ def test_only_storage_imports_from_optunas_private_modules():
     bad = []
     for mod, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             for name in names:
                 private = name.startswith("optuna") and any(p.startswith("_") for p in name.split("."))
                 if private and mod != "effsearch.search.storage":
@@ -143,12 +179,23 @@ def test_only_storage_imports_from_optunas_private_modules():
 
 # What decides (what to prune, when to stop, which trials count, what to queue) asks
 # search/queries.py; search/report.py only renders, and nothing that decides imports it.
-DECIDERS = ("effsearch.search.queries", "effsearch.search.pruner", "effsearch.search.budget",
-            "effsearch.search.workers", "effsearch.search.warmstart", "effsearch.search.phases",
-            "effsearch.search.cost", "effsearch.search.anytime")
+DECIDERS = (
+    "effsearch.search.queries",
+    "effsearch.search.pruner",
+    "effsearch.search.budget",
+    "effsearch.search.workers",
+    "effsearch.search.warmstart",
+    "effsearch.search.phases",
+    "effsearch.search.cost",
+    "effsearch.search.anytime",
+)
 
 
 def test_what_decides_imports_no_rendering():
-    bad = [f"{mod}:{line} imports {target}" for mod in DECIDERS for target, _, line, _ in imports(mod)
-           if target in ("effsearch.search.report", "effsearch.spaces.space")]
+    bad = [
+        f"{mod}:{line} imports {target}"
+        for mod in DECIDERS
+        for target, _, line, _ in imports(mod)
+        if target in ("effsearch.search.report", "effsearch.spaces.space")
+    ]
     assert not bad, bad

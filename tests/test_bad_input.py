@@ -21,8 +21,9 @@ STUDY = {"base": {**tiny(), "epochs": 1}, "n_trials": 2, "space": {"include": ["
 
 
 def effsearch(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "effsearch.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "effsearch.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def refused(p: subprocess.CompletedProcess, *named: str, limit: int = 600) -> str:
@@ -53,10 +54,15 @@ BINARY = bytes(range(128, 256)) * 4  # no valid UTF-8 start byte among them
 NULS = b"dataset: {name: digits}\nepochs: 1\x00\x00\x00\n"  # valid UTF-8, but no YAML
 
 
-@pytest.mark.parametrize("content, words", [(LATIN1, "not UTF-8 text: byte 0xe9 on line 1"),
-                                            (BINARY, "not UTF-8 text: byte 0x80 on line 1"),
-                                            (NULS, "character #x00 at offset 33 is not allowed")],
-                         ids=["latin-1", "binary", "nul"])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (LATIN1, "not UTF-8 text: byte 0xe9 on line 1"),
+        (BINARY, "not UTF-8 text: byte 0x80 on line 1"),
+        (NULS, "character #x00 at offset 33 is not allowed"),
+    ],
+    ids=["latin-1", "binary", "nul"],
+)
 def test_a_config_file_that_is_not_utf8_text_is_refused_naming_it(tmp_path, content, words):
     (tmp_path / "c.yaml").write_bytes(content)
     before = files(tmp_path)
@@ -64,14 +70,23 @@ def test_a_config_file_that_is_not_utf8_text_is_refused_naming_it(tmp_path, cont
     assert files(tmp_path) == before  # no runs/ folder
 
 
-@pytest.mark.parametrize("command", [["run"], ["space", "show"], ["status"], ["export", "-o", "f.csv"],
-                                     ["best", "-o", "b.yaml"]])
+@pytest.mark.parametrize(
+    "command", [["run"], ["space", "show"], ["status"], ["export", "-o", "f.csv"], ["best", "-o", "b.yaml"]]
+)
 def test_a_study_file_that_is_not_utf8_is_refused_by_every_command(tmp_path, command):
     study = tmp_path / "s.yaml"
     study.write_bytes(yaml.safe_dump(STUDY).encode() + "description: \xe9t\xe9\n".encode("latin-1"))
     before = files(tmp_path)
-    refused(effsearch(tmp_path, *command[:2 if command[0] == "space" else 1], "s.yaml",
-                      *command[2 if command[0] == "space" else 1:]), "s.yaml", "UTF-8")
+    refused(
+        effsearch(
+            tmp_path,
+            *command[: 2 if command[0] == "space" else 1],
+            "s.yaml",
+            *command[2 if command[0] == "space" else 1 :],
+        ),
+        "s.yaml",
+        "UTF-8",
+    )
     assert files(tmp_path) == before  # no journal, no output file
 
 
@@ -84,6 +99,7 @@ def test_a_warm_start_config_that_is_not_utf8_is_refused(tmp_path):
 
 
 # -- 3. a key given twice ----------------------------------------------------------------------------------
+
 
 def test_a_key_given_twice_in_a_config_is_refused_with_its_lines(tmp_path):
     write(tmp_path / "c.yaml", "dataset: {name: digits}\nepochs: 1\nbatch_size: 32\nepochs: 7\n")
@@ -108,19 +124,23 @@ def test_a_key_given_twice_in_a_study_file_is_refused(tmp_path):
 
 def test_a_key_given_twice_in_a_set_value_is_refused_naming_set(tmp_path):
     write(tmp_path / "c.yaml", tiny())
-    refused(effsearch(tmp_path, "train", "c.yaml", "--set", "algorithms={ema: {}, ema: {half_life: 2ba}}"),
-            "--set", "algorithms.ema: given twice")
+    refused(
+        effsearch(tmp_path, "train", "c.yaml", "--set", "algorithms={ema: {}, ema: {half_life: 2ba}}"),
+        "--set",
+        "algorithms.ema: given twice",
+    )
 
 
 def test_a_merge_key_overridden_once_is_not_a_duplicate(tmp_path):
     # `<<: *base` then a key of its own is YAML's way to override a merged key, not a repeat.
-    text = ("dataset: {name: digits}\noptimizer:\n  <<: {lr: 0.1, momentum: 0.8}\n  lr: 0.3\n")
+    text = "dataset: {name: digits}\noptimizer:\n  <<: {lr: 0.1, momentum: 0.8}\n  lr: 0.3\n"
     write(tmp_path / "c.yaml", text)
     cfg = TrainConfig.from_yaml(tmp_path / "c.yaml")
     assert (cfg.optimizer.lr, cfg.optimizer.momentum) == (0.3, 0.8)
 
 
 # -- 7. values echoed whole ------------------------------------------------------------------------------
+
 
 def laughs(levels: int = 9) -> str:
     """A 'billion laughs' list: each anchor repeats the one before nine times (9**levels strings)."""
@@ -139,8 +159,11 @@ def test_an_alias_bomb_is_refused_naming_the_file(tmp_path):
     write(tmp_path / "s.yaml", yaml.safe_dump(STUDY) + f"description: {laughs()}\n")
     refused(effsearch(tmp_path, "run", "s.yaml", timeout=60), "s.yaml", "aliases")
     write(tmp_path / "c.yaml", tiny())
-    refused(effsearch(tmp_path, "train", "c.yaml", "--set", f"model.kwargs={{x: {laughs()}}}", timeout=60),
-            "--set", "aliases")
+    refused(
+        effsearch(tmp_path, "train", "c.yaml", "--set", f"model.kwargs={{x: {laughs()}}}", timeout=60),
+        "--set",
+        "aliases",
+    )
 
 
 def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
@@ -153,16 +176,25 @@ def test_values_nested_hundreds_deep_are_refused(tmp_path):
     refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml", "nested more than 100 levels deep (line 2)")
     write(tmp_path / "s.yaml", {**STUDY, "name": "s"})
     write(tmp_path / "w.yaml", "".join("  " * i + "k:\n" for i in range(1000)) + "  " * 1000 + "1\n")
-    refused(effsearch(tmp_path, "run", "s.yaml", "--warm-start", "w.yaml"), "w.yaml", "--warm-start",
-            "more than 100 levels deep")
+    refused(
+        effsearch(tmp_path, "run", "s.yaml", "--warm-start", "w.yaml"),
+        "w.yaml",
+        "--warm-start",
+        "more than 100 levels deep",
+    )
     assert files(tmp_path) == ["c.yaml", "s.yaml", "w.yaml"]
 
 
 def _deep(shape: str, n: int) -> str:
     """A YAML document whose values nest ``n`` levels deep."""
-    return {"flow": "[" * n + "]" * n, "items": "[1, " * n + "]" * n, "mappings": "{a: " * n + "1" + "}" * n,
-            "block": "".join("  " * i + "k:\n" for i in range(n)) + "  " * n + "1\n", "dashes": "- " * n + "1\n",
-            "mixed": "a:\n  - " + "{b: " * (n - 2) + "1" + "}" * (n - 2)}[shape]
+    return {
+        "flow": "[" * n + "]" * n,
+        "items": "[1, " * n + "]" * n,
+        "mappings": "{a: " * n + "1" + "}" * n,
+        "block": "".join("  " * i + "k:\n" for i in range(n)) + "  " * n + "1\n",
+        "dashes": "- " * n + "1\n",
+        "mixed": "a:\n  - " + "{b: " * (n - 2) + "1" + "}" * (n - 2),
+    }[shape]
 
 
 SHAPES = ["flow", "items", "mappings", "block", "dashes", "mixed"]
@@ -213,7 +245,7 @@ def test_a_deep_document_is_refused_as_it_is_scanned_before_it_is_composed(shape
         F.load_yaml(_deep(shape, 3000))
     assert work["walks"] == 0
     assert work["compose_node"] <= 2 * F.DEPTH_LIMIT + 2  # a key and a value a level, at most
-    assert work["key_checks"] <= 5 * F.DEPTH_LIMIT ** 2, work
+    assert work["key_checks"] <= 5 * F.DEPTH_LIMIT**2, work
 
 
 def test_a_few_aliases_are_fine(tmp_path):
@@ -242,8 +274,15 @@ def test_a_huge_set_value_is_quoted_short(tmp_path):
 
 # -- 2. values the schema took but the library receiving them does not -----------------------------------
 
-@pytest.mark.parametrize("item, field", [("seed=4294967296", "seed"), ("seed=99999999999999999999999", "seed"),
-                                         ("dataset.split_seed=4294967295", "dataset.split_seed")])
+
+@pytest.mark.parametrize(
+    "item, field",
+    [
+        ("seed=4294967296", "seed"),
+        ("seed=99999999999999999999999", "seed"),
+        ("dataset.split_seed=4294967295", "dataset.split_seed"),
+    ],
+)
 def test_a_seed_no_receiver_takes_is_refused_before_training(tmp_path, item, field):
     # Composer's seed_all, np.random.seed and scikit-learn's random_state take [0, 2**32 - 1]; the
     # data splits draw with split_seed + 1..3.
@@ -342,8 +381,11 @@ def test_a_bad_time_string_is_refused_before_training(tmp_path):
 
 # -- 4. output paths checked only after the work ----------------------------------------------------------
 
-@pytest.mark.parametrize("out, words", [("a-file", "a-file is a file"), ("a-file/run", "a-file is a file"),
-                                        ("taken", "taken/result.json is a folder")])
+
+@pytest.mark.parametrize(
+    "out, words",
+    [("a-file", "a-file is a file"), ("a-file/run", "a-file is a file"), ("taken", "taken/result.json is a folder")],
+)
 def test_train_refuses_an_output_folder_it_cannot_write_before_training(tmp_path, out, words):
     write(tmp_path / "c.yaml", tiny())
     (tmp_path / "a-file").write_text("mine\n")
@@ -375,14 +417,22 @@ def never_opened(monkeypatch):
 
     def refuse(*args, **kwargs):
         raise AssertionError("the study was read before the output path was checked")
+
     monkeypatch.setattr(lookup, "open_study", refuse)
 
 
-@pytest.mark.parametrize("command, out, words", [
-    ("export", "a-file/front.csv", "a-file is a file"), ("export", "a-folder.csv", "a-folder.csv is a folder"),
-    ("best", "a-file/best.yaml", "a-file is a file"), ("best", "a-folder.csv", "a-folder.csv is a folder")])
-def test_export_and_best_refuse_an_output_file_before_reading_the_study(tmp_path, monkeypatch, capsys,
-                                                                         never_opened, command, out, words):
+@pytest.mark.parametrize(
+    "command, out, words",
+    [
+        ("export", "a-file/front.csv", "a-file is a file"),
+        ("export", "a-folder.csv", "a-folder.csv is a folder"),
+        ("best", "a-file/best.yaml", "a-file is a file"),
+        ("best", "a-folder.csv", "a-folder.csv is a folder"),
+    ],
+)
+def test_export_and_best_refuse_an_output_file_before_reading_the_study(
+    tmp_path, monkeypatch, capsys, never_opened, command, out, words
+):
     from effsearch.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -395,14 +445,19 @@ def test_export_and_best_refuse_an_output_file_before_reading_the_study(tmp_path
 
 # -- 5. no upper bound on workers ----------------------------------------------------------------------
 
+
 def test_more_workers_than_cores_are_refused_naming_the_flag_or_the_field(tmp_path):
     from effsearch.config.machine import cpu_cores
 
     write(tmp_path / "s.yaml", STUDY)
     before = files(tmp_path)
     cores = cpu_cores()
-    refused(effsearch(tmp_path, "run", "s.yaml", "--workers", str(cores + 1)), "--workers",
-            f"must be at most {cores} here", f"got {cores + 1}")
+    refused(
+        effsearch(tmp_path, "run", "s.yaml", "--workers", str(cores + 1)),
+        "--workers",
+        f"must be at most {cores} here",
+        f"got {cores + 1}",
+    )
     write(tmp_path / "s.yaml", {**STUDY, "workers": 1000})
     refused(effsearch(tmp_path, "run", "s.yaml"), "s.yaml: workers: must be at most")
     assert files(tmp_path) == before
@@ -419,6 +474,7 @@ def test_workers_are_bounded_by_the_cores_on_a_gpu_machine_too(tmp_path):
 
 
 # -- 6. messages that blame the wrong thing ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("item", ["=5", ".lr=0.1", "optimizer..lr=0.1", "optimizer lr=0.1"])
 def test_a_malformed_set_names_set_not_the_file(tmp_path, item):
@@ -441,20 +497,28 @@ ARGS = {"export": ["-o", "front.csv"], "best": ["-o", "best.yaml"]}
 @pytest.mark.parametrize("command", ["status", "export", "best", "dashboard"])
 def test_a_missing_storage_is_exit_2_in_every_command(tmp_path, command):
     before = files(tmp_path)
-    refused(effsearch(tmp_path, command, "s", "--storage", "none.journal", *ARGS.get(command, [])),
-            "--storage: no study storage at", "none.journal", "no studies there")
+    refused(
+        effsearch(tmp_path, command, "s", "--storage", "none.journal", *ARGS.get(command, [])),
+        "--storage: no study storage at",
+        "none.journal",
+        "no studies there",
+    )
     assert files(tmp_path) == before  # the journal was not made
 
 
 @pytest.mark.parametrize("command", ["status", "export", "best", "dashboard"])
 def test_an_unknown_study_name_is_exit_2_in_every_command_listing_the_studies(tmp_path, storage_path, command):
-    refused(effsearch(tmp_path, command, "nope", "--storage", str(storage_path), *ARGS.get(command, [])),
-            "study: no study 'nope'", "(studies there: fake, misses)")
+    refused(
+        effsearch(tmp_path, command, "nope", "--storage", str(storage_path), *ARGS.get(command, [])),
+        "study: no study 'nope'",
+        "(studies there: fake, misses)",
+    )
     refused(effsearch(tmp_path, command, "nope", *ARGS.get(command, [])), "study: 'nope' is neither a study file")
     assert files(tmp_path) == []
 
 
 # -- 9. a read that writes --------------------------------------------------------------------------------
+
 
 def other_database(path: Path) -> Path:
     import sqlite3
@@ -473,8 +537,12 @@ def test_a_database_that_is_no_study_storage_is_refused_and_left_as_it_was(tmp_p
 
     db = other_database(tmp_path / "books.db")
     data, mtime = db.read_bytes(), db.stat().st_mtime_ns
-    refused(effsearch(tmp_path, command, "s", "--storage", "books.db", *ARGS.get(command, [])),
-            "--storage", "books.db is a database but no study storage", "no Optuna tables")
+    refused(
+        effsearch(tmp_path, command, "s", "--storage", "books.db", *ARGS.get(command, [])),
+        "--storage",
+        "books.db is a database but no study storage",
+        "no Optuna tables",
+    )
     assert db.read_bytes() == data and db.stat().st_mtime_ns == mtime
     con = sqlite3.connect(db)
     assert [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["invoices"]
@@ -484,8 +552,12 @@ def test_a_database_that_is_no_study_storage_is_refused_and_left_as_it_was(tmp_p
 
 def test_a_file_that_is_no_database_is_refused_naming_storage(tmp_path):
     (tmp_path / "notes.db").write_text("shopping: eggs, milk\n")
-    refused(effsearch(tmp_path, "status", "s", "--storage", "notes.db"), "--storage",
-            "cannot read", "notes.db as an SQLite database")
+    refused(
+        effsearch(tmp_path, "status", "s", "--storage", "notes.db"),
+        "--storage",
+        "cannot read",
+        "notes.db as an SQLite database",
+    )
     assert (tmp_path / "notes.db").read_text() == "shopping: eggs, milk\n"
 
 
@@ -503,8 +575,10 @@ def test_an_optuna_sqlite_storage_still_opens(tmp_path):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("value, on", [("null", False), ("~", False), ("false", False), ("{}", True),
-                                       ("true", True), ("{smoothing: 0.2}", True)])
+@pytest.mark.parametrize(
+    "value, on",
+    [("null", False), ("~", False), ("false", False), ("{}", True), ("true", True), ("{smoothing: 0.2}", True)],
+)
 def test_null_and_false_turn_an_inherited_algorithm_off(value, on):
     base = ROOT / "configs" / "quickstart.yaml"
     assert "label_smoothing" in TrainConfig.from_yaml(base).algorithms  # on in the file
@@ -517,8 +591,12 @@ def test_null_and_false_turn_an_inherited_algorithm_off(value, on):
 def test_a_baseline_or_warm_start_turns_off_what_base_has(tmp_path):
     from effsearch.search import studyfile
 
-    study = {**STUDY, "base": {**STUDY["base"], "algorithms": {"label_smoothing": {}, "blurpool": {}}},
-             "baseline": {"algorithms.blurpool": None}, "warm_start": [{"algorithms.label_smoothing": False}]}
+    study = {
+        **STUDY,
+        "base": {**STUDY["base"], "algorithms": {"label_smoothing": {}, "blurpool": {}}},
+        "baseline": {"algorithms.blurpool": None},
+        "warm_start": [{"algorithms.label_smoothing": False}],
+    }
     spec = studyfile.from_mapping(study, tmp_path / "s.yaml")
     assert set(spec.base.algorithms) == {"label_smoothing", "blurpool"}
     assert set(spec.baseline.algorithms) == {"label_smoothing"}
@@ -540,11 +618,16 @@ def test_the_help_and_the_guide_say_how_to_turn_one_off():
 
 # -- 10. a second Ctrl-C while the partial result is written ---------------------------------------------
 
+
 def partial_result():
     from effsearch.trainer.result import RunResult
 
-    return RunResult(status="interrupted", config=tiny(), reason="interrupted by the user (Ctrl-C)",
-                     history=[{"epoch": 1.0, "train_seconds": 2.5, "val_accuracy": 0.4}])
+    return RunResult(
+        status="interrupted",
+        config=tiny(),
+        reason="interrupted by the user (Ctrl-C)",
+        history=[{"epoch": 1.0, "train_seconds": 2.5, "val_accuracy": 0.4}],
+    )
 
 
 @pytest.fixture
@@ -604,6 +687,7 @@ def test_a_keyboard_interrupt_raised_inside_the_write_still_leaves_result_json(t
 
 # -- bad input that writes: a data folder that is not there --------------------------------------------
 
+
 def test_a_missing_data_dir_is_refused_leaving_no_folders(tmp_path):
     """Fashion-MNIST is not in --data-dir and cannot be downloaded (the tests run offline):
     refused naming the folder, and the folders torchvision made for its download are gone."""
@@ -626,8 +710,8 @@ def test_a_missing_data_dir_is_refused_leaving_no_folders(tmp_path):
 
 # -- misleading messages: a dashboard --host that names no address --------------------------------------
 
-def test_a_dashboard_host_that_does_not_resolve_is_the_flags_error_before_anything_is_printed(tmp_path,
-                                                                                               storage_path):
+
+def test_a_dashboard_host_that_does_not_resolve_is_the_flags_error_before_anything_is_printed(tmp_path, storage_path):
     p = effsearch(tmp_path, "dashboard", "fake", "--storage", str(storage_path), "--host", "no-such-host.invalid")
     refused(p, "--host", "no-such-host.invalid")
     assert p.stdout == ""  # no header, no "Listening on"

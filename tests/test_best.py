@@ -17,20 +17,30 @@ from tests.tiny_study import built_study
 
 # -- best --------------------------------------------------------------------------
 
+
 def best_(storage_path, out, pick, study="fake") -> int:
     return main(["best", study, "--storage", str(storage_path), "--pick", pick, "-o", str(out)])
 
 
-@pytest.mark.parametrize("pick,trial", [("knee", 2), ("fastest", 1), ("most-accurate", 3),
-                                        ("fastest-above:0.9", 2), ("fastest-above:0.94", 0),
-                                        # the baseline (trial 0) is at 0.95: 0.02 below lets trial 2 (0.93) in
-                                        ("fastest-within:0.02", 2), ("fastest-within:0.019", 0)])
+@pytest.mark.parametrize(
+    "pick,trial",
+    [
+        ("knee", 2),
+        ("fastest", 1),
+        ("most-accurate", 3),
+        ("fastest-above:0.9", 2),
+        ("fastest-above:0.94", 0),
+        # the baseline (trial 0) is at 0.95: 0.02 below lets trial 2 (0.93) in
+        ("fastest-within:0.02", 2),
+        ("fastest-within:0.019", 0),
+    ],
+)
 def test_each_pick_writes_that_trial_s_config(storage_path, tmp_path, pick, trial):
     out = tmp_path / "best.yaml"
     assert best_(storage_path, out, pick) == 0
     assert TrainConfig.from_yaml(out).hash() == config(trial).hash()
     text = out.read_text()
-    head = text[:text.index("\ndataset:")].splitlines()
+    head = text[: text.index("\ndataset:")].splitlines()
     assert all(line.startswith("#") for line in head)
     head = "\n".join(head)
     assert f"--pick {pick}: trial {trial} of study 'fake'" in head and str(storage_path) in head
@@ -48,9 +58,21 @@ def test_only_trials_that_reached_the_target_count(storage_path, tmp_path, capsy
     assert TrainConfig.from_yaml(tmp_path / "b.yaml").hash() == config(1).hash()
 
 
-@pytest.mark.parametrize("pick", ["slowest", "fastest-above", "fastest-above:", "fastest-above:x",
-                                  "fastest-above:95", "fastest-above:0", "Knee", "fastest-within:1",
-                                  "fastest-within:-0.01", "fastest-within:one"])
+@pytest.mark.parametrize(
+    "pick",
+    [
+        "slowest",
+        "fastest-above",
+        "fastest-above:",
+        "fastest-above:x",
+        "fastest-above:95",
+        "fastest-above:0",
+        "Knee",
+        "fastest-within:1",
+        "fastest-within:-0.01",
+        "fastest-within:one",
+    ],
+)
 def test_a_bad_pick_exits_2_before_the_study_is_opened(tmp_path, capsys, pick):
     assert best_(tmp_path / "none.journal", tmp_path / "b.yaml", pick, study="nope") == 2
     err = capsys.readouterr().err
@@ -114,13 +136,20 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     study = optuna.create_study(study_name="seeds", storage=storage, directions=["minimize", "maximize"])
     study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
     add(study, 0, 10.0, 0.95, baseline=True)
-    for n, tta, acc, tune in [(1, 1.0, 0.80, 7), (2, 5.0, 0.84, 7), (3, 2.5, 0.85, 8), (4, 2.5, 0.87, 8),
-                              (5, 0.5, 0.90, 9), (6, None, 0.70, 9)]:
+    for n, tta, acc, tune in [
+        (1, 1.0, 0.80, 7),
+        (2, 5.0, 0.84, 7),
+        (3, 2.5, 0.85, 8),
+        (4, 2.5, 0.87, 8),
+        (5, 0.5, 0.90, 9),
+        (6, None, 0.70, 9),
+    ]:
         add(study, n, tta, acc, tune_trial=tune, confirm_seed=n % 2)
     # D: the fastest seed of all, but its other seed diverged: a miss, not a pick
     add(study, 7, 0.3, 0.96, tune_trial=10, confirm_seed=0)
-    study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"status": "diverged", "tune_trial": 10,
-                                                                    "confirm_seed": 1}))
+    study.add_trial(
+        create_trial(state=TrialState.FAIL, user_attrs={"status": "diverged", "tune_trial": 10, "confirm_seed": 1})
+    )
     out = tmp_path / "best.yaml"
     assert best_(tmp_path / "s.journal", out, "fastest", study="seeds") == 0
     assert TrainConfig.from_yaml(out).hash() == config(3).hash()
@@ -130,9 +159,10 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     front = queries.front(optuna.load_study(study_name="seeds", storage=storage))
     assert [(t.number, t.values) for t in front] == [(3, [2.5, 0.86]), (0, [10.0, 0.95])]
     assert front[0].user_attrs["seed_trials"] == [3, 4] and front[0].user_attrs["time_to_target"] == 2.5
-    table = report.status_table(optuna.load_study(study_name="seeds", storage=storage), ["time_to_accuracy",
-                                                                                        "final_accuracy"])
-    assert re.search(r"\n3\+4 +COMPLETE +2\.50 +0\.8600 +4\.00x", table[table.index("Pareto front"):])
+    table = report.status_table(
+        optuna.load_study(study_name="seeds", storage=storage), ["time_to_accuracy", "final_accuracy"]
+    )
+    assert re.search(r"\n3\+4 +COMPLETE +2\.50 +0\.8600 +4\.00x", table[table.index("Pareto front") :])
     # the export names the seeds behind a front row
     assert main(["export", "seeds", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "f.json")]) == 0
     rows = json.loads((tmp_path / "f.json").read_text())["rows"]

@@ -28,8 +28,9 @@ def storage_path(tmp_path):
     study.set_user_attr("target_accuracy", 0.75)
     for n, (tta, acc) in POINTS.items():
         add(study, n, tta, acc, wall_seconds=WALL[n], **({"baseline": True} if n == 0 else {}))
-    study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={"config": config(6).to_yaml(),
-                                                                       "wall_seconds": PRUNED_WALL}))
+    study.add_trial(
+        create_trial(state=TrialState.PRUNED, user_attrs={"config": config(6).to_yaml(), "wall_seconds": PRUNED_WALL})
+    )
     study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"wall_seconds": FAILED_WALL}))
     return path
 
@@ -79,8 +80,9 @@ def test_status_export_and_best_show_the_cost(storage_path, tmp_path, capsys):
     assert doc["cost"]["baseline_runs"] == pytest.approx(COMPUTE / 12) and doc["cost"]["pick"] == 2
     assert doc["cost"]["break_even"] == pytest.approx(COMPUTE / 6)
 
-    assert main(["best", "paid", "--storage", str(storage_path), "--pick", "fastest", "-o",
-                 str(tmp_path / "b.yaml")]) == 0
+    assert (
+        main(["best", "paid", "--storage", str(storage_path), "--pick", "fastest", "-o", str(tmp_path / "b.yaml")]) == 0
+    )
     header = (tmp_path / "b.yaml").read_text()
     assert "the fastest pick (trial 1) reaches the target 8.0 s sooner a run" in header
     assert f"pays for itself after {math.ceil(COMPUTE / 8)} runs" in header

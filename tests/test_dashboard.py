@@ -1,6 +1,5 @@
 """`effsearch dashboard`: its arguments (tests/test_dashboard_e2e.py serves it for real)."""
 
-
 import optuna
 import pytest
 import yaml
@@ -14,6 +13,7 @@ from tests.tiny_study import built_study
 
 # -- dashboard arguments ----------------------------------------------------------
 
+
 @pytest.fixture
 def served(monkeypatch):
     import optuna_dashboard
@@ -26,7 +26,7 @@ def served(monkeypatch):
 def test_dashboard_on_a_study_file_uses_its_storage_and_artifacts(tmp_path_factory, served, capsys):
     path = built_study(tmp_path_factory)
     assert main(["dashboard", str(path)]) == 0
-    (storage, kw), = served
+    ((storage, kw),) = served
     assert kw["host"] == "127.0.0.1" and kw["port"] == 8080
     assert kw["artifact_store"]._base_path == path.with_suffix(".artifacts")
     assert optuna.get_all_study_names(storage) == ["tiny"]
@@ -37,8 +37,23 @@ def test_dashboard_on_a_study_file_uses_its_storage_and_artifacts(tmp_path_facto
 def test_dashboard_on_a_name_or_a_storage(storage_path, tmp_path, served, capsys):
     art = tmp_path / "art"
     art.mkdir()
-    assert main(["dashboard", "misses", "--storage", str(storage_path), "--artifact-dir", str(art),
-                 "--host", "0.0.0.0", "--port", "9000"]) == 0
+    assert (
+        main(
+            [
+                "dashboard",
+                "misses",
+                "--storage",
+                str(storage_path),
+                "--artifact-dir",
+                str(art),
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "9000",
+            ]
+        )
+        == 0
+    )
     assert served[-1][1]["artifact_store"]._base_path == art and served[-1][1]["host"] == "0.0.0.0"
     out = capsys.readouterr().out
     assert "http://0.0.0.0:9000/dashboard/studies/1" in out and "anyone who reaches this port" in out
@@ -47,14 +62,17 @@ def test_dashboard_on_a_name_or_a_storage(storage_path, tmp_path, served, capsys
     assert "http://127.0.0.1:8080/dashboard/\n" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args,code,message", [
-    (["nope", "--storage", "{s}"], 2, "studies there: fake, misses"),
-    (["nope"], 2, "neither a study file nor a study name"),
-    (["fake", "--storage", "{s}", "--port", "0"], 2, "--port: must be in [1, 65535]"),
-    (["{s}", "--storage", "{s}"], 2, "is already a storage"),
-    (["fake", "--storage", "{s}", "--artifact-dir", "/no/such/dir"], 2, "--artifact-dir: no such folder"),
-    (["fake", "--storage", "{d}/none.journal"], 2, "no study storage"),
-])
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["nope", "--storage", "{s}"], 2, "studies there: fake, misses"),
+        (["nope"], 2, "neither a study file nor a study name"),
+        (["fake", "--storage", "{s}", "--port", "0"], 2, "--port: must be in [1, 65535]"),
+        (["{s}", "--storage", "{s}"], 2, "is already a storage"),
+        (["fake", "--storage", "{s}", "--artifact-dir", "/no/such/dir"], 2, "--artifact-dir: no such folder"),
+        (["fake", "--storage", "{d}/none.journal"], 2, "no study storage"),
+    ],
+)
 def test_dashboard_bad_arguments(storage_path, served, capsys, args, code, message):
     assert main(["dashboard"] + [a.format(s=storage_path, d=storage_path.parent) for a in args]) == code
     assert message in capsys.readouterr().err and not served

@@ -46,13 +46,20 @@ def served(study_path, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "effsearch.cli", "dashboard", str(study_path),
-                                 "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "effsearch.cli", "dashboard", str(study_path), "--port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         line = proc.stdout.readline() if ready else ""
-        assert line.startswith(f"effsearch dashboard: http://127.0.0.1:{port}/dashboard/studies/"), \
-            (line, log.read_text()[-2000:])
+        assert line.startswith(f"effsearch dashboard: http://127.0.0.1:{port}/dashboard/studies/"), (
+            line,
+            log.read_text()[-2000:],
+        )
         root = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
         while True:
@@ -80,24 +87,31 @@ def test_the_pareto_front_plot_shows_every_trial(browser, served, study):
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     browser.goto(served[0])
     # Every complete trial is a drawn point; a miss is an infeasible (grey) one at its real train seconds.
-    n = browser.wait_for(f"(document.querySelectorAll('#graph-pareto-front .scatterlayer .point').length"
-                         f" === {len(complete)}) && {len(complete)}")
+    n = browser.wait_for(
+        f"(document.querySelectorAll('#graph-pareto-front .scatterlayer .point').length"
+        f" === {len(complete)}) && {len(complete)}"
+    )
     assert n == len(complete) >= 3
-    best = browser.js("document.getElementById('graph-pareto-front').data"
-                      ".filter(d => (d.hovertemplate || '').includes('Best Trial'))"
-                      ".reduce((n, d) => n + d.x.length, 0)")
+    best = browser.js(
+        "document.getElementById('graph-pareto-front').data"
+        ".filter(d => (d.hovertemplate || '').includes('Best Trial'))"
+        ".reduce((n, d) => n + d.x.length, 0)"
+    )
     assert best == len(study.best_trials) >= 1
     # Named axes (study.metric_names), and seconds a trial really trained: no 1e6 penalty on the axis.
-    card = browser.js("(document.getElementById('graph-pareto-front').closest('.MuiCard-root') || "
-                      "document.body).innerText")
+    card = browser.js(
+        "(document.getElementById('graph-pareto-front').closest('.MuiCard-root') || document.body).innerText"
+    )
     assert "Objective X:\ntime to target accuracy (train seconds)" in card, card
     assert "Objective Y:\nfinal val accuracy" in card and "Objective 0" not in card
     xs = browser.js("document.getElementById('graph-pareto-front').data.flatMap(d => d.x || [])")
     assert len(xs) >= len(complete) and max(xs) == max(t.values[0] for t in complete) < 1000
     misses = [t for t in complete if not t.user_attrs["reached_target"]]
-    infeasible = browser.js("document.getElementById('graph-pareto-front').data"
-                            ".filter(d => (d.hovertemplate || '').includes('Infeasible'))"
-                            ".reduce((n, d) => n + d.x.length, 0)")
+    infeasible = browser.js(
+        "document.getElementById('graph-pareto-front').data"
+        ".filter(d => (d.hovertemplate || '').includes('Infeasible'))"
+        ".reduce((n, d) => n + d.x.length, 0)"
+    )
     assert infeasible == len(misses)
 
 
@@ -108,8 +122,10 @@ def test_a_trial_page_shows_its_artifacts(browser, served, study):
     assert "config.yaml" in text and "result.json" in text
     assert f"Trial {trial.number}" in text and "test accuracy" in text  # the note the runner saved
     # The learning curve is an image the browser loaded from the artifact store.
-    width = browser.wait_for("[...document.querySelectorAll('img')].filter(i => i.src.includes('/artifacts/'))"
-                             ".map(i => i.complete && i.naturalWidth)[0]")
+    width = browser.wait_for(
+        "[...document.querySelectorAll('img')].filter(i => i.src.includes('/artifacts/'))"
+        ".map(i => i.complete && i.naturalWidth)[0]"
+    )
     assert width > 100
     meta = {m.filename: m for m in optuna.artifacts.get_all_artifact_meta(trial, storage=study._storage)}
     url = f"{served[1]}/artifacts/{study._study_id}/{trial._trial_id}/{meta['config.yaml'].artifact_id}"
@@ -123,8 +139,9 @@ def test_the_exported_html_works_offline(browser, study_path, study, tmp_path):
     assert 'src="http' not in out.read_text()  # plotly is inside the file
     browser.goto(out.as_uri())
     browser.wait_for("!!document.querySelector('#pareto-front .scatterlayer .point')")
-    counts = browser.js("Object.fromEntries(document.getElementById('pareto-front').data"
-                        ".map(d => [d.name.split(' ')[0], d.x.length]))")
+    counts = browser.js(
+        "Object.fromEntries(document.getElementById('pareto-front').data.map(d => [d.name.split(' ')[0], d.x.length]))"
+    )
     hits = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if t.user_attrs["reached_target"]]
     front = {t.number for t in study.best_trials}
     assert counts["Pareto"] == sum(t.number in front for t in hits)

@@ -100,8 +100,11 @@ def test_a_duplicate_of_a_failed_trial_trains_again_and_says_so(tmp_path, traine
     again = [t for t in trials if t.user_attrs.get(CONFIG_HASH_KEY) == h and t.state == TrialState.COMPLETE]
     retrained = [t for t in again if DUPLICATE_KEY not in t.user_attrs]
     assert len(retrained) == 1 and trained.count(h) == 1  # trained again once; later ones answered from it
-    assert retrained[0].user_attrs["dedupe_note"].startswith(f"trial {failed[0].number} had this same config "
-                                                              "and failed (RuntimeError: CUDA out of memory")
+    assert (
+        retrained[0]
+        .user_attrs["dedupe_note"]
+        .startswith(f"trial {failed[0].number} had this same config and failed (RuntimeError: CUDA out of memory")
+    )
     assert "trained again, as a failure may be transient" in note_of(path, retrained[0])
 
 

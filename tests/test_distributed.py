@@ -16,7 +16,7 @@ from tests.helpers import free_port, tiny
 def test_bit_packing_round_trips_at_every_width():
     g = torch.Generator().manual_seed(0)
     for bits in (1, 2, 3, 5, 8, 9, 16):
-        codes = torch.randint(0, 2 ** bits, (1001,), generator=g)
+        codes = torch.randint(0, 2**bits, (1001,), generator=g)
         packed = C.pack_bits(codes, bits)
         assert packed.dtype == torch.uint8 and packed.numel() == C.packed_len(1001, bits)
         assert torch.equal(C.unpack_bits(packed, bits, 1001), codes)
@@ -40,8 +40,11 @@ def test_qsgd_and_terngrad_are_unbiased(method):
             total += C.unternarize(codes, scales, segs)
     mean = total / n
     # One compression is far off; their mean converges to the gradient (error ~ 1/sqrt(n)).
-    one = C.unqsgd(*C.qsgd_quantize(x, segs, 3, gen), segs, 3) if method == "qsgd" else \
-        C.unternarize(*C.ternarize(x, segs, gen), segs)
+    one = (
+        C.unqsgd(*C.qsgd_quantize(x, segs, 3, gen), segs, 3)
+        if method == "qsgd"
+        else C.unternarize(*C.ternarize(x, segs, gen), segs)
+    )
     rel = lambda v: float((v - x).norm() / x.norm())  # noqa: E731
     # Variance of QSGD (s=3) and TernGrad: E|Q(x)-x|^2 of the order of |x|^2 here; the mean's shrinks as 1/n.
     assert rel(one) > 0.5
@@ -49,6 +52,7 @@ def test_qsgd_and_terngrad_are_unbiased(method):
 
 
 # -- two gloo processes ------------------------------------------------------------------------
+
 
 def _model():
     torch.manual_seed(0)
@@ -76,8 +80,9 @@ def _grads(model, rank, hook_cfg=None):
 
 
 def _cfg(**compression):
-    return TrainConfig.from_dict(tiny(**{"distributed.processes": 2,
-                                         **{f"distributed.compression.{k}": v for k, v in compression.items()}}))
+    return TrainConfig.from_dict(
+        tiny(**{"distributed.processes": 2, **{f"distributed.compression.{k}": v for k, v in compression.items()}})
+    )
 
 
 def _worker(rank, port, out):
@@ -97,8 +102,7 @@ def _worker(rank, port, out):
             res[gran] = [int((t != 0).sum()) for t in g]  # entries updated per parameter
         for method, extra in (("qsgd", {"qstates": 15}), ("terngrad", {}), ("randomk", {"ratio": 0.1})):
             g, c = _grads(_model(), rank, _cfg(method=method, **extra))
-            res[method] = {"bytes": c.bytes_sent, "finite": all(bool(torch.isfinite(t).all()) for t in g),
-                           "same": None}
+            res[method] = {"bytes": c.bytes_sent, "finite": all(bool(torch.isfinite(t).all()) for t in g), "same": None}
             # every rank ends with the same averaged gradient
             flat = torch.cat([t.flatten() for t in g])
             other = flat.clone()
@@ -134,15 +138,27 @@ def test_compression_hooks_between_two_gloo_processes(tmp_path):
 
 # -- through effsearch train -------------------------------------------------------------------
 
+
 @pytest.mark.timeout(420)
 def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tmp_path):
     from effsearch.trainer.run import train
 
-    cfg = TrainConfig.from_dict(tiny(**{
-        "distributed.processes": 2, "distributed.compression.method": "topk",
-        "distributed.compression.ratio": 0.01, "distributed.compression.error_feedback": True,
-        "selection.strategy": "random-online", "selection.fraction": 0.5, "selection.select_every": 1,
-        "accumulate": 2, "epochs": 2, "batch_size": 16}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "distributed.processes": 2,
+                "distributed.compression.method": "topk",
+                "distributed.compression.ratio": 0.01,
+                "distributed.compression.error_feedback": True,
+                "selection.strategy": "random-online",
+                "selection.fraction": 0.5,
+                "selection.select_every": 1,
+                "accumulate": 2,
+                "epochs": 2,
+                "batch_size": 16,
+            }
+        )
+    )
     result = train(cfg, out_dir=tmp_path / "run", progress=False)
     assert result.status == "completed", result.reason
     f = result.final
@@ -174,8 +190,9 @@ def test_a_time_rung_point_lands_on_the_same_step_on_every_rank(tmp_path, monkey
         seen.append(point.epoch)
         return "pruned at the second point" if len(seen) == 2 else None
 
-    result = train(cfg, progress=False, on_eval=on_eval, eval_after=(1e-9, 1e6),
-                   settle=lambda epoch, seconds, upper: True)
+    result = train(
+        cfg, progress=False, on_eval=on_eval, eval_after=(1e-9, 1e6), settle=lambda epoch, seconds, upper: True
+    )
     assert seen == [0.5, 1.0]  # the first step past the mark, then the epoch's end
     assert result.status == "pruned" and [p.epoch for p in result.history] == [0.5, 1.0]
     assert [p.val_images for p in result.history] == [8, 8]
@@ -193,16 +210,31 @@ def test_processes_above_the_machine_are_refused_with_the_limit(monkeypatch):
     assert main(["train", "configs/quickstart.yaml", "--set", "distributed.processes=3"]) == 2
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"distributed.compression.method": "topk"}, "distributed.compression.method"),  # one process
-    ({"distributed.processes": 2, "distributed.compression.method": "fp16",
-      "distributed.compression.error_feedback": True}, "distributed.compression.error_feedback"),
-    ({"distributed.processes": 2, "algorithms": {"layer_freezing": {}}}, "algorithms.layer_freezing"),
-    ({"distributed.processes": 2, "device": "cpu", "distributed.backend": "nccl"}, "distributed.backend"),
-    ({"distributed.processes": 2, "distributed.compression.method": "powersgd",
-      "distributed.compression.granularity": "entire-model"}, "distributed.compression.granularity"),
-    ({"distributed.processes": 2, "distributed.compression.method": "gzip"}, "distributed.compression.method"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"distributed.compression.method": "topk"}, "distributed.compression.method"),  # one process
+        (
+            {
+                "distributed.processes": 2,
+                "distributed.compression.method": "fp16",
+                "distributed.compression.error_feedback": True,
+            },
+            "distributed.compression.error_feedback",
+        ),
+        ({"distributed.processes": 2, "algorithms": {"layer_freezing": {}}}, "algorithms.layer_freezing"),
+        ({"distributed.processes": 2, "device": "cpu", "distributed.backend": "nccl"}, "distributed.backend"),
+        (
+            {
+                "distributed.processes": 2,
+                "distributed.compression.method": "powersgd",
+                "distributed.compression.granularity": "entire-model",
+            },
+            "distributed.compression.granularity",
+        ),
+        ({"distributed.processes": 2, "distributed.compression.method": "gzip"}, "distributed.compression.method"),
+    ],
+)
 def test_distributed_rules_name_the_field(overrides, field):
     with pytest.raises(ConfigError) as e:
         TrainConfig.from_dict(tiny(**overrides))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "research" / "README.md",
-                *(ROOT / "docs").glob("*.md")})
+PAGES = sorted(
+    {ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "research" / "README.md", *(ROOT / "docs").glob("*.md")}
+)
 # [text](target) and ![alt](target), not inside code spans; the target ends at a space or ")".
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 

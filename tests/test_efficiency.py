@@ -23,8 +23,9 @@ def test_kfac_update_on_one_linear_layer_is_the_damped_kronecker_fisher_solve(da
     lin = torch.nn.Linear(5, 3)
     x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
     lr = 0.1
-    opt = KFACSGD(lin.parameters(), lin, lr=lr, momentum=0.0, weight_decay=0.0, damping=damping, update_every=1,
-                  kl_clip=None)
+    opt = KFACSGD(
+        lin.parameters(), lin, lr=lr, momentum=0.0, weight_decay=0.0, damping=damping, update_every=1, kl_clip=None
+    )
     before = _vec(lin)
     out = lin(x)
     F.cross_entropy(out, y).backward()
@@ -99,8 +100,7 @@ def test_kfac_survives_a_factor_float32_eigh_cannot_solve(monkeypatch):
 
 
 def test_kfac_captures_only_on_update_steps_and_trains():
-    cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3,
-                                        "epochs": 3}))
+    cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3, "epochs": 3}))
     result = train(cfg, progress=False)
     assert result.status == "completed" and result.final.val_accuracy > 0.3  # 10 classes: chance is 0.1
     run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
@@ -123,13 +123,16 @@ def test_kfac_layers_follow_the_model_order():
     assert list(opt.layers) == layers
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"optimizer.name": "kfac-sgd", "compile": True}, "optimizer.name"),
-    ({"optimizer.name": "kfac-sgd", "algorithms": {"sam": {}}}, "algorithms.sam"),
-    ({"optimizer.name": "sgdw", "optimizer.fused": True}, "optimizer.fused"),
-    ({"accumulate": 0}, "accumulate"),
-    ({"quantize": "int4"}, "quantize"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"optimizer.name": "kfac-sgd", "compile": True}, "optimizer.name"),
+        ({"optimizer.name": "kfac-sgd", "algorithms": {"sam": {}}}, "algorithms.sam"),
+        ({"optimizer.name": "sgdw", "optimizer.fused": True}, "optimizer.fused"),
+        ({"accumulate": 0}, "accumulate"),
+        ({"quantize": "int4"}, "quantize"),
+    ],
+)
 def test_rules_name_the_field(overrides, field):
     with pytest.raises(ConfigError) as e:
         TrainConfig.from_dict(tiny(**overrides))
@@ -137,13 +140,23 @@ def test_rules_name_the_field(overrides, field):
 
 
 def test_fused_runs_on_cpu_where_torch_has_it_and_the_lr_rule_reads_the_effective_batch():
-    cfg = TrainConfig.from_dict(tiny(**{"optimizer.fused": True, "accumulate": 4, "batch_size": 16,
-                                        "optimizer.scale_lr_with_batch": True, "optimizer.lr": 0.1}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "optimizer.fused": True,
+                "accumulate": 4,
+                "batch_size": 16,
+                "optimizer.scale_lr_with_batch": True,
+                "optimizer.lr": 0.1,
+            }
+        )
+    )
     opt = build_optimizer(cfg, torch.nn.Linear(2, 2).parameters(), "cpu")
     assert opt.defaults["fused"] is True
     assert opt.defaults["lr"] == pytest.approx(0.1 * 64 / 128)  # batch 16 x 4 micro-batches
-    assert not build_optimizer(TrainConfig.from_dict(tiny()), torch.nn.Linear(2, 2).parameters(), "cpu") \
-        .defaults.get("fused")
+    assert not build_optimizer(TrainConfig.from_dict(tiny()), torch.nn.Linear(2, 2).parameters(), "cpu").defaults.get(
+        "fused"
+    )
 
 
 def test_accumulation_steps_once_per_k_micro_batches_with_one_steps_gradient(monkeypatch):
@@ -168,8 +181,17 @@ def test_accumulation_steps_once_per_k_micro_batches_with_one_steps_gradient(mon
 
 
 def test_int8_quantization_after_training_with_sparsity():
-    cfg = TrainConfig.from_dict(tiny(**{"quantize": "int8", "sparsity.target": 0.6, "sparsity.schedule": "constant",
-                                        "epochs": 3, "model.width": 16}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "quantize": "int8",
+                "sparsity.target": 0.6,
+                "sparsity.schedule": "constant",
+                "epochs": 3,
+                "model.width": 16,
+            }
+        )
+    )
     f = train(cfg, progress=False).final
     assert f.quantized_bytes < 0.5 * f.fp32_bytes
     assert abs(f.quantized_test_accuracy - f.test_accuracy) <= 0.1

@@ -25,12 +25,21 @@ def read_csv(path):
 
 # -- export ------------------------------------------------------------------------
 
+
 def test_the_front_as_csv_has_every_column_and_only_front_trials(storage_path, tmp_path):
     assert export_(storage_path, tmp_path / "front.csv") == 0
     rows = read_csv(tmp_path / "front.csv")
     assert [int(r["trial"]) for r in rows] == FRONT
-    assert {"time_to_accuracy", "final_accuracy", "test_accuracy", "speedup", "reached_target", "baseline",
-            "summary", "param.optimizer.lr"} <= set(rows[0]) and "on_front" not in rows[0]
+    assert {
+        "time_to_accuracy",
+        "final_accuracy",
+        "test_accuracy",
+        "speedup",
+        "reached_target",
+        "baseline",
+        "summary",
+        "param.optimizer.lr",
+    } <= set(rows[0]) and "on_front" not in rows[0]
     r = {int(r["trial"]): r for r in rows}
     assert float(r[2]["time_to_accuracy"]) == 4.0 and float(r[2]["speedup"]) == 2.5
     assert r[0]["baseline"] == "True" and r[1]["baseline"] == "False"

@@ -46,8 +46,11 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(F
     assert "wrote" in capsys.readouterr().err
     cfg = TrainConfig.from_dict({"dataset": {"name": "fashion-mnist"}})
     splits = D.load_splits(cfg, fashion_dir)
-    arrays = {"train": (splits.train_x, splits.train_y), "val": (splits.val_x, splits.val_y),
-              "test": (splits.test_x, splits.test_y)}
+    arrays = {
+        "train": (splits.train_x, splits.train_y),
+        "val": (splits.val_x, splits.val_y),
+        "test": (splits.test_x, splits.test_y),
+    }
     for name, (x, y) in arrays.items():
         bx, by, bi = F.read_beton(out / f"{name}.beton")
         assert bx.dtype == torch.uint8 and bx.shape == x.shape
@@ -59,8 +62,12 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(F
     # Reused as they are; rewritten for another split seed; a damaged file is noticed.
     assert main(["data", "prepare", "fashion-mnist", "--data-dir", str(fashion_dir), "--out", str(out)]) == 0
     assert "up to date" in capsys.readouterr().err
-    assert main(["data", "prepare", "fashion-mnist", "--data-dir", str(fashion_dir), "--out", str(out),
-                 "--split-seed", "1"]) == 0
+    assert (
+        main(
+            ["data", "prepare", "fashion-mnist", "--data-dir", str(fashion_dir), "--out", str(out), "--split-seed", "1"]
+        )
+        == 0
+    )
     assert "split_seed 0 (now 1)" in capsys.readouterr().err
     assert json.loads((out / "meta.json").read_text())["dataset"]["split_seed"] == 1
     with open(out / "val.beton", "ab") as f:
@@ -162,8 +169,13 @@ def test_ffcv_run_with_cords_selection(F):
         def after_dataloader(self, state, logger):
             self.epochs[-1].append(state.batch[2].clone())
 
-    cfg = TrainConfig.from_dict(tiny(epochs=3, loader="ffcv", **{
-        "selection.strategy": "craig-pb", "selection.fraction": 0.5, "selection.select_every": 1}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            epochs=3,
+            loader="ffcv",
+            **{"selection.strategy": "craig-pb", "selection.fraction": 0.5, "selection.select_every": 1},
+        )
+    )
     served = Served()
     result = RunResult(status="running", config=cfg.to_dict())
     run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[served])
@@ -190,11 +202,21 @@ def test_gradmatch_subset_trains_through_ffcv_from_a_config_file(F, tmp_path, ca
     from effsearch.cli import main
 
     path = tmp_path / "gm.yaml"
-    path.write_text(yaml.safe_dump({
-        "dataset": {"name": "digits", "data_fraction": 0.3, "crop_padding": 0},
-        "model": {"name": "tiny-cnn", "width": 8},
-        "epochs": 2, "batch_size": 64, "schedule": {"name": "constant"}, "loader": "ffcv", "device": "cpu",
-        "selection": {"strategy": "gradmatch-pb", "fraction": 0.3, "select_every": 1}, "target_accuracy": 0.5}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": {"name": "digits", "data_fraction": 0.3, "crop_padding": 0},
+                "model": {"name": "tiny-cnn", "width": 8},
+                "epochs": 2,
+                "batch_size": 64,
+                "schedule": {"name": "constant"},
+                "loader": "ffcv",
+                "device": "cpu",
+                "selection": {"strategy": "gradmatch-pb", "fraction": 0.3, "select_every": 1},
+                "target_accuracy": 0.5,
+            }
+        )
+    )
     assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "completed", result.get("reason")

@@ -23,15 +23,23 @@ def colour_folder(root, per_class: int = 40, side: int = 24):
         for i in range(per_class):
             pixels = rng.normal(60, 30, (side, side, 3))
             pixels[..., k] += 120
-            pixels[k * 6:k * 6 + 4] += 60
+            pixels[k * 6 : k * 6 + 4] += 60
             Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i}.png")
     return root
 
 
 def config(folder, tmp_path, loader: str) -> TrainConfig:
-    return TrainConfig.from_dict({"dataset": {"name": "imagefolder", "path": str(folder)}, "loader": loader,
-                                  "model": {"name": "tiny-cnn", "width": 8}, "epochs": 2, "batch_size": 16,
-                                  "target_accuracy": 0.6, "device": "cpu"})
+    return TrainConfig.from_dict(
+        {
+            "dataset": {"name": "imagefolder", "path": str(folder)},
+            "loader": loader,
+            "model": {"name": "tiny-cnn", "width": 8},
+            "epochs": 2,
+            "batch_size": 16,
+            "target_accuracy": 0.6,
+            "device": "cpu",
+        }
+    )
 
 
 def test_the_training_split_stays_on_disk_and_ffcv_streams_it_jpeg_compressed(F, tmp_path, monkeypatch):

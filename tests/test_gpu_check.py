@@ -12,8 +12,9 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 
 def run(args, tmp_path, **env):
     e = {**os.environ, "GPU_CHECK_SMOKE": "1", "GPU_CHECK_DIR": str(tmp_path / "gpu"), **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=300,
-                          cwd=tmp_path)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=300, cwd=tmp_path
+    )
 
 
 def test_an_unknown_part_is_refused_before_the_install(tmp_path):
@@ -69,10 +70,21 @@ def test_the_study_summary_splits_the_compute(tmp_path):
 
     study = optuna.load_study(study_name="fake", storage=open_url(str(path)))
     # wall 100 = train 60 (compile 20 of it) + eval 10 + set-up 5 + 25 other
-    study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={
-        "wall_seconds": 100.0, "train_seconds": 60.0, "compile_seconds": 20.0, "eval_seconds": 10.0,
-        "setup_seconds": 5.0}))
+    study.add_trial(
+        create_trial(
+            state=TrialState.PRUNED,
+            user_attrs={
+                "wall_seconds": 100.0,
+                "train_seconds": 60.0,
+                "compile_seconds": 20.0,
+                "eval_seconds": 10.0,
+                "setup_seconds": 5.0,
+            },
+        )
+    )
     split = gpu_summary.compute_split(study.get_trials())
-    assert split == ("compute 100 s: training 60 s (60%; compile 20 s of it), evaluation 10 s (10%), "
-                     "set-up 5 s (5%), other 25 s (25%)")
+    assert split == (
+        "compute 100 s: training 60 s (60%; compile 20 s of it), evaluation 10 s (10%), "
+        "set-up 5 s (5%), other 25 s (25%)"
+    )
     assert gpu_summary.compute_split([]) == "compute: none recorded"

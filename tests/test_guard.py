@@ -20,7 +20,7 @@ def test_a_connection_beyond_this_machine_is_refused_at_once():
 
 
 def test_a_python_subprocess_is_guarded_too(tmp_path):
-    code = (f"import socket\nsocket.create_connection({FAR!r}, timeout=30)\n")
+    code = f"import socket\nsocket.create_connection({FAR!r}, timeout=30)\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode != 0 and "NetworkBlocked" in r.stderr and "run offline" in r.stderr, r.stderr
     code = f"open({str(Path(guard.SHARED) / 'data' / 'x')!r})"

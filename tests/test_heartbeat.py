@@ -123,8 +123,9 @@ def test_a_surviving_worker_goes_on_to_run_the_hung_worker_s_trial(two_workers):
 def test_a_worker_on_another_machine_is_judged_by_its_stamp(tmp_path):
     """A worker elsewhere cannot be asked whether its process lives: a stale stamp loses its
     trial, a fresh one keeps it (and so does a stale stamp with no grace period given)."""
-    study = optuna.create_study(study_name="s", storage=open_url(str(tmp_path / "s.journal")),
-                                directions=["minimize", "maximize"])
+    study = optuna.create_study(
+        study_name="s", storage=open_url(str(tmp_path / "s.journal")), directions=["minimize", "maximize"]
+    )
     for stamp in (time.time() - 10, time.time()):
         trial = study.ask()
         trial.suggest_float("x", 0, 1)
@@ -142,8 +143,9 @@ def test_this_process_never_judges_its_own_trial(tmp_path):
     machine slept): the process doing the check is not hung, so the trial stays."""
     from effsearch.search.storage import worker_id
 
-    study = optuna.create_study(study_name="s", storage=open_url(str(tmp_path / "s.journal")),
-                                directions=["minimize", "maximize"])
+    study = optuna.create_study(
+        study_name="s", storage=open_url(str(tmp_path / "s.journal")), directions=["minimize", "maximize"]
+    )
     trial = study.ask()
     trial.set_user_attr(WORKER_KEY, worker_id())
     study._storage.set_trial_system_attr(trial._trial_id, HEARTBEAT_KEY, time.time() - 100)
@@ -188,8 +190,13 @@ def test_a_stopped_worker_whose_trial_was_taken_over_drops_its_result_and_goes_o
     spec = studyfile.load(path)
     study = runner.ensure_study(spec, open_storage(spec))
     go = tmp_path / "go"
-    p = subprocess.Popen([sys.executable, "-c", LATE_WORKER, str(path), str(go)], cwd=ROOT, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-c", LATE_WORKER, str(path), str(go)],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert p.stdout.readline() == "training\n"  # trial 0 (the baseline) is running, stamped
         os.kill(p.pid, signal.SIGSTOP)
@@ -249,8 +256,13 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
             taken.append(_take_over_running(study))
         return scripted_train(cfg, **kw)
 
-    spec, study = _in_process_study(tmp_path, monkeypatch, train, pruner={"name": "moasha", "min_trials": 2},
-                                    **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}))
+    spec, study = _in_process_study(
+        tmp_path,
+        monkeypatch,
+        train,
+        pruner={"name": "moasha", "min_trials": 2},
+        **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}),
+    )
     assert workers.work(spec, warm=False) == "done"
     err = capsys.readouterr().err
     t = study.get_trials()
@@ -265,8 +277,7 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
     assert "no heartbeat for 9 s (simulated)" in note and "dropped its result" in note, note
 
 
-def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_its_end(tmp_path, monkeypatch,
-                                                                                          capsys):
+def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_its_end(tmp_path, monkeypatch, capsys):
     """Taken over between its last write (its wall seconds) and Optuna's tell: the tell raises
     "Cannot tell a FAIL trial"; the worker drops it and goes on. Its wall seconds were written
     before it was lost: they count, once."""
@@ -310,6 +321,7 @@ def test_a_failure_that_is_not_a_take_over_still_stops_the_worker(tmp_path, monk
 def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypatch, capsys):
     """Ctrl-C while training a trial the others took over: the worker drops the trial and
     stops as interrupted (it does not take the refused tell for a reason to go on)."""
+
     def train(cfg, **kw):
         _take_over_running(study)
         raise KeyboardInterrupt

@@ -68,8 +68,14 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 def env_versions(python: Path) -> dict:
     """Every distribution in the environment, by normalised name."""
-    out = run([python, "-c", "import json, importlib.metadata as m; "
-               "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"])
+    out = run(
+        [
+            python,
+            "-c",
+            "import json, importlib.metadata as m; "
+            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))",
+        ]
+    )
     return {k.lower().replace("_", "-").replace(".", "-"): v for k, v in json.loads(out.stdout).items()}
 
 
@@ -87,24 +93,37 @@ def test_the_readme_installs_effsearch_beside_an_environment_torch_without_touch
     torch, vision = locked("torch"), locked("torchvision")
     run([uv, "venv", "--python", sys.executable, env], env=offline)
     python = env / "bin" / "python"
-    full = run([uv, "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", "--all-extras"],
-               cwd=ROOT, env=offline).stdout
+    full = run(
+        [uv, "export", "--frozen", "--format", "pylock.toml", "--no-emit-project", "--all-extras"],
+        cwd=ROOT,
+        env=offline,
+    ).stdout
     user = tmp_path / "pylock.user.toml"
     user.write_text(only(full, closure("torch", "torchvision")))
     run([uv, "pip", "install", "--no-config", "--python", python, "-r", user], env=offline)
-    assert {p: v for p, v in env_versions(python).items() if p in ("torch", "torchvision")} == \
-        {"torch": torch, "torchvision": vision}
+    assert {p: v for p, v in env_versions(python).items() if p in ("torch", "torchvision")} == {
+        "torch": torch,
+        "torchvision": vision,
+    }
 
     commands = readme_install_commands()
-    assert [c[:3] for c in commands] == [["uv", "export", "--frozen"], ["uv", "pip", "install"],
-                                         ["uv", "pip", "install"]], commands
+    assert [c[:3] for c in commands] == [
+        ["uv", "export", "--frozen"],
+        ["uv", "pip", "install"],
+        ["uv", "pip", "install"],
+    ], commands
     deps = tmp_path / "pylock.deps.toml"
     for cmd in commands:
-        cmd = [deps if a == "pylock.deps.toml" else python if a == "ENV/bin/python" else wheel if a == "." else a
-               for a in cmd]
+        cmd = [
+            deps if a == "pylock.deps.toml" else python if a == "ENV/bin/python" else wheel if a == "." else a
+            for a in cmd
+        ]
         run([uv, *cmd[1:]], cwd=ROOT, env=offline)
-    pins = {p["name"]: p["version"] for p in tomllib.loads(deps.read_text())["packages"]
-            if "marker" not in p or Marker(p["marker"]).evaluate()}
+    pins = {
+        p["name"]: p["version"]
+        for p in tomllib.loads(deps.read_text())["packages"]
+        if "marker" not in p or Marker(p["marker"]).evaluate()
+    }
     assert "torch" not in pins and "torchvision" not in pins, pins
     got = env_versions(python)
     assert {p: got.get(p) for p in pins} == pins, "the rest is not at the lock's versions"
@@ -115,8 +134,11 @@ def test_the_readme_installs_effsearch_beside_an_environment_torch_without_touch
     work = tmp_path / "work"
     (work / "configs").mkdir(parents=True)
     shutil.copy(ROOT / "configs" / "quickstart.yaml", work / "configs")
-    proc = run([env / "bin" / "effsearch", "train", "configs/quickstart.yaml", "--set", "epochs=1"], cwd=work,
-               env={**os.environ, "TQDM_DISABLE": "1"})
+    proc = run(
+        [env / "bin" / "effsearch", "train", "configs/quickstart.yaml", "--set", "epochs=1"],
+        cwd=work,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+    )
     (result,) = work.glob("runs/*/result.json")
     r = json.loads(result.read_text())
     assert r["status"] == "completed", proc.stdout

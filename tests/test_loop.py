@@ -35,7 +35,11 @@ VARIANTS = {  # parameters that change which events an algorithm matches
 def test_each_algorithm_matches_no_per_batch_event_outside_its_table(name):
     """The loop fires only the per-batch events in ALGORITHMS[name].batch_events: every other one
     must be one the algorithm's own match() refuses, at the start, middle and end of training."""
-    model = {"model.name": "resnet-bottleneck", "model.width": 4} if ALGORITHMS[name].needs_structure == "bottleneck" else {}
+    model = (
+        {"model.name": "resnet-bottleneck", "model.width": 4}
+        if ALGORITHMS[name].needs_structure == "bottleneck"
+        else {}
+    )
     for params in VARIANTS.get(name, [{}]):
         run, _ = prepared({"algorithms": {name: params}, **model})
         state = run.state
@@ -67,10 +71,16 @@ def test_label_smoothing_gets_its_events_and_others_stay_off():
     assert run.loop.events == {Event.BEFORE_LOSS, Event.AFTER_LOSS}
 
 
-@pytest.mark.parametrize("name, warmup, final, extra", [
-    ("cosine", 0.2, 0.1, {}), ("cosine", 0.0, 0.0, {}), ("linear", 0.1, 0.05, {}),
-    ("constant", 0.3, 0.0, {}), ("multistep", 0.1, 0.0, {"milestones": [0.5, 0.8], "gamma": 0.2}),
-])
+@pytest.mark.parametrize(
+    "name, warmup, final, extra",
+    [
+        ("cosine", 0.2, 0.1, {}),
+        ("cosine", 0.0, 0.0, {}),
+        ("linear", 0.1, 0.05, {}),
+        ("constant", 0.3, 0.0, {}),
+        ("multistep", 0.1, 0.0, {"milestones": [0.5, 0.8], "gamma": 0.2}),
+    ],
+)
 def test_schedule_table_matches_composers_schedulers(name, warmup, final, extra):
     import composer.optim as co
 
@@ -86,10 +96,12 @@ def test_schedule_table_matches_composers_schedulers(name, warmup, final, extra)
         "linear": lambda: co.LinearWithWarmupScheduler(t_warmup=warm, alpha_f=final),
         "constant": lambda: co.ConstantWithWarmupScheduler(t_warmup=warm),
         "multistep": lambda: co.MultiStepWithWarmupScheduler(
-            t_warmup=warm, milestones=[f"{m}dur" for m in extra["milestones"]], gamma=extra["gamma"]),
+            t_warmup=warm, milestones=[f"{m}dur" for m in extra["milestones"]], gamma=extra["gamma"]
+        ),
     }[name]()
-    cfg = TrainConfig.from_dict(tiny(**{"schedule": {"name": name, "warmup_fraction": warmup,
-                                                     "final_lr_fraction": final, **extra}}))
+    cfg = TrainConfig.from_dict(
+        tiny(**{"schedule": {"name": name, "warmup_fraction": warmup, "final_lr_fraction": final, **extra}})
+    )
     ours = factors(cfg.schedule, total)
     for step in range(total):
         state.timestamp = Timestamp(batch=step)
@@ -99,8 +111,9 @@ def test_schedule_table_matches_composers_schedulers(name, warmup, final, extra)
 def test_onecycle_ramps_then_decays():
     from effsearch.trainer.schedule import factors
 
-    cfg = TrainConfig.from_dict(tiny(**{"schedule": {"name": "onecycle", "warmup_fraction": 0.25,
-                                                     "final_lr_fraction": 0.0}}))
+    cfg = TrainConfig.from_dict(
+        tiny(**{"schedule": {"name": "onecycle", "warmup_fraction": 0.25, "final_lr_fraction": 0.0}})
+    )
     f = factors(cfg.schedule, 100)
     assert f[0] == pytest.approx(0.05) and max(f) == pytest.approx(f[25]) and f[25] == pytest.approx(1.0)
     assert f[-1] == pytest.approx(1 / 75) and all(a >= b for a, b in zip(f[25:], f[26:]))
@@ -125,9 +138,16 @@ def test_devices_map_to_composers_names(monkeypatch):
 
 def test_evaluations_measure_the_delivered_model():
     """EMA: every evaluation sees the averaged weights the run delivers; sparsity: the masked ones."""
-    for extra in ({"algorithms": {"ema": {"half_life": "1000ba"}}},
-                  {"sparsity.target": 0.8, "sparsity.schedule": "constant", "sparsity.start": 0.0,
-                   "sparsity.update_every": 1, "algorithms": {"ema": {"half_life": "5ba"}}}):
+    for extra in (
+        {"algorithms": {"ema": {"half_life": "1000ba"}}},
+        {
+            "sparsity.target": 0.8,
+            "sparsity.schedule": "constant",
+            "sparsity.start": 0.0,
+            "sparsity.update_every": 1,
+            "algorithms": {"ema": {"half_life": "5ba"}},
+        },
+    ):
         r = train(TrainConfig.from_dict(tiny(epochs=3, **extra)), progress=False)
         assert r.status == "completed", r.reason
         assert r.history[-1].val_accuracy == r.final.val_accuracy, extra
@@ -147,7 +167,9 @@ def test_evaluation_does_not_depend_on_its_batch_size(monkeypatch):
         with run.loop.delivered():
             scores.append(run.loop.evaluate(x, y))
     assert len(y) % 7 and scores[0][0] == scores[1][0] == scores[2][0]
-    assert scores[1][1] == pytest.approx(scores[0][1], rel=1e-5) and scores[2][1] == pytest.approx(scores[0][1], rel=1e-5)
+    assert scores[1][1] == pytest.approx(scores[0][1], rel=1e-5) and scores[2][1] == pytest.approx(
+        scores[0][1], rel=1e-5
+    )
 
 
 def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
@@ -265,8 +287,21 @@ def test_sam_patch_steps_as_sharpness_aware_minimisation(interval):
 
 # Algorithms that read nothing back per step (StochasticDepth and SWA do inside Composer:
 # docs/benchmarks.md; SAM did, twice a step, until composer_compat 4).
-SYNC_FREE = ["label_smoothing", "mixup", "cutmix", "cutout", "ema", "gradient_clipping", "blurpool",
-             "progressive_resizing", "selective_backprop", "colout", "ghost_batchnorm", "channels_last", "sam"]
+SYNC_FREE = [
+    "label_smoothing",
+    "mixup",
+    "cutmix",
+    "cutout",
+    "ema",
+    "gradient_clipping",
+    "blurpool",
+    "progressive_resizing",
+    "selective_backprop",
+    "colout",
+    "ghost_batchnorm",
+    "channels_last",
+    "sam",
+]
 
 
 @pytest.mark.parametrize("name", SYNC_FREE)
@@ -277,8 +312,15 @@ def test_gpu_mode_reads_nothing_back_inside_an_epoch(name):
     from torch.profiler import ProfilerActivity, profile
 
     params = {"start": 0.0, "end": 1.0} if name == "selective_backprop" else {}
-    run, _ = prepared({"epochs": 4, "dataset.synthetic_size": 400, "eval_every": 2,
-                       "algorithms": {name: params}, "sparsity.target": 0.5})
+    run, _ = prepared(
+        {
+            "epochs": 4,
+            "dataset.synthetic_size": 400,
+            "eval_every": 2,
+            "algorithms": {name: params},
+            "sparsity.target": 0.5,
+        }
+    )
     run.loop.check_every = 0  # what a CUDA run does
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run.fit()
@@ -291,9 +333,12 @@ def test_gpu_mode_reads_nothing_back_inside_an_epoch(name):
 def test_last_evaluation_sees_swa_averages_swapped_in_at_the_last_epoch_end():
     """SWA (per epoch) puts its averaged weights in at EPOCH_END of its last epoch; the
     evaluation at that epoch's end comes after, so it measures the delivered model."""
-    r = train(TrainConfig.from_dict(tiny(epochs=4, algorithms={"swa": {"swa_start": "0.25dur", "swa_end": "0.97dur",
-                                                                       "update_interval": "1ep"}})),
-              progress=False)
+    r = train(
+        TrainConfig.from_dict(
+            tiny(epochs=4, algorithms={"swa": {"swa_start": "0.25dur", "swa_end": "0.97dur", "update_interval": "1ep"}})
+        ),
+        progress=False,
+    )
     assert r.status == "completed", r.reason
     assert r.history[-1].val_accuracy == r.final.val_accuracy
     assert r.history[-1].val_loss == pytest.approx(r.final.val_loss, rel=1e-6)
@@ -312,8 +357,16 @@ def test_swa_with_compile_loads_its_averages_back(eager_compile):
     and failed to load back at its last epoch (a GPU study's trial)."""
     import copy
 
-    r = train(TrainConfig.from_dict(tiny(epochs=4, compile=True, algorithms={
-        "swa": {"swa_start": "0.25dur", "swa_end": "0.97dur", "update_interval": "1ep"}})), progress=False)
+    r = train(
+        TrainConfig.from_dict(
+            tiny(
+                epochs=4,
+                compile=True,
+                algorithms={"swa": {"swa_start": "0.25dur", "swa_end": "0.97dur", "update_interval": "1ep"}},
+            )
+        ),
+        progress=False,
+    )
     assert r.status == "completed", r.reason
     run, _ = prepared({"compile": True})
     model = run.state.model
@@ -330,8 +383,10 @@ def test_every_compile_run_in_a_process_compiles_its_own_graph(eager_compile):
     variants = [(w, cl) for w in (8, 12, 16, 20, 24) for cl in (False, True)]  # 10 > the limit of 8
     for width, cl in variants:
         before = counters["stats"]["unique_graphs"]
-        r = train(TrainConfig.from_dict(tiny(epochs=0.5, compile=True, channels_last=cl, **{"model.width": width})),
-                  progress=False)
+        r = train(
+            TrainConfig.from_dict(tiny(epochs=0.5, compile=True, channels_last=cl, **{"model.width": width})),
+            progress=False,
+        )
         assert r.status == "completed", r.reason
         assert counters["stats"]["unique_graphs"] == before + 1, (width, cl)
 

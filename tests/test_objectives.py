@@ -9,11 +9,23 @@ from effsearch.trainer.result import RunResult, time_to_target
 
 def result(accs, seconds=None, target=0.9, **final):
     seconds = seconds or [float(i + 1) for i in range(len(accs))]
-    history = [{"epoch": i + 1, "samples_seen": 0, "train_seconds": s, "val_accuracy": a, "val_loss": 1.0}
-               for i, (a, s) in enumerate(zip(accs, seconds))]
-    r = RunResult(status="completed", config={}, history=history, target_accuracy=target,
-                  final={"val_accuracy": accs[-1], "train_seconds": seconds[-1], "nonzero_param_bytes": 4000,
-                         "test_accuracy": 0.5, **final})
+    history = [
+        {"epoch": i + 1, "samples_seen": 0, "train_seconds": s, "val_accuracy": a, "val_loss": 1.0}
+        for i, (a, s) in enumerate(zip(accs, seconds))
+    ]
+    r = RunResult(
+        status="completed",
+        config={},
+        history=history,
+        target_accuracy=target,
+        final={
+            "val_accuracy": accs[-1],
+            "train_seconds": seconds[-1],
+            "nonzero_param_bytes": 4000,
+            "test_accuracy": 0.5,
+            **final,
+        },
+    )
     r.time_to_target = time_to_target(r.history, target)
     return r
 
@@ -70,12 +82,15 @@ def test_other_objectives_and_directions():
     assert O.values(r, names) == [O.time_to_accuracy(r), 0.95, 4000.0]
 
 
-@pytest.mark.parametrize("names, field, words", [
-    (["time_to_accuracy", "speed"], "objectives[1]", "allowed: time_to_accuracy, final_accuracy"),
-    (["test_accuracy"], "objectives[0]", "never optimised"),
-    ([], "objectives", "non-empty"),
-    (["final_accuracy", "final_accuracy"], "objectives", "twice"),
-])
+@pytest.mark.parametrize(
+    "names, field, words",
+    [
+        (["time_to_accuracy", "speed"], "objectives[1]", "allowed: time_to_accuracy, final_accuracy"),
+        (["test_accuracy"], "objectives[0]", "never optimised"),
+        ([], "objectives", "non-empty"),
+        (["final_accuracy", "final_accuracy"], "objectives", "twice"),
+    ],
+)
 def test_bad_objective_names(names, field, words):
     with pytest.raises(ConfigError) as e:
         O.check(names)
@@ -97,8 +112,9 @@ def test_quantized_size_needs_the_int8_model():
     assert O.quantized_size(r) == 1234.0 and O.values(r, ["quantized_size"]) == [1234.0]
     with pytest.raises(ValueError) as e:
         O.quantized_size(result([0.5, 0.95]))
-    assert str(e.value) == ("quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its "
-                            "result)")
+    assert str(e.value) == (
+        "quantized_size needs quantize: int8 in the trial's config (no quantized_bytes in its result)"
+    )
     assert O.NEEDS["quantized_size"] == ("quantize", "int8")
 
 
@@ -112,9 +128,12 @@ def test_a_missing_measurement_is_a_key_error_naming_it():
 def test_check_takes_one_name_and_names_the_file_in_every_error():
     assert O.check("final_accuracy") == ("final_accuracy",)
     assert O.check(("time_to_accuracy", "model_size")) == ("time_to_accuracy", "model_size")
-    for names, words in ((None, "must be a non-empty list of: time_to_accuracy, final_accuracy, train_time"),
-                         (["test_accuracy"], "never optimised"), (["speed"], "unknown objective 'speed'"),
-                         (["train_time", "train_time"], "names an objective twice")):
+    for names, words in (
+        (None, "must be a non-empty list of: time_to_accuracy, final_accuracy, train_time"),
+        (["test_accuracy"], "never optimised"),
+        (["speed"], "unknown objective 'speed'"),
+        (["train_time", "train_time"], "names an objective twice"),
+    ):
         with pytest.raises(ConfigError) as e:
             O.check(names, field="space.objectives", source="s.yaml")
         assert e.value.source == "s.yaml" and words in e.value.message, e.value

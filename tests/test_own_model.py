@@ -68,8 +68,13 @@ def models(tmp_path, monkeypatch):
 
 
 def write_config(folder, **changes) -> str:
-    cfg = {"dataset": {"name": "synthetic", "synthetic_size": 96}, "epochs": 1, "batch_size": 32,
-           "target_accuracy": 0.2, "device": "cpu"}
+    cfg = {
+        "dataset": {"name": "synthetic", "synthetic_size": 96},
+        "epochs": 1,
+        "batch_size": 32,
+        "target_accuracy": 0.2,
+        "device": "cpu",
+    }
     for key, value in changes.items():
         node = cfg
         *parents, last = key.split(".")
@@ -90,9 +95,17 @@ def train(folder, capsys, **changes):
 
 
 def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(models, capsys):
-    code, err, result = train(models, capsys, **{"model.name": "own_test_models:cnn", "epochs": 3,
-                                                 "selection.strategy": "gradmatch-pb", "selection.fraction": 0.5,
-                                                 "selection.select_every": 1})
+    code, err, result = train(
+        models,
+        capsys,
+        **{
+            "model.name": "own_test_models:cnn",
+            "epochs": 3,
+            "selection.strategy": "gradmatch-pb",
+            "selection.fraction": 0.5,
+            "selection.select_every": 1,
+        },
+    )
     assert code == 0, err
     assert result["status"] == "completed"
     # GradMatch chose subsets from the model's embeddings (epochs 2 and 3), not only the random first one.
@@ -115,8 +128,9 @@ def test_the_embedding_is_the_input_of_the_final_linear_layer(models):
 
 
 def test_torchvision_resnet18_trains_on_one_channel_images_repeated_to_three(models, capsys):
-    code, err, result = train(models, capsys, **{"model.name": "torchvision:resnet18", "dataset.name": "digits",
-                                                 "dataset.data_fraction": 0.1})
+    code, err, result = train(
+        models, capsys, **{"model.name": "torchvision:resnet18", "dataset.name": "digits", "dataset.data_fraction": 0.1}
+    )
     assert code == 0, err
     assert result["status"] == "completed"
     assert "repeated to the 3 channels" in result["final"]["input_adapted"]
@@ -131,33 +145,57 @@ def test_a_timm_model_trains(models, capsys):
 
 
 def test_model_kwargs_reach_the_factory(models, capsys):
-    code, err, result = train(models, capsys, **{"model.name": "own_test_models:needs_kwarg", "model.kwargs": {"depth": 6}})
+    code, err, result = train(
+        models, capsys, **{"model.name": "own_test_models:needs_kwarg", "model.kwargs": {"depth": 6}}
+    )
     assert code == 0, err
     # width 6: three convolutions (3->6->12->24), their batch norms, a linear layer 24->10
     assert result["final"]["params"] == 3 * 6 * 9 + 6 * 12 * 9 + 12 * 24 * 9 + 2 * (6 + 12 + 24) + 24 * 10 + 10
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({"model.name": "nomodule:cnn"}, "model.name", "no module named 'nomodule'"),
-    ({"model.name": "own_test_models:nothing"}, "model.name", "has no attribute 'nothing'"),
-    ({"model.name": "broken_models:cnn"}, "model.name", "a_module_nobody_has"),
-    ({"model.name": "own_test_models:raises"}, "model.name", "RuntimeError: out of coffee"),
-    ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
-    ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
-    ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
-    ({"model.name": "own_test_models:cnn", "model.width": 16, "model.kwargs": {"width": 4}}, "model.width", "given twice"),
-    ({"model.name": "own_test_models:no_bn", "model.width": 8}, "model.width", "takes no width argument"),
-    ({"model.name": "torchvision:resnet18", "model.width": 8}, "model.width", "takes its size from its name"),
-    ({"model.name": "torchvision:resnet_nineteen"}, "model.name", "torchvision has no model 'resnet_nineteen'"),
-    ({"model.name": "tiny-cnn", "model.kwargs": {"depth": 3}}, "model.kwargs", "takes none"),
-    ({"model.name": "my models:cnn"}, "model.name", "must be a built-in model"),
-    ({"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}}, "algorithms.ghost_batchnorm",
-     "needs a model with batch norm layers"),
-    ({"model.name": "torchvision:resnet18", "algorithms": {"stochastic_depth": {}}}, "algorithms.stochastic_depth",
-     "needs a model with bottleneck blocks"),
-    ({"model.name": "own_test_models:conv_head", "selection.strategy": "craig-pb", "selection.fraction": 0.5,
-      "selection.select_every": 1, "epochs": 2}, "selection.strategy", "does not end in one"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"model.name": "nomodule:cnn"}, "model.name", "no module named 'nomodule'"),
+        ({"model.name": "own_test_models:nothing"}, "model.name", "has no attribute 'nothing'"),
+        ({"model.name": "broken_models:cnn"}, "model.name", "a_module_nobody_has"),
+        ({"model.name": "own_test_models:raises"}, "model.name", "RuntimeError: out of coffee"),
+        ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
+        ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
+        ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
+        (
+            {"model.name": "own_test_models:cnn", "model.width": 16, "model.kwargs": {"width": 4}},
+            "model.width",
+            "given twice",
+        ),
+        ({"model.name": "own_test_models:no_bn", "model.width": 8}, "model.width", "takes no width argument"),
+        ({"model.name": "torchvision:resnet18", "model.width": 8}, "model.width", "takes its size from its name"),
+        ({"model.name": "torchvision:resnet_nineteen"}, "model.name", "torchvision has no model 'resnet_nineteen'"),
+        ({"model.name": "tiny-cnn", "model.kwargs": {"depth": 3}}, "model.kwargs", "takes none"),
+        ({"model.name": "my models:cnn"}, "model.name", "must be a built-in model"),
+        (
+            {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
+            "algorithms.ghost_batchnorm",
+            "needs a model with batch norm layers",
+        ),
+        (
+            {"model.name": "torchvision:resnet18", "algorithms": {"stochastic_depth": {}}},
+            "algorithms.stochastic_depth",
+            "needs a model with bottleneck blocks",
+        ),
+        (
+            {
+                "model.name": "own_test_models:conv_head",
+                "selection.strategy": "craig-pb",
+                "selection.fraction": 0.5,
+                "selection.select_every": 1,
+                "epochs": 2,
+            },
+            "selection.strategy",
+            "does not end in one",
+        ),
+    ],
+)
 def test_a_bad_model_is_exit_2_naming_the_field_and_writes_nothing(models, capsys, changes, field, words):
     code, err, result = train(models, capsys, **changes)
     assert code == 2, err
@@ -190,10 +228,21 @@ def test_the_probe_reads_the_model_as_built_and_the_rules_follow_it(models):
 
 def study_file(folder, base_model: dict, **keys) -> str:
     # The plain CNN reaches 0.8 on these 512 images in 3 epochs (about 2 s on a CPU core).
-    study = {"name": "own", "base": {"dataset": {"name": "synthetic", "synthetic_size": 512}, "model": base_model,
-                                     "epochs": 3, "batch_size": 32, "optimizer": {"lr": 0.05},
-                                     "target_accuracy": 0.4, "device": "cpu"},
-             "n_trials": 3, "max_slowdown": None, **keys}
+    study = {
+        "name": "own",
+        "base": {
+            "dataset": {"name": "synthetic", "synthetic_size": 512},
+            "model": base_model,
+            "epochs": 3,
+            "batch_size": 32,
+            "optimizer": {"lr": 0.05},
+            "target_accuracy": 0.4,
+            "device": "cpu",
+        },
+        "n_trials": 3,
+        "max_slowdown": None,
+        **keys,
+    }
     path = folder / "own.yaml"
     path.write_text(yaml.safe_dump(study))
     return str(path)
@@ -245,13 +294,13 @@ def pattern_folder(root, per_class: int = 60):
     return root
 
 
-PLUGIN_PY = '''
+PLUGIN_PY = """
 import os
 import pathlib
 
 # Each process that imports the plugin leaves its pid: the test counts them.
 pathlib.Path(os.environ["PLUGIN_MARKS"], str(os.getpid())).touch()
-'''
+"""
 
 
 @pytest.mark.slow
@@ -293,10 +342,22 @@ def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):
     import effsearch
 
     study = effsearch.run_study(
-        {"name": "api", "base": {"dataset": {"name": "synthetic", "synthetic_size": 512},
-                                 "model": {"name": "own_test_models:cnn"}, "epochs": 3, "batch_size": 32,
-                                 "optimizer": {"lr": 0.05}, "target_accuracy": 0.4, "device": "cpu"},
-         "n_trials": 3, "max_slowdown": None}, quiet=True)
+        {
+            "name": "api",
+            "base": {
+                "dataset": {"name": "synthetic", "synthetic_size": 512},
+                "model": {"name": "own_test_models:cnn"},
+                "epochs": 3,
+                "batch_size": 32,
+                "optimizer": {"lr": 0.05},
+                "target_accuracy": 0.4,
+                "device": "cpu",
+            },
+            "n_trials": 3,
+            "max_slowdown": None,
+        },
+        quiet=True,
+    )
     assert study.study_name == "api" and len(study.trials) == 3
     rows = effsearch.pareto_front(study)
     assert rows and all(r["reached_target"] for r in rows)
@@ -321,7 +382,17 @@ def test_the_python_api_raises_where_the_cli_exits(models):
     with pytest.raises(ConfigError, match="n_trials"):
         effsearch.run_study({"base": {"dataset": {"name": "digits"}}, "n_trials": -1}, quiet=True)
     with pytest.raises(effsearch.StudyFailed, match="could not do its work"):
-        effsearch.run_study({"name": "broken", "base": {"dataset": {"name": "synthetic", "synthetic_size": 96},
-                                                        "model": {"name": "own_test_models:cnn"}, "epochs": 1,
-                                                        "device": "cpu"},
-                             "n_trials": 2, "timeout": 0.001}, quiet=True)
+        effsearch.run_study(
+            {
+                "name": "broken",
+                "base": {
+                    "dataset": {"name": "synthetic", "synthetic_size": 96},
+                    "model": {"name": "own_test_models:cnn"},
+                    "epochs": 1,
+                    "device": "cpu",
+                },
+                "n_trials": 2,
+                "timeout": 0.001,
+            },
+            quiet=True,
+        )

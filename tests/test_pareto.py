@@ -101,7 +101,6 @@ def test_hypervolume_matches_a_count_of_unit_cells():
     for _ in range(60):
         ref = (rng.randint(3, 8), rng.randint(3, 8))
         pts = [(rng.randint(0, 9), rng.randint(0, 9)) for _ in range(rng.randint(0, 6))]
-        cells = sum(1 for x in range(ref[0]) for y in range(ref[1])
-                    if any(px <= x and py <= y for px, py in pts))
+        cells = sum(1 for x in range(ref[0]) for y in range(ref[1]) if any(px <= x and py <= y for px, py in pts))
         assert pareto.hypervolume_2d(pts, ref) == cells, (pts, ref)
     assert pareto.hypervolume_2d([(0.5, 1.0), (1.0, 0.25)], (2.0, 3.0)) == pytest.approx(1.5 * 2.0 + 1.0 * 0.75)

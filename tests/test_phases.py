@@ -24,32 +24,45 @@ from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.helpers import tiny
 
 
-def scripted_train(cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True,
-                   eval_after=(), settle=False):
+def scripted_train(
+    cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True, eval_after=(), settle=False
+):
     """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
     epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
     result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
     steps = int(round(cfg.epochs / cfg.eval_every))
     for epoch in sorted({k * cfg.eval_every for k in range(1, steps + 1)} | set(eval_at)):
-        point = EvalPoint(epoch=epoch, train_seconds=epoch * cfg.dataset.data_fraction,
-                          val_accuracy=ceiling * (1 - math.exp(-2 * epoch)), val_loss=1.0)
+        point = EvalPoint(
+            epoch=epoch,
+            train_seconds=epoch * cfg.dataset.data_fraction,
+            val_accuracy=ceiling * (1 - math.exp(-2 * epoch)),
+            val_loss=1.0,
+        )
         result.history.append(point)
         reason = on_eval(point) if on_eval else None
         if reason:
             result.status, result.reason = "pruned", reason
             break
     last = result.history[-1]
-    result.final = Final(val_accuracy=last.val_accuracy, test_accuracy=last.val_accuracy if test else None,
-                         train_seconds=last.train_seconds)
+    result.final = Final(
+        val_accuracy=last.val_accuracy,
+        test_accuracy=last.val_accuracy if test else None,
+        train_seconds=last.train_seconds,
+    )
     result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
     return result
 
 
 def write(tmp_path, **kw):
-    d = {"name": "ph", "base": tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6}),
-         "n_trials": 10, "seed": 1, "sampler": "random",
-         "space": {"include": ["optimizer.lr"], "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}}}}
+    d = {
+        "name": "ph",
+        "base": tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6}),
+        "n_trials": 10,
+        "seed": 1,
+        "sampler": "random",
+        "space": {"include": ["optimizer.lr"], "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}}},
+    }
     d.update(kw)
     path = tmp_path / "ph.yaml"
     path.write_text(yaml.safe_dump(d, sort_keys=False))
@@ -67,11 +80,13 @@ def scripted(monkeypatch):
 
 
 def test_the_pruner_stops_weak_trials_and_keeps_their_curve(tmp_path, scripted, capsys):
-    path = write(tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3,
-                                   "clock": "budget"})
+    path = write(
+        tmp_path, pruner={"name": "moasha", "eta": 3, "min_fraction": 0.125, "min_trials": 3, "clock": "budget"}
+    )
     assert main(["run", str(path)]) == 0
-    assert ("pruner     moasha (eta 3, min_fraction 0.125, min_trials 3, rank predicted, clock budget, "
-            "time_fraction 0.15)") in capsys.readouterr().err
+    assert (
+        "pruner     moasha (eta 3, min_fraction 0.125, min_trials 3, rank predicted, clock budget, time_fraction 0.15)"
+    ) in capsys.readouterr().err
     trials = studies(path)["ph"].get_trials()
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     done = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -193,9 +208,12 @@ def test_rank_correlation_is_computed_right():
     tune_acc, confirm_acc = [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]  # reversed: -1 and -1
     for i in range(4):
         for d in (-1, 1):  # two seeds around the same mean
-            study.add_trial(optuna.trial.create_trial(
-                values=[confirm_time[i] + d, confirm_acc[i] + d * 0.01],
-                user_attrs={"tune_trial": i, "tune_values": [tune_time[i], tune_acc[i]], "confirm_seed": d}))
+            study.add_trial(
+                optuna.trial.create_trial(
+                    values=[confirm_time[i] + d, confirm_acc[i] + d * 0.01],
+                    user_attrs={"tune_trial": i, "tune_values": [tune_time[i], tune_acc[i]], "confirm_seed": d},
+                )
+            )
     c = phases.correlation(study, ["time_to_accuracy", "final_accuracy"])
     assert c["n"] == 4
     assert c["time_to_accuracy"]["kendall_tau"] == pytest.approx(4 / 6, abs=1e-4)
@@ -204,15 +222,18 @@ def test_rank_correlation_is_computed_right():
     assert phases.correlation(optuna.create_study(directions=["minimize", "maximize"]), ["a", "b"]) is None
 
 
-@pytest.mark.parametrize("key,value,field", [
-    ("pruner", {"name": "moasha", "eta": 1}, "pruner.eta"),
-    ("pruner", {"name": "moasha", "min_fraction": 1.5}, "pruner.min_fraction"),
-    ("pruner", {"name": "moasha", "patience": 3}, "pruner.patience"),
-    ("tuning", {"name": "subset", "data_fraction": 1.5}, "tuning.data_fraction"),
-    ("tuning", {"name": "subset", "top_k": 0}, "tuning.top_k"),
-    ("tuning", {"name": "subset", "val_subset": 1.5}, "tuning.val_subset"),
-    ("tuning", "halving", "tuning"),
-])
+@pytest.mark.parametrize(
+    "key,value,field",
+    [
+        ("pruner", {"name": "moasha", "eta": 1}, "pruner.eta"),
+        ("pruner", {"name": "moasha", "min_fraction": 1.5}, "pruner.min_fraction"),
+        ("pruner", {"name": "moasha", "patience": 3}, "pruner.patience"),
+        ("tuning", {"name": "subset", "data_fraction": 1.5}, "tuning.data_fraction"),
+        ("tuning", {"name": "subset", "top_k": 0}, "tuning.top_k"),
+        ("tuning", {"name": "subset", "val_subset": 1.5}, "tuning.val_subset"),
+        ("tuning", "halving", "tuning"),
+    ],
+)
 def test_bad_pruner_and_tuning_knobs_name_the_field(tmp_path, key, value, field):
     path = write(tmp_path, **{key: value})
     with pytest.raises(ConfigError) as e:
@@ -229,8 +250,9 @@ def five_second_trials(monkeypatch):
 
 
 def budget_study(folder, budget, seeds=1):
-    return write(folder, n_trials=20, budget=budget,
-                 tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": seeds})
+    return write(
+        folder, n_trials=20, budget=budget, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": seeds}
+    )
 
 
 def test_a_budget_covers_both_phases(tmp_path, scripted, capsys, five_second_trials):
@@ -287,12 +309,18 @@ def test_phase_2_queues_its_picks_cheapest_first():
     # recipe: the accurate end of the front (here trial 1) can cost 5x the rest.
     tune = optuna.create_study(directions=["minimize", "maximize"])
     for v, wall in (((1, 0.5), 8.0), ((4, 0.9), 90.0), ((2, 0.7), 7.0)):
-        tune.add_trial(optuna.trial.create_trial(
-            params={"epochs": 2.0}, distributions={"epochs": optuna.distributions.FloatDistribution(1, 8)},
-            values=list(v), user_attrs={"full_config": f"c{wall}", "wall_seconds": wall}))
+        tune.add_trial(
+            optuna.trial.create_trial(
+                params={"epochs": 2.0},
+                distributions={"epochs": optuna.distributions.FloatDistribution(1, 8)},
+                values=list(v),
+                user_attrs={"full_config": f"c{wall}", "wall_seconds": wall},
+            )
+        )
     confirm = optuna.create_study(directions=["minimize", "maximize"])
-    spec = type("Spec", (), {"tuning": {"top_k": 3, "seeds": 1}, "directions": ["minimize", "maximize"],
-                             "base": TrainConfig()})()
+    spec = type(
+        "Spec", (), {"tuning": {"top_k": 3, "seeds": 1}, "directions": ["minimize", "maximize"], "base": TrainConfig()}
+    )()
     picked = phases.queue_confirm(spec, tune, confirm)
     assert sorted(picked) == [0, 1, 2]  # which configurations: unchanged
     queued = [t.user_attrs["tune_trial"] for t in confirm.get_trials(states=(TrialState.WAITING,))]
@@ -305,13 +333,26 @@ def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
     from effsearch.search import budget
 
     study = optuna.create_study(directions=["minimize", "maximize"])
-    study.add_trial(optuna.trial.create_trial(values=[10.0, 0.8], user_attrs={
-        "baseline": True, "full_config": "b", "wall_seconds": 5.0, "train_seconds": 2.0}))
-    spec = type("Spec", (), {"tuning": {"top_k": 2, "seeds": 1, "data_fraction": 0.5, "epochs_fraction": 1.0},
-                             "directions": ["minimize", "maximize"]})()
+    study.add_trial(
+        optuna.trial.create_trial(
+            values=[10.0, 0.8],
+            user_attrs={"baseline": True, "full_config": "b", "wall_seconds": 5.0, "train_seconds": 2.0},
+        )
+    )
+    spec = type(
+        "Spec",
+        (),
+        {
+            "tuning": {"top_k": 2, "seeds": 1, "data_fraction": 0.5, "epochs_fraction": 1.0},
+            "directions": ["minimize", "maximize"],
+        },
+    )()
     assert budget.reserve(spec, study.get_trials()) == 7 + 2 * 7  # no pick yet: each at the baseline's
-    study.add_trial(optuna.trial.create_trial(values=[30.0, 0.9], user_attrs={
-        "full_config": "slow", "wall_seconds": 50.0, "train_seconds": 40.0}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            values=[30.0, 0.9], user_attrs={"full_config": "slow", "wall_seconds": 50.0, "train_seconds": 40.0}
+        )
+    )
     assert budget.reserve(spec, study.get_trials()) == 7 + 90 + 7
 
 
@@ -323,16 +364,23 @@ def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path
 
     from research import phase1_fidelity as mod
 
-    tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "target_accuracy": 0.5,
-              "top_k": 2, "seeds": 1}
+    tuning = {
+        "name": "subset",
+        "data_fraction": 0.25,
+        "epochs_fraction": 0.5,
+        "target_accuracy": 0.5,
+        "top_k": 2,
+        "seeds": 1,
+    }
     path = write(tmp_path, n_trials=8, tuning=tuning)
     assert main(["run", str(path)]) == 0
     capsys.readouterr()
     calls = []
     monkeypatch.setattr(trainer_run, "train", lambda cfg, **kw: calls.append(cfg) or scripted_train(cfg, **kw))
     runs = tmp_path / "runs.jsonl"
-    monkeypatch.setattr(sys, "argv", ["x", str(path), "--sample", "3", "--out", str(runs),
-                                      "--thresholds", "0.3,0.5,0.99"])
+    monkeypatch.setattr(
+        sys, "argv", ["x", str(path), "--sample", "3", "--out", str(runs), "--thresholds", "0.3,0.5,0.99"]
+    )
     mod.main()
     out = capsys.readouterr().out
     assert len(calls) == 3 and all(c.dataset.data_fraction == 1.0 for c in calls)  # full data, not phase 1's
@@ -355,13 +403,17 @@ def test_compare_configs_measures_recipes_over_seeds_and_counts_a_miss(tmp_path,
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "compare_configs", Path(__file__).resolve().parent.parent / "benchmarks" / "compare_configs.py")
+        "compare_configs", Path(__file__).resolve().parent.parent / "benchmarks" / "compare_configs.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     for path, lr in ((a, 0.1), (b, 0.15)):  # the scripted curve rises to a ceiling set by the lr
-        path.write_text(TrainConfig.from_dict(tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6,
-                                                      "seed": 7, "optimizer.lr": lr})).to_yaml())
+        path.write_text(
+            TrainConfig.from_dict(
+                tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.6, "seed": 7, "optimizer.lr": lr})
+            ).to_yaml()
+        )
     calls = []
 
     def train(cfg, **kw):  # B misses with seed 2: its ceiling falls below the target

@@ -47,8 +47,12 @@ class Server:
     def pg_ctl(self, *args: str) -> subprocess.CompletedProcess:
         # Output to a file: a server pg_ctl starts keeps its stdout, and a pipe would never close.
         with open(self.folder / "pg_ctl.out", "a") as out:
-            return subprocess.run(self.as_user + [str(self.bin_dir / "pg_ctl"), "-D", str(self.folder / "data"),
-                                                  *args], stdout=out, stderr=subprocess.STDOUT, timeout=60)
+            return subprocess.run(
+                self.as_user + [str(self.bin_dir / "pg_ctl"), "-D", str(self.folder / "data"), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=60,
+            )
 
     def restart(self, down: float = 2.0) -> None:
         """`pg_ctl restart -m fast` (every client's connection cut, open transactions rolled back),
@@ -74,11 +78,17 @@ def postgres_server():
         as_user = ["runuser", "-u", "postgres", "--"]
     port = free_port()
     data = folder / "data"
-    subprocess.run(as_user + [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "effsearch",
-                              "--no-sync"], check=True, capture_output=True)
+    subprocess.run(
+        as_user + [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "effsearch", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
     opts = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
-    subprocess.run(as_user + [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(folder / "log"),
-                              "-w", "start"], check=True, capture_output=True)
+    subprocess.run(
+        as_user + [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(folder / "log"), "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
     server = Server(bin_dir, folder, as_user, opts, f"postgresql://effsearch@127.0.0.1:{port}/postgres")
     try:
         yield server
@@ -93,15 +103,23 @@ def postgres_url(postgres_server):
 
 
 def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
-    d = {"name": name, "n_trials": 3, "seed": 1,
-         # Trials of a few seconds, so the kill lands mid-trial.
-         "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 6}),
-         "space": {"include": ["optimizer"], "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
-                   "fixed": {"optimizer.name": "sgd"}},
-         "heartbeat": {"interval": 1, "grace_period": 3, "max_retry": 2},
-         # The baseline reaches the target in ~0.05 s: 4x that is timing noise on a loaded machine, and
-         # one trial stopped as too slow (PRUNED, counted toward n_trials) failed this test in CI.
-         "max_slowdown": None, **changes}
+    d = {
+        "name": name,
+        "n_trials": 3,
+        "seed": 1,
+        # Trials of a few seconds, so the kill lands mid-trial.
+        "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 6}),
+        "space": {
+            "include": ["optimizer"],
+            "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
+            "fixed": {"optimizer.name": "sgd"},
+        },
+        "heartbeat": {"interval": 1, "grace_period": 3, "max_retry": 2},
+        # The baseline reaches the target in ~0.05 s: 4x that is timing noise on a loaded machine, and
+        # one trial stopped as too slow (PRUNED, counted toward n_trials) failed this test in CI.
+        "max_slowdown": None,
+        **changes,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(d))
     return path
@@ -109,9 +127,14 @@ def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
 
 def _worker(path, url, n_trials, log):
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "effsearch.cli", "run", str(path), "--storage", url,
-                             "--n-trials", str(n_trials)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "effsearch.cli", "run", str(path), "--storage", url, "--n-trials", str(n_trials)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.slow
@@ -146,8 +169,16 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
     trials = optuna.load_study(study_name="pg", storage=storage).get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     # Short, so that pytest does not cut it: number, state, status, worker pid, retry of.
-    states = [(t.number, t.state.name[:4], t.user_attrs.get("status"), (t.user_attrs.get("worker") or {}).get("pid"),
-               t.system_attrs.get("failed_trial")) for t in trials]
+    states = [
+        (
+            t.number,
+            t.state.name[:4],
+            t.user_attrs.get("status"),
+            (t.user_attrs.get("worker") or {}).get("pid"),
+            t.system_attrs.get("failed_trial"),
+        )
+        for t in trials
+    ]
     log_b = (tmp_path / "worker-b.log").read_text()[-3000:]
     # the survivor did not stop one short
     assert len(complete) == n and queries.counts(trials)["done"] == n, (victim, a.pid, b.pid, states, log_b)
@@ -159,7 +190,9 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
     assert retries[0].params == trials[victim].params
     assert retries[0].user_attrs["worker"]["pid"] == b.pid  # run by the survivor
     notes = storage.get_study_system_attrs(optuna.load_study(study_name="pg", storage=storage)._study_id)
-    note = "".join(v for k, v in sorted(notes.items()) if k.startswith(f"dashboard:{trials[victim]._trial_id}:note_str"))
+    note = "".join(
+        v for k, v in sorted(notes.items()) if k.startswith(f"dashboard:{trials[victim]._trial_id}:note_str")
+    )
     assert f"Trial {victim}: lost" in note and "stopped sending heartbeats for 3 s; queued again as trial" in note
 
 

@@ -35,8 +35,13 @@ def test_rungs_are_geometric():
 
 def test_dominated_trial_is_pruned_front_trial_kept():
     p = MOASHAPruner(eta=3, min_trials=3, rank="spent")
-    peers = [RungPoint(10, 0.80, False), RungPoint(12, 0.85, False), RungPoint(20, 0.90, False),
-             RungPoint(15, 0.70, False), RungPoint(30, 0.60, False)]
+    peers = [
+        RungPoint(10, 0.80, False),
+        RungPoint(12, 0.85, False),
+        RungPoint(20, 0.90, False),
+        RungPoint(15, 0.70, False),
+        RungPoint(30, 0.60, False),
+    ]
     assert not p.decide(RungPoint(25, 0.65, False), peers)  # slower and less accurate than several
     assert p.decide(RungPoint(8, 0.83, False), peers)  # faster and more accurate than most: front
 
@@ -94,8 +99,9 @@ def _worker(url: str, points: list, ready=None) -> list:
     for secs, acc in points:
         t = study.ask()
         out.append(RungTracker(pruner, study, t, 4, 0.99)(EvalPoint(epoch=1, train_seconds=secs, val_accuracy=acc)))
-        study.tell(t, state=optuna.trial.TrialState.PRUNED if out[-1] else None,
-                   values=None if out[-1] else [secs, acc])
+        study.tell(
+            t, state=optuna.trial.TrialState.PRUNED if out[-1] else None, values=None if out[-1] else [secs, acc]
+        )
     return out
 
 
@@ -107,8 +113,9 @@ def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
     from effsearch.search.storage import open_url
 
     url = str(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path}/s.db"
-    optuna.create_study(study_name="s", storage=open_url(url) if kind == "journal" else url,
-                        directions=["minimize", "maximize"])
+    optuna.create_study(
+        study_name="s", storage=open_url(url) if kind == "journal" else url, directions=["minimize", "maximize"]
+    )
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         strong = pool.apply(_worker, (url, [(10, 0.9), (12, 0.92), (8, 0.88)]))
@@ -118,8 +125,14 @@ def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
     assert weak[0] and weak[1] and "of 4 trials" in weak[0] and "of 5 trials" in weak[1]
     assert weak[2] is None  # faster and more accurate than everyone: kept
     study = optuna.load_study(study_name="s", storage=open_url(url))
-    assert [t.user_attrs["rung_0"][:2] for t in study.trials] == \
-        [[10, 0.9], [12, 0.92], [8, 0.88], [30, 0.5], [40, 0.4], [7, 0.95]]
+    assert [t.user_attrs["rung_0"][:2] for t in study.trials] == [
+        [10, 0.9],
+        [12, 0.92],
+        [8, 0.88],
+        [30, 0.5],
+        [40, 0.4],
+        [7, 0.95],
+    ]
 
 
 def test_predicted_time_extends_the_last_slope_and_caps_a_flat_curve():
@@ -137,8 +150,13 @@ def test_predicted_rank_does_not_keep_the_cheapest_so_far():
     is kept at chance accuracy; under ``predicted`` its flat curve predicts it never gets there."""
     spent, predicted = MOASHAPruner(eta=3, min_trials=3, rank="spent"), MOASHAPruner(eta=3, min_trials=3)
     assert predicted.rank == "predicted"  # the default
-    peers = [RungPoint(20, 0.60, False), RungPoint(22, 0.62, False), RungPoint(25, 0.70, False),
-             RungPoint(30, 0.75, False), RungPoint(28, 0.72, False)]
+    peers = [
+        RungPoint(20, 0.60, False),
+        RungPoint(22, 0.62, False),
+        RungPoint(25, 0.70, False),
+        RungPoint(30, 0.75, False),
+        RungPoint(28, 0.72, False),
+    ]
     assert spent.decide(RungPoint(2, 0.10, False), peers)
     # The same cheap trial, its time now the capped prediction of a curve that is not rising.
     assert not predicted.decide(RungPoint(180, 0.10, False), peers)
@@ -173,14 +191,17 @@ def test_default_judges_the_first_trial_against_the_baseline():
     pruner = make_pruner({"name": "moasha"}, study).pruner
     assert pruner.min_trials == 2
     base = study.ask()
-    assert RungTracker(pruner, study, base, 9, 0.95, may_prune=False)(
-        EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.80)) is None
+    assert (
+        RungTracker(pruner, study, base, 9, 0.95, may_prune=False)(
+            EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.80)
+        )
+        is None
+    )
     weak = study.ask()
     reason = RungTracker(pruner, study, weak, 9, 0.95)(EvalPoint(epoch=1, train_seconds=1.2, val_accuracy=0.40))
     assert reason and "of 2 trials" in reason
     strong = study.ask()
-    assert RungTracker(pruner, study, strong, 9, 0.95)(
-        EvalPoint(epoch=1, train_seconds=0.9, val_accuracy=0.85)) is None
+    assert RungTracker(pruner, study, strong, 9, 0.95)(EvalPoint(epoch=1, train_seconds=0.9, val_accuracy=0.85)) is None
     assert MOASHAPruner(min_trials=4).decide(RungPoint(9, 0.40, False), [RungPoint(1.5, 0.80, False)])
 
 
@@ -210,8 +231,13 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     sp.begin(base, cfg, may_prune=False)
     assert sp.eval_after(cfg) == () and sp.eval_at(cfg) == pytest.approx(tuple(4 * r for r in sp.pruner.rungs()))
     base.set_user_attr("time_to_target", 8.0)
-    base.set_user_attr("history", [{"epoch": 1, "train_seconds": 1.5, "val_accuracy": 0.5},
-                                   {"epoch": 2, "train_seconds": 3.0, "val_accuracy": 0.8}])
+    base.set_user_attr(
+        "history",
+        [
+            {"epoch": 1, "train_seconds": 1.5, "val_accuracy": 0.5},
+            {"epoch": 2, "train_seconds": 3.0, "val_accuracy": 0.8},
+        ],
+    )
     study.tell(base, [8.0, 0.95])
     assert sp.time_rung() == (2.0, 0.8)  # the baseline's first point at or past 0.25 x 8 s
 
@@ -234,7 +260,6 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     assert p.keep_by_accuracy(0.5, [0.9, 0.4, 0.3]) and not p.keep_by_accuracy(0.5, [0.9, 0.6, 0.7])
     with pytest.raises(ValueError, match="clock"):
         MOASHAPruner(clock="epochs")
-
 
 
 def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time():
@@ -275,8 +300,10 @@ def test_a_rung_is_settled_on_part_of_the_validation_set_only_when_pruned_at_its
     assert track.settle(1, 1.0, 0.9) is False  # at 0.9 it would be kept: score it whole
     for upper in (0.5, 0.6, 0.7, 0.74):
         if track.settle(1, 1.0, upper):
-            assert not pruner.decide(track._point(1, 1.0, upper - 0.05, None),
-                                     [RungPoint.from_attr(v) for v in pruner.peers(study, t, "rung_0")])
+            assert not pruner.decide(
+                track._point(1, 1.0, upper - 0.05, None),
+                [RungPoint.from_attr(v) for v in pruner.peers(study, t, "rung_0")],
+            )
     assert track(EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.45))  # pruned, as settled
     assert track.settle(1, 1.0, 0.5) is None  # decided: nothing left to settle
     base = study.ask()
@@ -310,7 +337,10 @@ def test_slow_stop_ends_a_trial_short_of_the_target_past_the_limit():
     assert stop.on_eval(base, EvalPoint(epoch=4, train_seconds=50.0, val_accuracy=0.5)) is None
     early = study.ask()
     stop.begin(early, cfg)  # the baseline is still running: no time to target yet
-    assert stop.eval_after(cfg) == (1.0,) and stop.on_eval(early, EvalPoint(epoch=4, train_seconds=99, val_accuracy=0.5)) is None
+    assert (
+        stop.eval_after(cfg) == (1.0,)
+        and stop.on_eval(early, EvalPoint(epoch=4, train_seconds=99, val_accuracy=0.5)) is None
+    )
     base.set_user_attr("time_to_target", 2.5)
     study.tell(base, [2.5, 0.95])
 
@@ -356,6 +386,7 @@ def test_slow_stop_leaves_a_second_past_a_tiny_baseline_time():
 
 # -- the rung arithmetic, edge by edge ---------------------------------------------------------
 
+
 def test_a_rung_point_survives_the_storage_round_trip():
     for point in (RungPoint(12.5, 0.625, True), RungPoint(3.0, 0.25, False)):
         assert RungPoint.from_attr(point.to_attr()) == point
@@ -376,16 +407,19 @@ def test_predicted_time_at_the_target_and_over_a_short_step():
 
 # A pruner built in code is refused as a study file's knob is: one declaration of the bounds
 # (MOASHAOptions), one error (a ConfigError naming pruner.KNOB).
-@pytest.mark.parametrize("knobs, words", [
-    ({"rank": "fastest"}, "pruner.rank: must be one of predicted, spent; got 'fastest'"),
-    ({"clock": "wall"}, "pruner.clock: must be one of time, budget; got 'wall'"),
-    ({"time_fraction": 0}, "pruner.time_fraction: must be in (0, 1); got 0.0"),
-    ({"time_fraction": 1}, "pruner.time_fraction: must be in (0, 1); got 1.0"),
-    ({"eta": 1}, "pruner.eta: must be > 1; got 1.0"),
-    ({"min_fraction": 0}, "pruner.min_fraction: must be in (0, 1); got 0.0"),
-    ({"min_fraction": 1}, "pruner.min_fraction: must be in (0, 1); got 1.0"),
-    ({"min_trials": 0}, "pruner.min_trials: must be >= 1; got 0"),
-])
+@pytest.mark.parametrize(
+    "knobs, words",
+    [
+        ({"rank": "fastest"}, "pruner.rank: must be one of predicted, spent; got 'fastest'"),
+        ({"clock": "wall"}, "pruner.clock: must be one of time, budget; got 'wall'"),
+        ({"time_fraction": 0}, "pruner.time_fraction: must be in (0, 1); got 0.0"),
+        ({"time_fraction": 1}, "pruner.time_fraction: must be in (0, 1); got 1.0"),
+        ({"eta": 1}, "pruner.eta: must be > 1; got 1.0"),
+        ({"min_fraction": 0}, "pruner.min_fraction: must be in (0, 1); got 0.0"),
+        ({"min_fraction": 1}, "pruner.min_fraction: must be in (0, 1); got 1.0"),
+        ({"min_trials": 0}, "pruner.min_trials: must be >= 1; got 0"),
+    ],
+)
 def test_each_bad_knob_is_refused_with_its_bound(knobs, words):
     with pytest.raises(ConfigError) as e:
         MOASHAPruner(**knobs)
@@ -394,8 +428,14 @@ def test_each_bad_knob_is_refused_with_its_bound(knobs, words):
 
 def test_edge_knobs_are_taken():
     p = MOASHAPruner(eta=1.5, min_fraction=0.001, min_trials=1, time_fraction=0.999, clock="time", rank="spent")
-    assert (p.eta, p.min_fraction, p.min_trials, p.time_fraction, p.clock, p.rank) == \
-        (1.5, 0.001, 1, 0.999, "time", "spent")
+    assert (p.eta, p.min_fraction, p.min_trials, p.time_fraction, p.clock, p.rank) == (
+        1.5,
+        0.001,
+        1,
+        0.999,
+        "time",
+        "spent",
+    )
 
 
 def test_no_rung_in_the_last_hundredth_and_a_rung_is_hit_at_its_own_fraction():

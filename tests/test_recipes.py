@@ -39,8 +39,9 @@ def test_effsearch_recipes_lists_at_least_five_with_their_sources(capsys):
 
 
 def test_a_recipe_is_a_change_to_the_base_so_it_fits_the_users_config(tmp_path):
-    spec = studyfile.load(write(tmp_path, warm_start=["recipe:large-batch", "recipe:half-budget"]),
-                          machine=Machine(cores=1))
+    spec = studyfile.load(
+        write(tmp_path, warm_start=["recipe:large-batch", "recipe:half-budget"]), machine=Machine(cores=1)
+    )
     (label1, big), (label2, half) = spec.warm_start
     assert (label1, label2) == ("recipe:large-batch", "recipe:half-budget")
     assert big.batch_size == 4 * spec.base.batch_size and big.optimizer.lr == pytest.approx(4 * spec.base.optimizer.lr)

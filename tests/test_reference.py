@@ -15,7 +15,8 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "fields.md"
 
 def test_the_committed_page_is_what_the_declarations_write():
     assert PAGE.read_text() == reference.render(), (
-        "docs/fields.md is stale: run `python -m effsearch.reference > docs/fields.md`")
+        "docs/fields.md is stale: run `python -m effsearch.reference > docs/fields.md`"
+    )
 
 
 def _leaves(cls, prefix=""):
@@ -29,8 +30,14 @@ def _leaves(cls, prefix=""):
 
 def test_every_field_and_key_has_a_row_with_its_help():
     page = reference.render()
-    classes = [TrainConfig, options.StudyNumbers, options.Heartbeat,
-               *options.SAMPLERS.values(), *options.PRUNERS.values(), *options.TUNING.values()]
+    classes = [
+        TrainConfig,
+        options.StudyNumbers,
+        options.Heartbeat,
+        *options.SAMPLERS.values(),
+        *options.PRUNERS.values(),
+        *options.TUNING.values(),
+    ]
     for cls in classes:
         for name, f in _leaves(cls):
             assert f.metadata.get("help"), f"{cls.__name__}.{name} has no help= in its spec"

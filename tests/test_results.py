@@ -18,15 +18,45 @@ TODAY = {
     "status": "completed",
     "config": {"epochs": 2},
     "history": [
-        {"epoch": 1.0, "samples_seen": 320, "train_seconds": 1.5, "val_accuracy": 0.6, "val_loss": 1.1,
-         "train_loss": 1.3, "subset_size": 96, "selections": 1},
-        {"epoch": 2.0, "samples_seen": 640, "train_seconds": 3.0, "val_accuracy": 0.8, "val_loss": None,
-         "train_loss": 0.9, "subset_size": 96, "selections": 2, "someday": "kept"},
+        {
+            "epoch": 1.0,
+            "samples_seen": 320,
+            "train_seconds": 1.5,
+            "val_accuracy": 0.6,
+            "val_loss": 1.1,
+            "train_loss": 1.3,
+            "subset_size": 96,
+            "selections": 1,
+        },
+        {
+            "epoch": 2.0,
+            "samples_seen": 640,
+            "train_seconds": 3.0,
+            "val_accuracy": 0.8,
+            "val_loss": None,
+            "train_loss": 0.9,
+            "subset_size": 96,
+            "selections": 2,
+            "someday": "kept",
+        },
     ],
-    "final": {"setup_seconds": 0.2, "train_seconds": 3.0, "eval_seconds": 0.1, "compile_seconds": 0.0, "steps": 20,
-              "selection_seconds": 0.4, "val_accuracy": 0.8, "val_loss": 0.7, "final_eval_seconds": 0.05,
-              "sparsity": 0.0, "nonzero_params": 100, "nonzero_param_bytes": 400, "params": 100,
-              "data_seconds": 0.3, "a_future_key": 7},
+    "final": {
+        "setup_seconds": 0.2,
+        "train_seconds": 3.0,
+        "eval_seconds": 0.1,
+        "compile_seconds": 0.0,
+        "steps": 20,
+        "selection_seconds": 0.4,
+        "val_accuracy": 0.8,
+        "val_loss": 0.7,
+        "final_eval_seconds": 0.05,
+        "sparsity": 0.0,
+        "nonzero_params": 100,
+        "nonzero_param_bytes": 400,
+        "params": 100,
+        "data_seconds": 0.3,
+        "a_future_key": 7,
+    },
     "target_accuracy": 0.75,
     "time_to_target": 3.0,
     "reason": "",
@@ -49,14 +79,18 @@ def test_todays_result_json_loads_typed_and_saves_the_same(tmp_path):
     # A None of today's file is absent after the round trip; every other key is kept as it was.
     assert again["history"][0] == TODAY["history"][0]
     assert again["history"][1] == {k: v for k, v in TODAY["history"][1].items() if v is not None}
-    assert {k: v for k, v in again.items() if k not in ("history", "final")} == \
-        {k: v for k, v in TODAY.items() if k not in ("history", "final")}
+    assert {k: v for k, v in again.items() if k not in ("history", "final")} == {
+        k: v for k, v in TODAY.items() if k not in ("history", "final")
+    }
 
 
 def test_non_finite_numbers_are_written_as_null():
-    r = RunResult(status="diverged", config={}, history=[EvalPoint(epoch=1, train_seconds=1.0,
-                                                                   val_accuracy=0.1, val_loss=math.inf)],
-                  final=Final(val_accuracy=0.1, val_loss=math.nan))
+    r = RunResult(
+        status="diverged",
+        config={},
+        history=[EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.1, val_loss=math.inf)],
+        final=Final(val_accuracy=0.1, val_loss=math.nan),
+    )
     d = r.to_dict()
     assert d["history"][0]["val_loss"] is None and d["final"]["val_loss"] is None
     json.dumps(d, allow_nan=False)
@@ -71,8 +105,10 @@ def test_final_set_keeps_unknown_measurements():
 
 
 def test_time_to_target_reads_points_and_stored_dicts():
-    points = [EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.5),
-              EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.9)]
+    points = [
+        EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.5),
+        EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.9),
+    ]
     assert time_to_target(points, 0.8) == 2.0
     assert time_to_target([p.to_dict() for p in points], 0.8) == 2.0
     assert time_to_target(points, 0.8, final_accuracy=0.7) is None
@@ -93,8 +129,10 @@ def test_one_speedup_function():
 
 
 def test_a_run_at_exactly_the_target_reached_it():
-    points = [EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.5),
-              EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.75)]
+    points = [
+        EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.5),
+        EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.75),
+    ]
     assert time_to_target(points, 0.75) == 2.0
     assert time_to_target(points, 0.75, final_accuracy=0.75) == 2.0
     assert time_to_target(points + [{"epoch": 3, "train_seconds": 3.0, "val_accuracy": None}], 0.9) is None
@@ -195,16 +233,23 @@ def _sources():
 
 
 def test_only_storage_touches_optuna_private_attributes():
-    offenders = [path for path, text in _sources().items()
-                 if re.search(r"\._storage\.|\._trial_id\b|\._study_id\b|_CONSTRAINTS_KEY", text)
-                 and path != "effsearch/search/storage.py"]
+    offenders = [
+        path
+        for path, text in _sources().items()
+        if re.search(r"\._storage\.|\._trial_id\b|\._study_id\b|_CONSTRAINTS_KEY", text)
+        and path != "effsearch/search/storage.py"
+    ]
     assert offenders == []
 
 
 def test_no_module_imports_another_effsearch_modules_private_name():
     pattern = re.compile(r"from effsearch\.search[\w.]* import \(?([^)\n]*)")
-    offenders = [(path, m.group(1)) for path, text in _sources().items() for m in pattern.finditer(text)
-                 if any(name.strip().startswith("_") for name in m.group(1).split(","))]
+    offenders = [
+        (path, m.group(1))
+        for path, text in _sources().items()
+        for m in pattern.finditer(text)
+        if any(name.strip().startswith("_") for name in m.group(1).split(","))
+    ]
     assert offenders == []
 
 
@@ -213,6 +258,5 @@ def test_one_pruning_module_and_one_storage_opener():
     # Whatever stops a trial early (a study pruner's begin/on_eval) is defined in search/pruner.py.
     pruners = [path for path, text in sources.items() if re.search(r"def on_eval\(self, trial", text)]
     assert pruners == ["effsearch/search/pruner.py"]
-    openers = [path for path, text in sources.items()
-               if re.search(r"RDBStorage\(|JournalStorage\(", text)]
+    openers = [path for path, text in sources.items() if re.search(r"RDBStorage\(|JournalStorage\(", text)]
     assert openers == ["effsearch/search/storage.py"]

@@ -22,23 +22,30 @@ def scripted_train(cfg, on_eval=None, test=True, **_):
     ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr)
     result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
     for epoch in range(1, math.ceil(cfg.epochs) + 1):
-        point = EvalPoint(epoch=epoch, train_seconds=float(epoch), val_accuracy=ceiling * (1 - math.exp(-epoch)),
-                          val_loss=1.0)
+        point = EvalPoint(
+            epoch=epoch, train_seconds=float(epoch), val_accuracy=ceiling * (1 - math.exp(-epoch)), val_loss=1.0
+        )
         result.history.append(point)
         if on_eval:
             on_eval(point)
     last = result.history[-1]
-    result.final = Final(val_accuracy=last.val_accuracy, test_accuracy=last.val_accuracy if test else None,
-                         train_seconds=last.train_seconds)
+    result.final = Final(
+        val_accuracy=last.val_accuracy,
+        test_accuracy=last.val_accuracy if test else None,
+        train_seconds=last.train_seconds,
+    )
     result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
     return result
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-@pytest.mark.parametrize("sampler, cls", [
-    ({"name": "nsga3", "population_size": 4}, optuna.samplers.NSGAIIISampler),
-    ({"name": "gp", "n_startup_trials": 3}, optuna.samplers.GPSampler),
-])
+@pytest.mark.parametrize(
+    "sampler, cls",
+    [
+        ({"name": "nsga3", "population_size": 4}, optuna.samplers.NSGAIIISampler),
+        ({"name": "gp", "n_startup_trials": 3}, optuna.samplers.GPSampler),
+    ],
+)
 def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypatch, sampler, cls):
     path = study_file(tmp_path, n_trials=9, sampler=sampler)
     spec = studyfile.load(path, machine=Machine())
@@ -50,8 +57,11 @@ def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypat
     make = workers.make_sampler
     monkeypatch.setattr(workers, "make_sampler", lambda *a: built.append(make(*a)) or built[-1])
     relative = cls.sample_relative
-    monkeypatch.setattr(cls, "sample_relative", lambda self, study, trial, space: proposed.append(
-        relative(self, study, trial, space)) or proposed[-1])
+    monkeypatch.setattr(
+        cls,
+        "sample_relative",
+        lambda self, study, trial, space: proposed.append(relative(self, study, trial, space)) or proposed[-1],
+    )
     monkeypatch.setattr(trainer_run, "train", scripted_train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     assert main(["run", str(path)]) == 0

@@ -40,8 +40,15 @@ def test_the_grid_takes_the_evaluation_meant_for_each_ninth():
     epoch, so the k-th evaluation falls short of k/9 of 6 epochs. It is still the k/9 point (the
     first point at or past 1/9 would be the 2/9 one); the last ninth is the end."""
     hist = [[0.65 * k, 0.1 * k, 0.1 * k] for k in range(1, 10)] + [[6.0, 1.0, 0.95]]
-    rec = {"status": "completed", "history": hist, "wall_seconds": 2.0, "train_seconds": 1.0,
-           "eval_seconds": 0.5, "final_eval_seconds": 0.1, "val_accuracy": 0.95}
+    rec = {
+        "status": "completed",
+        "history": hist,
+        "wall_seconds": 2.0,
+        "train_seconds": 1.0,
+        "eval_seconds": 0.5,
+        "final_eval_seconds": 0.1,
+        "val_accuracy": 0.95,
+    }
     r = grid_run(rec, 6.0, 1.0, early=[(1 / 3, 0.11), (2 / 3, 0.12)])
     assert r.acc == pytest.approx([0.1 * k for k in range(1, 9)] + [0.95])
     assert r.t[0] == pytest.approx(0.1) and r.t[-1] == 1.0
@@ -53,8 +60,9 @@ def test_a_first_rung_at_1_27_decides_on_the_early_point_and_pays_its_evaluation
     assert [grid_index(r) for r in rule.brackets[0]] == [-2, 0, 2]  # 1/27, 1/9, 1/3
     assert rule.extra(-2) == 1 and rule.extra(8) == 1
     early = dict(early_t=(0.3, 0.6), early_acc=(0.5, 0.5))
-    good = Run([float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 0.1, 0.2, early_t=(0.3, 0.6),
-                  early_acc=(0.6, 0.7))
+    good = Run(
+        [float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 0.1, 0.2, early_t=(0.3, 0.6), early_acc=(0.6, 0.7)
+    )
     bad = Run([float(k + 1) for k in range(9)], [0.9] * 9, 0.97, 0.0, 0.1, 0.2, **early)
     pools: dict = {}
     assert rule.play(good, 0.95, pools, 0) is None
@@ -119,8 +127,7 @@ def test_settled_points_cost_a_first_batch_as_the_product_scores_them():
     Whole: rungs a trial was kept at, the run's end, and a stop no bound would have made."""
     settle = Settle(128, 256)
     assert settle.share == 0.5 and settle.upper(0.5) < 0.95 < settle.upper(0.94)
-    r = Run([float(k + 1) for k in range(9)], [0.5, 0.6, 0.94, 0.96, 0.9, 0.97, 0.97, 0.97, 0.97], 0.97,
-               0.0, 1.0, 0.0)
+    r = Run([float(k + 1) for k in range(9)], [0.5, 0.6, 0.94, 0.96, 0.9, 0.97, 0.97, 0.97, 0.97], 0.97, 0.0, 1.0, 0.0)
     # 0.5, 0.6 settled; 0.94 is within the bound of 0.95 (whole); 0.96 reaches it (whole);
     # then settled to the end, which is whole: 2 x 0.5 + 2 + 4 x 0.5 + 1.
     assert r.evals(8, 0.95, settle) == pytest.approx(6.0)
@@ -230,8 +237,9 @@ def test_a_phase1_table_records_the_studys_phase_1_and_loads_alone(tmp_path, mon
     # A study without a tuning phase has no phase 1 to record.
     (tmp_path / "plain").mkdir()
     plain = study_file(tmp_path / "plain")
-    monkeypatch.setattr(sys, "argv", ["r", "--study", str(plain), "--phase1", "--n", "1",
-                                      "--out", str(tmp_path / "no.jsonl")])
+    monkeypatch.setattr(
+        sys, "argv", ["r", "--study", str(plain), "--phase1", "--n", "1", "--out", str(tmp_path / "no.jsonl")]
+    )
     with pytest.raises(SystemExit) as e:
         rec.main()
     assert e.value.code == 2 and "--phase1 needs a study with a tuning phase" in capsys.readouterr().err
@@ -297,11 +305,14 @@ def test_loss_then_pred_stops_at_1_27_on_loss_then_judges_survivors_at_1_9():
     assert rule.play(trial(2.10, 0.9), 0.95, pools, 3) is None  # best at both: runs on
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--dump", "/no/such/folder/x.json"], "--dump: no such folder"),  # written after a 15-minute run
-    (["--plot", "/no/such/folder/x.png"], "--plot: no such folder"),
-    (["--only", "rows:random,no-such-method"], "--only: no method named no-such-method"),  # would run nothing
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--dump", "/no/such/folder/x.json"], "--dump: no such folder"),  # written after a 15-minute run
+        (["--plot", "/no/such/folder/x.png"], "--plot: no such folder"),
+        (["--only", "rows:random,no-such-method"], "--only: no method named no-such-method"),  # would run nothing
+    ],
+)
 def test_a_bad_output_folder_or_method_name_is_a_usage_error_before_any_search(monkeypatch, capsys, args, says):
     with pytest.raises(SystemExit) as e:
         cli.main(["--seeds", "1", *args])

@@ -29,8 +29,13 @@ STRATEGIES = SELECTIONS[1:]
 
 def sel(strategy, fraction=0.3, **more):
     """A tiny run with selection every epoch (synthetic 400 images: 320 to train, batches of 32)."""
-    d = {"dataset.synthetic_size": 400, "selection.strategy": strategy, "selection.fraction": fraction,
-         "selection.select_every": 1, "epochs": 3}
+    d = {
+        "dataset.synthetic_size": 400,
+        "selection.strategy": strategy,
+        "selection.fraction": fraction,
+        "selection.select_every": 1,
+        "epochs": 3,
+    }
     d.update(more)
     return tiny(**d)
 
@@ -45,6 +50,7 @@ def built(raw, callbacks=()):
 
 
 # -- every strategy ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_each_strategy_selects_and_trains(strategy):
@@ -121,6 +127,7 @@ def test_kappa_warm_starts_on_full_data_then_selects():
 
 # -- weights reach the loss ------------------------------------------------------------
 
+
 class LossProbe(Callback):
     """Recomputes the weighted loss each batch and compares it with the trainer's."""
 
@@ -155,13 +162,17 @@ class LossProbe(Callback):
             self.non_uniform += 1
 
 
-@pytest.mark.parametrize("algorithms", [
-    {},
-    {"mixup": {"alpha": 1.0}},
-    {"mixup": {"alpha": 1.0, "interpolate_loss": True}},
-    {"cutmix": {"alpha": 1.0, "interpolate_loss": True}},
-    {"label_smoothing": {"smoothing": 0.2}},
-], ids=["plain", "mixup", "mixup-interpolate-loss", "cutmix-interpolate-loss", "label-smoothing"])
+@pytest.mark.parametrize(
+    "algorithms",
+    [
+        {},
+        {"mixup": {"alpha": 1.0}},
+        {"mixup": {"alpha": 1.0, "interpolate_loss": True}},
+        {"cutmix": {"alpha": 1.0, "interpolate_loss": True}},
+        {"label_smoothing": {"smoothing": 0.2}},
+    ],
+    ids=["plain", "mixup", "mixup-interpolate-loss", "cutmix-interpolate-loss", "label-smoothing"],
+)
 def test_weights_reach_the_loss(algorithms):
     probe = LossProbe()
     run, result, _ = built(sel("craig-pc", epochs=2, algorithms=algorithms), [probe])
@@ -182,6 +193,7 @@ def test_loss_reuses_weights_only_for_the_same_outputs():
 
 
 # -- time ----------------------------------------------------------------------------
+
 
 def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
     spans = []
@@ -212,18 +224,30 @@ def test_selection_time_is_train_time_and_reported(tmp_path, monkeypatch):
 
 # -- validation and CORDS's known failures ------------------------------------------------
 
-@pytest.mark.parametrize("change, message", [
-    ({"selection.strategy": "craig-pb", "algorithms": {"selective_backprop": {}}},
-     "algorithms.selective_backprop: cannot be combined with selection.strategy 'craig-pb'"),
-    ({"selection.strategy": "gradmatch", "algorithms": {"selective_backprop": {}}},
-     "algorithms.selective_backprop: cannot be combined with selection.strategy 'gradmatch'"),
-    ({"selection.strategy": "glister", "selection.greedy": "lazy"}, "selection.greedy: 'lazy' does not apply"),
-    ({"selection.strategy": "gradmatch-pb", "selection.greedy": "naive"}, "selection.greedy: 'naive' does not"),
-    ({"selection.strategy": "craig", "selection.select_every": 3},
-     "selection.select_every: 'craig' would never run"),
-    ({"selection.strategy": "random", "loader": "ffcv", "algorithms": {"randaugment": {}}},
-     "algorithms.randaugment: works on the torch loader's per-image transforms only"),
-])
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"selection.strategy": "craig-pb", "algorithms": {"selective_backprop": {}}},
+            "algorithms.selective_backprop: cannot be combined with selection.strategy 'craig-pb'",
+        ),
+        (
+            {"selection.strategy": "gradmatch", "algorithms": {"selective_backprop": {}}},
+            "algorithms.selective_backprop: cannot be combined with selection.strategy 'gradmatch'",
+        ),
+        ({"selection.strategy": "glister", "selection.greedy": "lazy"}, "selection.greedy: 'lazy' does not apply"),
+        ({"selection.strategy": "gradmatch-pb", "selection.greedy": "naive"}, "selection.greedy: 'naive' does not"),
+        (
+            {"selection.strategy": "craig", "selection.select_every": 3},
+            "selection.select_every: 'craig' would never run",
+        ),
+        (
+            {"selection.strategy": "random", "loader": "ffcv", "algorithms": {"randaugment": {}}},
+            "algorithms.randaugment: works on the torch loader's per-image transforms only",
+        ),
+    ],
+)
 def test_bad_combinations_are_refused(change, message):
     raw = sel("random", epochs=3)
     raw.pop("selection")
@@ -254,8 +278,10 @@ def test_selective_backprop_trains_with_an_unweighted_strategy():
 def test_glister_greedy_default_works_where_cords_stochastic_fails():
     cfg = TrainConfig.from_dict(sel("glister-pb", **{"selection.greedy": "stochastic"}))
     splits = D.load_splits(cfg)
-    with pytest.raises(ConfigError, match="selection.greedy: 'stochastic' cannot run glister-pb.*"
-                                          "Sample larger than population.*'naive' or 'auto'"):
+    with pytest.raises(
+        ConfigError,
+        match="selection.greedy: 'stochastic' cannot run glister-pb.*Sample larger than population.*'naive' or 'auto'",
+    ):
         S.make_selection(cfg, splits, "cpu")
     auto = TrainConfig.from_dict(sel("glister-pb"))
     assert S.resolve_greedy(auto, 320, splits.train_y.numpy(), 10) == "Naive"
@@ -281,12 +307,16 @@ def test_a_failure_inside_cords_names_the_strategy(monkeypatch):
         raise IndexError("deep inside CORDS")
 
     monkeypatch.setattr(cls, "select", broken)
-    with pytest.raises(S.SelectionError, match=r"'gradmatch-pb' \(CORDS gradmatch/PerBatch\) failed at epoch 1: "
-                                                "IndexError: deep inside CORDS"):
+    with pytest.raises(
+        S.SelectionError,
+        match=r"'gradmatch-pb' \(CORDS gradmatch/PerBatch\) failed at epoch 1: "
+        "IndexError: deep inside CORDS",
+    ):
         built(sel("gradmatch-pb", epochs=2))
 
 
 # -- cords 0.0.4 compatibility (effsearch/trainer/cords_compat.py) ---------------------------
+
 
 def _cords_loader(n, batch=4):
     x = torch.randint(0, 255, (n, 3, 8, 8), dtype=torch.uint8)
@@ -316,8 +346,9 @@ def test_craig_scores_samples_in_index_order():
     model = build_model("tiny-cnn", 3, 3, 4).eval()
     loader = _cords_loader(24)
     view = S.ModelView(model)
-    craig = st.CRAIGStrategy(loader, loader, view, torch.nn.CrossEntropyLoss(reduction="none"), "cpu", 3,
-                             False, False, "PerClass", S.log)
+    craig = st.CRAIGStrategy(
+        loader, loader, view, torch.nn.CrossEntropyLoss(reduction="none"), "cpu", 3, False, False, "PerClass", S.log
+    )
     idxs = torch.tensor([5, 1, 22, 9, 14, 3, 17])
     craig.compute_score({}, idxs)
     x = torch.stack([loader.dataset[int(i)][0] for i in idxs])
@@ -334,9 +365,20 @@ def test_gradmatch_honours_lambda_on_cpu():
     X, Y = torch.rand(8, 30), torch.rand(8)
     out = []
     for lam in (0.0, 5.0):
-        gm = st.GradMatchStrategy(_cords_loader(8), _cords_loader(8), None, None, 0.1,
-                                  cords_compat.gradmatch_device("cpu"), 3, False, "PerBatch", S.log,
-                                  lam=lam, eps=1e-100)
+        gm = st.GradMatchStrategy(
+            _cords_loader(8),
+            _cords_loader(8),
+            None,
+            None,
+            0.1,
+            cords_compat.gradmatch_device("cpu"),
+            3,
+            False,
+            "PerBatch",
+            S.log,
+            lam=lam,
+            eps=1e-100,
+        )
         out.append(gm.ompwrapper(X, Y, 5))
     assert out[0][1] != out[1][1]  # the regularisation changes the weights (CORDS's CPU branch drops it)
 
@@ -377,6 +419,7 @@ def test_select_every_default_is_held_below_the_epochs():
 
     short = TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None, "epochs": 2}))
     assert short.selection.select_every is None and select_every(short) == 1
-    assert select_every(TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None,
-                                                                      "epochs": 20}))) == 5
+    assert (
+        select_every(TrainConfig.from_dict(sel("gradmatch-pb", **{"selection.select_every": None, "epochs": 20}))) == 5
+    )
     assert select_every(TrainConfig.from_dict(sel("craig", **{"selection.select_every": 2, "epochs": 4}))) == 2

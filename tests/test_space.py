@@ -21,8 +21,9 @@ def base(**kw):
 
 
 def sample(space, n, sampler=None):
-    study = optuna.create_study(directions=["minimize", "maximize"],
-                                sampler=sampler or optuna.samplers.RandomSampler(seed=0))
+    study = optuna.create_study(
+        directions=["minimize", "maximize"], sampler=sampler or optuna.samplers.RandomSampler(seed=0)
+    )
     out = []
     for i in range(n):
         trial = study.ask()
@@ -53,9 +54,15 @@ def test_children_are_sampled_only_when_their_parent_is_on():
         assert_conditional(params, cfg)
 
 
-@pytest.mark.parametrize("machine, model, epochs", [
-    (CPU, "tiny-cnn", 8), (GPU, "resnet-bottleneck", 3), (Machine("cuda"), "resnet9", 1.5),
-    (Machine("cuda", ffcv=True), "resnet20", 2)])
+@pytest.mark.parametrize(
+    "machine, model, epochs",
+    [
+        (CPU, "tiny-cnn", 8),
+        (GPU, "resnet-bottleneck", 3),
+        (Machine("cuda"), "resnet9", 1.5),
+        (Machine("cuda", ffcv=True), "resnet20", 2),
+    ],
+)
 def test_invalid_combinations_are_never_sampled(machine, model, epochs):
     space = Space.build(base(model={"name": model}, epochs=epochs, device="auto"), {}, machine)
     seen = set()
@@ -83,8 +90,10 @@ def test_tpe_and_nsga2_sample_valid_configs_too():
     """The model-based samplers propose from what they learnt (TPE's groups, NSGA-II's crossover of
     parents with different conditional params), not only at random: the same invariants hold."""
     space = Space.build(base(), {"exclude": ["data"]}, CPU)
-    for sampler in (optuna.samplers.TPESampler(seed=1, multivariate=True, group=True, n_startup_trials=5),
-                    optuna.samplers.NSGAIISampler(seed=1, population_size=6)):
+    for sampler in (
+        optuna.samplers.TPESampler(seed=1, multivariate=True, group=True, n_startup_trials=5),
+        optuna.samplers.NSGAIISampler(seed=1, population_size=6),
+    ):
         drawn = sample(space, 25, sampler)  # past TPE's 5 random trials and NSGA-II's first generation
         for params, cfg in drawn:
             assert_conditional(params, cfg)
@@ -96,14 +105,26 @@ def test_tpe_and_nsga2_sample_valid_configs_too():
 
 
 def test_include_exclude_ranges_and_fixed():
-    section = {"include": ["budget", "optimizer", "algorithms.mixup"], "exclude": ["optimizer.momentum"],
-               "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}, "batch_size": [32, 64]},
-               "fixed": {"optimizer.name": "sgd", "algorithms.mixup.alpha": 0.3}}
+    section = {
+        "include": ["budget", "optimizer", "algorithms.mixup"],
+        "exclude": ["optimizer.momentum"],
+        "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.2}, "batch_size": [32, 64]},
+        "fixed": {"optimizer.name": "sgd", "algorithms.mixup.alpha": 0.3},
+    }
     space = Space.build(base(), section, CPU)
-    assert space.active == {"epochs", "batch_size", "optimizer.lr", "optimizer.lr@adamw",
-                            "optimizer.weight_decay", "optimizer.nesterov", "algorithms.mixup",
-                            "optimizer.kfac", "optimizer.kfac_damping", "optimizer.kfac_update_every",
-                            "accumulate"}  # optimizer.fused: not on a CPU (slower there)
+    assert space.active == {
+        "epochs",
+        "batch_size",
+        "optimizer.lr",
+        "optimizer.lr@adamw",
+        "optimizer.weight_decay",
+        "optimizer.nesterov",
+        "algorithms.mixup",
+        "optimizer.kfac",
+        "optimizer.kfac_damping",
+        "optimizer.kfac_update_every",
+        "accumulate",
+    }  # optimizer.fused: not on a CPU (slower there)
     for params, cfg in sample(space, 60):
         # K-FAC is a switch on SGD (its own dimension, optimizer.kfac)
         assert cfg.optimizer.name == ("kfac-sgd" if params.get("optimizer.kfac") else "sgd")
@@ -117,8 +138,12 @@ def test_include_exclude_ranges_and_fixed():
 
 
 def test_encode_reproduces_the_baseline():
-    b = base(batch_size=64, optimizer={"name": "adamw", "lr": 0.002, "scale_lr_with_batch": True},
-             algorithms={"mixup": {"alpha": 0.4}, "ema": {"half_life": "100ba"}}, sparsity={"target": 0.5})
+    b = base(
+        batch_size=64,
+        optimizer={"name": "adamw", "lr": 0.002, "scale_lr_with_batch": True},
+        algorithms={"mixup": {"alpha": 0.4}, "ema": {"half_life": "100ba"}},
+        sparsity={"target": 0.5},
+    )
     space = Space.build(base(), {"exclude": ["data"]}, CPU)
     params = space.encode(b)
     assert params["optimizer.name"] == "adamw" and params["optimizer.lr@adamw"] == 0.002
@@ -133,21 +158,31 @@ def test_encode_reproduces_the_baseline():
     assert cfg.sparsity.target == 0.5
 
 
-@pytest.mark.parametrize("section, field, words", [
-    ({"bogus": 1}, "space.bogus", "allowed keys here: include, exclude, ranges, fixed"),
-    ({"include": ["optimiser"]}, "space.include[0]", "unknown group or dimension"),
-    ({"ranges": {"optimizer.lr": {"low": 0.5, "high": 0.1}}}, "space.ranges.optimizer.lr", "empty range"),
-    ({"ranges": {"batch_size": {"choices": []}}}, "space.ranges.batch_size.choices", "empty range"),
-    ({"ranges": {"optimizer.lr": {"low": 0.1, "high": 20}}}, "space.ranges.optimizer.lr.high", "(0.0, 10.0]"),
-    ({"ranges": {"schedule.name": ["cosine", "exponential"]}}, "space.ranges.schedule.name.choices[1]",
-     "constant, multistep"),
-    ({"ranges": {"optimizer.lrate": [0.1, 0.2]}}, "space.ranges.optimizer.lrate", "did you mean optimizer.lr"),
-    ({"fixed": {"precision": "amp_fp16"}}, "space.fixed.precision", "runs fp32"),
-    ({"fixed": {"algorithms.stochastic_depth": True}}, "space.fixed.algorithms.stochastic_depth", "needs"),
-    ({"fixed": {"algorithms.mixup": True, "algorithms.cutmix": True}}, "space.fixed.algorithms.cutmix", "not mixup"),
-    ({"fixed": {"algorithms.mixup.alpha": -1}}, "space.fixed.algorithms.mixup.alpha", "must be in"),
-    ({"fixed": {"dataset.name": "digits"}}, "space.fixed.dataset.name", "set in `base`"),
-])
+@pytest.mark.parametrize(
+    "section, field, words",
+    [
+        ({"bogus": 1}, "space.bogus", "allowed keys here: include, exclude, ranges, fixed"),
+        ({"include": ["optimiser"]}, "space.include[0]", "unknown group or dimension"),
+        ({"ranges": {"optimizer.lr": {"low": 0.5, "high": 0.1}}}, "space.ranges.optimizer.lr", "empty range"),
+        ({"ranges": {"batch_size": {"choices": []}}}, "space.ranges.batch_size.choices", "empty range"),
+        ({"ranges": {"optimizer.lr": {"low": 0.1, "high": 20}}}, "space.ranges.optimizer.lr.high", "(0.0, 10.0]"),
+        (
+            {"ranges": {"schedule.name": ["cosine", "exponential"]}},
+            "space.ranges.schedule.name.choices[1]",
+            "constant, multistep",
+        ),
+        ({"ranges": {"optimizer.lrate": [0.1, 0.2]}}, "space.ranges.optimizer.lrate", "did you mean optimizer.lr"),
+        ({"fixed": {"precision": "amp_fp16"}}, "space.fixed.precision", "runs fp32"),
+        ({"fixed": {"algorithms.stochastic_depth": True}}, "space.fixed.algorithms.stochastic_depth", "needs"),
+        (
+            {"fixed": {"algorithms.mixup": True, "algorithms.cutmix": True}},
+            "space.fixed.algorithms.cutmix",
+            "not mixup",
+        ),
+        ({"fixed": {"algorithms.mixup.alpha": -1}}, "space.fixed.algorithms.mixup.alpha", "must be in"),
+        ({"fixed": {"dataset.name": "digits"}}, "space.fixed.dataset.name", "set in `base`"),
+    ],
+)
 def test_bad_space_sections_name_the_field(section, field, words):
     with pytest.raises(ConfigError) as e:
         Space.build(base(), section, CPU, source="s.yaml")
@@ -184,8 +219,11 @@ def test_algorithm_gates_agree_with_validation(machine, model):
     (effsearch.config.rules): on random configs of the space, switching an algorithm on is valid
     exactly where its gate allows it."""
     space = Space.build(base(model={"name": model}, epochs=3, device="auto"), {"include": "all"}, machine)
-    gates = [d for d in space.dims if d.name.startswith("algorithms.") and d.name.count(".") == 1
-             and "unavailable" not in d.extra]
+    gates = [
+        d
+        for d in space.dims
+        if d.name.startswith("algorithms.") and d.name.count(".") == 1 and "unavailable" not in d.extra
+    ]
     agreed = {True: 0, False: 0}
     for _, cfg in sample(space, 120):
         for gate in gates:
@@ -210,8 +248,9 @@ def test_space_show_says_the_rules_when():
 
     space = Space.build(base(), {"include": "all"}, GPU)
     rows = {r["dimension"]: r["when"] for r in space.rows()}
-    assert rows["algorithms.sam"] == rules.when_text("algorithms.sam") == \
-        "optimizer not kfac-sgd, precision != amp_fp16"
+    assert (
+        rows["algorithms.sam"] == rules.when_text("algorithms.sam") == "optimizer not kfac-sgd, precision != amp_fp16"
+    )
     assert rows["algorithms.cutmix"] == "not mixup" and "compile off" in rows["algorithms.progressive_resizing"]
     assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
     assert rows["selection.strategy"] == ""  # no rule keeps selection off: FFCV serves subsets too
@@ -238,15 +277,22 @@ def test_cudnn_autotuning_is_searched_on_a_gpu_only_when_asked():
 def test_swa_start_is_searched_below_the_bases_swa_end():
     """The rules want swa_end after swa_start in one unit: the space samples starts below the
     base's end, and none when that end is not a fraction of training."""
+
     def start_dim(space):
         return next(d for d in space.dims if d.name == "algorithms.swa.swa_start")
 
     for end, high in (("0.6dur", 0.55), ("0.97dur", 0.9)):
-        space = Space.build(base(algorithms={"swa": {"swa_start": "0.3dur", "swa_end": end}}),
-                            {"include": ["algorithms.swa"]}, Machine(cores=1))
+        space = Space.build(
+            base(algorithms={"swa": {"swa_start": "0.3dur", "swa_end": end}}),
+            {"include": ["algorithms.swa"]},
+            Machine(cores=1),
+        )
         assert start_dim(space).high == pytest.approx(high)
         starts = [float(c.algorithms["swa"]["swa_start"][:-3]) for _, c in sample(space, 40) if "swa" in c.algorithms]
         assert starts and max(starts) < float(end[:-3])  # and each sampled config passed validation
-    space = Space.build(base(algorithms={"swa": {"swa_start": "2ep", "swa_end": "5ep"}}),
-                        {"include": ["algorithms.swa"]}, Machine(cores=1))
+    space = Space.build(
+        base(algorithms={"swa": {"swa_start": "2ep", "swa_end": "5ep"}}),
+        {"include": ["algorithms.swa"]},
+        Machine(cores=1),
+    )
     assert "not a fraction of training" in str(start_dim(space).extra["unavailable"])

@@ -14,8 +14,9 @@ def test_sampled_gpu_space_configs_train_without_crashing(fashion_dir, capsys):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     # 0.09 of tests/data's 3,600 training images: the 324 the sweep's default takes of the full set.
-    crashes = mod.sweep(ROOT / "studies" / "fashion-mnist-gpu.yaml", n=12, seed=0, data_fraction=0.09,
-                        data_root=str(fashion_dir))
+    crashes = mod.sweep(
+        ROOT / "studies" / "fashion-mnist-gpu.yaml", n=12, seed=0, data_fraction=0.09, data_root=str(fashion_dir)
+    )
     out = capsys.readouterr().out
     assert not crashes, "\n".join(crashes)
     assert out.count(": completed") + out.count(": diverged") + out.count(": skipped") == 12, out

@@ -20,37 +20,53 @@ def study(tmp_path, **kw) -> Path:
     return p
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"trials": 3}, "trials", "allowed keys in a study file: name, description, storage"),
-    ({"space": {"ranges": {"optimizer.lr": {"low": 0.3, "high": 0.01}}}}, "space.ranges.optimizer.lr", "empty range"),
-    ({"space": {"fixed": {"precision": "amp_bf16"}}}, "space.fixed.precision", "runs fp32"),
-    ({"space": {"fixed": {"algorithms.stochastic_depth": True}}}, "space.fixed.algorithms.stochastic_depth",
-     "bottleneck"),
-    ({"sampler": "cmaes"}, "sampler", "allowed: tpe, nsga2, nsga3, gp, random"),
-    ({"sampler": {"name": "nsga2", "populaton_size": 10}}, "sampler.populaton_size", "allowed: population_size"),
-    ({"objectives": ["time_to_accuracy", "accuracy"]}, "objectives[1]", "allowed: time_to_accuracy"),
-    ({"objectives": ["test_accuracy"]}, "objectives[0]", "never optimised"),
-    ({"pruner": "asha"}, "pruner", "allowed: none"),
-    ({"n_trials": 0}, "n_trials", ">= 1"),
-    ({"base": {**tiny(), "optimizer": {"lr": -1}}}, "base.optimizer.lr", "must be in (0.0, 10.0]"),
-    ({"baseline": {"algorithms.mixup": {"alpha": 0.2}, "algorithms.cutmix": {}}}, "baseline.algorithms.",
-     "cannot be combined"),
-    ({"storage": "redis://localhost/0"}, "storage", "allowed: sqlite, postgresql, mysql"),
-    ({"storage": "t.db", "workers": 2}, "workers", "database is locked"),
-    ({"objectives": ["time_to_accuracy", "final_accuracy", "quantized_size"]}, "objectives[2]",
-     "needs quantize: int8 in base"),
-    # Options go through the same field machinery as TrainConfig (effsearch.config.options).
-    ({"sampler": {"name": "tpe", "multivariate": "yes"}}, "sampler.multivariate", "must be true or false"),
-    ({"sampler": {"name": "nsga2", "population_size": 1}}, "sampler.population_size", "must be >= 2"),
-    ({"pruner": {"name": "moasha", "eta": 1}}, "pruner.eta", "must be > 1; got 1"),
-    ({"pruner": {"name": "moasha", "min_fraction": 1.5}}, "pruner.min_fraction", "must be in (0, 1); got 1.5"),
-    ({"tuning": {"name": "subset", "data_fraction": 1.5}}, "tuning.data_fraction", "must be in (0, 1]; got 1.5"),
-    ({"tuning": {"name": "subset", "topk": 3}}, "tuning.topk", "not an option of subset; allowed: data_fraction"),
-    ({"heartbeat": {"interval": 10, "grace_period": 5}}, "heartbeat.grace_period", "must be >= 10"),
-    ({"heartbeat": {"beat": 1}}, "heartbeat.beat", "unknown key; allowed: interval, grace_period, max_retry"),
-    ({"n_trials": None, "timeout": 0}, "timeout", "must be > 0; got 0"),
-    ({"workers": 1.5}, "workers", "must be an integer"),
-])
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"trials": 3}, "trials", "allowed keys in a study file: name, description, storage"),
+        (
+            {"space": {"ranges": {"optimizer.lr": {"low": 0.3, "high": 0.01}}}},
+            "space.ranges.optimizer.lr",
+            "empty range",
+        ),
+        ({"space": {"fixed": {"precision": "amp_bf16"}}}, "space.fixed.precision", "runs fp32"),
+        (
+            {"space": {"fixed": {"algorithms.stochastic_depth": True}}},
+            "space.fixed.algorithms.stochastic_depth",
+            "bottleneck",
+        ),
+        ({"sampler": "cmaes"}, "sampler", "allowed: tpe, nsga2, nsga3, gp, random"),
+        ({"sampler": {"name": "nsga2", "populaton_size": 10}}, "sampler.populaton_size", "allowed: population_size"),
+        ({"objectives": ["time_to_accuracy", "accuracy"]}, "objectives[1]", "allowed: time_to_accuracy"),
+        ({"objectives": ["test_accuracy"]}, "objectives[0]", "never optimised"),
+        ({"pruner": "asha"}, "pruner", "allowed: none"),
+        ({"n_trials": 0}, "n_trials", ">= 1"),
+        ({"base": {**tiny(), "optimizer": {"lr": -1}}}, "base.optimizer.lr", "must be in (0.0, 10.0]"),
+        (
+            {"baseline": {"algorithms.mixup": {"alpha": 0.2}, "algorithms.cutmix": {}}},
+            "baseline.algorithms.",
+            "cannot be combined",
+        ),
+        ({"storage": "redis://localhost/0"}, "storage", "allowed: sqlite, postgresql, mysql"),
+        ({"storage": "t.db", "workers": 2}, "workers", "database is locked"),
+        (
+            {"objectives": ["time_to_accuracy", "final_accuracy", "quantized_size"]},
+            "objectives[2]",
+            "needs quantize: int8 in base",
+        ),
+        # Options go through the same field machinery as TrainConfig (effsearch.config.options).
+        ({"sampler": {"name": "tpe", "multivariate": "yes"}}, "sampler.multivariate", "must be true or false"),
+        ({"sampler": {"name": "nsga2", "population_size": 1}}, "sampler.population_size", "must be >= 2"),
+        ({"pruner": {"name": "moasha", "eta": 1}}, "pruner.eta", "must be > 1; got 1"),
+        ({"pruner": {"name": "moasha", "min_fraction": 1.5}}, "pruner.min_fraction", "must be in (0, 1); got 1.5"),
+        ({"tuning": {"name": "subset", "data_fraction": 1.5}}, "tuning.data_fraction", "must be in (0, 1]; got 1.5"),
+        ({"tuning": {"name": "subset", "topk": 3}}, "tuning.topk", "not an option of subset; allowed: data_fraction"),
+        ({"heartbeat": {"interval": 10, "grace_period": 5}}, "heartbeat.grace_period", "must be >= 10"),
+        ({"heartbeat": {"beat": 1}}, "heartbeat.beat", "unknown key; allowed: interval, grace_period, max_retry"),
+        ({"n_trials": None, "timeout": 0}, "timeout", "must be > 0; got 0"),
+        ({"workers": 1.5}, "workers", "must be an integer"),
+    ],
+)
 def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, field, words):
     path = study(tmp_path, **change)
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -119,8 +135,9 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     root = Path(__file__).resolve().parents[1]
-    spec = studyfile.load(root / "studies" / "fashion-mnist-gpu.yaml",
-                          machine=Machine("cuda", bf16=True, ffcv=False, compile=True))
+    spec = studyfile.load(
+        root / "studies" / "fashion-mnist-gpu.yaml", machine=Machine("cuda", bf16=True, ffcv=False, compile=True)
+    )
     fast = TrainConfig.from_yaml(root / "configs" / "fashion-mnist-fast.yaml")
     params = spec.space.encode(fast)
     got = spec.space.config(optuna.trial.FixedTrial(params))
@@ -130,15 +147,24 @@ def test_gpu_study_space_expresses_the_fast_recipe(monkeypatch):
     assert lr(got) == pytest.approx(lr(fast)) and got.optimizer.nesterov and got.optimizer.name == "sgd"
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"space": {"ranges": {"optimizer.lr": {"low": float("nan"), "high": 0.1}}}}, "space.ranges.optimizer.lr.low"),
-    ({"space": {"ranges": {"optimizer.lr": {"low": 0.01, "high": float("inf")}}}}, "space.ranges.optimizer.lr.high"),
-    ({"space": {"fixed": {"optimizer.weight_decay": float("nan")}}}, "space.fixed.optimizer.weight_decay"),
-    ({"base": {**tiny(), "selection": {"strategy": "random", "fraction": float("nan")}}}, "base.selection.fraction"),
-    ({"timeout": float("inf")}, "timeout"),
-    ({"pruner": {"name": "moasha", "eta": float("nan")}}, "pruner.eta"),
-    ({"tuning": {"name": "subset", "data_fraction": float("nan")}}, "tuning.data_fraction"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"space": {"ranges": {"optimizer.lr": {"low": float("nan"), "high": 0.1}}}}, "space.ranges.optimizer.lr.low"),
+        (
+            {"space": {"ranges": {"optimizer.lr": {"low": 0.01, "high": float("inf")}}}},
+            "space.ranges.optimizer.lr.high",
+        ),
+        ({"space": {"fixed": {"optimizer.weight_decay": float("nan")}}}, "space.fixed.optimizer.weight_decay"),
+        (
+            {"base": {**tiny(), "selection": {"strategy": "random", "fraction": float("nan")}}},
+            "base.selection.fraction",
+        ),
+        ({"timeout": float("inf")}, "timeout"),
+        ({"pruner": {"name": "moasha", "eta": float("nan")}}, "pruner.eta"),
+        ({"tuning": {"name": "subset", "data_fraction": float("nan")}}, "tuning.data_fraction"),
+    ],
+)
 def test_nan_and_infinity_in_a_study_file_name_the_field(tmp_path, capsys, change, field):
     assert main(["space", "show", str(study(tmp_path, **change))]) == 2
     assert f"{field}: must be a finite number" in capsys.readouterr().err
@@ -146,8 +172,10 @@ def test_nan_and_infinity_in_a_study_file_name_the_field(tmp_path, capsys, chang
 
 def test_scientific_notation_in_a_study_file(tmp_path, capsys):
     path = tmp_path / "t.yaml"
-    path.write_text("base: {dataset: {name: digits}, optimizer: {lr: 1e-2}, device: cpu}\n"
-                    "space:\n  include: [optimizer]\n  ranges:\n    optimizer.lr: {low: 5e-3, high: 1e-1}\n")
+    path.write_text(
+        "base: {dataset: {name: digits}, optimizer: {lr: 1e-2}, device: cpu}\n"
+        "space:\n  include: [optimizer]\n  ranges:\n    optimizer.lr: {low: 5e-3, high: 1e-1}\n"
+    )
     assert main(["space", "show", str(path)]) == 0
     assert "[0.005, 0.1]" in capsys.readouterr().out
 
@@ -156,23 +184,30 @@ def test_an_empty_study_file_is_refused_with_a_minimal_example(tmp_path, capsys)
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert main(["run", str(path)]) == 2
-    assert f"{path}: the file is empty; a minimal study file is `base: {{dataset: {{name: digits}}}}`" \
+    assert (
+        f"{path}: the file is empty; a minimal study file is `base: {{dataset: {{name: digits}}}}`"
         in capsys.readouterr().err
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # nothing written, nothing trained
 
 
-@pytest.mark.parametrize("storage, words", [
-    ("postgresql://effsearch@127.0.0.1:{port}/x", "cannot open postgresql://effsearch@127.0.0.1:{port}/x: "
-                                                  "OperationalError"),
-    ("{tmp}/missing/x.db", "cannot create x.db: no such folder: {tmp}/missing"),
-    ("{tmp}/missing/x.journal", "cannot create x.journal: no such folder: {tmp}/missing"),
-    ("{tmp}/t.yaml/x.journal", "cannot create x.journal: not a folder: {tmp}/t.yaml"),
-    ("/proc/effsearch-test.journal", "cannot write the journal file /proc/effsearch-test.journal"),
-    ("mysql://u@127.0.0.1/db", "no driver for mysql://"),
-    ("sqlite:/nope", "malformed storage URL 'sqlite:/nope': a URL is sqlite://..."),
-    ("sqlite:nope.db", "malformed storage URL"),
-    ("sqlite://", "in-memory database"),
-])
+@pytest.mark.parametrize(
+    "storage, words",
+    [
+        (
+            "postgresql://effsearch@127.0.0.1:{port}/x",
+            "cannot open postgresql://effsearch@127.0.0.1:{port}/x: OperationalError",
+        ),
+        ("{tmp}/missing/x.db", "cannot create x.db: no such folder: {tmp}/missing"),
+        ("{tmp}/missing/x.journal", "cannot create x.journal: no such folder: {tmp}/missing"),
+        ("{tmp}/t.yaml/x.journal", "cannot create x.journal: not a folder: {tmp}/t.yaml"),
+        ("/proc/effsearch-test.journal", "cannot write the journal file /proc/effsearch-test.journal"),
+        ("mysql://u@127.0.0.1/db", "no driver for mysql://"),
+        ("sqlite:/nope", "malformed storage URL 'sqlite:/nope': a URL is sqlite://..."),
+        ("sqlite:nope.db", "malformed storage URL"),
+        ("sqlite://", "in-memory database"),
+    ],
+)
 def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, capsys, storage, words):
     from tests.helpers import free_port
 

@@ -45,8 +45,9 @@ def test_trials_record_everything_and_a_rerun_resumes(tmp_path, capsys):
     assert [d.name for d in study.directions] == ["MINIMIZE", "MAXIMIZE"]
     assert study.metric_names == ["time to target accuracy (train seconds)", "final val accuracy"]
     assert trials[0].user_attrs["baseline"] is True
-    assert TrainConfig.from_dict(yaml.safe_load(trials[0].user_attrs["config"])) == \
-        TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 3}))  # base as it is
+    assert TrainConfig.from_dict(yaml.safe_load(trials[0].user_attrs["config"])) == TrainConfig.from_dict(
+        tiny(**{"dataset.synthetic_size": 256, "epochs": 3})
+    )  # base as it is
     system = storage.get_study_system_attrs(study._study_id)
     for t in trials:
         assert t.state == TrialState.COMPLETE, t.user_attrs.get("reason")
@@ -113,8 +114,11 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
     assert t[2].user_attrs["status"] == "pruned" and t[2].user_attrs["reason"] == "pruned by the test"
     # What TPE learns from a pruned trial: its shortfall at the accuracy it stopped at.
     a = t[2].user_attrs
-    assert t[2].constraints == {"0": 0.0 if a["time_to_target"] is not None else
-                                pytest.approx(max(a["target_accuracy"] - a["val_accuracy"], 1e-6))}
+    assert t[2].constraints == {
+        "0": 0.0
+        if a["time_to_target"] is not None
+        else pytest.approx(max(a["target_accuracy"] - a["val_accuracy"], 1e-6))
+    }
     assert t[3].user_attrs["status"] == "interrupted"
     assert t[4].state == TrialState.WAITING and t[4].params == t[3].params and t[4].user_attrs["retry_of"] == 3
     assert queries.counts(t)["done"] == 3  # the interrupted trial does not count
@@ -165,8 +169,14 @@ def test_two_workers_share_the_default_storage(tmp_path):
     base = tiny(**{"dataset.synthetic_size": 384, "epochs": 3})  # a few seconds a trial
     path = write_study(tmp_path, n_trials=6, base=base)
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "locked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     trials = load(path)[0].get_trials()
@@ -197,8 +207,9 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
 
     # Different errors do not stop it; a study that ends with no completed trial still fails.
     n = iter(range(100))
-    monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(
-        RuntimeError(f"error {next(n)}")))
+    monkeypatch.setattr(
+        trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(RuntimeError(f"error {next(n)}"))
+    )
     (tmp_path / "b").mkdir()
     path = write_study(tmp_path / "b", n_trials=4)
     assert main(["run", str(path)]) == 1
@@ -209,8 +220,9 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
 def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
-    path = write_study(tmp_path, n_trials=5, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2},
-                       failure_limit=0)
+    path = write_study(
+        tmp_path, n_trials=5, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2}, failure_limit=0
+    )
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
     assert "phase 2 (confirm) not started" in err and "confirming" not in err
@@ -255,12 +267,16 @@ def test_workers_with_the_same_study_seed_draw_different_configs_and_one_worker_
         storage = optuna.storages.InMemoryStorage()
         optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])
         # Two processes (machines) on one study, both seeded from the study file's seed 0.
-        two = [optuna.load_study(study_name="s", storage=storage, sampler=make_sampler({"name": name}, 0))
-               for _ in range(2)]
+        two = [
+            optuna.load_study(study_name="s", storage=storage, sampler=make_sampler({"name": name}, 0))
+            for _ in range(2)
+        ]
         got = draw(two, 12)
         assert len(set(got)) == 12, name
-        one = [draw([optuna.create_study(directions=["minimize", "maximize"],
-                                         sampler=make_sampler({"name": name}, 0))], 8) for _ in range(2)]
+        one = [
+            draw([optuna.create_study(directions=["minimize", "maximize"], sampler=make_sampler({"name": name}, 0))], 8)
+            for _ in range(2)
+        ]
         assert one[0] == one[1], name
 
 
@@ -272,8 +288,14 @@ def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
     base = tiny(**{"dataset.synthetic_size": 512, "epochs": 6})  # a few seconds a trial: the kill lands mid-trial
     path = write_study(tmp_path, n_trials=5, base=base, heartbeat={"interval": 1, "grace_period": 3})
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     victim = None
     try:
         deadline = time.time() + 300
@@ -364,8 +386,9 @@ def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false
     # dedupe: false trains every trial (seed-noise measurements).
     trained.clear()
     (tmp_path / "b").mkdir()
-    path = write_study(tmp_path / "b", n_trials=4, dedupe=False,
-                       space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
+    path = write_study(
+        tmp_path / "b", n_trials=4, dedupe=False, space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}}
+    )
     assert main(["run", str(path)]) == 0
     assert len(trained) == 4 and not any("duplicate_of" in t.user_attrs for t in load(path)[0].get_trials())
 
@@ -393,6 +416,7 @@ def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsy
         assert f"{path}: {field}: " in capsys.readouterr().err  # the flag is named when the flag gave it
     path = write_study(tmp_path, n_trials=None, budget=30)
     from effsearch.search.studyfile import load as load_file
+
     assert load_file(path).budget == 30  # a budget alone ends the study
     path = write_study(tmp_path, n_trials=None)
     assert main(["run", str(path)]) == 2
@@ -409,7 +433,8 @@ def test_warm_starts_are_trained_as_given_once(tmp_path, capsys):
     trials = load(path)[0].get_trials()
     ran = TrainConfig.from_dict(yaml.safe_load(trials[1].user_attrs["config"]))
     want = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 3})).replace(
-        **{"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2})
+        **{"optimizer.lr": 0.07, "batch_size": 64, "epochs": 2}
+    )
     assert ran == want and trials[1].user_attrs["warm_start"] == "warm_start[0]"
     assert trials[1].params["epochs"] == 2 and trials[1].params["batch_size"] == 64  # as far as the space can say
     # Resuming does not queue it again.
@@ -419,8 +444,10 @@ def test_warm_starts_are_trained_as_given_once(tmp_path, capsys):
 
     # A bad recipe is named (exit 2, nothing written).
     (tmp_path / "bad").mkdir()
-    for recipe, field in (({"optimizer.lrr": 0.1}, "warm_start[0].optimizer.lrr"),
-                          ({"optimizer.lr": -1}, "warm_start[0].optimizer.lr")):
+    for recipe, field in (
+        ({"optimizer.lrr": 0.1}, "warm_start[0].optimizer.lrr"),
+        ({"optimizer.lr": -1}, "warm_start[0].optimizer.lr"),
+    ):
         bad = write_study(tmp_path / "bad", warm_start=[recipe])
         assert main(["run", str(bad)]) == 2
         err = capsys.readouterr().err
@@ -456,15 +483,29 @@ def test_warm_start_flag_takes_an_exported_config_file(tmp_path, capsys):
     the flag repeats; a config that does not fit the study is named, exit 2."""
     path = write_study(tmp_path, n_trials=3)
     pick = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 256, "epochs": 2})).replace(
-        **{"optimizer.lr": 0.03, "batch_size": 64})
+        **{"optimizer.lr": 0.03, "batch_size": 64}
+    )
     pick.dump(tmp_path / "pick.yaml", header="# a pick")
     other = pick.replace(**{"optimizer.lr": 0.02})
     other.dump(tmp_path / "other.yaml")
-    assert main(["run", str(path), "--warm-start", str(tmp_path / "pick.yaml"),
-                 "--warm-start", str(tmp_path / "other.yaml")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--warm-start",
+                str(tmp_path / "pick.yaml"),
+                "--warm-start",
+                str(tmp_path / "other.yaml"),
+            ]
+        )
+        == 0
+    )
     trials = load(path)[0].get_trials()
-    assert [t.user_attrs.get("warm_start") for t in trials[1:3]] == [str(tmp_path / "pick.yaml"),
-                                                                      str(tmp_path / "other.yaml")]
+    assert [t.user_attrs.get("warm_start") for t in trials[1:3]] == [
+        str(tmp_path / "pick.yaml"),
+        str(tmp_path / "other.yaml"),
+    ]
     assert TrainConfig.from_dict(yaml.safe_load(trials[1].user_attrs["config"])) == pick
     capsys.readouterr()
     (tmp_path / "bad.yaml").write_text("model: {name: tiny-cnn}\nepochs: -1\n")
@@ -523,12 +564,20 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_run, "train", train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
-    path = write_study(tmp_path, n_trials=8, base=base, pruner={"name": "moasha", "eta": 2, "clock": "time",
-                                                                         "time_fraction": 0.5}, max_slowdown=4)
+    path = write_study(
+        tmp_path,
+        n_trials=8,
+        base=base,
+        pruner={"name": "moasha", "eta": 2, "clock": "time", "time_fraction": 0.5},
+        max_slowdown=4,
+    )
     assert main(["run", str(path)]) == 0
     (cfg0, at0, after0, r0), rest = runs[0], runs[1:]
-    assert r0.reached_target and after0 == () and at0 == pytest.approx((cfg0.epochs / 9, 2 * cfg0.epochs / 9,
-                                                                       4 * cfg0.epochs / 9, 8 * cfg0.epochs / 9))  # no mark yet
+    assert (
+        r0.reached_target
+        and after0 == ()
+        and at0 == pytest.approx((cfg0.epochs / 9, 2 * cfg0.epochs / 9, 4 * cfg0.epochs / 9, 8 * cfg0.epochs / 9))
+    )  # no mark yet
     mark = 0.5 * r0.time_to_target
     trials = load(path)[0].get_trials()
     judged = 0
@@ -565,7 +614,10 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
     # 15 epochs: a trial's whole run must outlast the baseline's first epoch, which, as the process's
     # first training, may be several times slower than the epochs after it.
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 15, "target_accuracy": 0.2})
-    space = {"include": ["optimizer"], "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}}}
+    space = {
+        "include": ["optimizer"],
+        "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}},
+    }
     path = write_study(tmp_path, n_trials=3, base=base, space=space, max_slowdown=1.0)
     assert main(["run", str(path)]) == 0
     (after0, r0), rest = runs[0], runs[1:]

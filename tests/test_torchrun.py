@@ -46,22 +46,54 @@ PROBE = textwrap.dedent("""
 
 @pytest.mark.timeout(300)
 def test_two_cpu_processes_under_torchrun_train_together_and_rank_0_writes_one_result(tmp_path):
-    cfg = tiny(**{"dataset.synthetic_size": 320, "epochs": 1, "distributed.processes": 2,
-                  "distributed.compression.method": "topk", "distributed.compression.ratio": 0.01})
+    cfg = tiny(
+        **{
+            "dataset.synthetic_size": 320,
+            "epochs": 1,
+            "distributed.processes": 2,
+            "distributed.compression.method": "topk",
+            "distributed.compression.ratio": 0.01,
+        }
+    )
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     (tmp_path / "rankprobe.py").write_text(PROBE)
     probes = tmp_path / "probes"
     probes.mkdir()
     out = tmp_path / "run"
-    env = {**os.environ, "RANKPROBE_DIR": str(probes), "TQDM_DISABLE": "1",
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "RANKPROBE_DIR": str(probes),
+        "TQDM_DISABLE": "1",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
-         "-m", "effsearch.cli", "train", str(tmp_path / "c.yaml"), "--out", str(out), "--plugin", "rankprobe",
-         "--json"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "effsearch.cli",
+            "train",
+            str(tmp_path / "c.yaml"),
+            "--out",
+            str(out),
+            "--plugin",
+            "rankprobe",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         proc.stdout, proc.stderr = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:  # a hang: torchrun stops its ranks on SIGTERM (SIGKILL would orphan them)

@@ -56,9 +56,15 @@ def test_blurpool_surgery():
 
 
 def test_squeeze_excite_ghost_bn_and_weight_standardization_surgery():
-    run, _, _ = built({"algorithms": {"squeeze_excite": {"min_channels": 8, "latent_channels": 4},
-                                      "ghost_batchnorm": {"ghost_batch_size": 8},
-                                      "weight_standardization": {}}})
+    run, _, _ = built(
+        {
+            "algorithms": {
+                "squeeze_excite": {"min_channels": 8, "latent_channels": 4},
+                "ghost_batchnorm": {"ghost_batch_size": 8},
+                "weight_standardization": {},
+            }
+        }
+    )
     names = modules(run)
     assert "SqueezeExcite2d" in names or "SqueezeExciteConv2d" in names
     assert "GhostBatchNorm2d" in names
@@ -68,18 +74,27 @@ def test_squeeze_excite_ghost_bn_and_weight_standardization_surgery():
 def test_ghost_batchnorm_trains_through_batches_smaller_than_a_ghost_batch():
     # 128 training images in batches of 48: the last batch has 32 < ghost_batch_size 40;
     # SelectiveBackprop then keeps a quarter of each batch (12 or 8 images).
-    cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 160, "batch_size": 48, "epochs": 2,
-                                        "algorithms": {"ghost_batchnorm": {"ghost_batch_size": 40},
-                                                       "selective_backprop": {"start": 0.0, "end": 1.0,
-                                                                              "keep": 0.25,
-                                                                              "interrupt": 1}}}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "dataset.synthetic_size": 160,
+                "batch_size": 48,
+                "epochs": 2,
+                "algorithms": {
+                    "ghost_batchnorm": {"ghost_batch_size": 40},
+                    "selective_backprop": {"start": 0.0, "end": 1.0, "keep": 0.25, "interrupt": 1},
+                },
+            }
+        )
+    )
     result = train(cfg, progress=False)
     assert result.status == "completed", result.reason
 
 
 def test_stochastic_depth_replaces_bottlenecks():
-    run, _, _ = built(algo("stochastic_depth", {"drop_rate": 0.5}, **{"model.name": "resnet-bottleneck",
-                                                                       "model.width": 4}))
+    run, _, _ = built(
+        algo("stochastic_depth", {"drop_rate": 0.5}, **{"model.name": "resnet-bottleneck", "model.width": 4})
+    )
     blocks = [m for m in run.state.model.modules() if type(m).__name__ == "Bottleneck"]
     # Composer rebinds each block's forward and gives it a drop rate, linear in depth.
     rates = [float(b.drop_rate) for b in blocks]
@@ -123,8 +138,12 @@ def test_cutout_zeroes_holes():
 def test_colout_and_progressive_resizing_shrink_images():
     _, probe, _ = built(algo("colout", {"p_row": 0.25, "p_col": 0.25}))
     assert probe.inputs[0].shape[-1] < 16 and probe.inputs[0].shape[-2] < 16
-    _, probe, _ = built(algo("progressive_resizing", {"initial_scale": 0.5, "delay_fraction": 0.0,
-                                                      "finetune_fraction": 0.0, "size_increment": 2}))
+    _, probe, _ = built(
+        algo(
+            "progressive_resizing",
+            {"initial_scale": 0.5, "delay_fraction": 0.0, "finetune_fraction": 0.0, "size_increment": 2},
+        )
+    )
     assert probe.inputs[0].shape[-1] == 8 and probe.inputs[-1].shape[-1] > 8
 
 
@@ -134,9 +153,17 @@ def test_images_shrunk_below_the_poolings_train_padded():
     poolings had failed ("Output size is too small"). A full-size image is not touched."""
     from effsearch.trainer.models import build_model
 
-    shrink = {"algorithms": {"colout": {"p_row": 0.3, "p_col": 0.3},
-                             "progressive_resizing": {"initial_scale": 0.3, "delay_fraction": 0.0,
-                                                      "finetune_fraction": 0.0, "size_increment": 1}}}
+    shrink = {
+        "algorithms": {
+            "colout": {"p_row": 0.3, "p_col": 0.3},
+            "progressive_resizing": {
+                "initial_scale": 0.3,
+                "delay_fraction": 0.0,
+                "finetune_fraction": 0.0,
+                "size_increment": 1,
+            },
+        }
+    }
     _, probe, _ = built(shrink)
     assert min(probe.inputs[0].shape[-2:]) < 4  # and it trained: a pooling error raises out of fit()
     torch.manual_seed(0)
@@ -188,8 +215,16 @@ def test_gradient_clipping_bounds_gradients():
 
 @pytest.mark.parametrize("schedule", ["constant", "polynomial"])
 def test_sparsity_reaches_target(schedule, tmp_path):
-    cfg = TrainConfig.from_dict(tiny(**{"sparsity.target": 0.7, "sparsity.schedule": schedule,
-                                        "sparsity.update_every": 1, "algorithms": {"ema": {"half_life": "3ba"}}}))
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "sparsity.target": 0.7,
+                "sparsity.schedule": schedule,
+                "sparsity.update_every": 1,
+                "algorithms": {"ema": {"half_life": "3ba"}},
+            }
+        )
+    )
     r = train(cfg, out_dir=tmp_path, progress=False)
     assert r.status == "completed"
     assert abs(r.final.sparsity - 0.7) < 0.005
@@ -201,7 +236,7 @@ def test_sparsity_schedule_is_cubic():
     from effsearch.trainer.sparsity import sparsity_at
 
     assert sparsity_at(0.05, 0.8, "polynomial", 0.1, 0.5) == 0.0
-    assert sparsity_at(0.3, 0.8, "polynomial", 0.1, 0.5) == pytest.approx(0.8 * (1 - 0.5 ** 3))
+    assert sparsity_at(0.3, 0.8, "polynomial", 0.1, 0.5) == pytest.approx(0.8 * (1 - 0.5**3))
     assert sparsity_at(0.6, 0.8, "polynomial", 0.1, 0.5) == 0.8
     assert sparsity_at(0.2, 0.8, "constant", 0.1, 0.5) == 0.8
 
@@ -290,7 +325,9 @@ def count_passes(monkeypatch) -> list[int]:
     from effsearch.trainer.loop import Loop
 
     passes, score = [], Loop.score
-    monkeypatch.setattr(Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough))
+    monkeypatch.setattr(
+        Loop, "score", lambda self, x, y, enough=None: passes.append(len(x)) or score(self, x, y, enough)
+    )
     return passes
 
 
@@ -383,7 +420,7 @@ def test_random_crop_is_a_shifted_window():
     assert y.shape == x.shape
     padded = torch.nn.functional.pad(x, (2, 2, 2, 2), mode="reflect")
     for i in range(2):
-        assert any(torch.equal(y[i], padded[i, :, a:a + 6, b:b + 6]) for a in range(5) for b in range(5))
+        assert any(torch.equal(y[i], padded[i, :, a : a + 6, b : b + 6]) for a in range(5) for b in range(5))
 
 
 def test_a_ctrl_c_while_the_result_is_being_finished_still_leaves_result_json(tmp_path, monkeypatch):

@@ -60,8 +60,10 @@ def test_imagefolder_loads_stratified_and_caches_the_decoded_images_on_disk(tmp_
     assert len(s.test_y) == 8 and len(s.val_y) + len(s.train_y) == 28  # test_fraction 0.2 of 36
     assert all(stratified(y, 3) for y in (s.train_y, s.val_y, s.test_y))
     # Pixel-exact: every image is one of the files, under its class folder's label.
-    files = {bytes(np.asarray(Image.open(p)).transpose(2, 0, 1).tobytes()): "abc".index(p.parent.name)
-             for p in root.glob("*/*.png")}
+    files = {
+        bytes(np.asarray(Image.open(p)).transpose(2, 0, 1).tobytes()): "abc".index(p.parent.name)
+        for p in root.glob("*/*.png")
+    }
     for x, y in zip(torch.cat([s.train_x, s.val_x, s.test_x]), torch.cat([s.train_y, s.val_y, s.test_y])):
         assert files[bytes(x.numpy().tobytes())] == int(y)
     cache = D.data_dir() / "imagefolder-cache"
@@ -134,7 +136,8 @@ def test_npz_layouts(tmp_path, layout):
 
 
 def test_a_callable_returns_the_arrays(tmp_path, monkeypatch):
-    (tmp_path / "mydata.py").write_text(textwrap.dedent("""
+    (tmp_path / "mydata.py").write_text(
+        textwrap.dedent("""
         import numpy as np, torch
 
         def as_mapping():
@@ -145,7 +148,8 @@ def test_a_callable_returns_the_arrays(tmp_path, monkeypatch):
         def as_tuple():
             d = as_mapping()
             return d["x_train"].numpy(), d["y_train"].numpy(), d["x_test"].numpy(), d["y_test"].numpy()
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     a = load({"name": "mydata:as_mapping", "val_fraction": 0.25})
     b = load({"name": "mydata:as_tuple", "val_fraction": 0.25})
@@ -158,15 +162,18 @@ def test_hf_dataset_saved_to_disk(tmp_path):
 
     def rows(n, seed):
         r = np.random.default_rng(seed)
-        return {"img": [Image.fromarray(r.integers(0, 256, (12, 12), dtype=np.uint8)) for _ in range(n)],
-                "y": [i % 3 for i in range(n)]}
+        return {
+            "img": [Image.fromarray(r.integers(0, 256, (12, 12), dtype=np.uint8)) for _ in range(n)],
+            "y": [i % 3 for i in range(n)],
+        }
 
     datasets.Dataset.from_dict(rows(30, 1)).save_to_disk(str(tmp_path / "plain"))
     s = load({"name": "hf", "path": str(tmp_path / "plain"), "image_column": "img", "label_column": "y"})
     assert s.channels == 1 and s.num_classes == 3 and len(s.test_y) == 6 and stratified(s.test_y, 3)
     assert list((D.data_dir() / "hf-cache").glob("*/train_x.npy"))
-    both = datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows(24, 2)),
-                                 "validation": datasets.Dataset.from_dict(rows(6, 3))})
+    both = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict(rows(24, 2)), "validation": datasets.Dataset.from_dict(rows(6, 3))}
+    )
     both.save_to_disk(str(tmp_path / "dict"))
     s = load({"name": "hf", "path": str(tmp_path / "dict"), "image_column": "img", "label_column": "y"})
     assert len(s.val_y) == 6 and len(s.train_y) + len(s.test_y) == 24  # validation given, test carved
@@ -202,8 +209,15 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
     assert result.status == "completed", result.reason
     (folder,) = (D.data_dir() / "ffcv").iterdir()
     assert folder.name.startswith("imagefolder-pets-") and list(folder.glob("*/train.beton"))
-    names = {F.dataset_folder(cfg_of({"name": n, "path": p})) for n, p in
-             [("imagefolder", str(root)), ("imagefolder", str(tmp_path)), ("pkg.mod:make", None), ("npz", "x.npz")]}
+    names = {
+        F.dataset_folder(cfg_of({"name": n, "path": p}))
+        for n, p in [
+            ("imagefolder", str(root)),
+            ("imagefolder", str(tmp_path)),
+            ("pkg.mod:make", None),
+            ("npz", "x.npz"),
+        ]
+    }
     assert len(names) == 4 and not any(c in n for n in names for c in ":/")
     assert F.dataset_folder(cfg_of({"name": "digits"})) == "digits"
 
@@ -243,25 +257,46 @@ def _too_big(tmp_path, monkeypatch):
 BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a phrase of the message)
     "no path": (lambda t, m: {"name": "imagefolder"}, "dataset.path", "set it"),
     "path missing": (lambda t, m: {"name": "npz", "path": str(t / "nowhere.npz")}, "dataset.path", "does not exist"),
-    "no class folders": (lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2)
-                                                                         / "a")}, "dataset.path", "no class folders"),
-    "one class": (lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2))},
-                  "dataset.path", "one class folder"),
+    "no class folders": (
+        lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2) / "a")},
+        "dataset.path",
+        "no class folders",
+    ),
+    "one class": (
+        lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2))},
+        "dataset.path",
+        "one class folder",
+    ),
     "corrupt image": (lambda t, m: _bad_images(t), "dataset.path", "broken.png"),
-    "mixed sizes": (lambda t, m: {"name": "imagefolder", "path": str(write_images(
-        write_images(t / "p"), ("c",), 1, size=(16, 16), seed=1))}, "dataset.image_size", "16x16"),
+    "mixed sizes": (
+        lambda t, m: {
+            "name": "imagefolder",
+            "path": str(write_images(write_images(t / "p"), ("c",), 1, size=(16, 16), seed=1)),
+        },
+        "dataset.image_size",
+        "16x16",
+    ),
     "npz array missing": (lambda t, m: _npz(t, y_test=None), "dataset.path", "'y_test'"),
     "npz negative label": (lambda t, m: _npz(t, y_train=np.arange(20) % 3 - 1), "dataset.path", "label -1"),
     "npz label out of range": (lambda t, m: _npz(t, y_test=np.arange(10) % 5), "dataset.path", "go up to 4"),
     "npz labels not integers": (lambda t, m: _npz(t, y_train=np.arange(20) / 2), "dataset.path", "integers"),
-    "npz bad shape": (lambda t, m: _npz(t, x_train=np.zeros((20, 12, 12, 5), np.uint8)), "dataset.path",
-                      "(20, 12, 12, 5)"),
+    "npz bad shape": (
+        lambda t, m: _npz(t, x_train=np.zeros((20, 12, 12, 5), np.uint8)),
+        "dataset.path",
+        "(20, 12, 12, 5)",
+    ),
     "npz lengths differ": (lambda t, m: _npz(t, y_train=np.arange(19) % 3), "dataset.path", "19 labels"),
     "missing extra": (_no_extra, "dataset.name", "uv sync --extra hf"),
-    "callable raises": (lambda t, m: _module(t, m, "def make():\n    raise OSError('disk on fire')\n"),
-                        "dataset.name", "OSError: disk on fire"),
-    "callable returns junk": (lambda t, m: _module(t, m, "def make():\n    return 42\n"), "dataset.name",
-                              "returned int 42"),
+    "callable raises": (
+        lambda t, m: _module(t, m, "def make():\n    raise OSError('disk on fire')\n"),
+        "dataset.name",
+        "OSError: disk on fire",
+    ),
+    "callable returns junk": (
+        lambda t, m: _module(t, m, "def make():\n    return 42\n"),
+        "dataset.name",
+        "returned int 42",
+    ),
     "too big for memory": (_too_big, "dataset.image_size", "lower dataset.image_size"),
 }
 
@@ -282,6 +317,9 @@ def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
         raise RuntimeError("Error downloading train-images-idx3-ubyte.gz\nmore lines")
 
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", offline)
-    with pytest.raises(D.DataMissing, match=r"could not be downloaded \(RuntimeError: Error downloading "
-                                            r"train-images-idx3-ubyte.gz\)"):
+    with pytest.raises(
+        D.DataMissing,
+        match=r"could not be downloaded \(RuntimeError: Error downloading "
+        r"train-images-idx3-ubyte.gz\)",
+    ):
         load({"name": "fashion-mnist"}, tmp_path)

@@ -14,16 +14,25 @@ _built: dict[str, Path] = {}
 
 def study_file(folder: Path, n_trials: int = 3, **changes) -> Path:
     """A tiny study file in ``folder``; ``changes`` replace top-level keys."""
-    d = {"name": "tiny", "base": tiny(**{"dataset.synthetic_size": 256, "epochs": 3}), "n_trials": n_trials,
-         "seed": 3,
-         "space": {"include": ["budget", "optimizer", "algorithms.label_smoothing"],
-                   "ranges": {"epochs": {"low": 2, "high": 3}, "optimizer.lr": {"low": 0.02, "high": 0.2},
-                              "batch_size": [32, 64]}},
-         "sampler": {"name": "tpe", "n_startup_trials": 2},
-         # Off unless a test is about it: these baselines reach the target in a few hundredths of
-         # a second, so 4x that is within a loaded machine's timing noise, and a trial stopped as
-         # too slow (PRUNED, counted) made tests that expect every trial COMPLETE flaky.
-         "max_slowdown": None}
+    d = {
+        "name": "tiny",
+        "base": tiny(**{"dataset.synthetic_size": 256, "epochs": 3}),
+        "n_trials": n_trials,
+        "seed": 3,
+        "space": {
+            "include": ["budget", "optimizer", "algorithms.label_smoothing"],
+            "ranges": {
+                "epochs": {"low": 2, "high": 3},
+                "optimizer.lr": {"low": 0.02, "high": 0.2},
+                "batch_size": [32, 64],
+            },
+        },
+        "sampler": {"name": "tpe", "n_startup_trials": 2},
+        # Off unless a test is about it: these baselines reach the target in a few hundredths of
+        # a second, so 4x that is within a loaded machine's timing noise, and a trial stopped as
+        # too slow (PRUNED, counted) made tests that expect every trial COMPLETE flaky.
+        "max_slowdown": None,
+    }
     d.update(changes)
     path = folder / "tiny.yaml"
     path.write_text(yaml.safe_dump(d, sort_keys=False))

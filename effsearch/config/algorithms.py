@@ -55,75 +55,139 @@ TIME_STRING = re.compile(r"^((?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)([a-z]+)$", r
 _STEPS = ("ba", "ep")  # what Composer's EMA and SWA update on (Event.BATCH_END, EPOCH_END)
 
 ALGORITHMS: dict[str, AlgoSpec] = {
-    "blurpool": AlgoSpec("BlurPool", {"replace_convs": True, "replace_maxpools": True,
-                                      "blur_first": True, "min_channels": 16},
-                         ranges={"min_channels": (0, 4096)}, needs_structure="downsamples",
-                         help="anti-aliased downsampling"),
+    "blurpool": AlgoSpec(
+        "BlurPool",
+        {"replace_convs": True, "replace_maxpools": True, "blur_first": True, "min_channels": 16},
+        ranges={"min_channels": (0, 4096)},
+        needs_structure="downsamples",
+        help="anti-aliased downsampling",
+    ),
     "channels_last": AlgoSpec("ChannelsLast", {}, help="NHWC memory format"),
-    "ema": AlgoSpec("EMA", {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur",
-                            "update_interval": None}, ranges={"smoothing": _P01},
-                    # update_interval defaults to one of half_life's unit, so half_life's unit is one it takes.
-                    times={"half_life": TimeParam(_STEPS, positive=True, nullable=True),
-                           "ema_start": TimeParam(tuple(TIME_UNITS)),
-                           "update_interval": TimeParam(_STEPS, positive=True, nullable=True)},
-                    help="exponential moving average of weights"),
+    "ema": AlgoSpec(
+        "EMA",
+        {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur", "update_interval": None},
+        ranges={"smoothing": _P01},
+        # update_interval defaults to one of half_life's unit, so half_life's unit is one it takes.
+        times={
+            "half_life": TimeParam(_STEPS, positive=True, nullable=True),
+            "ema_start": TimeParam(tuple(TIME_UNITS)),
+            "update_interval": TimeParam(_STEPS, positive=True, nullable=True),
+        },
+        help="exponential moving average of weights",
+    ),
     "progressive_resizing": AlgoSpec(
-        "ProgressiveResizing", {"mode": "resize", "initial_scale": 0.5, "finetune_fraction": 0.2,
-                                "delay_fraction": 0.5, "size_increment": 4, "resize_targets": False},
-        ranges={"initial_scale": (0.05, 1.0), "finetune_fraction": _P01, "delay_fraction": _P01,
-                "size_increment": (1, 64)},
-        choices={"mode": ("resize", "crop")}, help="train on smaller images first"),
-    "label_smoothing": AlgoSpec("LabelSmoothing", {"smoothing": 0.1},
-                                ranges={"smoothing": (0.0, 0.99)}, mixes_targets=True),
-    "mixup": AlgoSpec("MixUp", {"alpha": 0.2, "interpolate_loss": False},
-                      ranges={"alpha": (1e-6, 100.0)}, mixes_targets=True),
-    "cutmix": AlgoSpec("CutMix", {"alpha": 1.0, "interpolate_loss": False, "uniform_sampling": False},
-                       ranges={"alpha": (1e-6, 100.0)}, mixes_targets=True),
-    "cutout": AlgoSpec("CutOut", {"num_holes": 1, "length": 0.5, "uniform_sampling": False},
-                       ranges={"num_holes": (1, 64), "length": _P01}),
-    "colout": AlgoSpec("ColOut", {"p_row": 0.15, "p_col": 0.15, "batch": True, "resize_target": "auto"},
-                       ranges={"p_row": _P01, "p_col": _P01}),
-    "randaugment": AlgoSpec("RandAugment", {"severity": 9, "depth": 2, "augmentation_set": "all"},
-                            ranges={"severity": (1, 10), "depth": (1, 10)},
-                            choices={"augmentation_set": ("all", "safe", "original")},
-                            needs_torch_loader=True),
-    "augmix": AlgoSpec("AugMix", {"severity": 3, "depth": -1, "width": 3, "alpha": 1.0,
-                                  "augmentation_set": "all"},
-                       ranges={"severity": (1, 10), "depth": (-1, 10), "width": (1, 10)},
-                       choices={"augmentation_set": ("all", "safe", "original")},
-                       needs_torch_loader=True),
-    "sam": AlgoSpec("SAM", {"rho": 0.05, "epsilon": 1e-12, "interval": 1},
-                    ranges={"rho": (0.0, 10.0), "interval": (1, 10_000)},
-                    help="sharpness-aware minimisation (two passes per step)"),
-    "swa": AlgoSpec("SWA", {"swa_start": "0.7dur", "swa_end": "0.97dur", "update_interval": "1ep",
-                            "schedule_swa_lr": False, "anneal_strategy": "linear",
-                            "anneal_steps": 10, "swa_lr": None},
-                    ranges={"anneal_steps": (1, 1_000_000), "swa_lr": (0.0, 10.0)},
-                    choices={"anneal_strategy": ("linear", "cos")},
-                    times={"swa_start": TimeParam(("ep", "dur")), "swa_end": TimeParam(("ep", "dur")),
-                           "update_interval": TimeParam(_STEPS, positive=True)}),
-    "selective_backprop": AlgoSpec("SelectiveBackprop", {"start": 0.5, "end": 0.9, "keep": 0.5,
-                                                          "scale_factor": 1.0, "interrupt": 2},
-                                   ranges={"start": _P01, "end": _P01, "keep": (0.01, 1.0),
-                                           "scale_factor": (0.05, 1.0), "interrupt": (0, 1000)}),
-    "stochastic_depth": AlgoSpec("StochasticDepth", {"stochastic_method": "block", "drop_rate": 0.2,
-                                                      "drop_distribution": "linear", "drop_warmup": 0.0},
-                                 fixed={"target_layer_name": "ResNetBottleneck"},
-                                 ranges={"drop_rate": _P01, "drop_warmup": _P01},
-                                 choices={"stochastic_method": ("block", "sample"),
-                                          "drop_distribution": ("uniform", "linear")},
-                                 needs_structure="bottleneck"),
-    "squeeze_excite": AlgoSpec("SqueezeExcite", {"latent_channels": 64, "min_channels": 128},
-                               ranges={"latent_channels": (1, 4096), "min_channels": (1, 4096)}),
-    "ghost_batchnorm": AlgoSpec("GhostBatchNorm", {"ghost_batch_size": 32},
-                                ranges={"ghost_batch_size": (1, 65536)}, needs_structure="batchnorm"),
-    "layer_freezing": AlgoSpec("LayerFreezing", {"freeze_start": 0.5, "freeze_level": 1.0},
-                               ranges={"freeze_start": _P01, "freeze_level": _P01}),
-    "gradient_clipping": AlgoSpec("GradientClipping", {"clipping_type": "norm", "clipping_threshold": 1.0},
-                                  ranges={"clipping_threshold": (0.0, 1e6)},
-                                  choices={"clipping_type": ("norm", "value", "adaptive")}),
-    "weight_standardization": AlgoSpec("WeightStandardization", {"n_last_layers_ignore": 0},
-                                       ranges={"n_last_layers_ignore": (0, 100)}),
+        "ProgressiveResizing",
+        {
+            "mode": "resize",
+            "initial_scale": 0.5,
+            "finetune_fraction": 0.2,
+            "delay_fraction": 0.5,
+            "size_increment": 4,
+            "resize_targets": False,
+        },
+        ranges={
+            "initial_scale": (0.05, 1.0),
+            "finetune_fraction": _P01,
+            "delay_fraction": _P01,
+            "size_increment": (1, 64),
+        },
+        choices={"mode": ("resize", "crop")},
+        help="train on smaller images first",
+    ),
+    "label_smoothing": AlgoSpec(
+        "LabelSmoothing", {"smoothing": 0.1}, ranges={"smoothing": (0.0, 0.99)}, mixes_targets=True
+    ),
+    "mixup": AlgoSpec(
+        "MixUp", {"alpha": 0.2, "interpolate_loss": False}, ranges={"alpha": (1e-6, 100.0)}, mixes_targets=True
+    ),
+    "cutmix": AlgoSpec(
+        "CutMix",
+        {"alpha": 1.0, "interpolate_loss": False, "uniform_sampling": False},
+        ranges={"alpha": (1e-6, 100.0)},
+        mixes_targets=True,
+    ),
+    "cutout": AlgoSpec(
+        "CutOut",
+        {"num_holes": 1, "length": 0.5, "uniform_sampling": False},
+        ranges={"num_holes": (1, 64), "length": _P01},
+    ),
+    "colout": AlgoSpec(
+        "ColOut",
+        {"p_row": 0.15, "p_col": 0.15, "batch": True, "resize_target": "auto"},
+        ranges={"p_row": _P01, "p_col": _P01},
+    ),
+    "randaugment": AlgoSpec(
+        "RandAugment",
+        {"severity": 9, "depth": 2, "augmentation_set": "all"},
+        ranges={"severity": (1, 10), "depth": (1, 10)},
+        choices={"augmentation_set": ("all", "safe", "original")},
+        needs_torch_loader=True,
+    ),
+    "augmix": AlgoSpec(
+        "AugMix",
+        {"severity": 3, "depth": -1, "width": 3, "alpha": 1.0, "augmentation_set": "all"},
+        ranges={"severity": (1, 10), "depth": (-1, 10), "width": (1, 10)},
+        choices={"augmentation_set": ("all", "safe", "original")},
+        needs_torch_loader=True,
+    ),
+    "sam": AlgoSpec(
+        "SAM",
+        {"rho": 0.05, "epsilon": 1e-12, "interval": 1},
+        ranges={"rho": (0.0, 10.0), "interval": (1, 10_000)},
+        help="sharpness-aware minimisation (two passes per step)",
+    ),
+    "swa": AlgoSpec(
+        "SWA",
+        {
+            "swa_start": "0.7dur",
+            "swa_end": "0.97dur",
+            "update_interval": "1ep",
+            "schedule_swa_lr": False,
+            "anneal_strategy": "linear",
+            "anneal_steps": 10,
+            "swa_lr": None,
+        },
+        ranges={"anneal_steps": (1, 1_000_000), "swa_lr": (0.0, 10.0)},
+        choices={"anneal_strategy": ("linear", "cos")},
+        times={
+            "swa_start": TimeParam(("ep", "dur")),
+            "swa_end": TimeParam(("ep", "dur")),
+            "update_interval": TimeParam(_STEPS, positive=True),
+        },
+    ),
+    "selective_backprop": AlgoSpec(
+        "SelectiveBackprop",
+        {"start": 0.5, "end": 0.9, "keep": 0.5, "scale_factor": 1.0, "interrupt": 2},
+        ranges={"start": _P01, "end": _P01, "keep": (0.01, 1.0), "scale_factor": (0.05, 1.0), "interrupt": (0, 1000)},
+    ),
+    "stochastic_depth": AlgoSpec(
+        "StochasticDepth",
+        {"stochastic_method": "block", "drop_rate": 0.2, "drop_distribution": "linear", "drop_warmup": 0.0},
+        fixed={"target_layer_name": "ResNetBottleneck"},
+        ranges={"drop_rate": _P01, "drop_warmup": _P01},
+        choices={"stochastic_method": ("block", "sample"), "drop_distribution": ("uniform", "linear")},
+        needs_structure="bottleneck",
+    ),
+    "squeeze_excite": AlgoSpec(
+        "SqueezeExcite",
+        {"latent_channels": 64, "min_channels": 128},
+        ranges={"latent_channels": (1, 4096), "min_channels": (1, 4096)},
+    ),
+    "ghost_batchnorm": AlgoSpec(
+        "GhostBatchNorm", {"ghost_batch_size": 32}, ranges={"ghost_batch_size": (1, 65536)}, needs_structure="batchnorm"
+    ),
+    "layer_freezing": AlgoSpec(
+        "LayerFreezing", {"freeze_start": 0.5, "freeze_level": 1.0}, ranges={"freeze_start": _P01, "freeze_level": _P01}
+    ),
+    "gradient_clipping": AlgoSpec(
+        "GradientClipping",
+        {"clipping_type": "norm", "clipping_threshold": 1.0},
+        ranges={"clipping_threshold": (0.0, 1e6)},
+        choices={"clipping_type": ("norm", "value", "adaptive")},
+    ),
+    "weight_standardization": AlgoSpec(
+        "WeightStandardization", {"n_last_layers_ignore": 0}, ranges={"n_last_layers_ignore": (0, 100)}
+    ),
 }
 
 # The per-batch events each algorithm's ``match`` can accept (Composer's Event values; kept as
@@ -177,8 +241,11 @@ def check_algorithms(algos: dict) -> None:
         if params is True:
             params = algos[name] = {}
         if not isinstance(params, dict):
-            raise ConfigError(where, "must be a mapping of parameters ({} or true: on with defaults; null or "
-                                     f"false: off); got {quote(params)}")
+            raise ConfigError(
+                where,
+                "must be a mapping of parameters ({} or true: on with defaults; null or "
+                f"false: off); got {quote(params)}",
+            )
         for key, value in params.items():
             check_param(ALGORITHMS[name], where, key, value)
 

@@ -25,8 +25,20 @@ GRANULARITIES = ("layerwise", "entire-model")
 SPARSIFIERS = ("topk", "randomk", "threshold")
 QUANTIZERS = ("terngrad", "qsgd")
 QUANTIZE = ("none", "int8")
-SELECTIONS = ("full", "random", "random-online", "glister", "glister-pb", "glister-pc", "craig", "craig-pb",
-              "craig-pc", "gradmatch", "gradmatch-pb", "gradmatch-pc")
+SELECTIONS = (
+    "full",
+    "random",
+    "random-online",
+    "glister",
+    "glister-pb",
+    "glister-pc",
+    "craig",
+    "craig-pb",
+    "craig-pc",
+    "gradmatch",
+    "gradmatch-pb",
+    "gradmatch-pc",
+)
 # CORDS strategies that return per-sample weights (the loss uses them).
 WEIGHTED_SELECTIONS = tuple(s for s in SELECTIONS if s.startswith(("craig", "gradmatch")))
 # Strategies that look at the model (their first subset is random unless kappa > 0, as in CORDS).

@@ -64,20 +64,36 @@ class ConfigError(ValueError):
 SEED_MAX = 2**32 - 1
 
 
-def spec(default: Any = dataclasses.MISSING, *, choices: Collection[str] | None = None, low: float | None = None,
-         high: float | None = None, low_open: bool = False, high_open: bool = False,
-         factory: Callable[[], Any] | None = None, check: Callable[[Any], str | None] | None = None,
-         help: str = "") -> Any:
+def spec(
+    default: Any = dataclasses.MISSING,
+    *,
+    choices: Collection[str] | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    factory: Callable[[], Any] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+    help: str = "",
+) -> Any:
     """A dataclass field with its allowed values attached. ``check(value)``: why a value of the
     right type is not allowed (None: it is), for what choices and bounds cannot say."""
-    meta = {"choices": choices, "low": low, "high": high, "low_open": low_open,
-            "high_open": high_open, "check": check, "help": help}
+    meta = {
+        "choices": choices,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+        "check": check,
+        "help": help,
+    }
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
 
 
 # -- dotted paths into raw config dicts ------------------------------------------
+
 
 def get_path(cfg: dict, path: str, default: Any = None) -> Any:
     """``cfg["a"]["b"]`` for ``"a.b"`` (``default`` where a part is missing)."""
@@ -129,6 +145,7 @@ def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
 
 # -- checking -----------------------------------------------------------------
 
+
 def type_name(tp: object) -> str:
     return getattr(tp, "__name__", str(tp)).replace("NoneType", "null")
 
@@ -139,14 +156,14 @@ def build(cls: type[D], data: Any, prefix: str = "") -> D:
     ``prefix`` is the dotted place of ``data`` in its file (``"pruner."``), so errors
     name the full field."""
     if not isinstance(data, dict):
-        raise ConfigError(prefix.rstrip(".") or "<root>",
-                          f"expected a mapping, got {type(data).__name__} {quote(data)}")
+        raise ConfigError(
+            prefix.rstrip(".") or "<root>", f"expected a mapping, got {type(data).__name__} {quote(data)}"
+        )
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ConfigError(prefix + str(unknown[0]),
-                          f"unknown key; allowed keys here: {', '.join(fields)}")
+        raise ConfigError(prefix + str(unknown[0]), f"unknown key; allowed keys here: {', '.join(fields)}")
     kwargs = {}
     for name, f in fields.items():
         if name not in data:
@@ -285,14 +302,17 @@ class Loader(yaml.SafeLoader):
     def _check_depth(self, opening: int) -> None:
         """The levels open (``indents`` holds one per block level) and the one ``opening``."""
         if len(self.indents) + self.flow_level + opening > DEPTH_LIMIT:
-            raise ConfigError("", f"values nested more than {DEPTH_LIMIT} levels deep (line {self.line + 1}); "
-                                  "no config needs that many")
+            raise ConfigError(
+                "",
+                f"values nested more than {DEPTH_LIMIT} levels deep (line {self.line + 1}); no config needs that many",
+            )
 
 
 Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"))
+    list("-+.0123456789"),
+)
 
 MERGE = "tag:yaml.org,2002:merge"
 
@@ -319,8 +339,11 @@ def check_aliases(root: yaml.Node) -> None:
         if key in sizes:
             return sizes[key]
         if key in pending:  # `&a [*a]`: a value that contains itself never ends
-            raise ConfigError("", f"an alias inside its own anchor (line {node.start_mark.line + 1}) "
-                                  "stands for a value that contains itself; write the value out")
+            raise ConfigError(
+                "",
+                f"an alias inside its own anchor (line {node.start_mark.line + 1}) "
+                "stands for a value that contains itself; write the value out",
+            )
         pending.add(key)
         distinct.add(key)
         total = 1 + sum(size(child) for child in children(node))
@@ -330,8 +353,11 @@ def check_aliases(root: yaml.Node) -> None:
 
     added = size(root) - len(distinct)
     if added > ALIAS_LIMIT:
-        raise ConfigError("", f"its YAML aliases expand to {added:,} more values (at most {ALIAS_LIMIT:,}): "
-                              "an alias bomb, or anchors reused far more than a config needs")
+        raise ConfigError(
+            "",
+            f"its YAML aliases expand to {added:,} more values (at most {ALIAS_LIMIT:,}): "
+            "an alias bomb, or anchors reused far more than a config needs",
+        )
 
 
 def check_duplicates(root: yaml.Node, prefix: str = "") -> None:
@@ -357,8 +383,10 @@ def check_duplicates(root: yaml.Node, prefix: str = "") -> None:
             name = f"{where}.{key}" if where else str(key)
             line = key_node.start_mark.line + 1
             if key is not None and key in lines:
-                raise ConfigError(name, f"given twice (line {lines[key]} and line {line}); YAML would keep "
-                                        "only the last: give it once")
+                raise ConfigError(
+                    name,
+                    f"given twice (line {lines[key]} and line {line}); YAML would keep only the last: give it once",
+                )
             if key is not None:
                 lines[key] = line
             walk(value_node, name)
@@ -371,8 +399,9 @@ def load_yaml(text: str) -> Any:
     try:
         return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
     except RecursionError:  # deeper than Python recurses, through aliases (the Loader's depth check counts none)
-        raise ConfigError("", "values nested too deeply to read (past Python's recursion limit); no config needs "
-                              "that many") from None
+        raise ConfigError(
+            "", "values nested too deeply to read (past Python's recursion limit); no config needs that many"
+        ) from None
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:
@@ -397,8 +426,12 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise ConfigError("", f"not UTF-8 text: byte 0x{data[e.start]:02x} on line {line} (offset {e.start}) "
-                              "cannot be decoded; save it as UTF-8 (a YAML file is UTF-8)", str(path)) from None
+        raise ConfigError(
+            "",
+            f"not UTF-8 text: byte 0x{data[e.start]:02x} on line {line} (offset {e.start}) "
+            "cannot be decoded; save it as UTF-8 (a YAML file is UTF-8)",
+            str(path),
+        ) from None
 
 
 # What `read_yaml` says about an empty file, by what the file should be.
@@ -436,8 +469,9 @@ def apply_override(data: dict, item: str) -> str:
     key, raw = item.split("=", 1)
     key = key.strip()
     if not SET_KEY.match(key):
-        raise ConfigError("--set", f"expected KEY=VALUE with a dotted field name as KEY (e.g. optimizer.lr=0.1); "
-                                   f"got {quote(item)}")
+        raise ConfigError(
+            "--set", f"expected KEY=VALUE with a dotted field name as KEY (e.g. optimizer.lr=0.1); got {quote(item)}"
+        )
     try:
         value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
@@ -452,5 +486,6 @@ def overridden(error: ConfigError, keys: list[str]) -> bool:
     """Whether ``error`` is about a field one of the ``--set`` keys gave (or a field inside it, or
     the mapping that holds it): its message then names --set, not the file."""
     name = error.field
-    return bool(name) and any(name == k or name.startswith(k + ".") or name.startswith(k + "[")
-                              or k.startswith(name + ".") for k in keys)
+    return bool(name) and any(
+        name == k or name.startswith(k + ".") or name.startswith(k + "[") or k.startswith(name + ".") for k in keys
+    )

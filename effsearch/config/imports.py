@@ -19,8 +19,10 @@ from typing import Any
 from effsearch.config.fields import ConfigError
 
 PLUGINS_ENV = "EFFSEARCH_PLUGINS"
-MODULE_HINT = ("it must be importable from the current folder or the Python path (a package installed in this "
-               "environment, or PYTHONPATH)")
+MODULE_HINT = (
+    "it must be importable from the current folder or the Python path (a package installed in this "
+    "environment, or PYTHONPATH)"
+)
 
 
 def add_search_path(folder: str | os.PathLike | None = None) -> None:

@@ -18,9 +18,11 @@ from effsearch.config.fields import ConfigError
 if TYPE_CHECKING:
     from effsearch.config.schema import TrainConfig
 
-INSTALL_HINT = ("install the system libraries and the extra: `sudo apt-get install -y pkg-config "
-                "libopencv-dev libturbojpeg0-dev && uv sync --extra ffcv` (then `uv run --extra ffcv ...`), "
-                "or use loader: torch")
+INSTALL_HINT = (
+    "install the system libraries and the extra: `sudo apt-get install -y pkg-config "
+    "libopencv-dev libturbojpeg0-dev && uv sync --extra ffcv` (then `uv run --extra ffcv ...`), "
+    "or use loader: torch"
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,11 @@ class Machine:
         return ("fp32", "amp_fp16", "amp_bf16") if self.bf16 else ("fp32", "amp_fp16")
 
     def describe(self) -> str:
-        extras = [name for name in ("bf16", "ffcv", "compile", "selection") if getattr(self, name)
-                  and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))]
+        extras = [
+            name
+            for name in ("bf16", "ffcv", "compile", "selection")
+            if getattr(self, name) and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))
+        ]
         return f"{self.device}" + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -90,7 +95,8 @@ def detect(device: str = "auto") -> Machine:
 
     cuda = torch.cuda.is_available() and device != "cpu"
     return Machine(
-        cores=cpu_cores(), gpus=torch.cuda.device_count() if cuda else 0,
+        cores=cpu_cores(),
+        gpus=torch.cuda.device_count() if cuda else 0,
         device="cuda" if cuda else "cpu",
         bf16=bool(cuda and torch.cuda.is_bf16_supported()),
         ffcv=None,  # checked on demand
@@ -114,6 +120,7 @@ def under_torchrun() -> bool:
 
 # -- the rules that need the machine ----------------------------------------------
 
+
 def resolve_device(cfg: TrainConfig) -> str:
     """The device ``cfg`` runs on here ("cpu" or "cuda"); refuses what this machine cannot do."""
     import torch
@@ -135,8 +142,9 @@ def require_ffcv() -> None:
     """Raise ConfigError (with the install line) unless ffcv and its compiled parts import here."""
     e = _ffcv_import_error()
     if e is not None:
-        raise ConfigError("loader", f"is 'ffcv' but ffcv cannot be imported here ({type(e).__name__}: {e}); "
-                          + INSTALL_HINT)
+        raise ConfigError(
+            "loader", f"is 'ffcv' but ffcv cannot be imported here ({type(e).__name__}: {e}); " + INSTALL_HINT
+        )
 
 
 def check_processes(cfg: TrainConfig, device: str) -> None:
@@ -145,8 +153,11 @@ def check_processes(cfg: TrainConfig, device: str) -> None:
     if under_torchrun():
         world = int(os.environ["WORLD_SIZE"])
         if d.processes not in (1, world):
-            raise ConfigError("distributed.processes", f"is {d.processes} but torchrun started WORLD_SIZE={world} "
-                                                       "processes; set it to 1 (take torchrun's) or to the same")
+            raise ConfigError(
+                "distributed.processes",
+                f"is {d.processes} but torchrun started WORLD_SIZE={world} "
+                "processes; set it to 1 (take torchrun's) or to the same",
+            )
         return
     n = d.processes
     if n == 1:
@@ -156,13 +167,17 @@ def check_processes(cfg: TrainConfig, device: str) -> None:
 
         gpus = torch.cuda.device_count()
         if n > gpus:
-            raise ConfigError("distributed.processes", f"must be at most {gpus} here (one process per GPU; this "
-                                                       f"machine has {gpus}); got {n}")
+            raise ConfigError(
+                "distributed.processes",
+                f"must be at most {gpus} here (one process per GPU; this machine has {gpus}); got {n}",
+            )
     else:
         cores = cpu_cores()
         if n > cores:
-            raise ConfigError("distributed.processes", f"must be at most {cores} here (one process per CPU core; "
-                                                       f"this machine has {cores}); got {n}")
+            raise ConfigError(
+                "distributed.processes",
+                f"must be at most {cores} here (one process per CPU core; this machine has {cores}); got {n}",
+            )
     if backend(cfg, device) == "nccl" and device != "cuda":
         raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
 

@@ -24,6 +24,7 @@ class NoOptions:
 
 # -- samplers (Optuna's; effsearch.search.samplers) ----------------------------------------
 
+
 @dataclass
 class TPEOptions:
     # 5, not Optuna's 10: in the search-efficiency replay (40 seeds, docs/benchmarks.md) TPE reached
@@ -38,9 +39,13 @@ class TPEOptions:
 @dataclass
 class NSGAOptions:
     population_size: int = spec(50, low=2, help="trials a generation")
-    mutation_prob: float | None = spec(None, low=0.0, high=1.0, help="per parameter (null: 1 / the number of parameters)")
+    mutation_prob: float | None = spec(
+        None, low=0.0, high=1.0, help="per parameter (null: 1 / the number of parameters)"
+    )
     crossover_prob: float = spec(0.9, low=0.0, high=1.0, help="chance a child is a crossover of two parents")
-    swapping_prob: float = spec(0.5, low=0.0, high=1.0, help="uniform crossover: chance a parameter comes from the other parent")
+    swapping_prob: float = spec(
+        0.5, low=0.0, high=1.0, help="uniform crossover: chance a parameter comes from the other parent"
+    )
 
 
 @dataclass
@@ -48,11 +53,17 @@ class GPOptions:
     n_startup_trials: int = spec(10, low=0, help="random trials before the Gaussian process models the history")
 
 
-SAMPLERS: dict[str, type] = {"tpe": TPEOptions, "nsga2": NSGAOptions, "nsga3": NSGAOptions, "gp": GPOptions,
-                             "random": NoOptions}
+SAMPLERS: dict[str, type] = {
+    "tpe": TPEOptions,
+    "nsga2": NSGAOptions,
+    "nsga3": NSGAOptions,
+    "gp": GPOptions,
+    "random": NoOptions,
+}
 
 
 # -- pruners -----------------------------------------------------------------------------------
+
 
 @dataclass
 class MOASHAOptions:
@@ -60,28 +71,42 @@ class MOASHAOptions:
     # 1/3 among the survivors stopped more of the recipes that make the front than it let finish
     # (search-efficiency replay, 40 seeds: median compute to the level 82 s against 116 s, mean 100
     # against 160, 90th percentile 185 against 360; docs/benchmarks.md).
-    eta: float = spec(9.0, low=1.0, low_open=True,
-                      help="keep the best 1/eta at each rung; rungs at min_fraction * eta**k")
-    min_fraction: float = spec(1 / 9, low=0, high=1, low_open=True, high_open=True,
-                               help="the first rung, as a fraction of the epoch budget")
+    eta: float = spec(
+        9.0, low=1.0, low_open=True, help="keep the best 1/eta at each rung; rungs at min_fraction * eta**k"
+    )
+    min_fraction: float = spec(
+        1 / 9, low=0, high=1, low_open=True, high_open=True, help="the first rung, as a fraction of the epoch budget"
+    )
     # 2, not 4: every study records the baseline at the rungs, and a trial it beats there need not
     # wait for two more peers (search-efficiency replay, 40 seeds: compute to the level 0.45/0.54x
     # against 0.53/0.59x of TPE at full fidelity, docs/benchmarks.md).
     min_trials: int = spec(2, low=1, help="trials seen at a rung (the baseline counts) before it prunes")
-    rank: str = spec("predicted", choices=["predicted", "spent"],
-                     help="time objective at a budget rung: time to target predicted from the curve so far "
-                          "(ties by accuracy), or the seconds spent so far (ties by crowding)")
+    rank: str = spec(
+        "predicted",
+        choices=["predicted", "spent"],
+        help="time objective at a budget rung: time to target predicted from the curve so far "
+        "(ties by accuracy), or the seconds spent so far (ties by crowding)",
+    )
     # "budget", not "time": ranked on accuracy at one early second, the time rung keeps the trials
     # that learn fastest at first and prunes the accurate end of the front. On the Fashion-MNIST
     # study (docs/results.md, earlier studies) it found nothing and 2.75x within a point of the
     # baseline's accuracy, where the budget rung found 3.83x on the same product (3.2x and 4.1x
     # before); on the digits replay it saved 4-6% of median compute, inside seed noise.
-    clock: str = spec("budget", choices=["time", "budget"],
-                      help="time: one rung at time_fraction x the baseline's time to target (train "
-                           "seconds), ranked on accuracy there; budget: rungs at min_fraction * eta**k "
-                           "of each trial's epochs (also used until the baseline has a time to target)")
-    time_fraction: float = spec(0.15, low=0, high=1, low_open=True, high_open=True,
-                                help="clock time: the rung, as a share of the baseline's time to target")
+    clock: str = spec(
+        "budget",
+        choices=["time", "budget"],
+        help="time: one rung at time_fraction x the baseline's time to target (train "
+        "seconds), ranked on accuracy there; budget: rungs at min_fraction * eta**k "
+        "of each trial's epochs (also used until the baseline has a time to target)",
+    )
+    time_fraction: float = spec(
+        0.15,
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+        help="clock time: the rung, as a share of the baseline's time to target",
+    )
 
 
 PRUNERS: dict[str, type] = {"none": NoOptions, "moasha": MOASHAOptions}
@@ -89,16 +114,23 @@ PRUNERS: dict[str, type] = {"none": NoOptions, "moasha": MOASHAOptions}
 
 # -- the tuning phase (effsearch.search.phases) ------------------------------------------------
 
+
 @dataclass
 class SubsetTuning:
     # Phase 1 runs the study's n_trials; phase 2 runs the baseline plus top_k * seeds.
     data_fraction: float = spec(0.2, low=0, high=1, low_open=True, help="share of the training data in phase 1")
     epochs_fraction: float = spec(1.0, low=0, high=1, low_open=True, help="share of the epochs in phase 1")
-    val_subset: float = spec(1.0, low=0, high=1, low_open=True,
-                             help="share of the validation split evaluated in phase 1 (its evaluations cost "
-                                  "as much as its training when the split is large and the training subset small)")
-    target_accuracy: float | None = spec(None, low=0, high=1, low_open=True,
-                                         help="phase 1's target (default: the base config's)")
+    val_subset: float = spec(
+        1.0,
+        low=0,
+        high=1,
+        low_open=True,
+        help="share of the validation split evaluated in phase 1 (its evaluations cost "
+        "as much as its training when the split is large and the training subset small)",
+    )
+    target_accuracy: float | None = spec(
+        None, low=0, high=1, low_open=True, help="phase 1's target (default: the base config's)"
+    )
     top_k: int = spec(5, low=1, help="phase-1 configurations confirmed on the full data")
     # 2, not 1: one seed's time to target is a draw. A K-FAC pick of a Fashion-MNIST study reached the
     # target at 15.4 s with one seed and 7.0 s with the other (1.5x or 3.3x the baseline); phase 2
@@ -111,11 +143,13 @@ TUNING: dict[str, type] = {"none": NoOptions, "subset": SubsetTuning}
 
 # -- the study's own ----------------------------------------------------------------------------
 
+
 @dataclass
 class Heartbeat:
     interval: int = spec(30, low=1, help="seconds between a worker's heartbeats")
-    grace_period: int | None = spec(None, low=1, help="seconds without one before a trial is lost "
-                                                      "(default 3 x interval; at least interval)")
+    grace_period: int | None = spec(
+        None, low=1, help="seconds without one before a trial is lost (default 3 x interval; at least interval)"
+    )
     max_retry: int = spec(3, low=0, help="times a lost trial is queued again")
 
 
@@ -123,21 +157,30 @@ class Heartbeat:
 class StudyNumbers:
     n_trials: int | None = spec(20, low=1, help="the study's total, across reruns and workers")
     timeout: float | None = spec(None, low=0, low_open=True, help="seconds per `effsearch run`")
-    budget: float | None = spec(None, low=0, low_open=True,
-                                help="compute seconds for the whole study: the summed wall seconds of its trials")
+    budget: float | None = spec(
+        None, low=0, low_open=True, help="compute seconds for the whole study: the summed wall seconds of its trials"
+    )
     seed: int = spec(0, low=0, high=SEED_MAX, help="the samplers' seed (each trial's is derived from it)")
     workers: int = spec(1, low=1, help="worker processes on this machine (at most one per CPU core: studyfile)")
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
-    dedupe: bool = spec(True, help="answer a config a complete trial already trained from storage "
-                                   "(false: train it again, e.g. to measure seed noise)")
+    dedupe: bool = spec(
+        True,
+        help="answer a config a complete trial already trained from storage "
+        "(false: train it again, e.g. to measure seed noise)",
+    )
     # 4: beyond what a user of a time-to-target search would pick, and rare where trials behave (3 of
     # 546 random quickstart configurations trained 3x the baseline's time to target); on a GPU one
     # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruner.SlowStop).
-    max_slowdown: float | None = spec(4.0, low=1, help="stop a trial still short of the target once it has trained "
-                                                       "this many times the baseline's time to target (null: never)")
+    max_slowdown: float | None = spec(
+        4.0,
+        low=1,
+        help="stop a trial still short of the target once it has trained "
+        "this many times the baseline's time to target (null: never)",
+    )
 
 
 # -- checking -------------------------------------------------------------------------------------
+
 
 def check_value(cls: type[Any], name: str, value: Any, where: str) -> Any:
     """``value`` checked (and coerced) as field ``name`` of the option dataclass ``cls``."""
@@ -153,8 +196,10 @@ def check_options(cls: type[Any], data: dict, prefix: str, owner: str = "") -> d
     for key, value in data.items():
         if key not in names:
             allowed = ", ".join(names) or "none"
-            raise ConfigError(f"{prefix}.{key}", f"not an option of {owner}; allowed: {allowed}" if owner
-                              else f"unknown key; allowed: {allowed}")
+            raise ConfigError(
+                f"{prefix}.{key}",
+                f"not an option of {owner}; allowed: {allowed}" if owner else f"unknown key; allowed: {allowed}",
+            )
         out[key] = check_value(cls, key, value, f"{prefix}.{key}")
     return out
 
@@ -172,8 +217,10 @@ def check_named(value: Any, field_name: str, table: dict[str, type]) -> dict:
         raise ConfigError(field_name, f"must be one of {', '.join(table)} or a mapping with `name`; got {quote(value)}")
     name = value["name"]
     if name not in table:
-        raise ConfigError(f"{field_name}.name" if len(value) > 1 else field_name,
-                          f"unknown {field_name} {quote(name)}; allowed: {', '.join(table)}")
+        raise ConfigError(
+            f"{field_name}.name" if len(value) > 1 else field_name,
+            f"unknown {field_name} {quote(name)}; allowed: {', '.join(table)}",
+        )
     options = check_options(table[name], {k: v for k, v in value.items() if k != "name"}, field_name, name)
     return {"name": name, **options}
 
@@ -188,6 +235,8 @@ def check_heartbeat(value: Any, field_name: str = "heartbeat") -> dict:
     if out.get("grace_period") is None:
         out["grace_period"] = 3 * out["interval"]
     if out["grace_period"] < out["interval"]:
-        raise ConfigError(f"{field_name}.grace_period", f"must be >= {out['interval']:g} (heartbeat.interval); "
-                                                        f"got {quote(out['grace_period'])}")
+        raise ConfigError(
+            f"{field_name}.grace_period",
+            f"must be >= {out['interval']:g} (heartbeat.interval); got {quote(out['grace_period'])}",
+        )
     return {"interval": out["interval"], "grace_period": out["grace_period"], "max_retry": out["max_retry"]}

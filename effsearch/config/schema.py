@@ -35,87 +35,117 @@ from effsearch.config.choices import (
     SELECTIONS,
     SPARSITY_SCHEDULES,
 )
-from effsearch.config.fields import (
-    SEED_MAX,
-    ConfigError,
-    apply_override,
-    build,
-    overridden,
-    read_yaml,
-    set_path,
-    spec,
-)
+from effsearch.config.fields import SEED_MAX, ConfigError, apply_override, build, overridden, read_yaml, set_path, spec
 from effsearch.config.sources import check_dataset_name, check_model_name
 
 
 @dataclass
 class DatasetConfig:
-    name: str = spec("digits", check=check_dataset_name,
-                     help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
-                          "or an import path package.module:callable returning x_train, y_train, x_test, y_test "
-                          "(runs that code)")
-    path: str | None = spec(None, help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
-                                       "npz: a .npz file; hf: a folder written by datasets' save_to_disk")
-    test_fraction: float = spec(0.2, low=0.0, high=0.5, low_open=True,
-                                help="held-out test share carved (stratified) from a source with no test split "
-                                     "(an imagefolder without test/)")
+    name: str = spec(
+        "digits",
+        check=check_dataset_name,
+        help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
+        "or an import path package.module:callable returning x_train, y_train, x_test, y_test "
+        "(runs that code)",
+    )
+    path: str | None = spec(
+        None,
+        help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
+        "npz: a .npz file; hf: a folder written by datasets' save_to_disk",
+    )
+    test_fraction: float = spec(
+        0.2,
+        low=0.0,
+        high=0.5,
+        low_open=True,
+        help="held-out test share carved (stratified) from a source with no test split (an imagefolder without test/)",
+    )
     image_column: str = spec("image", help="hf: the column of images")
     label_column: str = spec("label", help="hf: the column of class labels")
-    data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True,
-                                help="stratified share of the training set used")
-    val_fraction: float = spec(0.1, low=0.0, high=0.5, low_open=True,
-                               help="held-out validation share carved from the training set")
-    val_subset: float = spec(1.0, low=0.0, high=1.0, low_open=True,
-                             help="stratified share of the validation split evaluated (cheaper, noisier "
-                                  "evaluations; the tuning phase's val_subset sets it)")
+    data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="stratified share of the training set used")
+    val_fraction: float = spec(
+        0.1, low=0.0, high=0.5, low_open=True, help="held-out validation share carved from the training set"
+    )
+    val_subset: float = spec(
+        1.0,
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        help="stratified share of the validation split evaluated (cheaper, noisier "
+        "evaluations; the tuning phase's val_subset sets it)",
+    )
     # The splits draw with split_seed + 1..3 too (a subset of the data, of validation; a test split).
     split_seed: int = spec(0, low=0, high=SEED_MAX - 3, help="seed of the train/validation/test split")
-    image_size: int | None = spec(None, low=8, high=512,
-                                  help="resize images to this side (digits defaults to 32; an imagefolder whose "
-                                       "images differ in size needs it)")
+    image_size: int | None = spec(
+        None,
+        low=8,
+        high=512,
+        help="resize images to this side (digits defaults to 32; an imagefolder whose images differ in size needs it)",
+    )
     flip: bool | None = spec(None, help="random horizontal flips (default: on for CIFAR only)")
     crop_padding: int = spec(2, low=0, high=16, help="random pad-and-crop; 0 switches it off")
-    synthetic_size: int = spec(512, low=16, high=1_000_000,
-                               help="number of images of the synthetic dataset")
+    synthetic_size: int = spec(512, low=16, high=1_000_000, help="number of images of the synthetic dataset")
 
 
 @dataclass
 class ModelConfig:
-    name: str = spec("tiny-cnn", check=check_model_name,
-                     help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); or an "
-                          "import path package.module:callable, called as callable(num_classes=..., "
-                          "in_channels=..., **model.kwargs) and returning an nn.Module (runs that code)")
-    width: int = spec(0, low=0, high=1024, help="channels of the first layer (0: the model's default, "
-                                                 "MODEL_WIDTHS); built-in models, or a factory that takes width")
+    name: str = spec(
+        "tiny-cnn",
+        check=check_model_name,
+        help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); or an "
+        "import path package.module:callable, called as callable(num_classes=..., "
+        "in_channels=..., **model.kwargs) and returning an nn.Module (runs that code)",
+    )
+    width: int = spec(
+        0,
+        low=0,
+        high=1024,
+        help="channels of the first layer (0: the model's default, "
+        "MODEL_WIDTHS); built-in models, or a factory that takes width",
+    )
     kwargs: dict = spec(factory=dict, help="keyword arguments passed to the model's builder")
 
 
 @dataclass
 class OptimizerConfig:
-    name: str = spec("sgd", choices=OPTIMIZERS, help="sgdw: Composer's decoupled weight decay; kfac-sgd: "
-                                                          "SGD preconditioned by K-FAC (conv and linear layers)")
+    name: str = spec(
+        "sgd",
+        choices=OPTIMIZERS,
+        help="sgdw: Composer's decoupled weight decay; kfac-sgd: SGD preconditioned by K-FAC (conv and linear layers)",
+    )
     lr: float = spec(0.05, low=0.0, high=10.0, low_open=True, help="peak learning rate")
     weight_decay: float = spec(5e-4, low=0.0, high=1.0, help="L2 penalty (adamw, sgdw: decoupled)")
     momentum: float = spec(0.9, low=0.0, high=1.0, high_open=True, help="SGD momentum; adamw: beta1")
     nesterov: bool = spec(True, help="Nesterov momentum (SGD, when momentum > 0)")
     beta2: float = spec(0.999, low=0.0, high=1.0, low_open=True, high_open=True, help="adamw: beta2")
-    scale_lr_with_batch: bool = spec(False, help="multiply lr by the effective batch / 128 (effective batch: "
-                                                 "batch_size x accumulate x distributed.processes)")
-    fused: bool | None = spec(None, help="one fused kernel per optimizer step (null: fused on CUDA, torch's "
-                                         "default on CPU); sgd, adamw, kfac-sgd")
-    kfac_damping: float = spec(1e-3, low=0.0, high=10.0, low_open=True,
-                               help="kfac-sgd: Tikhonov damping added to the Kronecker-factored Fisher")
-    kfac_update_every: int = spec(10, low=1, high=100_000,
-                                  help="kfac-sgd: steps between Kronecker-factor (and inverse) updates")
+    scale_lr_with_batch: bool = spec(
+        False,
+        help="multiply lr by the effective batch / 128 (effective batch: "
+        "batch_size x accumulate x distributed.processes)",
+    )
+    fused: bool | None = spec(
+        None,
+        help="one fused kernel per optimizer step (null: fused on CUDA, torch's default on CPU); sgd, adamw, kfac-sgd",
+    )
+    kfac_damping: float = spec(
+        1e-3,
+        low=0.0,
+        high=10.0,
+        low_open=True,
+        help="kfac-sgd: Tikhonov damping added to the Kronecker-factored Fisher",
+    )
+    kfac_update_every: int = spec(
+        10, low=1, high=100_000, help="kfac-sgd: steps between Kronecker-factor (and inverse) updates"
+    )
 
 
 @dataclass
 class ScheduleConfig:
-    name: str = spec("cosine", choices=SCHEDULES, help="learning-rate schedule over the whole budget, "
-                                                      "after the warm-up")
+    name: str = spec(
+        "cosine", choices=SCHEDULES, help="learning-rate schedule over the whole budget, after the warm-up"
+    )
     warmup_fraction: float = spec(0.0, low=0.0, high=0.5, help="share of training spent warming up")
-    milestones: list = spec(factory=lambda: [0.5, 0.75],
-                            help="multistep: fractions of training where lr drops")
+    milestones: list = spec(factory=lambda: [0.5, 0.75], help="multistep: fractions of training where lr drops")
     gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True, help="multistep: lr factor at each milestone")
     final_lr_fraction: float = spec(0.0, low=0.0, high=1.0, help="lr at the end / peak lr")
 
@@ -123,8 +153,11 @@ class ScheduleConfig:
 @dataclass
 class SparsityConfig:
     target: float = spec(0.0, low=0.0, high=0.99, help="share of conv/linear weights set to zero")
-    schedule: str = spec("polynomial", choices=SPARSITY_SCHEDULES,
-                         help="how the zeroed share grows from start to end (gradual magnitude pruning)")
+    schedule: str = spec(
+        "polynomial",
+        choices=SPARSITY_SCHEDULES,
+        help="how the zeroed share grows from start to end (gradual magnitude pruning)",
+    )
     start: float = spec(0.1, low=0.0, high=1.0, high_open=True, help="fraction of training")
     end: float = spec(0.75, low=0.0, high=1.0, low_open=True, help="fraction of training")
     update_every: int = spec(20, low=1, high=100_000, help="steps between mask updates")
@@ -132,33 +165,47 @@ class SparsityConfig:
 
 @dataclass
 class SelectionConfig:
-    strategy: str = spec("full", choices=SELECTIONS,
-                         help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)")
+    strategy: str = spec(
+        "full",
+        choices=SELECTIONS,
+        help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)",
+    )
     fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="subset size / training set size")
-    select_every: int | None = spec(None, low=1, high=10_000,
-                                    help="epochs between selections (null: 5, held below the epochs so that "
-                                         "a strategy that looks at the model selects at least once)")
-    kappa: float = spec(0.0, low=0.0, high=1.0, high_open=True,
-                        help="share of the budget trained on full data before selection starts (CORDS)")
+    select_every: int | None = spec(
+        None,
+        low=1,
+        high=10_000,
+        help="epochs between selections (null: 5, held below the epochs so that "
+        "a strategy that looks at the model selects at least once)",
+    )
+    kappa: float = spec(
+        0.0,
+        low=0.0,
+        high=1.0,
+        high_open=True,
+        help="share of the budget trained on full data before selection starts (CORDS)",
+    )
     eta: float = spec(0.03, low=0.0, high=10.0, low_open=True, help="GLISTER one-step learning rate")
     lam: float = spec(0.5, low=0.0, high=100.0, help="GradMatch OMP regularisation (lambda)")
-    greedy: str = spec("auto", choices=("auto", "naive", "stochastic", "lazy"),
-                       help="GLISTER: naive or stochastic (auto: stochastic where it fits the data); "
-                            "CRAIG: lazy (auto), naive or stochastic")
+    greedy: str = spec(
+        "auto",
+        choices=("auto", "naive", "stochastic", "lazy"),
+        help="GLISTER: naive or stochastic (auto: stochastic where it fits the data); "
+        "CRAIG: lazy (auto), naive or stochastic",
+    )
     omp_eps: float = spec(1e-100, low=0.0, high=1.0, help="GradMatch OMP tolerance")
 
 
 @dataclass
 class CompressionConfig:
     method: str = spec("none", choices=COMPRESSIONS, help="gradient compression as a DDP communication hook")
-    ratio: float = spec(0.01, low=0.0, high=1.0, low_open=True,
-                        help="topk, randomk: share of gradient entries sent")
-    threshold: float = spec(1e-3, low=0.0, high=1e6, low_open=True,
-                            help="threshold: entries with |g| >= this are sent")
+    ratio: float = spec(0.01, low=0.0, high=1.0, low_open=True, help="topk, randomk: share of gradient entries sent")
+    threshold: float = spec(1e-3, low=0.0, high=1e6, low_open=True, help="threshold: entries with |g| >= this are sent")
     qstates: int = spec(255, low=1, high=32_767, help="qsgd: quantization levels s (sends log2(2s+1) bits an entry)")
     rank: int = spec(2, low=1, high=1024, help="powersgd: matrix approximation rank")
-    granularity: str = spec("layerwise", choices=GRANULARITIES,
-                            help="compress each layer's gradient, or all of them as one vector")
+    granularity: str = spec(
+        "layerwise", choices=GRANULARITIES, help="compress each layer's gradient, or all of them as one vector"
+    )
     error_feedback: bool = spec(False, help="keep what compression dropped and add it to the next gradient")
 
 
@@ -178,31 +225,43 @@ class TrainConfig:
     accumulate: int = spec(1, low=1, high=1024, help="micro-batches per optimizer step (gradient accumulation)")
     optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
     schedule: ScheduleConfig = spec(factory=ScheduleConfig)
-    algorithms: dict = spec(factory=dict, help="Composer algorithm name -> its parameters ({} or true: on with "
-                                               "defaults; null or false: off, e.g. to drop one a base file has)")
+    algorithms: dict = spec(
+        factory=dict,
+        help="Composer algorithm name -> its parameters ({} or true: on with "
+        "defaults; null or false: off, e.g. to drop one a base file has)",
+    )
     sparsity: SparsityConfig = spec(factory=SparsityConfig)
     selection: SelectionConfig = spec(factory=SelectionConfig)
-    loader: str = spec("torch", choices=LOADERS, help="ffcv: FFCV's loader (extra ffcv); streams an imagefolder "
-                                                     "larger than memory")
+    loader: str = spec(
+        "torch", choices=LOADERS, help="ffcv: FFCV's loader (extra ffcv); streams an imagefolder larger than memory"
+    )
     precision: str = spec("fp32", choices=PRECISIONS, help="automatic mixed precision in fp16 or bf16 (CUDA)")
-    compile: bool = spec(False, help="torch.compile the model (compile time counts as train time; "
-                                     "also in final.compile_seconds)")
+    compile: bool = spec(
+        False, help="torch.compile the model (compile time counts as train time; also in final.compile_seconds)"
+    )
     compile_mode: str = spec("default", choices=COMPILE_MODES, help="torch.compile's mode, when compile is on")
     channels_last: bool = spec(False, help="NHWC memory layout (faster convolutions on tensor cores)")
     device: str = spec("auto", choices=DEVICES, help="auto: cuda when a GPU is visible, else cpu")
     # Off by default: on an H100 the timing costs 1-6 s for each new shape (layout, dtype, batch size)
     # and gained 0-10% a step on the tiny CNN, and a study's worker pays it only in its first
     # trial of each shape, so trials would not be timed alike (docs/benchmarks.md).
-    cudnn_benchmark: bool = spec(False, help="let cuDNN time its kernels for each new shape (CUDA only; "
-                                             "pays for itself in long runs)")
+    cudnn_benchmark: bool = spec(
+        False, help="let cuDNN time its kernels for each new shape (CUDA only; pays for itself in long runs)"
+    )
     distributed: DistributedConfig = spec(factory=DistributedConfig)
-    quantize: str = spec("none", choices=QUANTIZE, help="post-training int8 quantization of the delivered model, "
-                                                        "measured after training (quantized_bytes, accuracies)")
+    quantize: str = spec(
+        "none",
+        choices=QUANTIZE,
+        help="post-training int8 quantization of the delivered model, "
+        "measured after training (quantized_bytes, accuracies)",
+    )
     seed: int = spec(0, low=0, high=SEED_MAX, help="seed of the weights, data order and augmentation")
-    target_accuracy: float = spec(0.9, low=0.0, high=1.0, help="validation accuracy whose first crossing is the "
-                                                                   "time to target")
-    eval_every: float = spec(1.0, low=0.0, high=10_000, low_open=True,
-                             help="epochs between evaluations (fractions allowed)")
+    target_accuracy: float = spec(
+        0.9, low=0.0, high=1.0, help="validation accuracy whose first crossing is the time to target"
+    )
+    eval_every: float = spec(
+        1.0, low=0.0, high=10_000, low_open=True, help="epochs between evaluations (fractions allowed)"
+    )
 
     # -- I/O ---------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -52,20 +52,27 @@ def check_model_name(name: str) -> str | None:
         return None
     prefix, _, rest = name.partition(":")
     if prefix in MODEL_LIBRARIES:
-        return None if rest and LIBRARY_NAME.match(rest) else f"{prefix}: needs a model name after the colon " \
-                                                             f"(e.g. {prefix}:resnet18); got {name!r}"
+        return (
+            None
+            if rest and LIBRARY_NAME.match(rest)
+            else f"{prefix}: needs a model name after the colon (e.g. {prefix}:resnet18); got {name!r}"
+        )
     if IMPORT_PATH.match(name):
         return None
-    return (f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME or an import path "
-            f"package.module:callable; got {name!r}")
+    return (
+        f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME or an import path "
+        f"package.module:callable; got {name!r}"
+    )
 
 
 def check_dataset_name(name: str) -> str | None:
     """Why ``name`` cannot be a dataset name (None: it can)."""
     if name in DATASETS or name in FILE_DATASETS or IMPORT_PATH.match(name):
         return None
-    return (f"must be a built-in dataset ({', '.join(DATASETS)}), one read from dataset.path "
-            f"({', '.join(FILE_DATASETS)}) or an import path package.module:callable; got {name!r}")
+    return (
+        f"must be a built-in dataset ({', '.join(DATASETS)}), one read from dataset.path "
+        f"({', '.join(FILE_DATASETS)}) or an import path package.module:callable; got {name!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,7 @@ class ModelFacts:
 
 def key(model: dict) -> str:
     """The facts' key for a ``model`` mapping (name and kwargs: the built model's identity)."""
-    return json.dumps({"name": model.get("name"), "kwargs": model.get("kwargs") or {}}, sort_keys=True,
-                      default=str)
+    return json.dumps({"name": model.get("name"), "kwargs": model.get("kwargs") or {}}, sort_keys=True, default=str)
 
 
 _BUILTIN = {

@@ -30,6 +30,7 @@ from effsearch.config import ConfigError
 if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
 
+
 def time_to_accuracy(result: RunResult) -> float:
     """Train seconds to the target; for a miss, the train seconds it ran (marked infeasible)."""
     if result.time_to_target is not None:
@@ -87,22 +88,37 @@ class Objective:
     help: str
 
 
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("time_to_accuracy", "minimize", "s", time_to_accuracy,
-              "train seconds until validation accuracy first reaches the target, if the final model "
-              "reaches it (a miss stores its train seconds and is infeasible: never on the front)"),
-    Objective("final_accuracy", "maximize", "", final_accuracy, "validation accuracy at the end"),
-    Objective("train_time", "minimize", "s", train_time, "train seconds of the whole budget"),
-    Objective("model_size", "minimize", "B", model_size, "bytes of nonzero parameters (after sparsity)"),
-    Objective("quantized_size", "minimize", "B", quantized_size,
-              "bytes of the int8-quantized model file, gzip-compressed (needs quantize: int8)"),
-)}
+OBJECTIVES: dict[str, Objective] = {
+    o.name: o
+    for o in (
+        Objective(
+            "time_to_accuracy",
+            "minimize",
+            "s",
+            time_to_accuracy,
+            "train seconds until validation accuracy first reaches the target, if the final model "
+            "reaches it (a miss stores its train seconds and is infeasible: never on the front)",
+        ),
+        Objective("final_accuracy", "maximize", "", final_accuracy, "validation accuracy at the end"),
+        Objective("train_time", "minimize", "s", train_time, "train seconds of the whole budget"),
+        Objective("model_size", "minimize", "B", model_size, "bytes of nonzero parameters (after sparsity)"),
+        Objective(
+            "quantized_size",
+            "minimize",
+            "B",
+            quantized_size,
+            "bytes of the int8-quantized model file, gzip-compressed (needs quantize: int8)",
+        ),
+    )
+}
 # Objectives that need a field of the trial's config to hold: name -> (field, value).
 NEEDS = {"quantized_size": ("quantize", "int8")}
 
 DEFAULT = ("time_to_accuracy", "final_accuracy")
-NEVER = {"test_accuracy": "test accuracy is recorded on every trial but never optimised (that would "
-                          "select on the test set); use final_accuracy (validation)"}
+NEVER = {
+    "test_accuracy": "test accuracy is recorded on every trial but never optimised (that would "
+    "select on the test set); use final_accuracy (validation)"
+}
 
 
 def check(names: object, field: str = "objectives", source: str | None = None) -> tuple[str, ...]:
@@ -115,8 +131,7 @@ def check(names: object, field: str = "objectives", source: str | None = None) -
         if name in NEVER:
             raise ConfigError(f"{field}[{i}]", NEVER[name], source)
         if name not in OBJECTIVES:
-            raise ConfigError(f"{field}[{i}]", f"unknown objective {name!r}; allowed: {', '.join(OBJECTIVES)}",
-                              source)
+            raise ConfigError(f"{field}[{i}]", f"unknown objective {name!r}; allowed: {', '.join(OBJECTIVES)}", source)
     if len(set(names)) != len(names):
         raise ConfigError(field, f"names an objective twice: {list(names)}", source)
     return tuple(names)

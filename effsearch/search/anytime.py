@@ -37,8 +37,9 @@ def _order(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     return sorted(done, key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number))
 
 
-def _best(finished: Sequence[FrozenTrial], objectives: list[str], within: float,
-          seeds: int) -> tuple[float | None, int | None]:
+def _best(
+    finished: Sequence[FrozenTrial], objectives: list[str], within: float, seeds: int
+) -> tuple[float | None, int | None]:
     """(the best within-a-point speed-up over the baseline, its trial) among ``finished``."""
     base = queries.baseline_trial(finished)
     base_tta = queries.seconds_to_target(base)
@@ -49,8 +50,11 @@ def _best(finished: Sequence[FrozenTrial], objectives: list[str], within: float,
     for t in phases.seed_means(finished):
         if t.state != TrialState.COMPLETE or DUPLICATE_KEY in t.user_attrs:
             continue
-        if t.user_attrs.get("tune_trial") is not None and len(t.user_attrs.get("seed_trials") or [t.number]) < seeds \
-                and not t.user_attrs.get("failed_seed_trials"):
+        if (
+            t.user_attrs.get("tune_trial") is not None
+            and len(t.user_attrs.get("seed_trials") or [t.number]) < seeds
+            and not t.user_attrs.get("failed_seed_trials")
+        ):
             continue  # a pick whose other seeds are still to run
         _, acc, hit = queries.measures(t, objectives)
         sp = speedup(base_tta, queries.seconds_to_target(t))
@@ -72,24 +76,33 @@ def curve(study: Study, tune_study: Study | None = None, within: float = WITHIN)
     seeds = int((study.user_attrs.get("tuning") or {}).get("seeds") or 1)
     points, compute, phase1_end = [], 0.0, None
 
-    def add(t: FrozenTrial, phase: str | None, speedup: float | None, who: int | None,
-            tune_speedup: float | None = None) -> None:
+    def add(
+        t: FrozenTrial, phase: str | None, speedup: float | None, who: int | None, tune_speedup: float | None = None
+    ) -> None:
         nonlocal compute
         compute += t.user_attrs.get(WALL_KEY) or 0.0
-        points.append({"trial": t.number, "phase": phase, "compute": round(compute, 3),
-                       "baseline_runs": round(compute / unit, 4) if unit else None,
-                       "best_speedup": speedup, "best_trial": who, "tune_speedup": tune_speedup})
+        points.append(
+            {
+                "trial": t.number,
+                "phase": phase,
+                "compute": round(compute, 3),
+                "baseline_runs": round(compute / unit, 4) if unit else None,
+                "best_speedup": speedup,
+                "best_trial": who,
+                "tune_speedup": tune_speedup,
+            }
+        )
 
     if tune_study is not None:
         tune_trials = _order(tune_study.get_trials(deepcopy=False))
         tune_objectives = queries.objectives_of(tune_study)
         for i, t in enumerate(tune_trials):
-            sp, _ = _best(tune_trials[:i + 1], tune_objectives, within, 1)
+            sp, _ = _best(tune_trials[: i + 1], tune_objectives, within, 1)
             add(t, "tune", None, None, sp)
         phase1_end = points[-1]["baseline_runs"] if points else None
     ordered = _order(trials)
     for i, t in enumerate(ordered):
-        sp, who = _best(ordered[:i + 1], objectives, within, seeds)
+        sp, who = _best(ordered[: i + 1], objectives, within, seeds)
         add(t, "confirm" if tune_study is not None else None, sp, who)
     return {"within": within, "baseline_wall": unit, "phase1_runs": phase1_end, "points": points}
 

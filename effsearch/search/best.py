@@ -46,8 +46,10 @@ PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-withi
 # The picks that take a number: (its name, the range it must fall in, what to say when not).
 _ARG_PICKS = {
     "fastest-above": (lambda x: 0 < x <= 1, "a val accuracy in (0, 1], e.g. fastest-above:0.95"),
-    "fastest-within": (lambda x: 0 <= x < 1, "how far below the baseline's val accuracy, in [0, 1), "
-                                             "e.g. fastest-within:0.01 (1 point)"),
+    "fastest-within": (
+        lambda x: 0 <= x < 1,
+        "how far below the baseline's val accuracy, in [0, 1), e.g. fastest-within:0.01 (1 point)",
+    ),
 }
 
 
@@ -85,8 +87,11 @@ def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | Non
     """The chosen trial, or None where no trial satisfies the pick."""
     objectives = objectives_of(study)
     # A configuration phase 2 confirmed with several seeds is judged on their mean, not on its luckiest seed.
-    trials = [t for t in phases.seed_means(study.get_trials(deepcopy=False))
-              if t.state == TrialState.COMPLETE and queries.config_of(t) is not None]
+    trials = [
+        t
+        for t in phases.seed_means(study.get_trials(deepcopy=False))
+        if t.state == TrialState.COMPLETE and queries.config_of(t) is not None
+    ]
     m = {t.number: queries.measures(t, objectives) for t in trials}
     if kind == "most-accurate":
         return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
@@ -94,8 +99,11 @@ def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | Non
     if kind == "fastest-within":
         base = queries.baseline_trial(trials)
         if base is None:
-            raise ConfigError("--pick", f"fastest-within reads the baseline trial's accuracy, and study "
-                                        f"{study.study_name!r} has none; give fastest-above:ACC")
+            raise ConfigError(
+                "--pick",
+                f"fastest-within reads the baseline trial's accuracy, and study "
+                f"{study.study_name!r} has none; give fastest-above:ACC",
+            )
         assert acc is not None  # parse_pick gives fastest-within its points
         kind, acc = "fastest-above", m[base.number][1] - acc - 1e-9  # 1e-9: 0.95 - 0.02 is 0.9299999...
     if kind == "fastest-above":
@@ -130,8 +138,13 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
     v = a.versions
     values = ", ".join(f"{n} {report.fmt_value(n, x)}" for n, x in zip(objectives, trial.values))
     test = a.test_accuracy
-    sp = a.speedup if a.speedup is not None else speedup(
-        queries.seconds_to_target(queries.baseline_trial(study.get_trials(deepcopy=False))), a.time_to_target)
+    sp = (
+        a.speedup
+        if a.speedup is not None
+        else speedup(
+            queries.seconds_to_target(queries.baseline_trial(study.get_trials(deepcopy=False))), a.time_to_target
+        )
+    )
     seeds = trial.user_attrs.get("seed_trials")
     recipe = queries.best_recipe(study.get_trials(deepcopy=False))
     over = speedup(queries.seconds_to_target(recipe), a.time_to_target) if recipe is not None else None
@@ -139,10 +152,14 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
         f"effsearch best --pick {pick_text}: trial {trial.number} of study {study.study_name!r}"
         + (f", the mean of its {len(seeds)} seeds (trials {', '.join(map(str, seeds))})" if seeds else ""),
         f"storage: {redact(storage_url)}",
-        f"objectives: {values}" + (f"; test accuracy {test:.4f}" if test is not None else "")
+        f"objectives: {values}"
+        + (f"; test accuracy {test:.4f}" if test is not None else "")
         + (f"; {sp:.2f}x the baseline" if sp else "")
-        + (f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
-           if over and recipe is not None else ""),
+        + (
+            f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
+            if over and recipe is not None
+            else ""
+        ),
         f"config: {report.summary(cast(dict, queries.config_of(trial)))}",  # a pick has its config
         f"trained with effsearch {v.get('effsearch', '?')}, torch {v.get('torch', '?')}, "
         f"composer (mosaicml) {v.get('mosaicml', '?')} on {a.device or '?'}"
@@ -151,8 +168,10 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
     ]
     lines += cost.of(study, trial, pick_text).lines()
     if trial.user_attrs.get("full_config"):  # a tuning-phase trial trained a shrunk config
-        lines.append(f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
-                     f"{study.user_attrs.get('confirm_study') or 'NAME'!r}")
+        lines.append(
+            f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
+            f"{study.user_attrs.get('confirm_study') or 'NAME'!r}"
+        )
     lines.append(f"train it: effsearch train {out}")
     return "\n".join(lines)
 

@@ -103,9 +103,11 @@ def starved(spec: StudySpec, study: optuna.Study) -> str | None:
     if not need:
         return None
     n = phases.confirm_spec(spec).n_trials
-    return (f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
-            f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({n} full-data trials) is "
-            f"expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}")
+    return (
+        f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
+        f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({n} full-data trials) is "
+        f"expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}"
+    )
 
 
 class StopAtBudget:
@@ -150,14 +152,18 @@ class StopAtBudget:
 ERROR_STATUSES = ("failed", "invalid")
 
 
-def repeated_failure(study: optuna.Study, limit: int,
-                     since: datetime.datetime | None = None) -> tuple[str | None, list[int]] | None:
+def repeated_failure(
+    study: optuna.Study, limit: int, since: datetime.datetime | None = None
+) -> tuple[str | None, list[int]] | None:
     """(the error, the trial numbers) when the last ``limit`` finished trials started since
     ``since`` all failed with the same error (class and message); else None."""
     if not limit:
         return None
-    done = [t for t in study.get_trials(deepcopy=False) if queries.counted(t)
-            and (since is None or (t.datetime_start and t.datetime_start >= since))]
+    done = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if queries.counted(t) and (since is None or (t.datetime_start and t.datetime_start >= since))
+    ]
     last = sorted(done, key=lambda t: (t.datetime_complete or t.datetime_start, t.number))[-limit:]
     if len(last) < limit or any(t.user_attrs.get(STATUS_KEY) not in ERROR_STATUSES for t in last):
         return None

@@ -58,24 +58,35 @@ class Cost:
         return self.compute / s if s is not None and s > 0 else None
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "baseline_runs": self.baseline_runs, "saving": self.saving,
-                "break_even": self.break_even}
+        return {
+            **asdict(self),
+            "baseline_runs": self.baseline_runs,
+            "saving": self.saving,
+            "break_even": self.break_even,
+        }
 
     def lines(self) -> list[str]:
         runs = self.baseline_runs
         first = f"cost: {self.compute:.1f} s of compute" + (
-            f" = {runs:.1f} runs of the baseline (its trial took {self.baseline_wall:.1f} s)" if runs else "")
+            f" = {runs:.1f} runs of the baseline (its trial took {self.baseline_wall:.1f} s)" if runs else ""
+        )
         if self.pick is None:
             return [first, f"  no trial satisfies --pick {self.pick_text} yet: nothing to pay it back with"]
         s = self.saving
         if s is None:
             return [first, "  the baseline has no time to target: no saving to read"]
         if s <= 0:
-            return [first, f"  the {self.pick_text} pick (trial {self.pick}) is no faster to the target than the "
-                           "baseline: nothing to pay it back with"]
-        return [first, f"  the {self.pick_text} pick (trial {self.pick}) reaches the target {s:.1f} s sooner a run "
-                       f"({self.baseline_tta:.1f} s -> {self.pick_tta:.1f} s): the study pays for itself after "
-                       f"{math.ceil(cast(float, self.break_even))} runs"]
+            return [
+                first,
+                f"  the {self.pick_text} pick (trial {self.pick}) is no faster to the target than the "
+                "baseline: nothing to pay it back with",
+            ]
+        return [
+            first,
+            f"  the {self.pick_text} pick (trial {self.pick}) reaches the target {s:.1f} s sooner a run "
+            f"({self.baseline_tta:.1f} s -> {self.pick_tta:.1f} s): the study pays for itself after "
+            f"{math.ceil(cast(float, self.break_even))} runs",
+        ]
 
 
 def of(study: Study, trial: FrozenTrial | None = None, pick_text: str = DEFAULT_PICK) -> Cost:
@@ -85,9 +96,14 @@ def of(study: Study, trial: FrozenTrial | None = None, pick_text: str = DEFAULT_
     compute = spent(trials) + float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0)
     objectives = queries.objectives_of(study)
     base = queries.baseline_trial(trials)
-    return Cost(compute=compute, baseline_wall=base.user_attrs.get(WALL_KEY) if base is not None else None,
-                baseline_tta=_tta(base, objectives), pick=trial.number if trial is not None else None,
-                pick_text=pick_text, pick_tta=_tta(trial, objectives))
+    return Cost(
+        compute=compute,
+        baseline_wall=base.user_attrs.get(WALL_KEY) if base is not None else None,
+        baseline_tta=_tta(base, objectives),
+        pick=trial.number if trial is not None else None,
+        pick_text=pick_text,
+        pick_tta=_tta(trial, objectives),
+    )
 
 
 def _tta(trial: FrozenTrial | None, objectives: list[str]) -> float | None:

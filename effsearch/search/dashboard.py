@@ -48,8 +48,9 @@ def resolve(arg: str, storage_flag: str | None, artifact_dir: str | None) -> Tar
         raise ConfigError("--artifact-dir", f"no such folder: {given}")
     if is_storage(arg):
         if storage_flag:
-            raise ConfigError("--storage", f"{arg!r} is already a storage; give a study name with --storage, "
-                                           "or the storage alone")
+            raise ConfigError(
+                "--storage", f"{arg!r} is already a storage; give a study name with --storage, or the storage alone"
+            )
         url = S.storage_url(arg)
         return Target(url, None, given or S.artifact_dir(None, None, url))
     name, url = locate(arg, storage_flag)
@@ -79,9 +80,12 @@ def check_host(host: str, port: int) -> None:
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
-        raise ConfigError("--host", f"cannot resolve {quote(host)} ({getattr(e, 'strerror', None) or e}); give "
-                                    "an address of this machine: 127.0.0.1 (this machine only, the default) or "
-                                    "0.0.0.0 (every interface)") from None
+        raise ConfigError(
+            "--host",
+            f"cannot resolve {quote(host)} ({getattr(e, 'strerror', None) or e}); give "
+            "an address of this machine: 127.0.0.1 (this machine only, the default) or "
+            "0.0.0.0 (every interface)",
+        ) from None
 
 
 def url_of(host: str, port: int, path: str = "") -> str:
@@ -106,8 +110,7 @@ def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> in
         store = FileSystemArtifactStore(str(target.artifacts))
     print(f"effsearch dashboard: {url_of(host, port, page)}", file=out)
     print(f"  storage    {redact(target.storage)}", file=out)
-    print(f"  artifacts  {target.artifacts if store else 'none (trials show no files; give --artifact-dir)'}",
-          file=out)
+    print(f"  artifacts  {target.artifacts if store else 'none (trials show no files; give --artifact-dir)'}", file=out)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"  listening on {host}: anyone who reaches this port can read and change the study", file=out)
     print("  Ctrl-C stops it", file=out, flush=True)

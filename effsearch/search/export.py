@@ -31,8 +31,15 @@ if TYPE_CHECKING:
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
 PLOTS = ("front", "anytime")  # what png and html draw; csv writes the anytime curve's points too
-SUFFIXES = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".htm": "html",
-            ".png": "png"}
+SUFFIXES = {
+    ".csv": "csv",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".html": "html",
+    ".htm": "html",
+    ".png": "png",
+}
 
 
 def format_of(path: str | Path, fmt: str | None) -> str:
@@ -41,14 +48,22 @@ def format_of(path: str | Path, fmt: str | None) -> str:
         return fmt
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
-        raise ConfigError("--format", f"cannot tell the format from {str(path)!r}; give --format "
-                                      f"({', '.join(FORMATS)}) or an output file ending in "
-                                      f"{', '.join(SUFFIXES)}")
+        raise ConfigError(
+            "--format",
+            f"cannot tell the format from {str(path)!r}; give --format "
+            f"({', '.join(FORMATS)}) or an output file ending in "
+            f"{', '.join(SUFFIXES)}",
+        )
     return SUFFIXES[suffix]
 
 
-def row(trial: FrozenTrial, objectives: list[str], base: FrozenTrial | None, on_front: bool | None,
-        recipe: FrozenTrial | None = None) -> dict:
+def row(
+    trial: FrozenTrial,
+    objectives: list[str],
+    base: FrozenTrial | None,
+    on_front: bool | None,
+    recipe: FrozenTrial | None = None,
+) -> dict:
     a = Recorded.of(trial)
     cfg = queries.config_of(trial)
     sp, tta = a.speedup, queries.seconds_to_target(trial)
@@ -59,21 +74,25 @@ def row(trial: FrozenTrial, objectives: list[str], base: FrozenTrial | None, on_
     r.update(zip(objectives, trial.values))
     if "time_to_accuracy" in r and not queries.reached(trial):
         r["time_to_accuracy"] = None  # a miss has no time to target (the study stores its train seconds)
-    r.update({
-        "time_to_target": a.time_to_target,
-        "reached_target": a.reached_target,
-        "test_accuracy": a.test_accuracy,
-        # Recorded when the trial ran; computed from the baseline for older trials without it.
-        "speedup": sp if sp is not None else speedup(queries.seconds_to_target(base), tta),
-        # Over the fastest named recipe that reached the target (queries.best_recipe): None without one.
-        "speedup_over_recipe": speedup(queries.seconds_to_target(recipe), tta),
-        "warm_start": trial.user_attrs.get("warm_start"),
-        "train_seconds": a.train_seconds,
-        "tune_trial": trial.user_attrs.get("tune_trial"),  # phase 2 of a tuning phase: the phase-1 trial it confirms
-        "seed_trials": trial.user_attrs.get("seed_trials"),  # a front row confirmed with several seeds: their mean
-        "summary": report.summary(cfg) if cfg else "",
-        "params": dict(trial.params),
-    })
+    r.update(
+        {
+            "time_to_target": a.time_to_target,
+            "reached_target": a.reached_target,
+            "test_accuracy": a.test_accuracy,
+            # Recorded when the trial ran; computed from the baseline for older trials without it.
+            "speedup": sp if sp is not None else speedup(queries.seconds_to_target(base), tta),
+            # Over the fastest named recipe that reached the target (queries.best_recipe): None without one.
+            "speedup_over_recipe": speedup(queries.seconds_to_target(recipe), tta),
+            "warm_start": trial.user_attrs.get("warm_start"),
+            "train_seconds": a.train_seconds,
+            "tune_trial": trial.user_attrs.get(
+                "tune_trial"
+            ),  # phase 2 of a tuning phase: the phase-1 trial it confirms
+            "seed_trials": trial.user_attrs.get("seed_trials"),  # a front row confirmed with several seeds: their mean
+            "summary": report.summary(cfg) if cfg else "",
+            "params": dict(trial.params),
+        }
+    )
     return r
 
 
@@ -119,8 +138,11 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
 def _recipe_facts(trial: FrozenTrial | None) -> dict | None:
     if trial is None:
         return None
-    return {"trial": trial.number, "recipe": trial.user_attrs.get("warm_start"),
-            "time_to_target": Recorded.of(trial).time_to_target}
+    return {
+        "trial": trial.number,
+        "recipe": trial.user_attrs.get("warm_start"),
+        "time_to_target": Recorded.of(trial).time_to_target,
+    }
 
 
 def tuning_phase(study: Study) -> dict | None:
@@ -130,8 +152,11 @@ def tuning_phase(study: Study) -> dict | None:
     tune = study.user_attrs.get("tune_study")
     if not tune:
         return None
-    return {"tune_study": tune, "settings": study.user_attrs.get("tuning"),
-            "rank_correlation": phases.correlation(study, objectives_of(study))}
+    return {
+        "tune_study": tune,
+        "settings": study.user_attrs.get("tuning"),
+        "rank_correlation": phases.correlation(study, objectives_of(study)),
+    }
 
 
 def flat(r: dict) -> dict:
@@ -155,8 +180,15 @@ def write_table(flats: list[dict], path: Path) -> None:
         w.writerows(flats)
 
 
-def write(study: Study, storage_label: str, path: str | Path, fmt: str, all_trials: bool = False,
-          tune: Study | None = None, plot: str = "front") -> int:
+def write(
+    study: Study,
+    storage_label: str,
+    path: str | Path,
+    fmt: str,
+    all_trials: bool = False,
+    tune: Study | None = None,
+    plot: str = "front",
+) -> int:
     """Write the export (``plot``: the front's rows, or the anytime curve's points); returns the
     number of rows or points."""
     path = Path(path)
@@ -169,8 +201,11 @@ def write(study: Study, storage_label: str, path: str | Path, fmt: str, all_tria
             if fmt == "csv":
                 write_table(doc["anytime"]["points"], path)
             elif fmt in ("json", "yaml"):
-                text = json.dumps(clean(doc["anytime"]), indent=2) + "\n" if fmt == "json" else \
-                    yaml.safe_dump(clean(doc["anytime"]), sort_keys=False)
+                text = (
+                    json.dumps(clean(doc["anytime"]), indent=2) + "\n"
+                    if fmt == "json"
+                    else yaml.safe_dump(clean(doc["anytime"]), sort_keys=False)
+                )
                 path.write_text(text)
             else:
                 (plots.write_anytime_html if fmt == "html" else plots.write_anytime_png)(doc, path)

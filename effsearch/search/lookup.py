@@ -42,8 +42,7 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
 
     db = sqlite_path(url)
     if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
-        raise StudyNotFound(where, f"no study storage at {redact(url)} (no studies there); "
-                                   "`effsearch run` makes it")
+        raise StudyNotFound(where, f"no study storage at {redact(url)} (no studies there); `effsearch run` makes it")
     if db is not None:
         check_sqlite(db, where)
     elif "://" in url:
@@ -91,8 +90,11 @@ def check_database(url: str, where: str) -> None:
 def _check_tables(tables: set[str], shown: str, where: str) -> None:
     missing = [t for t in OPTUNA_TABLES if t not in tables]
     if missing:
-        raise ConfigError(where, f"{shown} is a database but no study storage (it has no Optuna tables: "
-                                 f"{', '.join(missing)} missing); give the storage `effsearch run` wrote")
+        raise ConfigError(
+            where,
+            f"{shown} is a database but no study storage (it has no Optuna tables: "
+            f"{', '.join(missing)} missing); give the storage `effsearch run` wrote",
+        )
 
 
 def check_name(storage: BaseStorage, name: str, url: str) -> None:
@@ -102,8 +104,9 @@ def check_name(storage: BaseStorage, name: str, url: str) -> None:
 
     names = optuna.get_all_study_names(storage)
     if name not in names:
-        raise UnknownStudy("study", f"no study {quote(name)} in {redact(url)} "
-                                    f"(studies there: {', '.join(names) or 'none'})")
+        raise UnknownStudy(
+            "study", f"no study {quote(name)} in {redact(url)} (studies there: {', '.join(names) or 'none'})"
+        )
 
 
 def open_study(study: str, storage_flag: str | None = None) -> tuple[optuna.Study, str]:

@@ -81,9 +81,15 @@ class Objective:
     # which it is more likely stuck than slow and this trial trains the config itself.
     WAIT_FLOOR, WAIT_FACTOR = 600.0, 3.0
 
-    def __init__(self, spec: StudySpec, study: optuna.Study, store: FileSystemArtifactStore | None,
-                 data_root: str | Path | None = None, heartbeat: JournalHeartbeat | None = None,
-                 reap: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        study: optuna.Study,
+        store: FileSystemArtifactStore | None,
+        data_root: str | Path | None = None,
+        heartbeat: JournalHeartbeat | None = None,
+        reap: Callable[[], object] | None = None,
+    ) -> None:
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
         self.pruner = make_pruner(spec.pruner, study)
         if spec.max_slowdown is not None:
@@ -137,8 +143,11 @@ class Objective:
             trial.set_user_attr(STATUS_KEY, "interrupted")
         except optuna.exceptions.UpdateFinishedTrialError:
             return  # the others failed it as lost and queued it again already: Ctrl-C goes on
-        self._status_note(trial, "interrupted", "stopped by Ctrl-C or SIGTERM; it is queued again and a "
-                                                "rerun of the same command resumes it")
+        self._status_note(
+            trial,
+            "interrupted",
+            "stopped by Ctrl-C or SIGTERM; it is queued again and a rerun of the same command resumes it",
+        )
 
     def _record_wall(self, trial: optuna.Trial, seconds: float) -> None:
         """The trial's wall seconds, written (or tried once more: a dropped connection is
@@ -156,8 +165,10 @@ class Objective:
                     time.sleep(0.5)
                     continue
                 # recorded in ``uncounted``: the worker stops the study on it
-                self.uncounted = (f"trial {trial.number}'s wall seconds ({seconds:.1f} s) could not be "
-                                  f"written, twice: {type(e).__name__}: {e}")
+                self.uncounted = (
+                    f"trial {trial.number}'s wall seconds ({seconds:.1f} s) could not be "
+                    f"written, twice: {type(e).__name__}: {e}"
+                )
 
     # -- a trial taken over by the other workers -------------------------------------------------
     def told(self, study: optuna.Study, trial: FrozenTrial) -> None:
@@ -187,21 +198,30 @@ class Objective:
         were written before it was taken over)."""
         self.dropped = trial.number
         retry = retries_of(self.study, trial.number)
-        lost = stored.user_attrs.get("reason") or (f"its worker sent no heartbeat for "
-                                                   f"{self.spec.heartbeat['grace_period']:g} s")
+        lost = stored.user_attrs.get("reason") or (
+            f"its worker sent no heartbeat for {self.spec.heartbeat['grace_period']:g} s"
+        )
         again = f"queued again as trial {retry[0]}" if retry else "not queued again (heartbeat.max_retry)"
         did = "finished training it" if self._trained else "was training it"
         if WALL_KEY in stored.user_attrs:  # taken over after its last write
             cost = f"its {stored.user_attrs[WALL_KEY]:.1f} s of wall time, written before, count"
         else:  # as a killed worker's trial's, which no one can count
-            cost = (f"its {seconds:.1f} s of wall time are not counted in the study's compute: they hold "
-                    "the time it was stopped")
-        text = (f"trial {trial.number} was taken over by the other workers ({lost}) and {again}; this worker "
-                f"then resumed, {did}, and dropped its result ({cost})")
+            cost = (
+                f"its {seconds:.1f} s of wall time are not counted in the study's compute: they hold "
+                "the time it was stopped"
+            )
+        text = (
+            f"trial {trial.number} was taken over by the other workers ({lost}) and {again}; this worker "
+            f"then resumed, {did}, and dropped its result ({cost})"
+        )
         try:
-            save_note_by_id(self.study, stored, f"### Trial {trial.number}: lost\n\n{lost}; {again}\n\n"
-                                                f"- Its worker then resumed, {did}, and dropped its result "
-                                                f"({cost}).")
+            save_note_by_id(
+                self.study,
+                stored,
+                f"### Trial {trial.number}: lost\n\n{lost}; {again}\n\n"
+                f"- Its worker then resumed, {did}, and dropped its result "
+                f"({cost}).",
+            )
         except storage_errors() as e:
             text += f"; its note could not be saved: {why(e)}"
         print(f"warning: {text}", file=sys.stderr, flush=True)
@@ -213,8 +233,9 @@ class Objective:
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
         if is_baseline and self._other_baseline(trial):
             trial.set_user_attr(STATUS_KEY, "duplicate")
-            trial.set_user_attr("reason", "a second baseline, queued by another worker starting at the same "
-                                          "moment; not run")
+            trial.set_user_attr(
+                "reason", "a second baseline, queued by another worker starting at the same moment; not run"
+            )
             raise TrialFailed("duplicate baseline")
         warm, full, cfg = self._configs(trial, is_baseline)
         config_yaml = cfg.to_yaml()
@@ -238,11 +259,16 @@ class Objective:
             # Each point scores as much of the validation set as its decision needs (a rung's
             # verdict, else whether it can be the crossing of the target): below the target a
             # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
-            result = train(cfg, data_root=self.data_root, progress=False,
-                           on_eval=lambda point: self.pruner.on_eval(trial, point), eval_at=self.pruner.eval_at(cfg),
-                           eval_after=self.pruner.eval_after(cfg),
-                           test=self.spec.phase != "tune",
-                           settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper))
+            result = train(
+                cfg,
+                data_root=self.data_root,
+                progress=False,
+                on_eval=lambda point: self.pruner.on_eval(trial, point),
+                eval_at=self.pruner.eval_at(cfg),
+                eval_after=self.pruner.eval_after(cfg),
+                test=self.spec.phase != "tune",
+                settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper),
+            )
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
@@ -273,22 +299,30 @@ class Objective:
             # The baseline and a warm start train exactly their configs; their parameters are
             # recorded as far as the space can express them.
             warm = warmstart.config_of(trial)  # None unless a queued warm start
-            full = self.spec.baseline if is_baseline else \
-                phases.confirm_config(trial) or warm or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            full = (
+                self.spec.baseline
+                if is_baseline
+                else phases.confirm_config(trial)
+                or warm
+                or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
+            )
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained
             self._fail(trial, "invalid", f"invalid config: {e}")
         return warm, full, cfg
 
-    def _record(self, trial: optuna.Trial, cfg: TrainConfig, result: RunResult, config_yaml: str,
-                is_baseline: bool) -> None:
+    def _record(
+        self, trial: optuna.Trial, cfg: TrainConfig, result: RunResult, config_yaml: str, is_baseline: bool
+    ) -> None:
         """The result's attributes, files and note on the trial."""
         sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
         record.set_attrs(trial, record.result_attrs(result, sp))
         self._keep_files(trial, result, config_yaml)
-        self._save_note(trial, record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp,
-                                                is_baseline) + _remark(trial))
+        self._save_note(
+            trial,
+            record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp, is_baseline) + _remark(trial),
+        )
 
     def _keep_files(self, trial: optuna.Trial, result: RunResult, config_yaml: str) -> None:
         """The trial's files in the artifact store; why it has none is its ``artifact_error``
@@ -301,8 +335,11 @@ class Objective:
         except Exception as e:  # noqa: BLE001 - recorded and warned of: a full disk must not cost the trial
             why = f"{type(e).__name__}: {e}"
             trial.set_user_attr("artifact_error", why[:2000])
-            self._warn("files", f"trial {trial.number}'s files (learning curve, config, result.json) were not "
-                                f"saved: {why}; each trial without them records why as `artifact_error`")
+            self._warn(
+                "files",
+                f"trial {trial.number}'s files (learning curve, config, result.json) were not "
+                f"saved: {why}; each trial without them records why as `artifact_error`",
+            )
 
     def _save_note(self, trial: optuna.Trial, text: str) -> None:
         """The trial's dashboard note; one that cannot be saved is its ``note_error``, printed once."""
@@ -311,8 +348,11 @@ class Objective:
         except Exception as e:  # noqa: BLE001 - recorded and warned of: a note must not cost the study a trial
             why = f"{type(e).__name__}: {e}"
             trial.set_user_attr("note_error", why[:2000])
-            self._warn("note", f"trial {trial.number}'s dashboard note was not saved: {why}; each trial "
-                               "without one records why as `note_error`")
+            self._warn(
+                "note",
+                f"trial {trial.number}'s dashboard note was not saved: {why}; each trial "
+                "without one records why as `note_error`",
+            )
 
     def _warn(self, kind: str, text: str) -> None:
         """``warning: text`` on stderr, the first time this worker meets ``kind``."""
@@ -340,9 +380,14 @@ class Objective:
         """The study's other trials of this config, oldest first (this trial's own earlier tries,
         a lost worker's trial it retries, left out)."""
         mine = set(retry_history(trial)) | {trial.number}
-        return sorted((t for t in self.study.get_trials(deepcopy=False)
-                       if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number not in mine),
-                      key=lambda t: t.number)
+        return sorted(
+            (
+                t
+                for t in self.study.get_trials(deepcopy=False)
+                if t.user_attrs.get(CONFIG_HASH_KEY) == config_hash and t.number not in mine
+            ),
+            key=lambda t: t.number,
+        )
 
     @staticmethod
     def _answering(same: list[FrozenTrial], prunable: bool) -> FrozenTrial | None:
@@ -350,8 +395,9 @@ class Objective:
         PRUNED one when this trial may be pruned; None when none has a result to give."""
         states = (TrialState.COMPLETE, TrialState.PRUNED) if prunable else (TrialState.COMPLETE,)
         done = [t for t in same if t.state in states]
-        return min(done, key=lambda t: (t.state != TrialState.COMPLETE, DUPLICATE_KEY in t.user_attrs, t.number),
-                   default=None)
+        return min(
+            done, key=lambda t: (t.state != TrialState.COMPLETE, DUPLICATE_KEY in t.user_attrs, t.number), default=None
+        )
 
     def _wait_for(self, trial: optuna.Trial, other: FrozenTrial, config_hash: str) -> list[FrozenTrial]:
         """Wait while ``other`` (this config, another worker's) runs; returns the config's trials as
@@ -366,21 +412,27 @@ class Objective:
             now = next((t for t in same if t.number == other.number), other)
             waited = time.monotonic() - started
             if now.state != TrialState.RUNNING:
-                trial.set_user_attr("waited_for", {"trial": other.number, "seconds": round(waited, 1),
-                                                   "its_end": now.state.name.lower()})
+                trial.set_user_attr(
+                    "waited_for",
+                    {"trial": other.number, "seconds": round(waited, 1), "its_end": now.state.name.lower()},
+                )
                 return same
             if waited > limit:
-                _set_remark(trial, f"trial {other.number} trains this same config on another worker and was "
-                                   f"still running after {waited:.0f} s of waiting (the bound: "
-                                   f"{self.WAIT_FACTOR:g}x the study's longest trial, at least "
-                                   f"{self.WAIT_FLOOR:g} s): trained here as well")
+                _set_remark(
+                    trial,
+                    f"trial {other.number} trains this same config on another worker and was "
+                    f"still running after {waited:.0f} s of waiting (the bound: "
+                    f"{self.WAIT_FACTOR:g}x the study's longest trial, at least "
+                    f"{self.WAIT_FLOOR:g} s): trained here as well",
+                )
                 return same
             time.sleep(poll)
 
     def _wait_limit(self) -> float:
         """How long a duplicate waits for the running trial of its config (see WAIT_FACTOR)."""
-        walls = [t.user_attrs.get(WALL_KEY) or 0.0 for t in self.study.get_trials(deepcopy=False)
-                 if t.state.is_finished()]
+        walls = [
+            t.user_attrs.get(WALL_KEY) or 0.0 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished()
+        ]
         return max(self.WAIT_FLOOR, self.WAIT_FACTOR * max(walls, default=0.0))
 
     @staticmethod
@@ -390,8 +442,11 @@ class Objective:
         if failed:
             last = failed[-1]
             why = last.user_attrs.get("reason") or last.user_attrs.get(STATUS_KEY) or "no reason recorded"
-            _set_remark(trial, f"trial {last.number} had this same config and failed ({why[:300]}); trained "
-                               "again, as a failure may be transient")
+            _set_remark(
+                trial,
+                f"trial {last.number} had this same config and failed ({why[:300]}); trained "
+                "again, as a failure may be transient",
+            )
 
     def _answer_from(self, trial: optuna.Trial, original: FrozenTrial) -> list[float]:
         """Record ``original``'s result on ``trial`` and return its values (a COMPLETE original)
@@ -404,12 +459,15 @@ class Objective:
             set_constraints(trial, constraints)
         pruned = original.state == TrialState.PRUNED
         waited = trial.user_attrs.get("waited_for")
-        self._status_note(trial, f"duplicate of trial {n}" + (" (pruned)" if pruned else ""),
-                          f"trial {n} trained this same config (hash {original.user_attrs[CONFIG_HASH_KEY]})"
-                          + (f", waited for {waited['seconds']:g} s as it ran on another worker" if waited else "")
-                          + "; its result is answered from storage, not trained again"
-                          + (f": pruned as it was ({original.user_attrs.get('reason') or 'pruned'})" if pruned
-                             else "") + " (`dedupe: false` in the study file re-trains)")
+        self._status_note(
+            trial,
+            f"duplicate of trial {n}" + (" (pruned)" if pruned else ""),
+            f"trial {n} trained this same config (hash {original.user_attrs[CONFIG_HASH_KEY]})"
+            + (f", waited for {waited['seconds']:g} s as it ran on another worker" if waited else "")
+            + "; its result is answered from storage, not trained again"
+            + (f": pruned as it was ({original.user_attrs.get('reason') or 'pruned'})" if pruned else "")
+            + " (`dedupe: false` in the study file re-trains)",
+        )
         if pruned:
             raise optuna.TrialPruned(original.user_attrs.get("reason") or f"pruned, as trial {n} was")
         return list(original.values)
@@ -435,8 +493,12 @@ class Objective:
     def _status_note(self, trial: optuna.Trial, status: str, reason: str) -> None:
         """The dashboard note of a trial that did not train to its end: why, and its config when it has one."""
         cfg = queries.config_of(trial)
-        self._save_note(trial, f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
-                               + (f"\n\n- {report.summary(cfg)}" if cfg else "") + _remark(trial))
+        self._save_note(
+            trial,
+            f"### Trial {trial.number}: {status}\n\n{reason[:2000]}"
+            + (f"\n\n- {report.summary(cfg)}" if cfg else "")
+            + _remark(trial),
+        )
 
     def _speedup(self, result: RunResult) -> float | None:
         if result.time_to_target is None:

@@ -74,8 +74,14 @@ def tune_spec(spec: StudySpec) -> StudySpec:
 def confirm_spec(spec: StudySpec) -> StudySpec:
     """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned."""
     t = spec.tuning
-    return dataclasses.replace(spec, phase="confirm", n_trials=1 + t["top_k"] * t["seeds"], timeout=None,
-                               pruner={"name": "none"}, sampler={"name": "random"})
+    return dataclasses.replace(
+        spec,
+        phase="confirm",
+        n_trials=1 + t["top_k"] * t["seeds"],
+        timeout=None,
+        pruner={"name": "none"},
+        sampler={"name": "random"},
+    )
 
 
 def phase_spec(spec: StudySpec, phase: str) -> StudySpec:
@@ -89,6 +95,7 @@ def trial_config(spec: StudySpec, cfg: TrainConfig) -> TrainConfig:
 
 # -- picking and queueing phase 2 -----------------------------------------------------
 
+
 def minimised(values: Sequence[float], directions: Sequence[str]) -> tuple:
     return tuple(v if d == "minimize" else -v for v, d in zip(values, directions))
 
@@ -97,8 +104,11 @@ def top_k(trials: Sequence[FrozenTrial], directions: Sequence[str], k: int) -> l
     """The best ``k`` complete non-baseline trials of distinct configs: front by front, spread first."""
     from effsearch.search.pareto import rank
 
-    pool = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY)
-            and t.user_attrs.get("full_config")]
+    pool = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY) and t.user_attrs.get("full_config")
+    ]
     # Trials that reached the target first (a miss is infeasible), then misses by their shortfall.
     shortfall = [sum(max(0.0, c) for c in t.constraints.values()) for t in pool]
     feasible = [i for i in range(len(pool)) if shortfall[i] == 0]
@@ -119,8 +129,11 @@ def queue_confirm(spec: StudySpec, tune_study: optuna.Study, study: optuna.Study
     """Enqueue phase 2 once (a rerun adds only what is missing); returns the tune trial numbers."""
     t = spec.tuning
     picked = top_k(tune_study.get_trials(deepcopy=False), spec.directions, t["top_k"])
-    have = {(x.user_attrs.get("tune_trial"), x.user_attrs.get("confirm_seed"))
-            for x in study.get_trials(deepcopy=False) if x.state != TrialState.FAIL}
+    have = {
+        (x.user_attrs.get("tune_trial"), x.user_attrs.get("confirm_seed"))
+        for x in study.get_trials(deepcopy=False)
+        if x.state != TrialState.FAIL
+    }
     # Cheapest first (phase 1's wall seconds): which configurations are picked does not change, but
     # when a --budget runs out in phase 2 it leaves the costliest unconfirmed, not the fast recipes
     # the study is for. A Fashion-MNIST study queued the accurate end of the front second: a GLISTER
@@ -130,9 +143,16 @@ def queue_confirm(spec: StudySpec, tune_study: optuna.Study, study: optuna.Study
             seed = spec.base.seed + s
             if (p.number, seed) in have:
                 continue
-            study.enqueue_trial(dict(p.params), user_attrs={
-                "tune_trial": p.number, "tune_values": list(p.values), "confirm_seed": seed,
-                "confirm_config": p.user_attrs["full_config"]}, skip_if_exists=False)
+            study.enqueue_trial(
+                dict(p.params),
+                user_attrs={
+                    "tune_trial": p.number,
+                    "tune_values": list(p.values),
+                    "confirm_seed": seed,
+                    "confirm_config": p.user_attrs["full_config"],
+                },
+                skip_if_exists=False,
+            )
     study.set_user_attr("phase", "confirm")
     study.set_user_attr("tune_study", tune_study.study_name)
     study.set_user_attr("tuning", dict(t))
@@ -199,6 +219,7 @@ def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
 
 # -- how well phase 1 predicted phase 2 -----------------------------------------------
 
+
 def pairs(study: optuna.Study) -> list[tuple[list, list]]:
     """(phase-1 values, phase-2 values averaged over seeds) per confirmed configuration."""
     by_tune: dict[int, list] = {}
@@ -209,8 +230,10 @@ def pairs(study: optuna.Study) -> list[tuple[list, list]]:
             continue
         by_tune.setdefault(n, []).append(t.values)
         tune_values[n] = t.user_attrs["tune_values"]
-    return [(tune_values[n], [sum(v[i] for v in vs) / len(vs) for i in range(len(vs[0]))])
-            for n, vs in sorted(by_tune.items())]
+    return [
+        (tune_values[n], [sum(v[i] for v in vs) / len(vs) for i in range(len(vs[0]))])
+        for n, vs in sorted(by_tune.items())
+    ]
 
 
 def correlation(study: optuna.Study, objectives: Sequence[str]) -> dict | None:
@@ -248,6 +271,7 @@ def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
     lines.append(f"  how phase 1 predicted phase 2, over {corr['n']} configurations:")
     for name in objectives:
         c = corr[name]
+
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:+.2f}"
 
@@ -260,6 +284,8 @@ def summary(spec: StudySpec) -> str:
     name = spec.name.removesuffix(TUNE_SUFFIX) if spec.phase == "tune" else spec.name
     target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""
     val = f", {t['val_subset']:g} of the validation split" if t.get("val_subset", 1.0) < 1 else ""
-    return (f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
-            f"{t['epochs_fraction']:g} of the epochs{val}{target}; phase 2 ({name}): baseline + top "
-            f"{t['top_k']} x {t['seeds']} seed(s) on the full data")
+    return (
+        f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
+        f"{t['epochs_fraction']:g} of the epochs{val}{target}; phase 2 ({name}): baseline + top "
+        f"{t['top_k']} x {t['seeds']} seed(s) on the full data"
+    )

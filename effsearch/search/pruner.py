@@ -135,8 +135,9 @@ class MOASHAStudyPruner:
 
     def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         rung = self.time_rung()
-        self.tracker = RungTracker(self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy,
-                                   may_prune=may_prune, time_rung=rung)
+        self.tracker = RungTracker(
+            self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy, may_prune=may_prune, time_rung=rung
+        )
 
     def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
         if self.tracker is None or self.tracker.trial.number != trial.number:
@@ -220,9 +221,11 @@ class SlowStop:
             self.reached = True
         if self._over(trial, point.train_seconds):
             limit, base = cast(float, self.limit), cast(float, self.base_tta())  # both set: _over holds
-            return (f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
-                    f"more than {limit / base:.3g}x the baseline's time to target "
-                    f"({base:.2f}s; max_slowdown in the study file)")
+            return (
+                f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
+                f"more than {limit / base:.3g}x the baseline's time to target "
+                f"({base:.2f}s; max_slowdown in the study file)"
+            )
         return None
 
     def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
@@ -259,8 +262,9 @@ class RungPoint:
         return cls(float(v[0]), float(v[1]), bool(v[2]))
 
 
-def predicted_time(seconds: float, accuracy: float, fraction_done: float, target: float,
-                   previous: tuple[float, float] | None) -> float:
+def predicted_time(
+    seconds: float, accuracy: float, fraction_done: float, target: float, previous: tuple[float, float] | None
+) -> float:
     """Time to ``target`` the curve predicts at (``seconds``, ``accuracy``), ``fraction_done`` of
     the budget in: the slope since ``previous`` (seconds, accuracy; else since the start at 0)
     extended to the target, capped at 10x the run's projected seconds (a flat or falling curve
@@ -278,13 +282,29 @@ TIME_KEY = "rung_time"  # a trial's point at the time rung: [train seconds, val 
 
 
 class MOASHAPruner:
-    def __init__(self, eta: float = _DEFAULT.eta, min_fraction: float = _DEFAULT.min_fraction,
-                 min_trials: int = _DEFAULT.min_trials, rank: str = _DEFAULT.rank, clock: str = _DEFAULT.clock,
-                 time_fraction: float = _DEFAULT.time_fraction) -> None:
+    def __init__(
+        self,
+        eta: float = _DEFAULT.eta,
+        min_fraction: float = _DEFAULT.min_fraction,
+        min_trials: int = _DEFAULT.min_trials,
+        rank: str = _DEFAULT.rank,
+        clock: str = _DEFAULT.clock,
+        time_fraction: float = _DEFAULT.time_fraction,
+    ) -> None:
         # The knobs' bounds are MOASHAOptions' (a ConfigError naming pruner.KNOB), for a study file's
         # knobs and for a pruner built in code alike.
-        check_options(MOASHAOptions, {"eta": eta, "min_fraction": min_fraction, "min_trials": min_trials,
-                                      "rank": rank, "clock": clock, "time_fraction": time_fraction}, "pruner")
+        check_options(
+            MOASHAOptions,
+            {
+                "eta": eta,
+                "min_fraction": min_fraction,
+                "min_trials": min_trials,
+                "rank": rank,
+                "clock": clock,
+                "time_fraction": time_fraction,
+            },
+            "pruner",
+        )
         self.rank, self.clock, self.time_fraction = rank, clock, time_fraction
         self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
 
@@ -319,8 +339,9 @@ class MOASHAPruner:
         return 0 in order[:keep]
 
     # -- the study side: state in trial attributes ------------------------------------
-    def check(self, study: optuna.Study | None, trial: BaseTrial, k: int, me: RungPoint,
-              may_prune: bool = True) -> str | None:
+    def check(
+        self, study: optuna.Study | None, trial: BaseTrial, k: int, me: RungPoint, may_prune: bool = True
+    ) -> str | None:
         """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
         ``may_prune`` False (the baseline) the point is recorded for the others only."""
         key = f"rung_{k}"
@@ -332,16 +353,21 @@ class MOASHAPruner:
         peers = [RungPoint.from_attr(v) for v in self.peers(study, trial, key)]
         if self.decide(me, peers):
             return None
-        return (f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
-                f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
-                f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})")
+        return (
+            f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
+            f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
+            f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})"
+        )
 
     @staticmethod
     def peers(study: optuna.Study | None, trial: BaseTrial, key: str) -> list:
         """The other trials' records under ``key`` (their points at one rung)."""
         assert study is not None  # ranking among peers needs the study (make_pruner's study)
-        return [t.user_attrs[key] for t in study.get_trials(deepcopy=False)
-                if t.number != trial.number and key in t.user_attrs]
+        return [
+            t.user_attrs[key]
+            for t in study.get_trials(deepcopy=False)
+            if t.number != trial.number and key in t.user_attrs
+        ]
 
     def keep_by_accuracy(self, accuracy: float, peers: list[float]) -> bool:
         """True: keep a trial at ``accuracy`` among ``peers`` (the others' accuracies at the same
@@ -351,8 +377,15 @@ class MOASHAPruner:
             return True
         return sum(1 for p in peers if p > accuracy) < max(1, math.ceil(n / self.eta))
 
-    def check_time(self, study: optuna.Study | None, trial: BaseTrial, seconds: float, accuracy: float,
-                   base_accuracy: float | None, may_prune: bool = True) -> str | None:
+    def check_time(
+        self,
+        study: optuna.Study | None,
+        trial: BaseTrial,
+        seconds: float,
+        accuracy: float,
+        base_accuracy: float | None,
+        may_prune: bool = True,
+    ) -> str | None:
         """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
         None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
         if TIME_KEY in getattr(trial, "user_attrs", {}):
@@ -363,9 +396,11 @@ class MOASHAPruner:
         peers = self.time_peers(study, trial, base_accuracy)
         if self.keep_by_accuracy(accuracy, peers):
             return None
-        return (f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
-                f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
-                f"trials there")
+        return (
+            f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
+            f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
+            f"trials there"
+        )
 
     def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_accuracy: float | None) -> list[float]:
         """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
@@ -381,8 +416,16 @@ class MOASHAPruner:
 class RungTracker:
     """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
 
-    def __init__(self, pruner: MOASHAPruner, study: optuna.Study | None, trial: BaseTrial, budget_epochs: float,
-                 target: float, may_prune: bool = True, time_rung: tuple[float, float | None] | None = None) -> None:
+    def __init__(
+        self,
+        pruner: MOASHAPruner,
+        study: optuna.Study | None,
+        trial: BaseTrial,
+        budget_epochs: float,
+        target: float,
+        may_prune: bool = True,
+        time_rung: tuple[float, float | None] | None = None,
+    ) -> None:
         self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
         self.budget, self.target = budget_epochs, target
         self.time_rung = time_rung  # (seconds, the baseline's accuracy there): judged there, not at budget rungs
@@ -414,8 +457,7 @@ class RungTracker:
             return False
         if self.time_rung is not None:
             s, base_accuracy = self.time_rung
-            if "time" in self.seen or seconds < s or epoch / self.budget >= 0.99 \
-                    or TIME_KEY in self.trial.user_attrs:
+            if "time" in self.seen or seconds < s or epoch / self.budget >= 0.99 or TIME_KEY in self.trial.user_attrs:
                 return None
             return not self.pruner.keep_by_accuracy(upper, self._read(TIME_KEY, base_accuracy))
         k = self._rung(epoch)
@@ -427,8 +469,11 @@ class RungTracker:
     def _read(self, key: str, base_accuracy: float | None = None) -> list:
         """The peers at ``key``, read once for all the questions about one point."""
         if self._peers is None or self._peers[0] != key:
-            peers = self.pruner.time_peers(self.study, self.trial, base_accuracy) if key == TIME_KEY \
+            peers = (
+                self.pruner.time_peers(self.study, self.trial, base_accuracy)
+                if key == TIME_KEY
                 else self.pruner.peers(self.study, self.trial, key)
+            )
             self._peers = (key, peers)
         return self._peers[1]
 
@@ -438,8 +483,7 @@ class RungTracker:
         k = self.pruner.rung_of(epoch / self.budget + 5e-5 / self.budget)
         return None if k is None or k in self.seen else k
 
-    def _point(self, epoch: float, seconds: float, accuracy: float,
-               previous: tuple[float, float] | None) -> RungPoint:
+    def _point(self, epoch: float, seconds: float, accuracy: float, previous: tuple[float, float] | None) -> RungPoint:
         reached = self.reached_seconds is not None or accuracy >= self.target
         if self.reached_seconds is not None:
             t = self.reached_seconds
@@ -459,5 +503,6 @@ class RungTracker:
         self.seen.add("time")
         if point.epoch / self.budget >= 0.99:  # its budget ended first: nothing left to save
             return None
-        return self.pruner.check_time(self.study, self.trial, point.train_seconds, point.val_accuracy,
-                                      base_accuracy, self.may_prune)
+        return self.pruner.check_time(
+            self.study, self.trial, point.train_seconds, point.val_accuracy, base_accuracy, self.may_prune
+        )

@@ -121,8 +121,13 @@ def front(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> l
         return []
     # A duplicate (answered with an earlier trial's result) is that trial's point again. A miss
     # is infeasible (its constraint), as in Optuna's best_trials.
-    pool = [t for t in phases.seed_means(trials) if t.state == TrialState.COMPLETE
-            and DUPLICATE_KEY not in t.user_attrs and all(c <= 0 for c in t.constraints.values())]
+    pool = [
+        t
+        for t in phases.seed_means(trials)
+        if t.state == TrialState.COMPLETE
+        and DUPLICATE_KEY not in t.user_attrs
+        and all(c <= 0 for c in t.constraints.values())
+    ]
     if not pool:
         return []
     names = [d.name.lower() for d in directions]
@@ -139,7 +144,13 @@ def best_tta(trials: Iterable[FrozenTrial]) -> float | None:
 def best_recipe(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
     """The fastest complete trial of a named recipe (``warm_start: [recipe:NAME]``) that reached the
     target: the yardstick a search must beat (None: no recipe trained, or none reached it)."""
-    hits = [t for t in trials if t.state == TrialState.COMPLETE and DUPLICATE_KEY not in t.user_attrs
-            and str(t.user_attrs.get(WARM_KEY, "")).startswith("recipe:") and reached(t)
-            and Recorded.of(t).time_to_target is not None]
+    hits = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and DUPLICATE_KEY not in t.user_attrs
+        and str(t.user_attrs.get(WARM_KEY, "")).startswith("recipe:")
+        and reached(t)
+        and Recorded.of(t).time_to_target is not None
+    ]
     return min(hits, key=lambda t: (Recorded.of(t).time_to_target, t.number), default=None)

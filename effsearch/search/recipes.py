@@ -33,9 +33,12 @@ def _scaled_lr(b: TrainConfig, factor: float) -> float:
 
 
 def _large_batch(b: TrainConfig) -> dict:
-    return {"batch_size": b.batch_size * 4, "optimizer.lr": _scaled_lr(b, 4),
-            "schedule.warmup_fraction": max(b.schedule.warmup_fraction, 0.05),
-            "algorithms": {**b.algorithms, "label_smoothing": {"smoothing": 0.1}}}
+    return {
+        "batch_size": b.batch_size * 4,
+        "optimizer.lr": _scaled_lr(b, 4),
+        "schedule.warmup_fraction": max(b.schedule.warmup_fraction, 0.05),
+        "algorithms": {**b.algorithms, "label_smoothing": {"smoothing": 0.1}},
+    }
 
 
 def _small_batch(b: TrainConfig) -> dict:
@@ -46,8 +49,13 @@ def _small_batch(b: TrainConfig) -> dict:
 
 
 def _one_cycle(b: TrainConfig) -> dict:
-    return {"schedule.name": "onecycle", "schedule.warmup_fraction": 0.25, "optimizer.name": "sgd",
-            "optimizer.momentum": 0.9, "optimizer.nesterov": True}
+    return {
+        "schedule.name": "onecycle",
+        "schedule.warmup_fraction": 0.25,
+        "optimizer.name": "sgd",
+        "optimizer.momentum": 0.9,
+        "optimizer.nesterov": True,
+    }
 
 
 def _label_smoothing(b: TrainConfig) -> dict:
@@ -63,54 +71,97 @@ def _bf16(b: TrainConfig) -> dict:
 
 
 def _composer_mild(b: TrainConfig) -> dict:
-    return {"algorithms": {**b.algorithms, "blurpool": {}, "label_smoothing": {"smoothing": 0.08},
-                           "progressive_resizing": {"initial_scale": 0.5, "finetune_fraction": 0.2}}}
+    return {
+        "algorithms": {
+            **b.algorithms,
+            "blurpool": {},
+            "label_smoothing": {"smoothing": 0.08},
+            "progressive_resizing": {"initial_scale": 0.5, "finetune_fraction": 0.2},
+        }
+    }
 
 
 def _fast_cnn(b: TrainConfig) -> dict:
-    return {"batch_size": b.batch_size * 4, "optimizer.lr": _scaled_lr(b, 4), "optimizer.nesterov": True,
-            "schedule.name": "onecycle", "schedule.warmup_fraction": 0.2, "epochs": b.epochs * 0.6,
-            "algorithms": {**b.algorithms, "label_smoothing": {"smoothing": 0.2}}}
+    return {
+        "batch_size": b.batch_size * 4,
+        "optimizer.lr": _scaled_lr(b, 4),
+        "optimizer.nesterov": True,
+        "schedule.name": "onecycle",
+        "schedule.warmup_fraction": 0.2,
+        "epochs": b.epochs * 0.6,
+        "algorithms": {**b.algorithms, "label_smoothing": {"smoothing": 0.2}},
+    }
 
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("large-batch", _large_batch,
-           "Goyal et al. 2017, Accurate, Large Minibatch SGD (linear lr scaling, warm-up); label smoothing from "
-           "He et al. 2019, Bag of Tricks",
-           "a GPU the base's batch leaves idle: 4x the batch, 4x the lr, a short warm-up"),
-    Recipe("small-batch", _small_batch,
-           "Masters and Luschi 2018, Revisiting Small Batch Training for Deep Neural Networks; Keskar et al. "
-           "2017, On Large-Batch Training (small batches reach an accuracy in fewer epochs)",
-           "a CPU or a small net, where a step costs about its batch: half the batch (twice the steps an "
-           "epoch, the same lr a step), two thirds of the epochs"),
-    Recipe("one-cycle", _one_cycle,
-           "Smith and Topin 2019, Super-Convergence; Page 2018, cifar10-fast (DAWNBench)",
-           "short budgets: a ramp up then a linear decay, with Nesterov momentum"),
-    Recipe("label-smoothing", _label_smoothing, "Szegedy et al. 2016, Rethinking the Inception Architecture",
-           "an over-confident net: soft targets (0.1) often reach an accuracy sooner"),
-    Recipe("half-budget", _half_budget,
-           "Li, Yumer and Ramanan 2020, Budgeted Training (a linear decay to zero over the budget)",
-           "a base that trains longer than the target needs: half the epochs, lr decayed to zero by the end"),
-    Recipe("bf16-channels-last", _bf16,
-           "Micikevicius et al. 2018, Mixed Precision Training; Composer's ChannelsLast method card",
-           "a GPU with bf16 tensor cores (skipped on a CPU)"),
-    Recipe("composer-mild", _composer_mild,
-           "MosaicML Composer's ResNet 'mild' recipe (BlurPool, label smoothing, progressive resizing)",
-           "ResNet-like CNNs on images of 32 px and more"),
-    Recipe("fast-cnn", _fast_cnn,
-           "Jordan 2024, airbench (large batch, Nesterov, label smoothing 0.2, a short one-cycle budget)",
-           "small image classifiers: 4x the batch and lr, 0.6 of the epochs, label smoothing 0.2"),
-)}
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            "large-batch",
+            _large_batch,
+            "Goyal et al. 2017, Accurate, Large Minibatch SGD (linear lr scaling, warm-up); label smoothing from "
+            "He et al. 2019, Bag of Tricks",
+            "a GPU the base's batch leaves idle: 4x the batch, 4x the lr, a short warm-up",
+        ),
+        Recipe(
+            "small-batch",
+            _small_batch,
+            "Masters and Luschi 2018, Revisiting Small Batch Training for Deep Neural Networks; Keskar et al. "
+            "2017, On Large-Batch Training (small batches reach an accuracy in fewer epochs)",
+            "a CPU or a small net, where a step costs about its batch: half the batch (twice the steps an "
+            "epoch, the same lr a step), two thirds of the epochs",
+        ),
+        Recipe(
+            "one-cycle",
+            _one_cycle,
+            "Smith and Topin 2019, Super-Convergence; Page 2018, cifar10-fast (DAWNBench)",
+            "short budgets: a ramp up then a linear decay, with Nesterov momentum",
+        ),
+        Recipe(
+            "label-smoothing",
+            _label_smoothing,
+            "Szegedy et al. 2016, Rethinking the Inception Architecture",
+            "an over-confident net: soft targets (0.1) often reach an accuracy sooner",
+        ),
+        Recipe(
+            "half-budget",
+            _half_budget,
+            "Li, Yumer and Ramanan 2020, Budgeted Training (a linear decay to zero over the budget)",
+            "a base that trains longer than the target needs: half the epochs, lr decayed to zero by the end",
+        ),
+        Recipe(
+            "bf16-channels-last",
+            _bf16,
+            "Micikevicius et al. 2018, Mixed Precision Training; Composer's ChannelsLast method card",
+            "a GPU with bf16 tensor cores (skipped on a CPU)",
+        ),
+        Recipe(
+            "composer-mild",
+            _composer_mild,
+            "MosaicML Composer's ResNet 'mild' recipe (BlurPool, label smoothing, progressive resizing)",
+            "ResNet-like CNNs on images of 32 px and more",
+        ),
+        Recipe(
+            "fast-cnn",
+            _fast_cnn,
+            "Jordan 2024, airbench (large batch, Nesterov, label smoothing 0.2, a short one-cycle budget)",
+            "small image classifiers: 4x the batch and lr, 0.6 of the epochs, label smoothing 0.2",
+        ),
+    )
+}
 
 
 def names(entry: str, field: str) -> list[str]:
     """The recipe names a warm_start entry asks for (``recipe:NAME`` or ``recipes``)."""
     if entry == ALL:
         return list(RECIPES)
-    name = entry[len(PREFIX):]
+    name = entry[len(PREFIX) :]
     if name not in RECIPES:
-        raise ConfigError(field, f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)} "
-                                 f"(`effsearch recipes` lists them), or `{ALL}` for all")
+        raise ConfigError(
+            field,
+            f"unknown recipe {name!r}; recipes: {', '.join(RECIPES)} "
+            f"(`effsearch recipes` lists them), or `{ALL}` for all",
+        )
     return [name]
 
 
@@ -123,6 +174,8 @@ def table() -> str:
     lines = []
     for r in RECIPES.values():
         lines += [f"{PREFIX}{r.name}", f"  helps: {r.helps}", f"  source: {r.source}", ""]
-    lines.append(f"in a study file: warm_start: [{PREFIX}one-cycle, ...], or warm_start: [{ALL}] for every one that "
-                 "fits the base; each is a change to the study's base, trained right after the baseline")
+    lines.append(
+        f"in a study file: warm_start: [{PREFIX}one-cycle, ...], or warm_start: [{ALL}] for every one that "
+        "fits the base; each is a change to the study's base, trained right after the baseline"
+    )
     return "\n".join(lines)

@@ -26,9 +26,22 @@ if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore
     from optuna.trial import BaseTrial, FrozenTrial
 
-FINAL_KEYS = ("val_accuracy", "val_loss", "test_accuracy", "train_seconds", "eval_seconds", "setup_seconds",
-              "compile_seconds", "steps", "target_crossed_at",
-              "data_seconds", "selection_seconds", "sparsity", "nonzero_params", "nonzero_param_bytes")
+FINAL_KEYS = (
+    "val_accuracy",
+    "val_loss",
+    "test_accuracy",
+    "train_seconds",
+    "eval_seconds",
+    "setup_seconds",
+    "compile_seconds",
+    "steps",
+    "target_crossed_at",
+    "data_seconds",
+    "selection_seconds",
+    "sparsity",
+    "nonzero_params",
+    "nonzero_param_bytes",
+)
 
 
 NAN = float("nan")
@@ -60,11 +73,20 @@ class Recorded:
     @classmethod
     def of(cls, trial: BaseTrial) -> Recorded:
         a = trial.user_attrs
-        return cls(status=a.get(STATUS_KEY), reason=a.get("reason"), baseline=bool(a.get(BASELINE_KEY)),
-                   reached_target=a.get("reached_target"), time_to_target=a.get("time_to_target"),
-                   target_accuracy=a.get("target_accuracy"), speedup=a.get("speedup"),
-                   val_accuracy=a.get("val_accuracy"), test_accuracy=a.get("test_accuracy"),
-                   train_seconds=a.get("train_seconds"), device=a.get("device"), versions=a.get("versions") or {})
+        return cls(
+            status=a.get(STATUS_KEY),
+            reason=a.get("reason"),
+            baseline=bool(a.get(BASELINE_KEY)),
+            reached_target=a.get("reached_target"),
+            time_to_target=a.get("time_to_target"),
+            target_accuracy=a.get("target_accuracy"),
+            speedup=a.get("speedup"),
+            val_accuracy=a.get("val_accuracy"),
+            test_accuracy=a.get("test_accuracy"),
+            train_seconds=a.get("train_seconds"),
+            device=a.get("device"),
+            versions=a.get("versions") or {},
+        )
 
 
 def stored_config(trial: BaseTrial, key: str = "config") -> TrainConfig | None:
@@ -81,8 +103,18 @@ def set_attrs(trial: BaseTrial, attrs: dict) -> None:
 
 
 # What result_attrs writes: a duplicate config's trial copies these from the trial that trained it.
-RESULT_KEYS = (STATUS_KEY, "reason", "reached_target", "time_to_target", "target_accuracy", "history", "device",
-               "versions", "speedup", KFAC_KEY) + FINAL_KEYS
+RESULT_KEYS = (
+    STATUS_KEY,
+    "reason",
+    "reached_target",
+    "time_to_target",
+    "target_accuracy",
+    "history",
+    "device",
+    "versions",
+    "speedup",
+    KFAC_KEY,
+) + FINAL_KEYS
 
 
 def copied_attrs(original: FrozenTrial) -> dict:
@@ -109,8 +141,9 @@ def result_attrs(result: RunResult, speedup: float | None) -> dict:
     return attrs
 
 
-def upload_files(trial: optuna.Trial, store: FileSystemArtifactStore | None, result: RunResult,
-                 config_yaml: str) -> list[str]:
+def upload_files(
+    trial: optuna.Trial, store: FileSystemArtifactStore | None, result: RunResult, config_yaml: str
+) -> list[str]:
     """The learning curve (PNG), the config (YAML) and result.json, into the artifact store."""
     if store is None:
         return []
@@ -135,6 +168,7 @@ def upload_files(trial: optuna.Trial, store: FileSystemArtifactStore | None, res
 def plot_curve(result: RunResult, path: Path, title: str = "") -> bool:
     """Validation accuracy against train seconds, with the target line (~0.1 s: no pyplot state)."""
     from matplotlib.figure import Figure  # a required dependency: a broken install is an error, recorded
+
     xs = [p.train_seconds for p in result.history]
     ys = [p.val_accuracy for p in result.history]
     fig = Figure(figsize=(5, 3.2), dpi=90)
@@ -143,12 +177,19 @@ def plot_curve(result: RunResult, path: Path, title: str = "") -> bool:
     ax.plot(xs, ys, marker="o", label="validation accuracy")
     part = [(x, y) for x, y, p in zip(xs, ys, result.history) if p.val_images]
     if part:  # scored on a prefix of the validation set: settled, not measured to the last image
-        ax.plot(*zip(*part), linestyle="none", marker="o", markerfacecolor="white", color="C0",
-                label="on part of the validation set")
+        ax.plot(
+            *zip(*part),
+            linestyle="none",
+            marker="o",
+            markerfacecolor="white",
+            color="C0",
+            label="on part of the validation set",
+        )
     ax.axhline(result.target_accuracy, color="grey", linestyle="--", label=f"target {result.target_accuracy:g}")
     if result.time_to_target is not None:
-        ax.axvline(result.time_to_target, color="green", linestyle=":",
-                   label=f"reached at {result.time_to_target:.2f} s")
+        ax.axvline(
+            result.time_to_target, color="green", linestyle=":", label=f"reached at {result.time_to_target:.2f} s"
+        )
     ax.set_xlabel("train seconds (evaluation excluded)")
     ax.set_ylabel("validation accuracy")
     ax.set_title(f"{title} ({result.status})")
@@ -163,26 +204,33 @@ def lr_line(cfg: dict) -> str:
     o, bs = cfg["optimizer"], cfg["batch_size"]
     if not o.get("scale_lr_with_batch"):
         return ""
-    return (f"- lr: optimizer.lr {o['lr']:.4g} is the lr at batch 128 (the searched value); at batch {bs} "
-            f"this trial trained with {o['lr'] * bs / 128:.4g}")
+    return (
+        f"- lr: optimizer.lr {o['lr']:.4g} is the lr at batch 128 (the searched value); at batch {bs} "
+        f"this trial trained with {o['lr'] * bs / 128:.4g}"
+    )
 
 
 def note_text(trial_number: int, result: RunResult, summary: str, speedup: float | None, baseline: bool) -> str:
     f = result.final
-    ttt = f"{result.time_to_target:.2f} s" if result.time_to_target is not None else \
-        "not reached by the delivered model (infeasible: off the front)"
-    lines = [f"### Trial {trial_number}{' (baseline)' if baseline else ''}: {result.status}",
-             f"{result.reason}" if result.reason else "",
-             f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
-             + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
-             f"- val accuracy {_or(f.val_accuracy, NAN):.4f}, test accuracy "
-             f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)",
-             f"- train {_or(f.train_seconds, 0):.2f} s, selection {_or(f.selection_seconds, 0):.2f} s, "
-             f"sparsity {_or(f.sparsity, 0):.2f}",
-             f"- {summary}",
-             lr_line(result.config) if result.config else "",
-             kfac_line(f.extra.get(KFAC_KEY)),
-             f"- device: {result.device}"]
+    ttt = (
+        f"{result.time_to_target:.2f} s"
+        if result.time_to_target is not None
+        else "not reached by the delivered model (infeasible: off the front)"
+    )
+    lines = [
+        f"### Trial {trial_number}{' (baseline)' if baseline else ''}: {result.status}",
+        f"{result.reason}" if result.reason else "",
+        f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
+        + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
+        f"- val accuracy {_or(f.val_accuracy, NAN):.4f}, test accuracy "
+        f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)",
+        f"- train {_or(f.train_seconds, 0):.2f} s, selection {_or(f.selection_seconds, 0):.2f} s, "
+        f"sparsity {_or(f.sparsity, 0):.2f}",
+        f"- {summary}",
+        lr_line(result.config) if result.config else "",
+        kfac_line(f.extra.get(KFAC_KEY)),
+        f"- device: {result.device}",
+    ]
     return "\n".join(line for line in lines if line)
 
 
@@ -190,9 +238,11 @@ def kfac_line(fallbacks: dict | None) -> str:
     """What K-FAC did not precondition (``KFACSGD.fallbacks``), for the note ("" when it did all)."""
     if not fallbacks:
         return ""
-    return (f"- **K-FAC fell back to plain SGD** on {fallbacks['plain_steps']} step(s), layers "
-            f"{', '.join(fallbacks['layers'])} ({fallbacks['failed_decompositions']} failed decomposition(s), "
-            f"{fallbacks['shape_mismatches']} shape mismatch(es))")
+    return (
+        f"- **K-FAC fell back to plain SGD** on {fallbacks['plain_steps']} step(s), layers "
+        f"{', '.join(fallbacks['layers'])} ({fallbacks['failed_decompositions']} failed decomposition(s), "
+        f"{fallbacks['shape_mismatches']} shape mismatch(es))"
+    )
 
 
 def save_note(trial: optuna.Trial, text: str) -> None:
@@ -200,4 +250,3 @@ def save_note(trial: optuna.Trial, text: str) -> None:
     from optuna_dashboard import save_note as _save
 
     _save(trial, text)
-

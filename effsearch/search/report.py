@@ -21,8 +21,13 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-ABBREV = {"time_to_accuracy": "tta", "final_accuracy": "acc", "train_time": "train", "model_size": "size",
-          "quantized_size": "int8"}
+ABBREV = {
+    "time_to_accuracy": "tta",
+    "final_accuracy": "acc",
+    "train_time": "train",
+    "model_size": "size",
+    "quantized_size": "int8",
+}
 
 
 def summary(cfg: dict) -> str:
@@ -60,8 +65,15 @@ def fmt_value(name: str, value: float | None, hit: bool = True) -> str:
     return f"{value:.2f}"
 
 
-def trial_line(trial: FrozenTrial, objectives: Sequence[str], trials: Sequence[FrozenTrial], study: optuna.Study,
-               n_trials: int | None, elapsed: float | None = None, same_as: int | None = None) -> str:
+def trial_line(
+    trial: FrozenTrial,
+    objectives: Sequence[str],
+    trials: Sequence[FrozenTrial],
+    study: optuna.Study,
+    n_trials: int | None,
+    elapsed: float | None = None,
+    same_as: int | None = None,
+) -> str:
     """One progress line for a finished trial, with the study's standing. ``same_as``: the trial
     whose line already printed this trial's error (a repeated error is printed once)."""
     c = queries.counts(trials)
@@ -77,17 +89,23 @@ def trial_line(trial: FrozenTrial, objectives: Sequence[str], trials: Sequence[F
     else:
         what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
     cfg = queries.config_of(trial)
-    tag = " baseline" if trial.user_attrs.get(BASELINE_KEY) else \
-        (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
+    tag = (
+        " baseline"
+        if trial.user_attrs.get(BASELINE_KEY)
+        else (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
+    )
     if DUPLICATE_KEY in trial.user_attrs:  # answered from storage: say whose result it repeats
         state = f"duplicate of trial {trial.user_attrs[DUPLICATE_KEY]}, not trained"
     best = queries.best_tta(trials)
     total = f"{c['done']}/{n_trials}" if n_trials else f"{c['done']}"
     clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
-    return (f"{clock}trial {trial.number:>3}{tag} {state}: {what}" + (f"  [{summary(cfg)}]" if cfg else "")
-            + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
-              f"front {len(queries.front(study))}, best time to target "
-            + (f"{best:.2f} s" if best is not None else "none yet"))
+    return (
+        f"{clock}trial {trial.number:>3}{tag} {state}: {what}"
+        + (f"  [{summary(cfg)}]" if cfg else "")
+        + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
+        f"front {len(queries.front(study))}, best time to target "
+        + (f"{best:.2f} s" if best is not None else "none yet")
+    )
 
 
 def recipe_line(trials: Iterable[FrozenTrial]) -> str | None:
@@ -95,8 +113,10 @@ def recipe_line(trials: Iterable[FrozenTrial]) -> str | None:
     r = queries.best_recipe(trials)
     if r is None:
         return None
-    return (f"best known recipe: {r.user_attrs[WARM_KEY]} (trial {r.number}), "
-            f"{Recorded.of(r).time_to_target:.2f} s to the target; 'x recipe' is each trial's speed-up over it")
+    return (
+        f"best known recipe: {r.user_attrs[WARM_KEY]} (trial {r.number}), "
+        f"{Recorded.of(r).time_to_target:.2f} s to the target; 'x recipe' is each trial's speed-up over it"
+    )
 
 
 def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool = True) -> str:
@@ -104,8 +124,13 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
     base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
     recipe = queries.best_recipe(trials)
     recipe_tta = queries.seconds_to_target(recipe)
-    head = ["trial", "state"] + [_short(n) for n in objectives] + ["speed-up"] + (["x recipe"] if recipe else []) \
+    head = (
+        ["trial", "state"]
+        + [_short(n) for n in objectives]
+        + ["speed-up"]
+        + (["x recipe"] if recipe else [])
         + ["test acc", "train s", "config / reason"]
+    )
 
     def row(t: FrozenTrial) -> list:
         vals = list(t.values) if t.values else [None] * len(objectives)
@@ -113,8 +138,11 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         sp = speedup(base_tta, tta)
         over = [speedup(recipe_tta, tta)] if recipe else []
         cfg = queries.config_of(t)
-        tail = summary(cfg) if cfg and t.state == TrialState.COMPLETE else \
-            (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+        tail = (
+            summary(cfg)
+            if cfg and t.state == TrialState.COMPLETE
+            else (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+        )
         if DUPLICATE_KEY in t.user_attrs:
             tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
         state = t.state.name
@@ -124,26 +152,40 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         test, train = r.test_accuracy, r.train_seconds
         seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
         label = "+".join(map(str, seeds)) if seeds else t.number
-        return ([label, state] + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
-                + [f"{x:.2f}x" if x else "-" for x in [sp, *over]] + [f"{test:.4f}" if test is not None else "-",
-                   f"{train:.1f}" if train is not None else "-", str(tail)[:90]])
+        return (
+            [label, state]
+            + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
+            + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
+            + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", str(tail)[:90]]
+        )
 
     c = queries.counts(trials)
-    lines = [f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
-             f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"]
+    lines = [
+        f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
+        f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"
+    ]
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
     pareto = queries.front(study)
     if recipe:
         lines += ["", cast(str, recipe_line(trials))]  # a str: there is a recipe
-    lines += ["", f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
-              + ("; a+b: the mean of trials a and b, one config's seeds" if any(
-                  t.user_attrs.get("seed_trials") for t in pareto) else "") + "):"]
+    lines += [
+        "",
+        f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
+        + (
+            "; a+b: the mean of trials a and b, one config's seeds"
+            if any(t.user_attrs.get("seed_trials") for t in pareto)
+            else ""
+        )
+        + "):",
+    ]
     if pareto:
         lines.append(format_table(head, [row(t) for t in pareto]))
     elif c["complete"] and "time_to_accuracy" in objectives:
-        lines.append("  (no complete trial reached the target: a trial that misses it has no time to target "
-                     "and is not on the front)")
+        lines.append(
+            "  (no complete trial reached the target: a trial that misses it has no time to target "
+            "and is not on the front)"
+        )
     return "\n".join(lines)
 
 
@@ -159,17 +201,27 @@ def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
         t = done[0]
         r = Recorded.of(t)
         target, acc = r.target_accuracy, r.val_accuracy
-        why = (f"missed the target {target:g} (final val accuracy {acc:.4f})" if target is not None and acc is not None
-               else "missed the target")
+        why = (
+            f"missed the target {target:g} (final val accuracy {acc:.4f})"
+            if target is not None and acc is not None
+            else "missed the target"
+        )
     else:
         t = max(base, key=lambda x: x.number)
         if not t.state.is_finished():
             return None  # still to run
         why = t.user_attrs.get(STATUS_KEY) or t.state.name.lower()  # its reason is on its own line
-    return (f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
-            "Lower target_accuracy or give the baseline more epochs (the study file's base and baseline)")
+    return (
+        f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
+        "Lower target_accuracy or give the baseline more epochs (the study file's base and baseline)"
+    )
 
 
 def _short(name: str) -> str:
-    return {"time_to_accuracy": "time to target s", "final_accuracy": "val acc",
-            "train_time": "train time s", "model_size": "size", "quantized_size": "int8 size"}.get(name, name)
+    return {
+        "time_to_accuracy": "time to target s",
+        "final_accuracy": "val acc",
+        "train_time": "train time s",
+        "model_size": "size",
+        "quantized_size": "int8 size",
+    }.get(name, name)

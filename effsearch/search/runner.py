@@ -68,16 +68,24 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
     if spec.name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=spec.name, storage=storage)
         stored = study.user_attrs.get("objectives")
-        if (stored and list(stored) != list(spec.objectives)) or \
-                [d.name.lower() for d in study.directions] != spec.directions:
-            raise ConfigError("objectives", f"study {spec.name!r} in {spec.storage_label()} was created with "
-                                            f"objectives {stored or [d.name.lower() for d in study.directions]}; "
-                                            f"the file names {list(spec.objectives)}. Use a new study name to "
-                                            "change objectives", spec.source)
+        if (stored and list(stored) != list(spec.objectives)) or [
+            d.name.lower() for d in study.directions
+        ] != spec.directions:
+            raise ConfigError(
+                "objectives",
+                f"study {spec.name!r} in {spec.storage_label()} was created with "
+                f"objectives {stored or [d.name.lower() for d in study.directions]}; "
+                f"the file names {list(spec.objectives)}. Use a new study name to "
+                "change objectives",
+                spec.source,
+            )
     else:
-        study = optuna.create_study(study_name=spec.name, storage=storage,
-                                    directions=spec.directions,  # type: ignore[arg-type]  # Optuna's words
-                                    load_if_exists=True)
+        study = optuna.create_study(
+            study_name=spec.name,
+            storage=storage,
+            directions=spec.directions,  # type: ignore[arg-type]  # Optuna's words
+            load_if_exists=True,
+        )
         study.set_user_attr("objectives", list(spec.objectives))
         study.set_user_attr("target_accuracy", phases.trial_config(spec, spec.base).target_accuracy)
         from effsearch.search.studyfile import dump
@@ -94,8 +102,9 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
     return study
 
 
-def run(spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None = None,
-        t0: float | None = None) -> int:
+def run(
+    spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None = None, t0: float | None = None
+) -> int:
     """Run (or resume) a study, with its tuning phase if it has one; returns the exit code:
     0 done, 1 the study (or a phase) could not do its work, 130 after Ctrl-C. Bad input (a
     storage that cannot be opened, missing data) raises ConfigError (exit code 2).
@@ -106,8 +115,11 @@ def run(spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
         warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root)
     except BaselineBroken as e:
-        print(f"effsearch run: the baseline's config ({spec.source}: base, baseline) does not train: {e}\n"
-              "  (found by a few batches of it before the first trial; nothing was run)", file=out)
+        print(
+            f"effsearch run: the baseline's config ({spec.source}: base, baseline) does not train: {e}\n"
+            "  (found by a few batches of it before the first trial; nothing was run)",
+            file=out,
+        )
         return 1
     if not phases.enabled(spec):
         return run_phase(spec, data_root, out, t0, warm=warm)
@@ -124,8 +136,7 @@ def run(spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None
     picked = phases.queue_confirm(spec, tune_study, study)
     # Phase 1 is over: its compute is part of what the confirmed front cost (search.cost).
     study.set_user_attr(cost.TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
-    print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n",
-          file=out)
+    print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n", file=out)
     code = run_phase(confirm, data_root, out, t0, study)
     text = phases.describe(study, spec.objectives)
     if text:
@@ -133,8 +144,14 @@ def run(spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None
     return code
 
 
-def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: float,
-              study: optuna.Study | None = None, warm: float | None = None) -> int:
+def run_phase(
+    spec: StudySpec,
+    data_root: str | Path | None,
+    out: TextIO,
+    t0: float,
+    study: optuna.Study | None = None,
+    warm: float | None = None,
+) -> int:
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
@@ -143,8 +160,12 @@ def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: fl
     for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
         print(f"  note       {note}", file=out)
     if warm is not None:
-        print(f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
-              "first timed trial is not this process's first run", file=out, flush=True)
+        print(
+            f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
+            "first timed trial is not this process's first run",
+            file=out,
+            flush=True,
+        )
     if lost:
         print(f"  re-queued trials {lost}: their worker process is gone", file=out)
     budget = StopAtBudget(spec, storage)
@@ -152,8 +173,9 @@ def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: fl
         print(f"the study already has {spec.n_trials} trials; raise --n-trials to run more", file=out)
         outcome = "done"
     elif budget.reached(study):
-        print(f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more",
-              file=out)
+        print(
+            f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more", file=out
+        )
         outcome = "done"
     elif spec.workers == 1:
         outcome = work(spec, 0, data_root, progress=True, out=out, t0=t0, since=t0, warm=False)
@@ -162,16 +184,22 @@ def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: fl
     print("", file=out)
     print(report.status_table(study, spec.objectives, show_all=False), file=out)
     trials = study.get_trials(deepcopy=False)
-    print(f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
-          + (f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left"
-             if spec.budget else ""),
-          file=out)
+    print(
+        f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
+        + (
+            f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left" if spec.budget else ""
+        ),
+        file=out,
+    )
     if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
         print("\n".join(best.cost_of(study).lines()), file=out)
     unrun = sorted(cast("set[int]", {t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING}))
     if spec.phase == "confirm" and unrun and budget.reached(study):
-        print(f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
-              "spent; raise --budget and run again to confirm them", file=out)
+        print(
+            f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
+            "spent; raise --budget and run again to confirm them",
+            file=out,
+        )
     warning = report.baseline_warning(trials)
     if warning:
         print(f"\nwarning: {warning}", file=out)
@@ -187,8 +215,11 @@ def run_phase(spec: StudySpec, data_root: str | Path | None, out: TextIO, t0: fl
     if outcome == "failed" or hit:
         if hit:
             reason, numbers = hit
-            print(f"\neffsearch run: stopped: trials {', '.join(map(str, numbers))} failed with the same error "
-                  f"(failure_limit: {spec.failure_limit}):\n  {reason}", file=out)
+            print(
+                f"\neffsearch run: stopped: trials {', '.join(map(str, numbers))} failed with the same error "
+                f"(failure_limit: {spec.failure_limit}):\n  {reason}",
+                file=out,
+            )
         return 1
     if not any(t.state == TrialState.COMPLETE for t in trials):
         print(f"\neffsearch run: study {spec.name!r} has no completed trial", file=out)

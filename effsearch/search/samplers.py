@@ -63,16 +63,17 @@ class PerTrialSeed(BaseSampler):
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.sampler.infer_relative_search_space(study, trial)
 
-    def sample_relative(self, study: Study, trial: FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         return self.sampler.sample_relative(study, trial, search_space)
 
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
         return self.sampler.sample_independent(study, trial, param_name, param_distribution)
 
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self.sampler.after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:

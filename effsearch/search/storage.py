@@ -64,13 +64,16 @@ def rdb_url(url: str) -> str:
         import importlib.util
 
         if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
-            return "postgresql+psycopg2://" + url[len("postgresql://"):]
+            return "postgresql+psycopg2://" + url[len("postgresql://") :]
     return url
 
 
 # Python packages that provide each database's default SQLAlchemy driver, for the message.
-DRIVERS = {"postgresql": "psycopg2-binary (`uv run --extra postgres ...`)", "mysql": "mysqlclient or PyMySQL "
-           "(mysql+pymysql://...)", "sqlite": "Python's sqlite3"}
+DRIVERS = {
+    "postgresql": "psycopg2-binary (`uv run --extra postgres ...`)",
+    "mysql": "mysqlclient or PyMySQL (mysql+pymysql://...)",
+    "sqlite": "Python's sqlite3",
+}
 
 
 def check_url(url: str, where: str) -> None:
@@ -85,11 +88,15 @@ def check_url(url: str, where: str) -> None:
         raise ConfigError(where, f"not a valid storage URL {redact(url)!r}: {e}") from None
     except (ImportError, NoSuchModuleError) as e:
         backend = url.split("://", 1)[0].split("+", 1)[0]
-        raise ConfigError(where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
-                          ) from None
+        raise ConfigError(
+            where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
+        ) from None
     if parsed.get_backend_name() == "sqlite" and not parsed.database:
-        raise ConfigError(where, "sqlite:// without a path is an in-memory database, lost when the run ends; "
-                                 "give a file: sqlite:///path/to/study.db")
+        raise ConfigError(
+            where,
+            "sqlite:// without a path is an in-memory database, lost when the run ends; "
+            "give a file: sqlite:///path/to/study.db",
+        )
 
 
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
@@ -104,13 +111,18 @@ def as_url(text: str, where: str) -> str | None:
     # A URL, even a malformed one: never taken as a file name (sqlite:/x would make a folder `sqlite:`)
     name = scheme.group(1).split("+", 1)[0].lower()
     if name not in RDB_SCHEMES:
-        raise ConfigError(where, f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
-                                 "(e.g. postgresql://user:pass@host/db) or a journal file path")
+        raise ConfigError(
+            where,
+            f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
+            "(e.g. postgresql://user:pass@host/db) or a journal file path",
+        )
     if not text.startswith(scheme.group(0) + "//"):
-        raise ConfigError(where, f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
-                                 + ("sqlite:///path/to/study.db" if name == "sqlite" else
-                                    f"{name}://user:pass@host/db")
-                                 + "; a journal file path must not start with `NAME:`")
+        raise ConfigError(
+            where,
+            f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
+            + ("sqlite:///path/to/study.db" if name == "sqlite" else f"{name}://user:pass@host/db")
+            + "; a journal file path must not start with `NAME:`",
+        )
     check_url(text, where)
     return text
 
@@ -200,9 +212,13 @@ def _connect(url: str, heartbeat: dict | None = None) -> BaseStorage:
     if heartbeat:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            kwargs = dict(heartbeat_interval=heartbeat["interval"], grace_period=heartbeat["grace_period"],
-                          heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                              max_retry=heartbeat["max_retry"]))
+            kwargs = dict(
+                heartbeat_interval=heartbeat["interval"],
+                grace_period=heartbeat["grace_period"],
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                    max_retry=heartbeat["max_retry"]
+                ),
+            )
     # pool_pre_ping: a pooled connection the server closed (a restart) is replaced before use.
     engine: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
@@ -241,8 +257,12 @@ _cut_warned = threading.Event()  # a lost connection is said once a process (a h
 def _warn_cut(e: BaseException) -> None:
     if not _cut_warned.is_set():
         _cut_warned.set()
-        print(f"warning: lost the storage's connection ({why(e)}); reconnecting, waiting up to "
-              f"{RECONNECT_SECONDS:g} s for the server, and trying the call again", file=sys.stderr, flush=True)
+        print(
+            f"warning: lost the storage's connection ({why(e)}); reconnecting, waiting up to "
+            f"{RECONNECT_SECONDS:g} s for the server, and trying the call again",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def cut_connection(e: BaseException | None) -> BaseException | None:
@@ -281,8 +301,7 @@ class ReconnectingRDBStorage(optuna.storages.RDBStorage):
                 _warn_cut(cut)
                 time.sleep(attempt)
 
-    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
-                               ) -> bool:
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
         """As Optuna's, tried again after a cut. A try whose commit landed before its answer was
         cut leaves the trial in ``state``, and the next try finds it finished: that is done."""
         tries: list[int] = []
@@ -311,12 +330,29 @@ def _repeatable(name: str) -> Callable:
 
 
 # The RDBStorage methods that open a session and may be repeated (see ReconnectingRDBStorage).
-for _name in ("get_study_id_from_name", "get_study_name_from_id", "get_study_directions", "get_study_user_attrs",
-              "get_study_system_attrs", "get_all_studies", "set_study_user_attr", "set_study_system_attr",
-              "get_trial", "_get_trials", "get_trial_param", "get_trial_user_attrs", "get_trial_system_attrs",
-              "get_trial_id_from_study_id_trial_number", "_get_best_trial_id", "_set_trial_param",
-              "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr", "record_heartbeat",
-              "_get_stale_trial_ids"):
+for _name in (
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_all_studies",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_trial",
+    "_get_trials",
+    "get_trial_param",
+    "get_trial_user_attrs",
+    "get_trial_system_attrs",
+    "get_trial_id_from_study_id_trial_number",
+    "_get_best_trial_id",
+    "_set_trial_param",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "record_heartbeat",
+    "_get_stale_trial_ids",
+):
     setattr(ReconnectingRDBStorage, _name, _repeatable(_name))
 del _name
 
@@ -332,15 +368,18 @@ def sqlite_path(url: str) -> Path | None:
     """The database file of a sqlite:/// URL (None for other URLs)."""
     if not url.startswith("sqlite:///"):
         return None
-    return Path(url[len("sqlite:///"):])
+    return Path(url[len("sqlite:///") :])
 
 
 _WORKER_TOKEN = uuid.uuid4().hex[:12]  # one per process: host and pid alone repeat across machines and reboots
 
 
 def worker_id() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "id": f"{socket.gethostname()}-{os.getpid()}-"
-                                                                     f"{_WORKER_TOKEN}"}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "id": f"{socket.gethostname()}-{os.getpid()}-{_WORKER_TOKEN}",
+    }
 
 
 def _alive(pid: int) -> bool:
@@ -357,18 +396,22 @@ def _alive(pid: int) -> bool:
 
 
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
-KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY,
-                 WARM_CONFIG_KEY)
+KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY, WARM_CONFIG_KEY)
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Queue ``trial``'s parameters again as a WAITING trial (as Optuna's retry callback does)."""
     history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
     keep = {k: v for k, v in trial.user_attrs.items() if k in KEEP_ON_RETRY}
-    study.add_trial(optuna.trial.create_trial(
-        state=TrialState.WAITING, params=trial.params, distributions=trial.distributions,
-        user_attrs={**keep, "retry_of": trial.number, "retry_reason": reason},
-        system_attrs={"failed_trial": history[0], "retry_history": history}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={**keep, "retry_of": trial.number, "retry_reason": reason},
+            system_attrs={"failed_trial": history[0], "retry_history": history},
+        )
+    )
 
 
 HEARTBEAT_KEY = "effsearch:heartbeat"  # system attr of a RUNNING trial on a journal file: time.time()
@@ -399,8 +442,12 @@ class JournalHeartbeat:
             pass
         except storage_errors() as e:  # a stale stamp gets this trial re-queued elsewhere: say why, once
             if not self.failed:
-                print(f"warning: cannot stamp the running trial's heartbeat ({why(e)}); other workers may "
-                      "take it for lost and queue it again", file=sys.stderr, flush=True)
+                print(
+                    f"warning: cannot stamp the running trial's heartbeat ({why(e)}); other workers may "
+                    "take it for lost and queue it again",
+                    file=sys.stderr,
+                    flush=True,
+                )
             self.failed = True
 
     def _loop(self) -> None:
@@ -432,9 +479,14 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
         if local and not _alive(w["pid"]):
             reason = f"its worker ({host} pid {w['pid']}) is gone"
         elif grace_period is not None and age is not None and age > grace_period:
-            reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) sent no heartbeat for {age:.0f} s (grace "
-                      f"period {grace_period:g} s)" + ("; its process is alive: stopped or hung" if local else "")
-                      ) if w else orphan
+            reason = (
+                (
+                    f"its worker ({w.get('host')} pid {w.get('pid')}) sent no heartbeat for {age:.0f} s (grace "
+                    f"period {grace_period:g} s)" + ("; its process is alive: stopped or hung" if local else "")
+                )
+                if w
+                else orphan
+            )
         elif not w and age is None and _age(t, now) > (60.0 if grace_period is None else grace_period):
             # Asked for, then its worker died before writing who it is (a worker writes that
             # right after ``ask``): nobody will ever finish it, and a surviving worker would wait
@@ -552,8 +604,11 @@ def constraints_of(trial: FrozenTrial) -> list[float] | None:
 
 def retry_history(trial: optuna.Trial | FrozenTrial) -> list[int]:
     """The trial numbers a (running or frozen) trial retries, oldest first."""
-    attrs = trial.system_attrs if isinstance(trial, optuna.trial.FrozenTrial) else \
-        trial.storage.get_trial_system_attrs(trial._trial_id)
+    attrs = (
+        trial.system_attrs
+        if isinstance(trial, optuna.trial.FrozenTrial)
+        else trial.storage.get_trial_system_attrs(trial._trial_id)
+    )
     return list(attrs.get("retry_history", ()))
 
 

@@ -62,12 +62,35 @@ if TYPE_CHECKING:
     from effsearch.config.machine import Machine
 
 # What an empty study file is told.
-MINIMAL_STUDY = ("a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
-                 "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml")
+MINIMAL_STUDY = (
+    "a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
+    "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml"
+)
 
-KEYS = ("name", "description", "storage", "artifacts", "base", "baseline", "warm_start", "objectives", "space",
-        "sampler", "n_trials", "timeout", "budget", "seed", "workers", "pruner", "tuning", "heartbeat",
-        "failure_limit", "dedupe", "max_slowdown", "plugins")
+KEYS = (
+    "name",
+    "description",
+    "storage",
+    "artifacts",
+    "base",
+    "baseline",
+    "warm_start",
+    "objectives",
+    "space",
+    "sampler",
+    "n_trials",
+    "timeout",
+    "budget",
+    "seed",
+    "workers",
+    "pruner",
+    "tuning",
+    "heartbeat",
+    "failure_limit",
+    "dedupe",
+    "max_slowdown",
+    "plugins",
+)
 
 # The keys that are not study numbers (StudyNumbers carries theirs on its fields), with their help:
 # what `python -m effsearch.reference` writes into docs/fields.md.
@@ -75,13 +98,13 @@ KEY_HELP = {
     "name": "the Optuna study's name (default: the file's stem)",
     "description": "a line on what the study is for, kept in storage",
     "storage": "default: NAME.journal beside this file (no server); or sqlite:///x.db, "
-               "postgresql://user@host/db, PATH.journal",
+    "postgresql://user@host/db, PATH.journal",
     "artifacts": "folder for plots and configs per trial (default: beside the journal file, or "
-                 "STEM.artifacts/ beside this file for an RDB storage)",
+    "STEM.artifacts/ beside this file for an RDB storage)",
     "base": "the TrainConfig every trial starts from (a mapping, or a path to a YAML file)",
     "baseline": "dotted overrides of base: trial 0, the yardstick for speed-ups (default: base as is)",
     "warm_start": "configs queued after the baseline and trained exactly as given, once: dotted overrides "
-                  "of base, or a named recipe (recipe:NAME; recipes: all that fit; `effsearch recipes`)",
+    "of base, or a named recipe (recipe:NAME; recipes: all that fit; `effsearch recipes`)",
     "objectives": "what each trial is scored on (default: time_to_accuracy, final_accuracy)",
     "space": "what the sampler may change (include, exclude, ranges; `effsearch space show`)",
     "sampler": "tpe (default), nsga2, nsga3, gp or random, or a mapping {name: ..., option: value}",
@@ -137,19 +160,36 @@ class StudySpec:
         return redact(self.storage)
 
 
-def load(path: str | Path, *, storage: str | None = None, n_trials: int | None = None,
-         timeout: float | None = None, workers: int | None = None, budget: float | None = None,
-         machine: Machine | None = None) -> StudySpec:
+def load(
+    path: str | Path,
+    *,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    workers: int | None = None,
+    budget: float | None = None,
+    machine: Machine | None = None,
+) -> StudySpec:
     """Read and check a study file; command-line values replace the file's."""
     path = Path(path)
     raw = read_yaml(path, MINIMAL_STUDY)
-    return from_mapping(raw, path, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers,
-                        budget=budget, machine=machine)
+    return from_mapping(
+        raw, path, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget, machine=machine
+    )
 
 
-def from_mapping(raw: Any, path: str | Path, *, source: str | None = None, storage: str | None = None,
-                 n_trials: int | None = None, timeout: float | None = None, workers: int | None = None,
-                 budget: float | None = None, machine: Machine | None = None) -> StudySpec:
+def from_mapping(
+    raw: Any,
+    path: str | Path,
+    *,
+    source: str | None = None,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    workers: int | None = None,
+    budget: float | None = None,
+    machine: Machine | None = None,
+) -> StudySpec:
     """A study from its mapping, as if read from the file ``path`` (its folder holds the default
     storage and resolves a relative ``base`` path); ``source`` names it in messages (default: path)."""
     path = Path(path)
@@ -162,9 +202,17 @@ def from_mapping(raw: Any, path: str | Path, *, source: str | None = None, stora
         raise (e if e.source else e.with_source(source)) from None
 
 
-def _load(raw: dict, path: Path, source: str, storage_flag: str | None, n_trials_flag: int | None,
-          timeout_flag: float | None, workers_flag: int | None, budget_flag: float | None,
-          machine: Machine | None) -> StudySpec:
+def _load(
+    raw: dict,
+    path: Path,
+    source: str,
+    storage_flag: str | None,
+    n_trials_flag: int | None,
+    timeout_flag: float | None,
+    workers_flag: int | None,
+    budget_flag: float | None,
+    machine: Machine | None,
+) -> StudySpec:
     here = path.resolve().parent
     for key in raw:
         if key not in KEYS:
@@ -182,15 +230,18 @@ def _load(raw: dict, path: Path, source: str, storage_flag: str | None, n_trials
     pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
     tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
     _check_confirm_seeds(base, tuning)
-    numbers = _numbers(raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag,
-                       budget=budget_flag)
+    numbers = _numbers(
+        raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag
+    )
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
     if numbers["workers"] > 1 and storage.startswith("sqlite"):
-        raise ConfigError("--workers" if workers_flag is not None else "workers",
-                          f"{numbers['workers']} workers on SQLite ({storage}) end in 'database is locked'; "
-                          "use the default journal file or PostgreSQL for several workers")
+        raise ConfigError(
+            "--workers" if workers_flag is not None else "workers",
+            f"{numbers['workers']} workers on SQLite ({storage}) end in 'database is locked'; "
+            "use the default journal file or PostgreSQL for several workers",
+        )
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
@@ -200,10 +251,26 @@ def _load(raw: dict, path: Path, source: str, storage_flag: str | None, n_trials
     if not isinstance(description, str):
         raise ConfigError("description", f"must be a string; got {quote(description)}")
 
-    return StudySpec(name=name, source=source, storage=storage, artifacts=artifacts_dir, base=base,
-                     baseline=baseline, objectives=objectives, space=space, sampler=sampler, pruner=pruner,
-                     tuning=tuning, heartbeat=heartbeat, **numbers, warm_start=warm_start, raw=raw, path=path,
-                     storage_field=storage_field, notes=notes)
+    return StudySpec(
+        name=name,
+        source=source,
+        storage=storage,
+        artifacts=artifacts_dir,
+        base=base,
+        baseline=baseline,
+        objectives=objectives,
+        space=space,
+        sampler=sampler,
+        pruner=pruner,
+        tuning=tuning,
+        heartbeat=heartbeat,
+        **numbers,
+        warm_start=warm_start,
+        raw=raw,
+        path=path,
+        storage_field=storage_field,
+        notes=notes,
+    )
 
 
 def _plugins(raw: dict, here: Path) -> None:
@@ -223,13 +290,17 @@ def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
     elif isinstance(base_raw, dict):
         base = _config(copy.deepcopy(base_raw), "base")
     else:
-        raise ConfigError("base", "must be a TrainConfig mapping or a path to a TrainConfig YAML; "
-                                  f"got {quote(base_raw)}")
+        raise ConfigError(
+            "base", f"must be a TrainConfig mapping or a path to a TrainConfig YAML; got {quote(base_raw)}"
+        )
     baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
     warm_raw = raw.get("warm_start") or []
     if not isinstance(warm_raw, list):
-        raise ConfigError("warm_start", "must be a list of configs (mappings of dotted keys, like baseline) or recipe "
-                                        f"names (recipe:NAME, recipes); got {quote(warm_raw)}")
+        raise ConfigError(
+            "warm_start",
+            "must be a list of configs (mappings of dotted keys, like baseline) or recipe "
+            f"names (recipe:NAME, recipes); got {quote(warm_raw)}",
+        )
     for i, r in enumerate(warm_raw):  # a recipe's name is checked now; the recipe, once the machine is known
         if recipes.is_recipe(r):
             recipes.names(r, f"warm_start[{i}]")
@@ -257,22 +328,28 @@ def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start:
             key, want = O.NEEDS[objective]
             for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
                 if getattr(cfg, key) != want:
-                    raise ConfigError(f"objectives[{i}]", f"{objective} needs {key}: {want} in {label} (every trial "
-                                                          f"must measure it); {label}.{key} is "
-                                                          f"{quote(getattr(cfg, key))}")
+                    raise ConfigError(
+                        f"objectives[{i}]",
+                        f"{objective} needs {key}: {want} in {label} (every trial "
+                        f"must measure it); {label}.{key} is "
+                        f"{quote(getattr(cfg, key))}",
+                    )
     return objectives
 
 
 def _numbers(raw: dict, machine: Machine, **flags: Any) -> dict:
     """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
     when given (an error names its flag), else the file's, else StudyNumbers' default."""
+
     def number(key: str) -> Any:
         if flags.get(key) is not None:
             return options.check_value(StudyNumbers, key, flags[key], "--" + key.replace("_", "-"))
         return options.check_value(StudyNumbers, key, raw.get(key, getattr(StudyNumbers, key)), key)
 
-    out = {key: number(key) for key in ("n_trials", "timeout", "budget", "seed", "workers", "failure_limit",
-                                        "dedupe", "max_slowdown")}
+    out = {
+        key: number(key)
+        for key in ("n_trials", "timeout", "budget", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
+    }
     if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
     _check_workers(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
@@ -284,8 +361,11 @@ def _check_workers(workers: int, machine: Any, field_name: str) -> None:
     threads and data, so more only share the cores (and memory) the first ones had. On a GPU machine
     the workers share the GPUs, and the bound stays the cores."""
     if workers > machine.cores:
-        raise ConfigError(field_name, f"must be at most {machine.cores} here (one worker process per CPU core; "
-                                      f"this process may use {machine.cores}); got {workers}")
+        raise ConfigError(
+            field_name,
+            f"must be at most {machine.cores} here (one worker process per CPU core; "
+            f"this process may use {machine.cores}); got {workers}",
+        )
 
 
 def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
@@ -293,16 +373,22 @@ def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
     last must be a seed too, or phase 2 fails after phase 1's whole search."""
     seeds = cast(int, tuning.get("seeds"))  # set (phases.check's defaults) where the name is not none
     if tuning["name"] != "none" and base.seed + seeds - 1 > SEED_MAX:
-        raise ConfigError("tuning.seeds", f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
-                                          f"{SEED_MAX} (the largest seed Composer, NumPy and Optuna take; base.seed "
-                                          f"is {base.seed}); lower base.seed or tuning.seeds")
+        raise ConfigError(
+            "tuning.seeds",
+            f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
+            f"{SEED_MAX} (the largest seed Composer, NumPy and Optuna take; base.seed "
+            f"is {base.seed}); lower base.seed or tuning.seeds",
+        )
 
 
 def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
     """``base`` with a mapping of dotted TrainConfig keys applied (the baseline, a warm start)."""
     if not isinstance(overrides, dict):
-        raise ConfigError(prefix, "must be a mapping of dotted TrainConfig keys to values, applied to base "
-                                  f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {quote(overrides)}")
+        raise ConfigError(
+            prefix,
+            "must be a mapping of dotted TrainConfig keys to values, applied to base "
+            f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {quote(overrides)}",
+        )
     d = base.to_dict()
     for key, value in overrides.items():
         set_path(d, str(key), copy.deepcopy(value))
@@ -405,6 +491,9 @@ def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
         except ConfigError as e:
             raise e.with_source(str(path)) from None
     if storage_flag is None:
-        raise ConfigError("study", f"{quote(study)} is neither a study file nor a study name under studies/; "
-                                   "give a study file, or the name with --storage URL")
+        raise ConfigError(
+            "study",
+            f"{quote(study)} is neither a study file nor a study name under studies/; "
+            "give a study file, or the name with --storage URL",
+        )
     return study, _storage(storage_flag, None, Path("study.yaml"))

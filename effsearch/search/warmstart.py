@@ -36,8 +36,9 @@ def enqueue(spec: StudySpec, study: optuna.Study) -> list[str]:
         text = cfg.to_yaml()
         if text in have:
             continue
-        study.enqueue_trial(spec.space.encode(cfg), user_attrs={WARM_KEY: label, WARM_CONFIG_KEY: text},
-                            skip_if_exists=False)
+        study.enqueue_trial(
+            spec.space.encode(cfg), user_attrs={WARM_KEY: label, WARM_CONFIG_KEY: text}, skip_if_exists=False
+        )
         have.add(text)
         queued.append(label)
     return queued
@@ -58,8 +59,9 @@ def front_configs(study: optuna.Study) -> list[tuple[str, TrainConfig]]:
         trials = study.get_trials(deepcopy=False)
         _ = study.directions  # queries.front reads them too: a storage that fails, fails here
     except storage_errors() as e:
-        raise ConfigError("--warm-start", f"cannot read the Pareto front of study {study.study_name!r}: "
-                                          f"{why(e)}") from None
+        raise ConfigError(
+            "--warm-start", f"cannot read the Pareto front of study {study.study_name!r}: {why(e)}"
+        ) from None
     out = []
     for t in queries.front(study, trials):
         cfg = record.stored_config(t, "full_config") or record.stored_config(t)

@@ -75,8 +75,9 @@ def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
     try:
         short = cfg.replace(epochs=epochs, eval_every=epochs)
     except ConfigError:  # a rule tied to the budget (a CORDS strategy that would never select): no selection
-        short = cfg.replace(**{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full",
-                               "selection.fraction": 1.0})
+        short = cfg.replace(
+            **{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full", "selection.fraction": 1.0}
+        )
     train(short, data_root=data_root, progress=False)
     return time.perf_counter() - t
 
@@ -104,13 +105,23 @@ def keyboard_interrupt_on_sigint() -> None:
     an interruption (the trial would stay RUNNING): give Ctrl-C its KeyboardInterrupt back."""
     import composer.core.engine  # noqa: F401  (installs its handler at import)
 
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.default_int_handler):
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
+        signal.SIG_IGN,
+        signal.default_int_handler,
+    ):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, progress: bool = False,
-         out: TextIO | None = None, t0: float | None = None, since: float | None = None, warm: bool = True) -> str:
+def work(
+    spec: StudySpec,
+    index: int = 0,
+    data_root: str | Path | None = None,
+    progress: bool = False,
+    out: TextIO | None = None,
+    t0: float | None = None,
+    since: float | None = None,
+    warm: bool = True,
+) -> str:
     """One worker: run trials until the study has n_trials, the timeout passes, the budget is
     spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
 
@@ -133,11 +144,17 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
         warm_up_or_warn(spec, index, data_root)
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
-    objective = Objective(spec, study, artifact_store(spec), data_root, heartbeat=beat,
-                          reap=lambda: reap_dead(spec, study))
+    objective = Objective(
+        spec, study, artifact_store(spec), data_root, heartbeat=beat, reap=lambda: reap_dead(spec, study)
+    )
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
-        objective.told, stop, budget, failures, lambda study, trial: mark_lost(spec, study),
-        lambda study, trial: study.stop() if objective.uncounted else None]
+        objective.told,
+        stop,
+        budget,
+        failures,
+        lambda study, trial: mark_lost(spec, study),
+        lambda study, trial: study.stop() if objective.uncounted else None,
+    ]
     if progress:
         callbacks.append(Progress(spec, study, out, t0))
     try:
@@ -146,9 +163,15 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
             if left is not None and left <= 0:
                 break
             try:
-                study.optimize(objective, n_trials=None, timeout=left, catch=(TrialFailed,), callbacks=callbacks,
-                               # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
-                               gc_after_trial=spec.space.machine.device == "cuda")
+                study.optimize(
+                    objective,
+                    n_trials=None,
+                    timeout=left,
+                    catch=(TrialFailed,),
+                    callbacks=callbacks,
+                    # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+                    gc_after_trial=spec.space.machine.device == "cuda",
+                )
             except Exception as e:
                 # This worker was stopped or hung mid-trial and the others took its trial over:
                 # Optuna cannot record its end. Dropped (said once); the checks below run as after
@@ -160,8 +183,11 @@ def work(spec: StudySpec, index: int = 0, data_root: str | Path | None = None, p
             if failures.hit:
                 return "failed"
             if objective.uncounted:
-                print(f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
-                      file=out or sys.stderr, flush=True)
+                print(
+                    f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
+                    file=out or sys.stderr,
+                    flush=True,
+                )
                 return "failed"
             if budget.reached(study):
                 break
@@ -186,8 +212,12 @@ def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -
     try:
         warm_up(phases.trial_config(spec, spec.baseline), data_root)
     except Exception as e:  # noqa: BLE001 - printed with its cause; the trials that follow record their own
-        print(f"warning: worker {index}: the warm-up run of the baseline's config failed ({type(e).__name__}: "
-              f"{e}); its first trial's time includes this process's first-run costs", file=sys.stderr, flush=True)
+        print(
+            f"warning: worker {index}: the warm-up run of the baseline's config failed ({type(e).__name__}: "
+            f"{e}); its first trial's time includes this process's first-run costs",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def reap_dead(spec: StudySpec, study: optuna.Study) -> list[int]:
@@ -217,13 +247,18 @@ def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
             continue
         w = t.user_attrs.get(WORKER_KEY) or {}
         retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
-        reason = (f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
-                  f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else ""))
+        reason = (
+            f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
+            f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else "")
+        )
         try:
             save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
         except storage_errors() as e:  # the note is all a heartbeat-failed trial has: say it is missing
-            print(f"warning: cannot write the note of trial {t.number} (lost: {reason}): {why(e)}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"warning: cannot write the note of trial {t.number} (lost: {reason}): {why(e)}",
+                file=sys.stderr,
+                flush=True,
+            )
     return [t.number for t in lost]
 
 
@@ -247,8 +282,9 @@ def wait_for_others(spec: StudySpec, study: optuna.Study, stop: StopAtTotal, sta
 WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
 
 
-def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int, data_root: str | Path | None,
-                 since: float) -> None:
+def _worker_main(
+    raw: dict, path: str, source: str, overrides: dict, index: int, data_root: str | Path | None, since: float
+) -> None:
     from effsearch.config.imports import import_plugins
     from effsearch.search.studyfile import from_mapping
 
@@ -262,15 +298,27 @@ def _worker_main(raw: dict, path: str, source: str, overrides: dict, index: int,
         sys.exit(130)
 
 
-def run_workers(spec: StudySpec, study: optuna.Study, data_root: str | Path | None, out: TextIO,
-                t0: float | None = None) -> str:
+def run_workers(
+    spec: StudySpec, study: optuna.Study, data_root: str | Path | None, out: TextIO, t0: float | None = None
+) -> str:
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
-    overrides = {"storage": spec.storage, "n_trials": spec.n_trials, "timeout": spec.timeout,
-                 "budget": spec.budget, "workers": spec.workers, "phase": spec.phase}
+    overrides = {
+        "storage": spec.storage,
+        "n_trials": spec.n_trials,
+        "timeout": spec.timeout,
+        "budget": spec.budget,
+        "workers": spec.workers,
+        "phase": spec.phase,
+    }
     since = t0 or time.time()
-    procs = [ctx.Process(target=_worker_main,
-                         args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since),
-                         name=f"effsearch-worker-{i}") for i in range(spec.workers)]
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since),
+            name=f"effsearch-worker-{i}",
+        )
+        for i in range(spec.workers)
+    ]
     for p in procs:
         p.start()
     progress = Progress(spec, study, out, t0)

@@ -43,9 +43,11 @@ ALGO_PARAMS: dict[str, dict] = {
     "cutmix": {"alpha": ("float", 0.1, 2.0, True)},
     "cutout": {"length": ("float", 0.1, 0.6, False)},
     "colout": {"p_row": ("float", 0.05, 0.3, False), "p_col": ("float", 0.05, 0.3, False)},
-    "progressive_resizing": {"initial_scale": ("float", 0.3, 0.9, False),
-                             "finetune_fraction": ("float", 0.0, 0.4, False),
-                             "delay_fraction": ("float", 0.0, 0.6, False)},
+    "progressive_resizing": {
+        "initial_scale": ("float", 0.3, 0.9, False),
+        "finetune_fraction": ("float", 0.0, 0.4, False),
+        "delay_fraction": ("float", 0.0, 0.6, False),
+    },
     "ema": {"half_life": ("int", 10, 1000, True)},  # in batches
     "swa": {"swa_start": ("float", 0.5, 0.9, False)},  # fraction of training
     "sam": {"rho": ("float", 0.01, 0.5, True), "interval": ("int", 1, 10, False)},
@@ -64,8 +66,9 @@ ALGO_PARAMS: dict[str, dict] = {
 TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
 
 
-def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "",
-          also_parents: tuple = ()) -> dict:
+def gated(
+    subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "", also_parents: tuple = ()
+) -> dict:
     """``when``, ``when_text`` and ``parents`` of a dimension that switches ``subject`` on: it is
     sampled only where no rule about ``subject`` (``effsearch.config.rules``) forbids it, and
     ``also`` holds (a condition of the space's own, e.g. K-FAC as a switch on SGD)."""
@@ -75,6 +78,7 @@ def gated(subject: str, also: Callable[[dict], bool] | None = None, also_text: s
 
     def when(cfg: dict) -> bool:
         return (also is None or also(cfg)) and not rules.blockers(subject, cfg)
+
     return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
 
 
@@ -85,6 +89,7 @@ def _switch(algo: str) -> Callable[[dict, bool], None]:
             algos.setdefault(algo, {})
         else:
             algos.pop(algo, None)
+
     return setter
 
 
@@ -101,6 +106,7 @@ def _time_string(unit: str) -> tuple[Callable[[Any], str], Callable[[Any], Any]]
             raise ValueError(s)
         x = float(s[: -len(unit)])
         return int(x) if unit == "ba" else x
+
     return to_config, from_config
 
 
@@ -111,11 +117,18 @@ def algorithm_dims(model: dict) -> list[Dim]:
     dims = []
     for algo, params in ALGO_PARAMS.items():
         spec = ALGORITHMS[algo]
-        gate = Dim(f"algorithms.{algo}", "algorithms", "cat", choices=(False, True), off=False,
-                   **gated(f"algorithms.{algo}"),
-                   help=spec.help or spec.composer_name,
-                   setter=_switch(algo), getter=partial(_has_algo, algo),
-                   extra={"algorithm": algo})
+        gate = Dim(
+            f"algorithms.{algo}",
+            "algorithms",
+            "cat",
+            choices=(False, True),
+            off=False,
+            **gated(f"algorithms.{algo}"),
+            help=spec.help or spec.composer_name,
+            setter=_switch(algo),
+            getter=partial(_has_algo, algo),
+            extra={"algorithm": algo},
+        )
         missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
         if missing:
             gate.extra["unavailable"] = f"model {model.get('name')!r} has no {STRUCTURE[spec.needs_structure]}"
@@ -126,13 +139,16 @@ def algorithm_dims(model: dict) -> list[Dim]:
             if (algo, param) in TIME_PARAMS:
                 to_cfg, from_cfg = _time_string(TIME_PARAMS[(algo, param)])
             default = spec.params[param]
-            common: dict[str, Any] = dict(path=f"algorithms.{algo}.{param}",
-                                          when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
-                                          when_text=f"algorithms.{algo} on", parents=(f"algorithms.{algo}",),
-                                          to_config=to_cfg, from_config=from_cfg,
-                                          getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {})
-                                          .get(a, {}).get(p, d),
-                                          extra={"algorithm": algo, "param": param})
+            common: dict[str, Any] = dict(
+                path=f"algorithms.{algo}.{param}",
+                when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
+                when_text=f"algorithms.{algo} on",
+                parents=(f"algorithms.{algo}",),
+                to_config=to_cfg,
+                from_config=from_cfg,
+                getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {}).get(a, {}).get(p, d),
+                extra={"algorithm": algo, "param": param},
+            )
             name = f"algorithms.{algo}.{param}"
             if rng[0] == "cat":
                 dims.append(Dim(name, "algorithms", "cat", choices=rng[1], **common))
@@ -154,6 +170,7 @@ def _sparsity_setter(base_target: float) -> Callable[[dict, bool], None]:
     def setter(cfg: dict, on: bool) -> None:
         current = rules.value(cfg, "sparsity.target")
         set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
+
     return setter
 
 
@@ -255,118 +272,368 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
 
     dims = [
         # -- system: only what this device and install can do ---------------------
-        Dim("precision", "system", "cat", choices=precisions, machine_check=precision_check,
-            help="numeric precision (AMP needs CUDA)"),
+        Dim(
+            "precision",
+            "system",
+            "cat",
+            choices=precisions,
+            machine_check=precision_check,
+            help="numeric precision (AMP needs CUDA)",
+        ),
         Dim("channels_last", "system", "cat", choices=(False, True), help="NHWC memory format"),
-        Dim("compile", "system", "cat", choices=(False, True),
-            help="torch.compile the model (compile time counts as train time)"),
-        Dim("cudnn_benchmark", "system", "cat", choices=(False, True),
-            help="cuDNN times its kernels for each new shape"),
-        Dim("compile_mode", "system", "cat", choices=C.COMPILE_MODES, when=lambda cfg: bool(cfg.get("compile")),
-            when_text="compile on", parents=("compile",), help="torch.compile's mode"),
-        Dim("loader", "system", "cat", choices=LOADERS,
+        Dim(
+            "compile",
+            "system",
+            "cat",
+            choices=(False, True),
+            help="torch.compile the model (compile time counts as train time)",
+        ),
+        Dim(
+            "cudnn_benchmark", "system", "cat", choices=(False, True), help="cuDNN times its kernels for each new shape"
+        ),
+        Dim(
+            "compile_mode",
+            "system",
+            "cat",
+            choices=C.COMPILE_MODES,
+            when=lambda cfg: bool(cfg.get("compile")),
+            when_text="compile on",
+            parents=("compile",),
+            help="torch.compile's mode",
+        ),
+        Dim(
+            "loader",
+            "system",
+            "cat",
+            choices=LOADERS,
             machine_check=lambda v: None if v == "torch" or machine.has_ffcv() else "`import ffcv` fails here",
-            help="data loader"),
+            help="data loader",
+        ),
         # -- distributed: data-parallel processes and compressed gradients (opt-in group) ---------
-        Dim("distributed.processes", "distributed", "cat", choices=process_counts(machine),
-            **gated("distributed.processes"), off=1,
-            setter=_processes_setter, extra={"field": "distributed.processes"},
-            help="data-parallel processes (DDP), at most one per core or GPU"),
-        Dim("distributed.compression.method", "distributed", "cat", choices=C.COMPRESSIONS,
-            **gated("distributed.compression.method"), off="none", setter=_method_setter,
-            extra={"field": "distributed.compression.method"}, help="gradient compression (a DDP hook)"),
-        Dim("distributed.compression.ratio", "distributed", "float", low=0.001, high=0.1, log=True,
+        Dim(
+            "distributed.processes",
+            "distributed",
+            "cat",
+            choices=process_counts(machine),
+            **gated("distributed.processes"),
+            off=1,
+            setter=_processes_setter,
+            extra={"field": "distributed.processes"},
+            help="data-parallel processes (DDP), at most one per core or GPU",
+        ),
+        Dim(
+            "distributed.compression.method",
+            "distributed",
+            "cat",
+            choices=C.COMPRESSIONS,
+            **gated("distributed.compression.method"),
+            off="none",
+            setter=_method_setter,
+            extra={"field": "distributed.compression.method"},
+            help="gradient compression (a DDP hook)",
+        ),
+        Dim(
+            "distributed.compression.ratio",
+            "distributed",
+            "float",
+            low=0.001,
+            high=0.1,
+            log=True,
             when=lambda cfg: parallel(cfg) and compression_method(cfg) in ("topk", "randomk"),
             when_text="topk or randomk",
-            parents=("distributed.compression.method",), help="share of gradient entries sent"),
-        Dim("distributed.compression.threshold", "distributed", "float", low=1e-4, high=1e-2, log=True,
-            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "threshold", when_text="threshold",
-            parents=("distributed.compression.method",), help="entries with |g| above it are sent"),
-        Dim("distributed.compression.qstates", "distributed", "cat", choices=(3, 15, 255),
-            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "qsgd", when_text="qsgd",
-            parents=("distributed.compression.method",), help="QSGD levels (3, 4 and 9 bits an entry)"),
-        Dim("distributed.compression.rank", "distributed", "int", low=1, high=4,
-            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "powersgd", when_text="powersgd",
-            parents=("distributed.compression.method",), help="PowerSGD rank"),
-        Dim("distributed.compression.granularity", "distributed", "cat", choices=GRANULARITIES,
+            parents=("distributed.compression.method",),
+            help="share of gradient entries sent",
+        ),
+        Dim(
+            "distributed.compression.threshold",
+            "distributed",
+            "float",
+            low=1e-4,
+            high=1e-2,
+            log=True,
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "threshold",
+            when_text="threshold",
+            parents=("distributed.compression.method",),
+            help="entries with |g| above it are sent",
+        ),
+        Dim(
+            "distributed.compression.qstates",
+            "distributed",
+            "cat",
+            choices=(3, 15, 255),
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "qsgd",
+            when_text="qsgd",
+            parents=("distributed.compression.method",),
+            help="QSGD levels (3, 4 and 9 bits an entry)",
+        ),
+        Dim(
+            "distributed.compression.rank",
+            "distributed",
+            "int",
+            low=1,
+            high=4,
+            when=lambda cfg: parallel(cfg) and compression_method(cfg) == "powersgd",
+            when_text="powersgd",
+            parents=("distributed.compression.method",),
+            help="PowerSGD rank",
+        ),
+        Dim(
+            "distributed.compression.granularity",
+            "distributed",
+            "cat",
+            choices=GRANULARITIES,
             when=lambda cfg: parallel(cfg) and compression_method(cfg) in ("topk", "randomk", "terngrad", "qsgd"),
-            when_text="topk, randomk, terngrad or qsgd", parents=("distributed.compression.method",)),
-        Dim("distributed.compression.error_feedback", "distributed", "cat", choices=(False, True),
+            when_text="topk, randomk, terngrad or qsgd",
+            parents=("distributed.compression.method",),
+        ),
+        Dim(
+            "distributed.compression.error_feedback",
+            "distributed",
+            "cat",
+            choices=(False, True),
             **gated("distributed.compression.error_feedback", also=parallel),
-            help="add what compression dropped to the next gradient"),
+            help="add what compression dropped to the next gradient",
+        ),
         # -- budget ------------------------------------------------------------
         # Fractional epochs: the fast recipes stop mid-epoch (airbench trains 9.9 epochs).
         # At least 2 when the base has 2: a model-based CORDS strategy must get to select.
-        Dim("epochs", "budget", "float", low=max(2.0, e / 4) if e >= 2 else e / 4, high=max(3.0, 1.5 * e) if e >= 2 else 1.5 * e,
-            help="training budget in epochs (around the base budget; fractions allowed)"),
-        Dim("batch_size", "budget", "cat", choices=batch_sizes(bs),
-            setter=_batch_setter, extra={"field": "batch_size"},
-            help="batch size; lr scales linearly with it (lr is the lr at batch 128)"),
+        Dim(
+            "epochs",
+            "budget",
+            "float",
+            low=max(2.0, e / 4) if e >= 2 else e / 4,
+            high=max(3.0, 1.5 * e) if e >= 2 else 1.5 * e,
+            help="training budget in epochs (around the base budget; fractions allowed)",
+        ),
+        Dim(
+            "batch_size",
+            "budget",
+            "cat",
+            choices=batch_sizes(bs),
+            setter=_batch_setter,
+            extra={"field": "batch_size"},
+            help="batch size; lr scales linearly with it (lr is the lr at batch 128)",
+        ),
         # -- model ---------------------------------------------------------------
-        Dim("model.width", "model", "cat", choices=widths(base), extra={"field": "model.width"},
-            help="channels of the first layer (half, base and double the base width)"),
+        Dim(
+            "model.width",
+            "model",
+            "cat",
+            choices=widths(base),
+            extra={"field": "model.width"},
+            help="channels of the first layer (half, base and double the base width)",
+        ),
         # -- optimizer ---------------------------------------------------------
         # K-FAC is offered as a switch on SGD (optimizer.kfac below), not as a name.
         Dim("optimizer.name", "optimizer", "cat", choices=tuple(o for o in OPTIMIZERS if o != "kfac-sgd")),
         # K-FAC as a switch on SGD, so that its rules (no compile, no fp16 scaling) gate it.
-        Dim("optimizer.kfac", "optimizer", "cat", choices=(False, True),
-            **gated("optimizer.kfac", also=lambda cfg: get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd"),
-                    also_text="optimizer sgd", also_parents=("optimizer.name",)),
-            off=False, setter=_kfac_setter, getter=kfac,
-            extra={"field": "optimizer.name"}, help="precondition SGD with K-FAC (optimizer kfac-sgd)"),
-        Dim("optimizer.kfac_damping", "optimizer", "float", low=1e-4, high=1e-1, log=True, when=kfac,
-            when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="K-FAC damping"),
-        Dim("optimizer.kfac_update_every", "optimizer", "int", low=1, high=50, log=True, when=kfac,
-            when_text="optimizer.kfac on", parents=("optimizer.kfac",), help="steps between factor updates"),
-        Dim("optimizer.fused", "optimizer", "cat", choices=(False, True), **gated("optimizer.fused"),
+        Dim(
+            "optimizer.kfac",
+            "optimizer",
+            "cat",
+            choices=(False, True),
+            **gated(
+                "optimizer.kfac",
+                also=lambda cfg: get_path(cfg, "optimizer.name") in ("sgd", "kfac-sgd"),
+                also_text="optimizer sgd",
+                also_parents=("optimizer.name",),
+            ),
+            off=False,
+            setter=_kfac_setter,
+            getter=kfac,
+            extra={"field": "optimizer.name"},
+            help="precondition SGD with K-FAC (optimizer kfac-sgd)",
+        ),
+        Dim(
+            "optimizer.kfac_damping",
+            "optimizer",
+            "float",
+            low=1e-4,
+            high=1e-1,
+            log=True,
+            when=kfac,
+            when_text="optimizer.kfac on",
+            parents=("optimizer.kfac",),
+            help="K-FAC damping",
+        ),
+        Dim(
+            "optimizer.kfac_update_every",
+            "optimizer",
+            "int",
+            low=1,
+            high=50,
+            log=True,
+            when=kfac,
+            when_text="optimizer.kfac on",
+            parents=("optimizer.kfac",),
+            help="steps between factor updates",
+        ),
+        Dim(
+            "optimizer.fused",
+            "optimizer",
+            "cat",
+            choices=(False, True),
+            **gated("optimizer.fused"),
             help="one fused kernel per optimizer step",
             # null (the default) means fused on CUDA, torch's default on the CPU
-            getter=lambda cfg: get_path(cfg, "optimizer.fused") if get_path(cfg, "optimizer.fused") is not None
-            else machine.device == "cuda"),
-        Dim("accumulate", "optimizer", "cat", choices=(1, 2, 4), extra={"field": "accumulate"},
-            help="micro-batches per optimizer step (effective batch = batch_size x accumulate)"),
-        Dim("optimizer.lr", "optimizer", "float", low=0.005, high=1.0, log=True, when=_sgd_family,
-            when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="peak lr (SGD family)"),
-        Dim("optimizer.lr@adamw", "optimizer", "float", low=1e-4, high=1e-2, log=True, path="optimizer.lr",
-            when=lambda cfg: get_path(cfg, "optimizer.name") == "adamw", when_text="optimizer adamw",
+            getter=lambda cfg: (
+                get_path(cfg, "optimizer.fused")
+                if get_path(cfg, "optimizer.fused") is not None
+                else machine.device == "cuda"
+            ),
+        ),
+        Dim(
+            "accumulate",
+            "optimizer",
+            "cat",
+            choices=(1, 2, 4),
+            extra={"field": "accumulate"},
+            help="micro-batches per optimizer step (effective batch = batch_size x accumulate)",
+        ),
+        Dim(
+            "optimizer.lr",
+            "optimizer",
+            "float",
+            low=0.005,
+            high=1.0,
+            log=True,
+            when=_sgd_family,
+            when_text="optimizer sgd or sgdw",
             parents=("optimizer.name",),
-            help="peak lr (AdamW)"),
+            help="peak lr (SGD family)",
+        ),
+        Dim(
+            "optimizer.lr@adamw",
+            "optimizer",
+            "float",
+            low=1e-4,
+            high=1e-2,
+            log=True,
+            path="optimizer.lr",
+            when=lambda cfg: get_path(cfg, "optimizer.name") == "adamw",
+            when_text="optimizer adamw",
+            parents=("optimizer.name",),
+            help="peak lr (AdamW)",
+        ),
         Dim("optimizer.momentum", "optimizer", "float", low=0.8, high=0.99, help="momentum (AdamW: beta1)"),
-        Dim("optimizer.nesterov", "optimizer", "cat", choices=(False, True), when=_sgd_family,
-            when_text="optimizer sgd or sgdw", parents=("optimizer.name",), help="Nesterov momentum"),
+        Dim(
+            "optimizer.nesterov",
+            "optimizer",
+            "cat",
+            choices=(False, True),
+            when=_sgd_family,
+            when_text="optimizer sgd or sgdw",
+            parents=("optimizer.name",),
+            help="Nesterov momentum",
+        ),
         Dim("optimizer.weight_decay", "optimizer", "float", low=1e-6, high=1e-2, log=True),
         # -- schedule ----------------------------------------------------------
         Dim("schedule.name", "schedule", "cat", choices=SCHEDULES),
-        Dim("schedule.warmup_fraction", "schedule", "float", low=0.0, high=0.3,
-            help="warmup share (onecycle: where the peak is; 0 means 0.25)"),
-        Dim("schedule.final_lr_fraction", "schedule", "float", low=0.0, high=0.2,
+        Dim(
+            "schedule.warmup_fraction",
+            "schedule",
+            "float",
+            low=0.0,
+            high=0.3,
+            help="warmup share (onecycle: where the peak is; 0 means 0.25)",
+        ),
+        Dim(
+            "schedule.final_lr_fraction",
+            "schedule",
+            "float",
+            low=0.0,
+            high=0.2,
             when=lambda cfg: get_path(cfg, "schedule.name") in ("cosine", "linear", "onecycle"),
-            when_text="schedule cosine, linear or onecycle", parents=("schedule.name",)),
-        Dim("schedule.gamma", "schedule", "float", low=0.05, high=0.5, log=True,
-            when=lambda cfg: get_path(cfg, "schedule.name") == "multistep", when_text="schedule multistep",
-            parents=("schedule.name",)),
+            when_text="schedule cosine, linear or onecycle",
+            parents=("schedule.name",),
+        ),
+        Dim(
+            "schedule.gamma",
+            "schedule",
+            "float",
+            low=0.05,
+            high=0.5,
+            log=True,
+            when=lambda cfg: get_path(cfg, "schedule.name") == "multistep",
+            when_text="schedule multistep",
+            parents=("schedule.name",),
+        ),
         # -- data: CORDS subsets -----------------------------------------------
-        Dim("selection.strategy", "data", "cat", choices=STRATEGIES if e >= 2 and not no_embedding else
-            tuple(x for x in STRATEGIES if x not in C.MODEL_SELECTIONS),
-            **gated("selection.strategy"), off="full", setter=_selection_setter, extra={"field": "selection.strategy"}, help="CORDS data subset selection"),
-        Dim("selection.fraction", "data", "float", low=0.1, high=0.9, **gated("selection.fraction"),
-            help="share of the training set per epoch"),
-        Dim("selection.kappa", "data", "float", low=0.0, high=0.5,
+        Dim(
+            "selection.strategy",
+            "data",
+            "cat",
+            choices=STRATEGIES
+            if e >= 2 and not no_embedding
+            else tuple(x for x in STRATEGIES if x not in C.MODEL_SELECTIONS),
+            **gated("selection.strategy"),
+            off="full",
+            setter=_selection_setter,
+            extra={"field": "selection.strategy"},
+            help="CORDS data subset selection",
+        ),
+        Dim(
+            "selection.fraction",
+            "data",
+            "float",
+            low=0.1,
+            high=0.9,
+            **gated("selection.fraction"),
+            help="share of the training set per epoch",
+        ),
+        Dim(
+            "selection.kappa",
+            "data",
+            "float",
+            low=0.0,
+            high=0.5,
             when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
-            when_text="adaptive selection", parents=("selection.strategy",),
-            help="share of training on full data first"),
-        Dim("selection.select_every", "data", "int", low=1, high=max(2, min(10, math.ceil(e / 2))),
+            when_text="adaptive selection",
+            parents=("selection.strategy",),
+            help="share of training on full data first",
+        ),
+        Dim(
+            "selection.select_every",
+            "data",
+            "int",
+            low=1,
+            high=max(2, min(10, math.ceil(e / 2))),
             when=lambda cfg: get_path(cfg, "selection.strategy") not in ADAPTIVE_OFF,
-            when_text="adaptive selection", parents=("selection.strategy",), setter=_select_every_setter,
+            when_text="adaptive selection",
+            parents=("selection.strategy",),
+            setter=_select_every_setter,
             extra={"field": "selection.select_every"},
-            help="epochs between selections (held below the budget without a warm start)"),
+            help="epochs between selections (held below the budget without a warm start)",
+        ),
         # -- sparsity ----------------------------------------------------------
-        Dim("sparsity", "sparsity", "cat", choices=(False, True), setter=_sparsity_setter(base.sparsity.target),
-            getter=lambda cfg: rules.value(cfg, "sparsity.target") > 0, help="gradual magnitude pruning"),
-        Dim("sparsity.target", "sparsity", "float", low=0.3, high=0.9,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0, when_text="sparsity on", parents=("sparsity",)),
-        Dim("sparsity.schedule", "sparsity", "cat", choices=SPARSITY_SCHEDULES,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0, when_text="sparsity on", parents=("sparsity",)),
+        Dim(
+            "sparsity",
+            "sparsity",
+            "cat",
+            choices=(False, True),
+            setter=_sparsity_setter(base.sparsity.target),
+            getter=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            help="gradual magnitude pruning",
+        ),
+        Dim(
+            "sparsity.target",
+            "sparsity",
+            "float",
+            low=0.3,
+            high=0.9,
+            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when_text="sparsity on",
+            parents=("sparsity",),
+        ),
+        Dim(
+            "sparsity.schedule",
+            "sparsity",
+            "cat",
+            choices=SPARSITY_SCHEDULES,
+            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when_text="sparsity on",
+            parents=("sparsity",),
+        ),
     ]
     dims += algorithm_dims(base.to_dict()["model"])
     by_name = {d.name: d for d in dims}
@@ -376,12 +643,15 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     for d in dims:
         setters.setdefault(d.extra.get("field", d.path), []).append(d.name)
     for d in dims:
-        d.parents = tuple(dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else [])
-                                        + setters.get(p, [])))
+        d.parents = tuple(
+            dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else []) + setters.get(p, []))
+        )
     _fit_swa_start(by_name["algorithms.swa.swa_start"], base)
     if len(by_name["model.width"].choices) < 2:
-        by_name["model.width"].extra["unavailable"] = (f"{base.model.name!r} takes its size from its name or "
-                                                       "model.kwargs (give model.width to a factory that takes it)")
+        by_name["model.width"].extra["unavailable"] = (
+            f"{base.model.name!r} takes its size from its name or "
+            "model.kwargs (give model.width to a factory that takes it)"
+        )
     if len(precisions) < 2:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
     if machine.device != "cuda":
@@ -401,8 +671,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         by_name["compile"].extra["unavailable"] = "offered on CUDA with triton only"
         by_name["compile_mode"].extra["unavailable"] = "offered on CUDA with triton only"
     # Asked lazily (a callable): importing ffcv takes seconds, so only when the loader is searched.
-    by_name["loader"].extra["unavailable"] = \
-        lambda: None if machine.has_ffcv() else "`import ffcv` fails here (only torch)"
+    by_name["loader"].extra["unavailable"] = lambda: (
+        None if machine.has_ffcv() else "`import ffcv` fails here (only torch)"
+    )
     if not machine.selection:
         for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
             by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.selection) is not installed"

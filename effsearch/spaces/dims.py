@@ -69,8 +69,7 @@ class Dim:
             return trial.suggest_categorical(self.name, list(self.choices))
         assert self.low is not None and self.high is not None  # a number dimension has a range
         if self.kind == "int":
-            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log,
-                                     step=int(self.step or 1))
+            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return trial.suggest_float(self.name, float(self.low), float(self.high), log=self.log, step=self.step)
 
     def contains(self, value: Any) -> bool:
@@ -115,12 +114,15 @@ class Dim:
             algo, param = self.extra["algorithm"], self.extra.get("param")
             if param is None:
                 if not isinstance(value, bool):
-                    raise ConfigError(field_name, f"must be true or false (switches {algo} on or off); "
-                                                  f"got {value!r}")
+                    raise ConfigError(field_name, f"must be true or false (switches {algo} on or off); got {value!r}")
             else:
                 try:
-                    check_param(ALGORITHMS[algo], f"algorithms.{algo}", param,
-                                 self.to_config(value) if self.to_config else value)
+                    check_param(
+                        ALGORITHMS[algo],
+                        f"algorithms.{algo}",
+                        param,
+                        self.to_config(value) if self.to_config else value,
+                    )
                 except ConfigError as e:
                     raise ConfigError(field_name, e.message) from None
         elif self.setter is None or self.extra.get("field"):

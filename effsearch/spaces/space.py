@@ -45,8 +45,9 @@ class Space:
 
     # -- building and checking -------------------------------------------------
     @classmethod
-    def build(cls, base: TrainConfig, section: Any, machine: Machine, source: str | None = None,
-              prefix: str = "space") -> Space:
+    def build(
+        cls, base: TrainConfig, section: Any, machine: Machine, source: str | None = None, prefix: str = "space"
+    ) -> Space:
         try:
             return cls._build(base, section, machine, prefix)
         except ConfigError as e:
@@ -62,13 +63,17 @@ class Space:
                 raise ConfigError(f"{prefix}.{key}", f"unknown key; allowed keys here: {', '.join(SECTION_KEYS)}")
         dims = catalogue(base, machine)
         by_name = {d.name: d for d in dims}
-        chosen = (_names(section, "include", list(DEFAULT_GROUPS), dims, by_name, prefix)
-                  - _names(section, "exclude", [], dims, by_name, prefix))
+        chosen = _names(section, "include", list(DEFAULT_GROUPS), dims, by_name, prefix) - _names(
+            section, "exclude", [], dims, by_name, prefix
+        )
         explicit = _ranges(section, by_name, prefix)
         dims = [by_name[d.name] for d in dims]
         fixed = _fixed(section, by_name, explicit, prefix)
-        active = {d.name for d in dims if d.name in chosen and d.name not in fixed
-                  and (d.name in explicit or not unavailable(d))}
+        active = {
+            d.name
+            for d in dims
+            if d.name in chosen and d.name not in fixed and (d.name in explicit or not unavailable(d))
+        }
         space = cls(base, dims, active, dict(fixed), machine)
         space._check_fixed(prefix)
         return space
@@ -88,9 +93,11 @@ class Space:
                 if not ok and not (d.off is not None and value == d.off):
                     if any(p in self.active for p in d.parents):
                         continue
-                    raise ConfigError(f"{prefix}.fixed.{d.name}",
-                                      f"cannot be {fmt(value)} here: it needs {d.when_text or 'its parent on'}, "
-                                      "which the base config and the other fixed values rule out")
+                    raise ConfigError(
+                        f"{prefix}.fixed.{d.name}",
+                        f"cannot be {fmt(value)} here: it needs {d.when_text or 'its parent on'}, "
+                        "which the base config and the other fixed values rule out",
+                    )
                 d.apply(cfg, value)
             elif not ok and d.off is not None:
                 d.apply(cfg, d.off)
@@ -98,8 +105,9 @@ class Space:
             TrainConfig.from_dict(cfg)
         except ConfigError as e:
             names = ", ".join(self.fixed) or "none"
-            raise ConfigError(f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not "
-                                                 f"valid: {e}") from None
+            raise ConfigError(
+                f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not valid: {e}"
+            ) from None
 
     # -- sampling ----------------------------------------------------------------
     def sample(self, trial: BaseTrial) -> dict:
@@ -151,8 +159,16 @@ class Space:
                 state, values = "n/a", cast(str, unavailable(d))
             else:
                 state, values = "base", fmt(d.read(self.base.to_dict()))
-            out.append({"dimension": d.name, "group": d.group, "state": state, "values": values,
-                        "when": d.when_text, "help": d.help})
+            out.append(
+                {
+                    "dimension": d.name,
+                    "group": d.group,
+                    "state": state,
+                    "values": values,
+                    "when": d.when_text,
+                    "help": d.help,
+                }
+            )
         return out
 
     def table(self, show_all: bool = False) -> str:
@@ -180,8 +196,9 @@ def _parse_range(d: Dim, rng: Any, where: str) -> Dim:
     if isinstance(rng, list):
         rng = {"choices": rng} if d.kind == "cat" or len(rng) != 2 else {"low": rng[0], "high": rng[1]}
     if not isinstance(rng, dict):
-        raise ConfigError(where, "must be {low: L, high: H[, log: true, step: S]} or {choices: [...]}; "
-                                 f"got {rng!r}")
+        raise ConfigError(
+            where, f"must be {{low: L, high: H[, log: true, step: S]}} or {{choices: [...]}}; got {rng!r}"
+        )
     allowed = ("choices",) if d.kind == "cat" else ("low", "high", "log", "step", "choices")
     for key in rng:
         if key not in allowed:
@@ -203,8 +220,9 @@ def _parse_range(d: Dim, rng: Any, where: str) -> Dim:
         d.check_value(rng[key], f"{where}.{key}")
     low, high = rng["low"], rng["high"]
     if not low < high:
-        raise ConfigError(where, f"empty range: low ({low}) must be below high ({high}); "
-                                 "to hold one value, put it under space.fixed")
+        raise ConfigError(
+            where, f"empty range: low ({low}) must be below high ({high}); to hold one value, put it under space.fixed"
+        )
     log = rng.get("log", d.log if d.low is not None and d.low > 0 else False)
     if not isinstance(log, bool):
         raise ConfigError(f"{where}.log", f"must be true or false; got {log!r}")
@@ -229,8 +247,9 @@ def format_table(head: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _names(section: dict, key: str, default: list[str], dims: list[Dim], by_name: dict[str, Dim],
-           prefix: str) -> set[str]:
+def _names(
+    section: dict, key: str, default: list[str], dims: list[Dim], by_name: dict[str, Dim], prefix: str
+) -> set[str]:
     """The dimensions ``section[key]`` names (groups and single dimensions; a switch brings its
     parameters)."""
     items = section.get(key, default)
@@ -251,8 +270,11 @@ def _names(section: dict, key: str, default: list[str], dims: list[Dim], by_name
             if item.startswith("algorithms.") and item.count(".") == 1:  # a switch brings its parameters
                 out |= {d.name for d in dims if d.name.startswith(item + ".")}
         else:
-            raise ConfigError(f"{prefix}.{key}[{i}]", f"unknown group or dimension {item!r}; groups: "
-                              f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`")
+            raise ConfigError(
+                f"{prefix}.{key}[{i}]",
+                f"unknown group or dimension {item!r}; groups: "
+                f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`",
+            )
     return out
 
 
@@ -279,8 +301,7 @@ def _fixed(section: dict, by_name: dict[str, Dim], explicit: set[str], prefix: s
     for name, value in fixed.items():
         where = f"{prefix}.fixed.{name}"
         if name not in by_name:
-            raise ConfigError(where, _unknown(name, by_name) +
-                              "; other TrainConfig fields are set in `base`")
+            raise ConfigError(where, _unknown(name, by_name) + "; other TrainConfig fields are set in `base`")
         by_name[name].check_value(value, where)
         if name in explicit:
             raise ConfigError(where, f"is also given a range in {prefix}.ranges; fix it or search it, not both")

@@ -83,8 +83,13 @@ def _ghost_batchnorm_forward() -> None:
         # Applying BatchNorm once per chunk would move the running averages nchunks times:
         # scale the momentum down to compensate, as Composer does.
         momentum = float(bn.momentum) / len(chunks)
-        return torch.cat([F.batch_norm(c, bn.running_mean, bn.running_var, bn.weight, bn.bias, True,
-                                       momentum, bn.eps) for c in chunks], 0)
+        return torch.cat(
+            [
+                F.batch_norm(c, bn.running_mean, bn.running_var, bn.weight, bn.bias, True, momentum, bn.eps)
+                for c in chunks
+            ],
+            0,
+        )
 
     g._GhostBatchNorm.forward = forward  # type: ignore[method-assign]
 

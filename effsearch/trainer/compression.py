@@ -78,6 +78,7 @@ class HookState:
 
 # -- bit packing ----------------------------------------------------------------------
 
+
 def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
     """Non-negative integers < 2**bits -> uint8, ``bits`` bits each (little-endian bit order)."""
     shifts = torch.arange(bits, device=codes.device)
@@ -105,6 +106,7 @@ def qsgd_bits(qstates: int) -> int:
 
 # -- segments ---------------------------------------------------------------------------
 
+
 def segments(bucket: dist.GradBucket, granularity: str) -> Segments:
     """(offset, length) of each compressed piece of the bucket's flat buffer."""
     n = bucket.buffer().numel()
@@ -120,8 +122,9 @@ def segments(bucket: dist.GradBucket, granularity: str) -> Segments:
 
 def seg_ids(segs: Segments, device: torch.device) -> torch.Tensor:
     """Which segment each entry of the flat buffer belongs to."""
-    return torch.repeat_interleave(torch.arange(len(segs), device=device),
-                                   torch.tensor([n for _, n in segs], device=device))
+    return torch.repeat_interleave(
+        torch.arange(len(segs), device=device), torch.tensor([n for _, n in segs], device=device)
+    )
 
 
 def keep_count(n: int, ratio: float) -> int:
@@ -130,13 +133,14 @@ def keep_count(n: int, ratio: float) -> int:
 
 # -- compressors: flat fp32 gradient -> (message, locally decoded gradient) ----------------
 
+
 def topk_select(x: torch.Tensor, segs: Segments, ratio: float) -> torch.Tensor:
-    idx = [x[off:off + n].abs().topk(keep_count(n, ratio), sorted=False).indices + off for off, n in segs]
+    idx = [x[off : off + n].abs().topk(keep_count(n, ratio), sorted=False).indices + off for off, n in segs]
     return torch.cat(idx)
 
 
 def randomk_select(x: torch.Tensor, segs: Segments, ratio: float, gen: torch.Generator) -> torch.Tensor:
-    idx = [torch.randperm(n, generator=gen, device=x.device)[:keep_count(n, ratio)] + off for off, n in segs]
+    idx = [torch.randperm(n, generator=gen, device=x.device)[: keep_count(n, ratio)] + off for off, n in segs]
     return torch.cat(idx)
 
 
@@ -144,7 +148,7 @@ def ternarize(x: torch.Tensor, segs: Segments, gen: torch.Generator) -> tuple[to
     """TernGrad (Wen et al. 2017): s * sign(g) * Bernoulli(|g| / s), s = max |g| per segment.
     Returns codes in {0, 1, 2} (t + 1) and the scales."""
     ids = seg_ids(segs, x.device)
-    scales = torch.stack([x[off:off + n].abs().max() for off, n in segs])
+    scales = torch.stack([x[off : off + n].abs().max() for off, n in segs])
     s = scales[ids]
     p = torch.where(s > 0, x.abs() / s.clamp_min(1e-30), torch.zeros_like(x))
     b = torch.rand(x.shape, generator=gen, device=x.device) < p
@@ -160,7 +164,7 @@ def qsgd_quantize(x: torch.Tensor, segs: Segments, s: int, gen: torch.Generator)
     """QSGD (Alistarh et al. 2017): ||g|| * sign(g_i) * xi_i / s, xi_i the level |g_i|/||g|| * s
     rounded up or down at random (unbiased). Returns codes q + s in [0, 2s] and the norms."""
     ids = seg_ids(segs, x.device)
-    norms = torch.stack([x[off:off + n].norm() for off, n in segs])
+    norms = torch.stack([x[off : off + n].norm() for off, n in segs])
     nrm = norms[ids]
     level = torch.where(nrm > 0, x.abs() / nrm.clamp_min(1e-30) * s, torch.zeros_like(x))
     low = level.floor()
@@ -174,6 +178,7 @@ def unqsgd(codes: torch.Tensor, norms: torch.Tensor, segs: Segments, s: int) -> 
 
 
 # -- the hook ---------------------------------------------------------------------------------
+
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8)
@@ -213,8 +218,9 @@ def compress_hook(state: HookState, bucket):  # type: ignore[no-untyped-def]
     return send(state, x, segs, finish)
 
 
-def _send_sparse(state: HookState, x: torch.Tensor, segs: Segments,
-                 finish: Finish) -> torch.futures.Future[torch.Tensor]:
+def _send_sparse(
+    state: HookState, x: torch.Tensor, segs: Segments, finish: Finish
+) -> torch.futures.Future[torch.Tensor]:
     """topk, threshold: (index, value) pairs, all-gathered."""
     m, world = state.method, state.world
     if m == "topk":
@@ -235,14 +241,17 @@ def _send_sparse(state: HookState, x: torch.Tensor, segs: Segments,
         k = kmax
     msg = torch.cat([_as_bytes(idx.to(torch.int32)), _as_bytes(vals.float())])
     state.bytes_sent += msg.numel()
-    local = torch.zeros_like(x).index_put_((idx[: vals.numel()].long(),), vals, accumulate=True) \
-        if state.error_feedback else x
+    local = (
+        torch.zeros_like(x).index_put_((idx[: vals.numel()].long(),), vals, accumulate=True)
+        if state.error_feedback
+        else x
+    )
 
     def decode(rows: torch.Tensor) -> torch.Tensor:
         out = torch.zeros_like(x)
         for row in rows:
             i = row[: 4 * k].view(torch.int32).long()
-            v = row[4 * k:].view(torch.float32)
+            v = row[4 * k :].view(torch.float32)
             out.index_add_(0, i, v)
         return finish(out / world, local)
 
@@ -253,8 +262,9 @@ def _send_sparse(state: HookState, x: torch.Tensor, segs: Segments,
     return _gather(state, msg).then(lambda f: decode(f.value()))
 
 
-def _send_randomk(state: HookState, x: torch.Tensor, segs: Segments,
-                  finish: Finish) -> torch.futures.Future[torch.Tensor]:
+def _send_randomk(
+    state: HookState, x: torch.Tensor, segs: Segments, finish: Finish
+) -> torch.futures.Future[torch.Tensor]:
     """randomk: the same indices on every rank (a shared seed), so the values are all-reduced."""
     idx = randomk_select(x, segs, state.ratio, state.generator(x.device, shared=True))
     vals = x[idx].contiguous()
@@ -271,8 +281,9 @@ def _send_randomk(state: HookState, x: torch.Tensor, segs: Segments,
     return fut.then(scatter)
 
 
-def _send_quantized(state: HookState, x: torch.Tensor, segs: Segments,
-                    finish: Finish) -> torch.futures.Future[torch.Tensor]:
+def _send_quantized(
+    state: HookState, x: torch.Tensor, segs: Segments, finish: Finish
+) -> torch.futures.Future[torch.Tensor]:
     """terngrad, qsgd: packed codes and their scales, all-gathered."""
     m, n = state.method, x.numel()
     gen = state.generator(x.device, shared=False)
@@ -303,16 +314,23 @@ def _send_quantized(state: HookState, x: torch.Tensor, segs: Segments,
     return _gather(state, msg).then(lambda f: decode(f.value()))
 
 
-_SENDERS = {"topk": _send_sparse, "threshold": _send_sparse, "randomk": _send_randomk,
-            "terngrad": _send_quantized, "qsgd": _send_quantized}
+_SENDERS = {
+    "topk": _send_sparse,
+    "threshold": _send_sparse,
+    "randomk": _send_randomk,
+    "terngrad": _send_quantized,
+    "qsgd": _send_quantized,
+}
 
 
 def counting(hook: Hook, state: HookState, nbytes: Callable[[dist.GradBucket], int]) -> Hook:
     """Wrap one of torch's hooks so that its payload is counted (``nbytes(bucket)``)."""
+
     def wrapped(torch_state, bucket):  # type: ignore[no-untyped-def]  # untyped for DDP, as compress_hook
         state.calls += 1
         state.bytes_sent += nbytes(bucket)
         return hook(torch_state, bucket)
+
     return wrapped
 
 
@@ -335,27 +353,35 @@ def powersgd_bytes(psgd_state: PowerSGDState, rank: int) -> Callable[[dist.GradB
             ok = _should_compress(rows, cols, r, psgd_state.min_compression_rate)[0]
             sent += (rows + cols) * r * 4 if ok else g.numel() * 4
         return sent
+
     return nbytes
 
 
-def register(ddp: DistributedDataParallel, cfg: TrainConfig, rank: int, world: int,
-             group: dist.ProcessGroup | None = None) -> HookState | None:
+def register(
+    ddp: DistributedDataParallel, cfg: TrainConfig, rank: int, world: int, group: dist.ProcessGroup | None = None
+) -> HookState | None:
     """Register ``cfg.distributed.compression`` on ``ddp``; returns the byte counter (None:
     DDP's own all-reduce, no hook)."""
     c = cfg.distributed.compression
     if c.method == "none":
         return None
-    state = HookState(c.method, c.ratio, c.threshold, c.qstates, c.granularity, c.error_feedback, cfg.seed,
-                      world, rank, group)
+    state = HookState(
+        c.method, c.ratio, c.threshold, c.qstates, c.granularity, c.error_feedback, cfg.seed, world, rank, group
+    )
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if c.method in ("fp16", "bf16"):
         hook = default_hooks.fp16_compress_hook if c.method == "fp16" else default_hooks.bf16_compress_hook
         ddp.register_comm_hook(group, counting(hook, state, lambda b: b.buffer().numel() * 2))
     elif c.method == "powersgd":
-        ps = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=c.rank,
-                                         use_error_feedback=c.error_feedback, warm_start=True,
-                                         start_powerSGD_iter=2, random_seed=cfg.seed)
+        ps = powerSGD_hook.PowerSGDState(
+            process_group=group,
+            matrix_approximation_rank=c.rank,
+            use_error_feedback=c.error_feedback,
+            warm_start=True,
+            start_powerSGD_iter=2,
+            random_seed=cfg.seed,
+        )
         ddp.register_comm_hook(ps, counting(powerSGD_hook.powerSGD_hook, state, powersgd_bytes(ps, c.rank)))
     else:
         ddp.register_comm_hook(state, compress_hook)

@@ -58,6 +58,7 @@ def _import_stand_ins() -> Iterator[None]:
 
     added_boston = "load_boston" not in vars(sklearn.datasets)
     if added_boston:
+
         def load_boston(*_a: Any, **_k: Any) -> NoReturn:  # pragma: no cover - cords never calls it on our path
             raise ImportError("load_boston was removed from scikit-learn 1.2 (stand-in for cords' import)")
 
@@ -134,8 +135,11 @@ def strategies() -> types.SimpleNamespace:
             if not hasattr(factory, "cache_info"):
                 setattr(fl, name, functools.lru_cache(maxsize=None)(factory))
         _STRATEGIES = types.SimpleNamespace(
-            RandomStrategy=sl.RandomStrategy, GLISTERStrategy=sl.GLISTERStrategy,
-            CRAIGStrategy=sl.CRAIGStrategy, GradMatchStrategy=sl.GradMatchStrategy)
+            RandomStrategy=sl.RandomStrategy,
+            GLISTERStrategy=sl.GLISTERStrategy,
+            CRAIGStrategy=sl.CRAIGStrategy,
+            GradMatchStrategy=sl.GradMatchStrategy,
+        )
     return _STRATEGIES
 
 

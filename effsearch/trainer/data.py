@@ -76,7 +76,7 @@ class DiskImages:
         return self
 
     def row(self, i: int) -> np.ndarray:
-        return self.rows[self.index[i:i + 1]][0]
+        return self.rows[self.index[i : i + 1]][0]
 
     def __getitem__(self, idx: Any) -> torch.Tensor:
         if isinstance(idx, torch.Tensor):
@@ -137,6 +137,7 @@ class Splits:
 
 # -- raw datasets -------------------------------------------------------------
 
+
 def _digits(_root: Path, _cfg: TrainConfig) -> Raw:
     from sklearn.datasets import load_digits
 
@@ -165,8 +166,7 @@ def _find_idx(root: Path, stem: str) -> Path | None:
 
 
 def _fashion_mnist(root: Path, _cfg: TrainConfig) -> Raw:
-    stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+    stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
     paths = [_find_idx(root, s) for s in stems]
     failed = ""
     if None in paths:
@@ -178,10 +178,13 @@ def _fashion_mnist(root: Path, _cfg: TrainConfig) -> Raw:
         except Exception as e:  # noqa: BLE001 - any failure means "not here": said below, with its cause
             failed = f" ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no message'})"
     if None in paths:
-        raise DataMissing("dataset.name", f"Fashion-MNIST not found in {root} (looked for "
-                          f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
-                          f"be downloaded{failed}. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
-                          f"or point --data-dir / ${DATA_ENV} at the folder that holds them.")
+        raise DataMissing(
+            "dataset.name",
+            f"Fashion-MNIST not found in {root} (looked for "
+            f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
+            f"be downloaded{failed}. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
+            f"or point --data-dir / ${DATA_ENV} at the folder that holds them.",
+        )
     found = cast("list[Path]", paths)  # none missing (checked above)
     xtr = _read_idx(found[0], 16).reshape(-1, 1, 28, 28)
     ytr = _read_idx(found[1], 8).astype(np.int64)
@@ -201,13 +204,21 @@ def _cifar(root: Path, cfg: TrainConfig) -> Raw:
             tr = cls(str(root), train=True, download=True)
         except Exception as e:  # noqa: BLE001 - a download fails many ways (no network, disk, checksum): all say "not here"
             why = str(e).splitlines()[0][:200] if str(e) else "no message"
-            raise DataMissing("dataset.name", f"{cfg.dataset.name} not found in {root} and the download "
-                              f"failed ({type(e).__name__}: {why}). Put the torchvision layout (e.g. "
-                              f"{root}/cifar-10-batches-py) there or point --data-dir / ${DATA_ENV} at it.") from None
+            raise DataMissing(
+                "dataset.name",
+                f"{cfg.dataset.name} not found in {root} and the download "
+                f"failed ({type(e).__name__}: {why}). Put the torchvision layout (e.g. "
+                f"{root}/cifar-10-batches-py) there or point --data-dir / ${DATA_ENV} at it.",
+            ) from None
     te = cls(str(root), train=False, download=False)
     n = 10 if cfg.dataset.name == "cifar10" else 100
-    return (tr.data.transpose(0, 3, 1, 2).copy(), np.asarray(tr.targets, np.int64),
-            te.data.transpose(0, 3, 1, 2).copy(), np.asarray(te.targets, np.int64), n)
+    return (
+        tr.data.transpose(0, 3, 1, 2).copy(),
+        np.asarray(tr.targets, np.int64),
+        te.data.transpose(0, 3, 1, 2).copy(),
+        np.asarray(te.targets, np.int64),
+        n,
+    )
 
 
 def _synthetic(_root: Path, cfg: TrainConfig) -> Raw:
@@ -229,8 +240,13 @@ def _synthetic(_root: Path, cfg: TrainConfig) -> Raw:
     return xtr, ytr, xte, yte, classes
 
 
-LOADERS = {"digits": _digits, "fashion-mnist": _fashion_mnist, "cifar10": _cifar,
-           "cifar100": _cifar, "synthetic": _synthetic}
+LOADERS = {
+    "digits": _digits,
+    "fashion-mnist": _fashion_mnist,
+    "cifar10": _cifar,
+    "cifar100": _cifar,
+    "synthetic": _synthetic,
+}
 
 _CACHE: dict = {}
 
@@ -266,8 +282,9 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
         field = "dataset.val_subset"
         val_idx = _stratified_part(val_idx, d.val_subset, yval, classes, d.split_seed + 2)
     except ValueError as e:
-        raise ConfigError(field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) "
-                                 f"stratified: {e}") from None
+        raise ConfigError(
+            field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) stratified: {e}"
+        ) from None
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
 
 
@@ -296,11 +313,24 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
     d = cfg.dataset
     folder = data_dir(root)
     builtin = dataset_kind(d.name) == "builtin"
-    key: tuple = (d.name, d.data_fraction, d.val_fraction, d.val_subset, d.split_seed, d.image_size, d.synthetic_size,
-           str(folder))
+    key: tuple = (
+        d.name,
+        d.data_fraction,
+        d.val_fraction,
+        d.val_subset,
+        d.split_seed,
+        d.image_size,
+        d.synthetic_size,
+        str(folder),
+    )
     if not builtin:  # a user's dataset: where it is and how it is read (streamed or not: the loader)
-        key += (d.path and os.path.abspath(os.path.expanduser(d.path)), d.test_fraction, d.image_column,
-                d.label_column, cfg.loader)
+        key += (
+            d.path and os.path.abspath(os.path.expanduser(d.path)),
+            d.test_fraction,
+            d.image_column,
+            d.label_column,
+            cfg.loader,
+        )
     if key in _CACHE:
         return _CACHE[key]
     # Images: arrays, or userdata.Rows (a user's cached images, read when indexed).
@@ -318,22 +348,37 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
     shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
     # An image folder's (or hf dataset's) decoded cache is a memory map: with loader ffcv its training
     # images stay there and FFCV streams them, so only validation and test must fit in memory.
-    stream = (not builtin and cfg.loader == "ffcv" and isinstance(xtr, userdata.Rows)
-              and tuple(xtr.shape[1:]) == tuple(shape))
+    stream = (
+        not builtin and cfg.loader == "ffcv" and isinstance(xtr, userdata.Rows) and tuple(xtr.shape[1:]) == tuple(shape)
+    )
     if not builtin:  # only the images kept are read (from a memory map, for a folder): do they fit?
-        userdata.check_fits((0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape,
-                            streams=isinstance(xtr, userdata.Rows))
+        userdata.check_fits(
+            (0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape, streams=isinstance(xtr, userdata.Rows)
+        )
 
     def t(x: Any) -> torch.Tensor:
         x = torch.from_numpy(np.array(x))  # a writable copy
         if size and tuple(x.shape[-2:]) != (size, size):
-            x = torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear",
-                                                align_corners=False).round().clamp(0, 255).to(torch.uint8)
+            x = (
+                torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear", align_corners=False)
+                .round()
+                .clamp(0, 255)
+                .to(torch.uint8)
+            )
         return x.contiguous()
 
     train_x = DiskImages(xtr, tr_idx) if stream else t(xtr[tr_idx])
-    splits = Splits(d.name, train_x, torch.from_numpy(ytr[tr_idx]), t(xval[val_idx]),
-                    torch.from_numpy(yval[val_idx]), t(xte), torch.from_numpy(yte), classes, tr_idx)
+    splits = Splits(
+        d.name,
+        train_x,
+        torch.from_numpy(ytr[tr_idx]),
+        t(xval[val_idx]),
+        torch.from_numpy(yval[val_idx]),
+        t(xte),
+        torch.from_numpy(yte),
+        classes,
+        tr_idx,
+    )
     _CACHE[key] = splits
     return splits
 
@@ -393,9 +438,15 @@ def _passthrough(batch: Any) -> Any:
     return batch
 
 
-def make_loader(x: torch.Tensor | DiskImages, y: torch.Tensor, batch_size: int, shuffle: bool, seed: int = 0,
-                drop_last: bool = False,
-                sampler: torch.utils.data.Sampler | None = None) -> torch.utils.data.DataLoader:
+def make_loader(
+    x: torch.Tensor | DiskImages,
+    y: torch.Tensor,
+    batch_size: int,
+    shuffle: bool,
+    seed: int = 0,
+    drop_last: bool = False,
+    sampler: torch.utils.data.Sampler | None = None,
+) -> torch.utils.data.DataLoader:
     ds = TensorImages(x, y)
     if sampler is None and shuffle:
         g = torch.Generator()
@@ -403,8 +454,9 @@ def make_loader(x: torch.Tensor | DiskImages, y: torch.Tensor, batch_size: int, 
         sampler = torch.utils.data.RandomSampler(ds, generator=g)
     elif sampler is None:
         sampler = torch.utils.data.SequentialSampler(ds)
-    return torch.utils.data.DataLoader(ds, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
-                                       collate_fn=_passthrough, num_workers=0)
+    return torch.utils.data.DataLoader(
+        ds, batch_size=batch_size, sampler=sampler, drop_last=drop_last, collate_fn=_passthrough, num_workers=0
+    )
 
 
 class DeviceBatches:
@@ -418,9 +470,19 @@ class DeviceBatches:
     rank serves its shard of the same order.
     """
 
-    def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor, batch_size: int, seed: int, device: str,
-                 sampler: SubsetSampler | None = None, weights: torch.Tensor | None = None,
-                 drop_last: bool = False, rank: int = 0, world: int = 1) -> None:
+    def __init__(
+        self,
+        x: torch.Tensor | DiskImages,
+        y: torch.Tensor,
+        batch_size: int,
+        seed: int,
+        device: str,
+        sampler: SubsetSampler | None = None,
+        weights: torch.Tensor | None = None,
+        drop_last: bool = False,
+        rank: int = 0,
+        world: int = 1,
+    ) -> None:
         self.x, self.y = x, y
         # Data-parallel: every rank draws the same order and takes every world-th index from
         # its rank on, the order padded by wrapping to a multiple of world (DistributedSampler's rule).
@@ -452,14 +514,14 @@ class DeviceBatches:
             pad = (-len(order)) % self.world
             if pad:
                 order = torch.cat([order, order[:pad]])
-            order = order[self.rank::self.world]
+            order = order[self.rank :: self.world]
         if self.device != "cpu":
             order = order.pin_memory().to(self.device, non_blocking=True)
         weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch
         n, b = len(order), self.batch_size
         stop = n - n % b if self.drop_last and n >= b else n
         for i in range(0, stop, b):
-            j = order[i:i + b]
+            j = order[i : i + b]
             if weights is not None:
                 yield self.x[j], self.y[j], weights[j]
             else:
@@ -494,8 +556,17 @@ class BatchAugment:
     algorithm sees normalised float images; done on whole batches on the device.
     """
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor, device: str, flip: bool, crop_padding: int, train: bool,
-                 channels_last: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self,
+        mean: torch.Tensor,
+        std: torch.Tensor,
+        device: str,
+        flip: bool,
+        crop_padding: int,
+        train: bool,
+        channels_last: bool = False,
+        seed: int = 0,
+    ) -> None:
         self.mean = torch.as_tensor(mean).view(1, -1, 1, 1).to(device)
         self.std = torch.as_tensor(std).view(1, -1, 1, 1).to(device)
         self.device = device

@@ -70,6 +70,7 @@ def _in_threads(parts: dict[str, Part], work: Callable[[str, int, int], Any]) ->
 
 def plan(parts: dict[str, Part], image_size: int | None) -> tuple[str, tuple[int, int]]:
     """The one mode and (W, H) every image is decoded to, from the headers alone."""
+
     def headers(split: str, start: int, stop: int) -> list[tuple[tuple[int, int], str, str]]:
         part = parts[split]
         return [(*_probe(part.sources[i], part.names[i]), part.names[i]) for i in range(start, stop)]
@@ -85,9 +86,12 @@ def plan(parts: dict[str, Part], image_size: int | None) -> tuple[str, tuple[int
         return mode, (image_size, image_size)
     if len(first) > 1:
         (a, an), (b, bn) = list(first.items())[:2]
-        raise ConfigError("dataset.image_size", f"images differ in size ({an} is {a[0]}x{a[1]}, {bn} is "
-                                                f"{b[0]}x{b[1]}; {len(first)} sizes in all): set dataset.image_size "
-                                                "to resize every image to that square side")
+        raise ConfigError(
+            "dataset.image_size",
+            f"images differ in size ({an} is {a[0]}x{a[1]}, {bn} is "
+            f"{b[0]}x{b[1]}; {len(first)} sizes in all): set dataset.image_size "
+            "to resize every image to that square side",
+        )
     return mode, next(iter(first))
 
 

@@ -71,8 +71,9 @@ TIMEOUT = datetime.timedelta(minutes=30)
 
 
 @contextlib.contextmanager
-def session(cfg: TrainConfig, device: str, data_root: str | os.PathLike | None = None,
-            train: Callable[..., Any] | None = None) -> Iterator[Context]:
+def session(
+    cfg: TrainConfig, device: str, data_root: str | os.PathLike | None = None, train: Callable[..., Any] | None = None
+) -> Iterator[Context]:
     """The process group for this run (and, from the caller, the ranks it starts).
 
     ``train(cfg, data_root=..., out_dir=None, progress=False)`` is what ranks 1..N-1 run: the
@@ -81,8 +82,9 @@ def session(cfg: TrainConfig, device: str, data_root: str | os.PathLike | None =
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # A child (``_child``) or a caller that made its own group: join it as it is.
         g = torch.distributed
-        yield Context(g.get_rank(), g.get_world_size(), int(os.environ.get("LOCAL_RANK", g.get_rank())),
-                      g.get_backend())
+        yield Context(
+            g.get_rank(), g.get_world_size(), int(os.environ.get("LOCAL_RANK", g.get_rank())), g.get_backend()
+        )
         return
     world = world_size(cfg)
     if world == 1:
@@ -101,13 +103,18 @@ def session(cfg: TrainConfig, device: str, data_root: str | os.PathLike | None =
 
         spawn = mp.get_context("spawn")
         for rank in range(1, world):
-            p = spawn.Process(target=_child, args=(train, rank, world, port, be, cfg.to_dict(), device, data_root),
-                              daemon=True, name=f"effsearch-rank{rank}")
+            p = spawn.Process(
+                target=_child,
+                args=(train, rank, world, port, be, cfg.to_dict(), device, data_root),
+                daemon=True,
+                name=f"effsearch-rank{rank}",
+            )
             p.start()
             ctx.children.append(p)
         _setup_rank(ctx, device)
-        torch.distributed.init_process_group(be, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world,
-                                             timeout=TIMEOUT)
+        torch.distributed.init_process_group(
+            be, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world, timeout=TIMEOUT
+        )
     failed = None
     try:
         yield ctx
@@ -128,8 +135,10 @@ def session(cfg: TrainConfig, device: str, data_root: str | os.PathLike | None =
             torch.set_num_threads(ctx.threads)
         bad = [p for p in ctx.children if p.exitcode not in (0, None)]
         if bad and failed is None:
-            raise RuntimeError(f"distributed rank(s) {', '.join(p.name for p in bad)} exited with code "
-                               f"{', '.join(str(p.exitcode) for p in bad)}")
+            raise RuntimeError(
+                f"distributed rank(s) {', '.join(p.name for p in bad)} exited with code "
+                f"{', '.join(str(p.exitcode) for p in bad)}"
+            )
 
 
 def _setup_rank(ctx: Context, device: str) -> None:
@@ -141,8 +150,16 @@ def _setup_rank(ctx: Context, device: str) -> None:
         torch.set_num_threads(max(1, cpu_cores() // ctx.world))
 
 
-def _child(train: Callable[..., Any], rank: int, world: int, port: int, be: str, cfg_dict: dict, device: str,
-           data_root: str | os.PathLike | None) -> None:
+def _child(
+    train: Callable[..., Any],
+    rank: int,
+    world: int,
+    port: int,
+    be: str,
+    cfg_dict: dict,
+    device: str,
+    data_root: str | os.PathLike | None,
+) -> None:
     """Ranks 1..N-1: join the group, train the same config, write nothing."""
     import warnings
 
@@ -154,8 +171,9 @@ def _child(train: Callable[..., Any], rank: int, world: int, port: int, be: str,
 
     ctx = Context(rank, world, rank if device == "cuda" else 0, be)
     _setup_rank(ctx, device)
-    torch.distributed.init_process_group(be, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                         timeout=TIMEOUT)
+    torch.distributed.init_process_group(
+        be, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=TIMEOUT
+    )
     try:
         train(TrainConfig.from_dict(cfg_dict), data_root=data_root, out_dir=None, progress=False)
     finally:
@@ -163,8 +181,9 @@ def _child(train: Callable[..., Any], rank: int, world: int, port: int, be: str,
             torch.distributed.destroy_process_group()
 
 
-def wrap(model: EffModel, cfg: TrainConfig, ctx: Context,
-         device: str) -> tuple[DistributedDataParallel, HookState | None, int]:
+def wrap(
+    model: EffModel, cfg: TrainConfig, ctx: Context, device: str
+) -> tuple[DistributedDataParallel, HookState | None, int]:
     """DDP around the network (after Composer's surgery) and the compression hook; returns
     (the DDP module, the byte counter or None, uncompressed bytes per step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -177,9 +196,14 @@ def wrap(model: EffModel, cfg: TrainConfig, ctx: Context,
     kwargs: dict[str, Any] = {}
     if cfg.distributed.compression.granularity == "entire-model" and cfg.distributed.compression.method != "none":
         kwargs["bucket_cap_mb"] = dense / 2**20 + 1  # one bucket: the hook sees the whole model as one vector
-    ddp = DDP(module, device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
-              # Rank 0's BatchNorm statistics are its own shard's: no per-step broadcast of buffers.
-              broadcast_buffers=False, gradient_as_bucket_view=True, **kwargs)
+    ddp = DDP(
+        module,
+        device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
+        # Rank 0's BatchNorm statistics are its own shard's: no per-step broadcast of buffers.
+        broadcast_buffers=False,
+        gradient_as_bucket_view=True,
+        **kwargs,
+    )
     counter = compression.register(ddp, cfg, ctx.rank, ctx.world)
     return ddp, counter, dense
 

@@ -85,6 +85,7 @@ SPLITS = ("train", "val", "test")
 
 # -- files ----------------------------------------------------------------------
 
+
 def split_key(cfg: TrainConfig) -> str:
     """A folder name for the split parameters of ``cfg.dataset``."""
     d = cfg.dataset
@@ -104,8 +105,12 @@ def _user_source(d: DatasetConfig) -> dict:
     """Where a user's dataset comes from and how it is read (empty for a built-in)."""
     if dataset_kind(d.name) == "builtin":
         return {}
-    return {"path": os.path.abspath(os.path.expanduser(d.path)) if d.path else None,
-            "test_fraction": d.test_fraction, "image_column": d.image_column, "label_column": d.label_column}
+    return {
+        "path": os.path.abspath(os.path.expanduser(d.path)) if d.path else None,
+        "test_fraction": d.test_fraction,
+        "image_column": d.image_column,
+        "label_column": d.label_column,
+    }
 
 
 def dataset_folder(cfg: TrainConfig) -> str:
@@ -140,8 +145,11 @@ def _digest(x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> str:
 
 
 def _arrays(splits: D.Splits) -> dict[str, tuple[torch.Tensor | D.DiskImages, torch.Tensor]]:
-    return {"train": (splits.train_x, splits.train_y), "val": (splits.val_x, splits.val_y),
-            "test": (splits.test_x, splits.test_y)}
+    return {
+        "train": (splits.train_x, splits.train_y),
+        "val": (splits.val_x, splits.val_y),
+        "test": (splits.test_x, splits.test_y),
+    }
 
 
 def expected_meta(cfg: TrainConfig, splits: D.Splits) -> dict:
@@ -149,13 +157,21 @@ def expected_meta(cfg: TrainConfig, splits: D.Splits) -> dict:
     d = cfg.dataset
     return {
         "format": FORMAT,
-        "dataset": {"name": d.name, "val_fraction": d.val_fraction, "split_seed": d.split_seed,
-                    "data_fraction": d.data_fraction, "image_size": d.image_size,
-                    "synthetic_size": d.synthetic_size if d.name == "synthetic" else None,
-                    **({"val_subset": d.val_subset} if d.val_subset < 1 else {}), **_user_source(d),
-                    **({"train_images": train_encoding(splits.train_x)} if splits.streamed else {})},
-        "splits": {name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
-                   for name, (x, y) in _arrays(splits).items()},
+        "dataset": {
+            "name": d.name,
+            "val_fraction": d.val_fraction,
+            "split_seed": d.split_seed,
+            "data_fraction": d.data_fraction,
+            "image_size": d.image_size,
+            "synthetic_size": d.synthetic_size if d.name == "synthetic" else None,
+            **({"val_subset": d.val_subset} if d.val_subset < 1 else {}),
+            **_user_source(d),
+            **({"train_images": train_encoding(splits.train_x)} if splits.streamed else {}),
+        },
+        "splits": {
+            name: {"count": len(y), "shape": list(x.shape[1:]), "sha256": _digest(x, y)}
+            for name, (x, y) in _arrays(splits).items()
+        },
     }
 
 
@@ -210,8 +226,9 @@ class _Indexed:
         return (np.ascontiguousarray(image.transpose(1, 2, 0)) if self.hwc else image), int(self.y[i]), int(i)
 
 
-def write_beton(path: str | os.PathLike, x: torch.Tensor | D.DiskImages, y: torch.Tensor,
-                progress: bool = False) -> None:
+def write_beton(
+    path: str | os.PathLike, x: torch.Tensor | D.DiskImages, y: torch.Tensor, progress: bool = False
+) -> None:
     """Write one split (uint8 N,C,H,W images, labels) as a .beton with an ``index`` field.
 
     ffcv's writer forks worker processes; here its one worker runs as a thread
@@ -221,8 +238,11 @@ def write_beton(path: str | os.PathLike, x: torch.Tensor | D.DiskImages, y: torc
     import ffcv.writer as W
     from ffcv.writer import DatasetWriter
 
-    image = (RGBImageField(write_mode="jpg", jpeg_quality=90) if train_encoding(x) == "jpg"
-             else NDArrayField(np.dtype("uint8"), tuple(int(s) for s in x.shape[1:])))
+    image = (
+        RGBImageField(write_mode="jpg", jpeg_quality=90)
+        if train_encoding(x) == "jpg"
+        else NDArrayField(np.dtype("uint8"), tuple(int(s) for s in x.shape[1:]))
+    )
     fields = {"image": image, "label": IntField(), "index": IntField()}
     sample_bytes = int(np.prod(x.shape[1:]))
     page = max(W.MIN_PAGE_SIZE, 1 << (4 * sample_bytes - 1).bit_length())  # ffcv's default is 8 MiB
@@ -286,9 +306,14 @@ class Prepared:
 _warned: set[str] = set()
 
 
-def ensure_betons(cfg: TrainConfig, splits: D.Splits, folder: str | os.PathLike | None = None,
-                  data_root: str | os.PathLike | None = None,
-                  force: bool = False, progress: bool = False) -> Prepared:
+def ensure_betons(
+    cfg: TrainConfig,
+    splits: D.Splits,
+    folder: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Prepared:
     """Reuse the .beton files of ``cfg``'s splits, or write them (missing, stale or ``force``).
 
     ``folder`` defaults to :func:`default_folder`; when that cannot be written
@@ -312,8 +337,12 @@ def ensure_betons(cfg: TrainConfig, splits: D.Splits, folder: str | os.PathLike 
         why = f"{folder.parent}: {e.strerror or e}"
         if why not in _warned:  # once a process: every trial of a study meets it alike
             _warned.add(why)
-            print(f"warning: cannot write the .beton files beside the dataset ({why}); writing them to "
-                  f"{fallback} instead", file=sys.stderr, flush=True)
+            print(
+                f"warning: cannot write the .beton files beside the dataset ({why}); writing them to "
+                f"{fallback} instead",
+                file=sys.stderr,
+                flush=True,
+            )
         prepared = ensure_betons(cfg, splits, fallback, force=force, progress=progress)
         return dataclasses.replace(prepared, instead_of=why)
     import fcntl
@@ -360,8 +389,14 @@ def _ffcv_version() -> str:
 
 def read_beton(path: str | os.PathLike, batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The whole file, in stored order: (images uint8 N,C,H,W, labels, indices). For checks and tests."""
-    loader = Loader(str(path), batch_size=batch_size, num_workers=1, order=OrderOption.SEQUENTIAL,
-                    drop_last=False, pipelines=_pipelines("cpu"))
+    loader = Loader(
+        str(path),
+        batch_size=batch_size,
+        num_workers=1,
+        order=OrderOption.SEQUENTIAL,
+        drop_last=False,
+        pipelines=_pipelines("cpu"),
+    )
     xs, ys, ids = [], [], []
     for x, y, i in loader:
         xs.append(x.clone())
@@ -372,10 +407,14 @@ def read_beton(path: str | os.PathLike, batch_size: int = 1024) -> tuple[torch.T
 
 # -- the loader -------------------------------------------------------------------
 
+
 def _pipelines(device: str, jpeg: bool = False) -> dict:
     # A JPEG field decodes to N,H,W,C: ToTorchImage makes it N,C,H,W, as the raw field stores it.
-    image = [SimpleRGBImageDecoder(), ToTensor(), ToTorchImage(channels_last=False)] if jpeg \
+    image = (
+        [SimpleRGBImageDecoder(), ToTensor(), ToTorchImage(channels_last=False)]
+        if jpeg
         else [NDArrayDecoder(), ToTensor()]
+    )
     label = [IntDecoder(), ToTensor()]
     if device == "cuda":  # FFCV copies on its own CUDA stream, ahead of the training step
         image.append(ToDevice(torch.device("cuda"), non_blocking=True))
@@ -435,9 +474,21 @@ class FFCVTrainLoader:
     :class:`EpochOrder`. :meth:`set_subset` changes it between epochs.
     """
 
-    def __init__(self, path: str | os.PathLike, n: int, batch_size: int, *, seed: int = 0, device: str = "cpu",
-                 sampler: Any = None, weights: torch.Tensor | None = None, num_workers: int | None = None,
-                 batches_ahead: int = 3, warm_up: bool = True, jpeg: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        n: int,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        device: str = "cpu",
+        sampler: Any = None,
+        weights: torch.Tensor | None = None,
+        num_workers: int | None = None,
+        batches_ahead: int = 3,
+        warm_up: bool = True,
+        jpeg: bool = False,
+    ) -> None:
         self.path, self.n, self.batch_size, self.device = str(path), n, batch_size, device
         self.sampler = sampler if sampler is not None else EpochOrder(n, seed, batch_size)
         self.weights = weights
@@ -446,9 +497,17 @@ class FFCVTrainLoader:
         # use torch's own, so that training threads stay as they were.
         workers = num_workers or torch.get_num_threads()
         t0 = time.perf_counter()
-        self.loader = Loader(self.path, batch_size=batch_size, num_workers=workers, os_cache=True,
-                             order=OrderOption.SEQUENTIAL, seed=seed, drop_last=False,
-                             batches_ahead=batches_ahead, pipelines=_pipelines(device, jpeg))
+        self.loader = Loader(
+            self.path,
+            batch_size=batch_size,
+            num_workers=workers,
+            os_cache=True,
+            order=OrderOption.SEQUENTIAL,
+            seed=seed,
+            drop_last=False,
+            batches_ahead=batches_ahead,
+            pipelines=_pipelines(device, jpeg),
+        )
         if self.loader.reader.num_samples != n:
             raise ValueError(f"{self.path} holds {self.loader.reader.num_samples} samples, expected {n}")
         self._current: _Epoch | None = None
@@ -547,8 +606,14 @@ class FFCVTrainLoader:
 
 # -- what effsearch.trainer.run calls ------------------------------------------------
 
-def make_train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root: str | os.PathLike | None = None,
-                      dist: Context | None = None) -> tuple[FFCVTrainLoader, SubsetSelection | None]:
+
+def make_train_loader(
+    cfg: TrainConfig,
+    splits: D.Splits,
+    device: str,
+    data_root: str | os.PathLike | None = None,
+    dist: Context | None = None,
+) -> tuple[FFCVTrainLoader, SubsetSelection | None]:
     """``(train_loader, selection or None)`` for ``loader: ffcv``; writes the .beton files first
     when they are missing or stale."""
     prepared = ensure_betons(cfg, splits, data_root=data_root)
@@ -560,8 +625,15 @@ def make_train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root
         # The selection's sampler and weights: it calls sampler.set_subset(idx) and writes
         # loader.weights[idx] in place at each selection.
         plan = plan_selection(cfg, splits)
-    loader = FFCVTrainLoader(prepared.path("train"), n, cfg.batch_size, seed=cfg.seed, device=device,
-                             sampler=plan.sampler if plan else None, weights=plan.weights if plan else None,
-                             jpeg=train_encoding(splits.train_x) == "jpg")
+    loader = FFCVTrainLoader(
+        prepared.path("train"),
+        n,
+        cfg.batch_size,
+        seed=cfg.seed,
+        device=device,
+        sampler=plan.sampler if plan else None,
+        weights=plan.weights if plan else None,
+        jpeg=train_encoding(splits.train_x) == "jpg",
+    )
     loader.prepared = prepared
     return loader, plan.selection(cfg, splits, device, loader, dist) if plan else None

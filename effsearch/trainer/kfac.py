@@ -82,12 +82,22 @@ class _Layer:
 
 
 class KFACSGD(torch.optim.SGD):
-    def __init__(self, params: ParamsT, model: torch.nn.Module, lr: float, momentum: float = 0.9,
-                 nesterov: bool = False, weight_decay: float = 0.0, damping: float = 1e-3, update_every: int = 10,
-                 stat_decay: float = 0.95, kl_clip: float | None = 1e-3, accum_scale: float = 1.0,
-                 fused: bool | None = None) -> None:
-        super().__init__(params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
-                         fused=fused)
+    def __init__(
+        self,
+        params: ParamsT,
+        model: torch.nn.Module,
+        lr: float,
+        momentum: float = 0.9,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+        damping: float = 1e-3,
+        update_every: int = 10,
+        stat_decay: float = 0.95,
+        kl_clip: float | None = 1e-3,
+        accum_scale: float = 1.0,
+        fused: bool | None = None,
+    ) -> None:
+        super().__init__(params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay, fused=fused)
         self.model = model
         self.damping, self.update_every, self.stat_decay, self.kl_clip = damping, update_every, stat_decay, kl_clip
         self.accum_scale = accum_scale  # accumulation: micro-batch losses are scaled by 1/k; G is corrected by k
@@ -104,8 +114,12 @@ class KFACSGD(torch.optim.SGD):
     def _eligible(self) -> Iterator[_Module]:
         ids = {id(p) for g in self.param_groups for p in g["params"]}
         for m in self.model.modules():
-            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and id(m.weight) in ids and m.weight.requires_grad \
-                    and (not isinstance(m, torch.nn.Conv2d) or m.groups == 1):
+            if (
+                isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))
+                and id(m.weight) in ids
+                and m.weight.requires_grad
+                and (not isinstance(m, torch.nn.Conv2d) or m.groups == 1)
+            ):
                 yield m
 
     def _arm(self) -> None:
@@ -131,8 +145,13 @@ class KFACSGD(torch.optim.SGD):
         batch = a.shape[0]
         if isinstance(module, torch.nn.Conv2d):
             # padding: a Conv2d's ints (a string padding, "same", is not handled here)
-            a = F.unfold(a, module.kernel_size, module.dilation, module.padding,  # type: ignore[arg-type]
-                         module.stride)  # B, C*k*k, T
+            a = F.unfold(
+                a,
+                module.kernel_size,
+                module.dilation,
+                module.padding,  # type: ignore[arg-type]
+                module.stride,
+            )  # B, C*k*k, T
             spatial = a.shape[-1]
             a = a.transpose(1, 2).reshape(-1, a.shape[1]) / spatial
         else:
@@ -160,8 +179,11 @@ class KFACSGD(torch.optim.SGD):
 
     @torch.no_grad()
     def _update(self) -> None:
-        dist = torch.distributed.is_available() and torch.distributed.is_initialized() \
+        dist = (
+            torch.distributed.is_available()
+            and torch.distributed.is_initialized()
             and torch.distributed.get_world_size() > 1
+        )
         for layer in self.layers.values():
             if not layer.a_n or not layer.g_n:
                 continue
@@ -181,8 +203,9 @@ class KFACSGD(torch.optim.SGD):
             if ea is None or eg is None:
                 # The last decomposition stays (or none: plain gradients) until they solve.
                 self.failed_decompositions += 1
-                self._warn(f"layer {layer.name}'s factors did not decompose (not finite, or eigh failed in "
-                           "float64 too)")
+                self._warn(
+                    f"layer {layer.name}'s factors did not decompose (not finite, or eigh failed in float64 too)"
+                )
                 continue
             (layer.dA, layer.QA), (layer.dG, layer.QG) = ea, eg
             layer.dA.clamp_(min=0.0)
@@ -204,8 +227,12 @@ class KFACSGD(torch.optim.SGD):
         if self.warned or (dist and torch.distributed.get_rank() != 0):
             return
         self.warned = True
-        print(f"warning: K-FAC: {cause}; such layers train with plain SGD until a decomposition solves "
-              "(counted in the result as kfac_fallbacks)", file=sys.stderr, flush=True)
+        print(
+            f"warning: K-FAC: {cause}; such layers train with plain SGD until a decomposition solves "
+            "(counted in the result as kfac_fallbacks)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _fits(self, layer: _Layer, grad: torch.Tensor) -> bool:
         """Whether ``layer``'s decomposition can precondition ``grad``; a miss (the layer takes its
@@ -214,8 +241,10 @@ class KFACSGD(torch.optim.SGD):
             self._warn(f"layer {layer.name} has no decomposition of its factors yet")
         elif grad.shape[1] != layer.QA.shape[0]:
             self.shape_mismatches += 1
-            self._warn(f"layer {layer.name}'s gradient ({grad.shape[1]} columns) does not fit its factors "
-                       f"({layer.QA.shape[0]})")
+            self._warn(
+                f"layer {layer.name}'s gradient ({grad.shape[1]} columns) does not fit its factors "
+                f"({layer.QA.shape[0]})"
+            )
         else:
             return True
         self.plain_layers.add(layer.name)
@@ -227,9 +256,12 @@ class KFACSGD(torch.optim.SGD):
         and the failed decompositions and shape mismatches behind them."""
         if not (self.plain_steps or self.failed_decompositions or self.shape_mismatches):
             return None
-        return {"plain_steps": self.plain_steps,
-                "layers": [layer.name for layer in self.layers.values() if layer.name in self.plain_layers],
-                "failed_decompositions": self.failed_decompositions, "shape_mismatches": self.shape_mismatches}
+        return {
+            "plain_steps": self.plain_steps,
+            "layers": [layer.name for layer in self.layers.values() if layer.name in self.plain_layers],
+            "failed_decompositions": self.failed_decompositions,
+            "shape_mismatches": self.shape_mismatches,
+        }
 
     @torch.no_grad()
     def precondition(self) -> None:
@@ -254,7 +286,7 @@ class KFACSGD(torch.optim.SGD):
         nu = None
         if self.kl_clip is not None:
             lr = self.param_groups[0]["lr"]
-            vg = sum((v * g).sum() for _, v, g in updates) * lr ** 2
+            vg = sum((v * g).sum() for _, v, g in updates) * lr**2
             # A tensor, never read on the host: no sync per step.
             nu = torch.clamp(torch.sqrt(self.kl_clip / vg.abs().clamp_min(1e-30)), max=1.0)
         for m, v, _ in updates:

@@ -55,9 +55,18 @@ if TYPE_CHECKING:
 # ``match`` (~10 us); twelve of them a step would cost as much as a small GPU step, so
 # only the events some algorithm of the run listens to are fired (see ``listens``).
 BATCH_EVENTS = (
-    Event.AFTER_DATALOADER, Event.BATCH_START, Event.BEFORE_TRAIN_BATCH, Event.BEFORE_FORWARD,
-    Event.AFTER_FORWARD, Event.BEFORE_LOSS, Event.AFTER_LOSS, Event.BEFORE_BACKWARD, Event.AFTER_BACKWARD,
-    Event.AFTER_TRAIN_BATCH, Event.BATCH_END, Event.BATCH_CHECKPOINT,
+    Event.AFTER_DATALOADER,
+    Event.BATCH_START,
+    Event.BEFORE_TRAIN_BATCH,
+    Event.BEFORE_FORWARD,
+    Event.AFTER_FORWARD,
+    Event.BEFORE_LOSS,
+    Event.AFTER_LOSS,
+    Event.BEFORE_BACKWARD,
+    Event.AFTER_BACKWARD,
+    Event.AFTER_TRAIN_BATCH,
+    Event.BATCH_END,
+    Event.BATCH_CHECKPOINT,
 )
 # Evaluation batches, by device. On a GPU large: no gradients, few launches. On a CPU 128: at
 # 1,024 the activations spill out of cache and an image costs 1.5-2.4x as much to score (tiny CNN
@@ -136,8 +145,15 @@ class Loop:
     comm: HookState | None
     bar: Any  # a tqdm bar while the run shows progress
 
-    def __init__(self, cfg: TrainConfig, parts: LoopParts, device: str, result: RunResult, hooks: RunHooks,
-                 dist: Context | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        parts: LoopParts,
+        device: str,
+        result: RunResult,
+        hooks: RunHooks,
+        dist: Context | None = None,
+    ) -> None:
         model, loader, callbacks = parts.model, parts.loader, hooks.callbacks
         self.cfg, self.model, self.loader, self.device, self.result = cfg, model, loader, device, result
         self.augment, self.eval_augment, self.val = parts.augment, parts.eval_augment, parts.val
@@ -189,10 +205,18 @@ class Loop:
     def _composer_state(self, cfg: TrainConfig, parts: LoopParts, callbacks: Sequence[Callback]) -> None:
         """Composer's State and Engine, INIT's surgery done, and which of its events to fire."""
         model, loader = parts.model, parts.loader
-        state = State(model=model, rank_zero_seed=cfg.seed, run_name="effsearch", device=composer_device(self.device),
-                      max_duration=Time(self.total, TimeUnit.BATCH), device_train_microbatch_size=cfg.batch_size,
-                      precision=cfg.precision, optimizers=parts.optimizer, algorithms=list(parts.algorithms),
-                      callbacks=list(callbacks))
+        state = State(
+            model=model,
+            rank_zero_seed=cfg.seed,
+            run_name="effsearch",
+            device=composer_device(self.device),
+            max_duration=Time(self.total, TimeUnit.BATCH),
+            device_train_microbatch_size=cfg.batch_size,
+            precision=cfg.precision,
+            optimizers=parts.optimizer,
+            algorithms=list(parts.algorithms),
+            callbacks=list(callbacks),
+        )
         state.set_dataloader(loader, "train")
         state.train_dataloader = loader
         from composer.loggers import Logger
@@ -253,8 +277,13 @@ class Loop:
         return end - self.t0 - self.eval_seconds
 
     def _sync_time(self) -> None:
-        self.state.timestamp = Timestamp(epoch=self.epoch, batch=self.step, sample=self.samples,
-                                         batch_in_epoch=self.batch_in_epoch, sample_in_epoch=self.samples_in_epoch)
+        self.state.timestamp = Timestamp(
+            epoch=self.epoch,
+            batch=self.step,
+            sample=self.samples,
+            batch_in_epoch=self.batch_in_epoch,
+            sample_in_epoch=self.samples_in_epoch,
+        )
 
     def _fire(self, event: Event) -> None:
         if event in self.events:
@@ -393,7 +422,7 @@ class Loop:
             for i, b in enumerate(batch):
                 # DDP averages gradients once a step: on the last micro-batch only.
                 sync = self.ddp is None or i == len(batch) - 1
-                with (contextlib.nullcontext() if sync else cast("DistributedDataParallel", self.ddp).no_sync()):
+                with contextlib.nullcontext() if sync else cast("DistributedDataParallel", self.ddp).no_sync():
                     share = len(b[1]) / total  # the step's loss is the mean over all its samples
                     loss = loss + self._micro(b, share).detach() * share
             st.batch = batch
@@ -455,9 +484,14 @@ class Loop:
         train_loss = float(self.loss_sum) / max(self.loss_steps, 1)  # one read per point: the GPU is idle here
         self.loss_sum.zero_()
         self.loss_steps = 0
-        fields = {"epoch": epoch, "samples_seen": self.samples * self.dist.world,
-                  "train_seconds": seconds, "val_accuracy": acc, "val_loss": loss,
-                  "train_loss": train_loss}
+        fields = {
+            "epoch": epoch,
+            "samples_seen": self.samples * self.dist.world,
+            "train_seconds": seconds,
+            "val_accuracy": acc,
+            "val_loss": loss,
+            "train_loss": train_loss,
+        }
         if n < len(self.val[1]):
             fields["val_images"] = n
         for extra in self.point_extras:
@@ -504,8 +538,9 @@ class Loop:
         acc, loss, _ = self.score(x, y)
         return acc, loss
 
-    def score(self, x: torch.Tensor, y: torch.Tensor,
-              enough: Callable[[float], bool] | None = None) -> tuple[float, float, int]:
+    def score(
+        self, x: torch.Tensor, y: torch.Tensor, enough: Callable[[float], bool] | None = None
+    ) -> tuple[float, float, int]:
         """Accuracy, mean loss and images scored. ``enough(upper)``: asked after 1, 2, 4, ...
         batches with an upper bound of the accuracy so far; True stops there (one read
         per question: a few a point, where a whole pass is the alternative)."""
@@ -519,7 +554,7 @@ class Loop:
             with torch.no_grad(), self.autocast:
                 step = EVAL_BATCH[self.device]
                 for b, i in enumerate(range(0, len(y), step), 1):
-                    xb, yb = self.eval_augment((x[i:i + step], y[i:i + step]))
+                    xb, yb = self.eval_augment((x[i : i + step], y[i : i + step]))
                     out = module(xb).float()
                     total_loss += F.cross_entropy(out, yb, reduction="sum")
                     correct += (out.argmax(1) == yb).sum()
@@ -541,15 +576,20 @@ class Loop:
             self.bar = None
 
     def summary(self) -> dict:
-        out = {"train_seconds": self.train_seconds(), "eval_seconds": self.eval_seconds,
-               "compile_seconds": self.compile_seconds, "steps": self.step}
+        out = {
+            "train_seconds": self.train_seconds(),
+            "eval_seconds": self.eval_seconds,
+            "compile_seconds": self.compile_seconds,
+            "steps": self.step,
+        }
         if self.accumulate > 1 or self.dist.on:
             out["effective_batch"] = self.cfg.batch_size * self.accumulate * self.dist.world
         if self.dist.on:
             steps = max(self.step, 1)
             sent = self.comm.bytes_sent / steps if self.comm is not None else self.dense_bytes
-            out.update(processes=self.dist.world, comm_bytes_per_step=sent,
-                       comm_bytes_per_step_uncompressed=self.dense_bytes)
+            out.update(
+                processes=self.dist.world, comm_bytes_per_step=sent, comm_bytes_per_step_uncompressed=self.dense_bytes
+            )
         fallbacks = getattr(self.optimizer, "fallbacks", None)  # K-FAC: what it did not precondition
         if fallbacks is not None and fallbacks() is not None:
             out["kfac_fallbacks"] = fallbacks()  # Final.set keeps it in extra, so result.json has it

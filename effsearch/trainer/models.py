@@ -39,8 +39,9 @@ class Classifier(nn.Module):
         self.linear = nn.Linear(dim, num_classes)
         self.min_side = min_side
 
-    def forward(self, x: torch.Tensor, last: bool = False,
-                freeze: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, last: bool = False, freeze: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         h, w = x.shape[-2], x.shape[-1]
         if h < self.min_side or w < self.min_side:
             ph, pw = max(0, self.min_side - h), max(0, self.min_side - w)
@@ -58,14 +59,22 @@ class Classifier(nn.Module):
 
 
 def conv_bn(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
-                         nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
+    )
 
 
 def tiny_cnn(channels: int, num_classes: int, width: int = 0) -> Classifier:
     w = width or MODEL_WIDTHS["tiny-cnn"]
-    feats = nn.Sequential(conv_bn(channels, w), nn.MaxPool2d(2), conv_bn(w, 2 * w), nn.MaxPool2d(2),
-                          conv_bn(2 * w, 4 * w), nn.AdaptiveMaxPool2d(1), nn.Flatten())
+    feats = nn.Sequential(
+        conv_bn(channels, w),
+        nn.MaxPool2d(2),
+        conv_bn(w, 2 * w),
+        nn.MaxPool2d(2),
+        conv_bn(2 * w, 4 * w),
+        nn.AdaptiveMaxPool2d(1),
+        nn.Flatten(),
+    )
     return Classifier(feats, 4 * w, num_classes, min_side=4)
 
 
@@ -83,10 +92,17 @@ def resnet9(channels: int, num_classes: int, width: int = 0) -> Classifier:
     w = width or MODEL_WIDTHS["resnet9"]
     feats = nn.Sequential(
         conv_bn(channels, w),
-        conv_bn(w, 2 * w), nn.MaxPool2d(2), Residual(2 * w),
-        conv_bn(2 * w, 4 * w), nn.MaxPool2d(2),
-        conv_bn(4 * w, 8 * w), nn.MaxPool2d(2), Residual(8 * w),
-        nn.AdaptiveMaxPool2d(1), nn.Flatten())
+        conv_bn(w, 2 * w),
+        nn.MaxPool2d(2),
+        Residual(2 * w),
+        conv_bn(2 * w, 4 * w),
+        nn.MaxPool2d(2),
+        conv_bn(4 * w, 8 * w),
+        nn.MaxPool2d(2),
+        Residual(8 * w),
+        nn.AdaptiveMaxPool2d(1),
+        nn.Flatten(),
+    )
     return Classifier(feats, 8 * w, num_classes, min_side=8)
 
 
@@ -121,8 +137,9 @@ def cifar_resnet(channels: int, num_classes: int, depth: int, width: int = 0) ->
     return Classifier(nn.Sequential(*layers), cin, num_classes)
 
 
-def resnet_bottleneck(channels: int, num_classes: int, width: int = 0,
-                      blocks: tuple[int, ...] = (2, 2, 2)) -> Classifier:
+def resnet_bottleneck(
+    channels: int, num_classes: int, width: int = 0, blocks: tuple[int, ...] = (2, 2, 2)
+) -> Classifier:
     """A CIFAR ResNet of torchvision ``Bottleneck`` blocks (the blocks Composer's
     StochasticDepth replaces): 3 stages, expansion 4."""
     w = width or MODEL_WIDTHS["resnet-bottleneck"]
@@ -163,18 +180,25 @@ def build_network(model: ModelConfig, channels: int, num_classes: int) -> nn.Mod
     kind = model_kind(model.name)
     if kind == "builtin":
         if model.kwargs:
-            raise ConfigError("model.kwargs", f"the built-in model {model.name!r} takes none (its size is "
-                                              f"model.width); got {model.kwargs!r}")
+            raise ConfigError(
+                "model.kwargs",
+                f"the built-in model {model.name!r} takes none (its size is model.width); got {model.kwargs!r}",
+            )
         return build_model(model.name, channels, num_classes, model.width)
     name = model.name.split(":", 1)[1]
     if kind == "torchvision":
         import torchvision
 
         if name not in torchvision.models.list_models():
-            raise ConfigError("model.name", f"torchvision has no model {name!r} (torchvision.models.list_models(): "
-                                            "e.g. resnet18, resnet50, mobilenet_v3_small, efficientnet_b0, vit_b_16)")
-        return _call(lambda: torchvision.models.get_model(name, weights=None, num_classes=num_classes,
-                                                          **model.kwargs), f"torchvision.models.get_model({name!r})")
+            raise ConfigError(
+                "model.name",
+                f"torchvision has no model {name!r} (torchvision.models.list_models(): "
+                "e.g. resnet18, resnet50, mobilenet_v3_small, efficientnet_b0, vit_b_16)",
+            )
+        return _call(
+            lambda: torchvision.models.get_model(name, weights=None, num_classes=num_classes, **model.kwargs),
+            f"torchvision.models.get_model({name!r})",
+        )
     if kind == "timm":
         try:
             import timm
@@ -182,17 +206,26 @@ def build_network(model: ModelConfig, channels: int, num_classes: int) -> nn.Mod
             raise ConfigError("model.name", TIMM_HINT) from None
         if not timm.is_model(name):
             raise ConfigError("model.name", f"timm has no model {name!r} (timm.list_models())")
-        return _call(lambda: timm.create_model(name, pretrained=False, num_classes=num_classes, in_chans=channels,
-                                               **model.kwargs), f"timm.create_model({name!r})")
+        return _call(
+            lambda: timm.create_model(
+                name, pretrained=False, num_classes=num_classes, in_chans=channels, **model.kwargs
+            ),
+            f"timm.create_model({name!r})",
+        )
     factory = load_object(model.name, "model.name")
     kwargs = {"num_classes": num_classes, "in_channels": channels, **model.kwargs}
     if model.width:
         if "width" in model.kwargs:
-            raise ConfigError("model.width", f"given twice, as model.width ({model.width}) and model.kwargs.width "
-                                             f"({model.kwargs['width']}); keep one")
+            raise ConfigError(
+                "model.width",
+                f"given twice, as model.width ({model.width}) and model.kwargs.width "
+                f"({model.kwargs['width']}); keep one",
+            )
         if not _takes(factory, "width"):
-            raise ConfigError("model.width", f"{model.name!r} takes no width argument; set model.width to 0 "
-                                             "(or give the factory a width parameter)")
+            raise ConfigError(
+                "model.width",
+                f"{model.name!r} takes no width argument; set model.width to 0 (or give the factory a width parameter)",
+            )
         kwargs["width"] = model.width
     return _call(lambda: factory(**kwargs), model.name)
 

@@ -30,12 +30,12 @@ def facts_of(net: nn.Module) -> ModelFacts:
     return ModelFacts(
         bottleneck=any(isinstance(m, Bottleneck) for m in modules),
         batchnorm=any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in modules),
-        downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules)
-        or any(max(c.stride) > 1 for c in convs),
+        downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules) or any(max(c.stride) > 1 for c in convs),
         final_linear=bool(linears),
         in_channels=convs[0].in_channels if convs else None,
         # A lazy module's parameters have no size until its first forward.
-        params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)))
+        params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)),
+    )
 
 
 def final_linear(net: nn.Module) -> nn.Linear | None:
@@ -68,8 +68,9 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10) -> Model
     return found
 
 
-def check_network(net: nn.Module, model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, ...],
-                  device: str) -> tuple[nn.Module, str]:
+def check_network(
+    net: nn.Module, model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, ...], device: str
+) -> tuple[nn.Module, str]:
     """The network ready to train on images of ``channels`` channels: its logits checked on a
     batch of two (eval mode, no gradients), a 1-channel input repeated where its first
     convolution takes more. Returns it and a note on what was adapted ('' if nothing)."""
@@ -80,9 +81,12 @@ def check_network(net: nn.Module, model: ModelConfig, channels: int, num_classes
     note = ""
     if wanted is not None and wanted != channels:
         if channels != 1:
-            raise ConfigError("model.name", f"{model.name!r} takes {wanted}-channel images; the dataset's have "
-                                            f"{channels} (an image folder converts to one channel count; "
-                                            "pass in_channels through model.kwargs where the builder takes it)")
+            raise ConfigError(
+                "model.name",
+                f"{model.name!r} takes {wanted}-channel images; the dataset's have "
+                f"{channels} (an image folder converts to one channel count; "
+                "pass in_channels through model.kwargs where the builder takes it)",
+            )
         net = RepeatChannels(net, wanted)
         note = f"the dataset's 1-channel images are repeated to the {wanted} channels {model.name!r} takes"
     was_training = net.training
@@ -92,13 +96,19 @@ def check_network(net: nn.Module, model: ModelConfig, channels: int, num_classes
             out = net(torch.zeros(2, channels, *image_size, device=device))
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
         text = str(e)[:300]
-        raise ConfigError("model.name", f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
-                                        f"{image_size[1]}: {type(e).__name__}: {text}") from None
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
+            f"{image_size[1]}: {type(e).__name__}: {text}",
+        ) from None
     finally:
         net.train(was_training)
     remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ConfigError("model.name", f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "
-                                        f"for the dataset's {num_classes} classes; it returned {got}")
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "
+            f"for the dataset's {num_classes} classes; it returned {got}",
+        )
     return net, note

@@ -74,11 +74,15 @@ def _plain(net: torch.nn.Module) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def accuracy(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-             normalise: Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]]) -> float:
+def accuracy(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    normalise: Callable[[Sequence[torch.Tensor]], tuple[torch.Tensor, ...]],
+) -> float:
     correct = 0
     for i in range(0, len(y), EVAL_BATCH):
-        xb, yb = normalise((x[i:i + EVAL_BATCH], y[i:i + EVAL_BATCH]))
+        xb, yb = normalise((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]))
         correct += int((model(xb).argmax(1) == yb).sum())
     return correct / max(len(y), 1)
 
@@ -107,7 +111,7 @@ def measure(module: torch.nn.Module, splits: Splits, seed: int = 0) -> dict:
     prepared = prepare_fx(copy.deepcopy(fp32), get_default_qconfig_mapping(backend), (example,))
     with torch.no_grad():
         for i in range(0, len(calib_y), 128):
-            prepared(normalise((calib_x[i:i + 128], calib_y[i:i + 128]))[0])
+            prepared(normalise((calib_x[i : i + 128], calib_y[i : i + 128]))[0])
     q = convert_fx(prepared)
     val_x, val_y = splits.val_x.cpu(), splits.val_y.cpu()
     test_x, test_y = splits.test_x.cpu(), splits.test_y.cpu()

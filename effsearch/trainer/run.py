@@ -48,8 +48,9 @@ EvalHook = Callable[[EvalPoint], "str | None"]
 SettleHook = Callable[[float, float, float], "bool | None"]
 
 
-def build_optimizer(cfg: TrainConfig, params: Iterable[torch.Tensor], device: str = "cpu",
-                    model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
+def build_optimizer(
+    cfg: TrainConfig, params: Iterable[torch.Tensor], device: str = "cpu", model: torch.nn.Module | None = None
+) -> torch.optim.Optimizer:
     """The optimizer of ``cfg``. The lr rule: with ``scale_lr_with_batch`` the lr is ``optimizer.lr``
     x effective batch / 128 (effective batch = batch_size x accumulate x processes), linear scaling
     (Goyal et al. 2017); otherwise it is used as given."""
@@ -65,18 +66,34 @@ def build_optimizer(cfg: TrainConfig, params: Iterable[torch.Tensor], device: st
 
         if model is None:
             raise ValueError("kfac-sgd needs the model (its layers' inputs and output gradients)")
-        return KFACSGD(params, model, lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                       weight_decay=o.weight_decay, damping=o.kfac_damping, update_every=o.kfac_update_every,
-                       accum_scale=cfg.accumulate, **fast)
+        return KFACSGD(
+            params,
+            model,
+            lr=lr,
+            momentum=o.momentum,
+            nesterov=o.nesterov and o.momentum > 0,
+            weight_decay=o.weight_decay,
+            damping=o.kfac_damping,
+            update_every=o.kfac_update_every,
+            accum_scale=cfg.accumulate,
+            **fast,
+        )
     if o.name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                               weight_decay=o.weight_decay, **fast)
+        return torch.optim.SGD(
+            params,
+            lr=lr,
+            momentum=o.momentum,
+            nesterov=o.nesterov and o.momentum > 0,
+            weight_decay=o.weight_decay,
+            **fast,
+        )
     if o.name == "adamw":
         return torch.optim.AdamW(params, lr=lr, betas=(o.momentum, o.beta2), weight_decay=o.weight_decay, **fast)
     from composer.optim import DecoupledSGDW
 
-    return DecoupledSGDW(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
-                         nesterov=o.nesterov and o.momentum > 0)
+    return DecoupledSGDW(
+        params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, nesterov=o.nesterov and o.momentum > 0
+    )
 
 
 @dataclass(frozen=True)
@@ -104,33 +121,59 @@ class RunHooks:
         return dataclasses.replace(self, progress=False, on_eval=None, settle=False)
 
 
-def train(cfg: TrainConfig, data_root: str | os.PathLike | None = None, out_dir: str | Path | None = None,
-          progress: bool = True, on_eval: EvalHook | None = None, eval_at: tuple[float, ...] = (), test: bool = True,
-          eval_after: tuple[float, ...] = (), settle: SettleHook | bool = False) -> RunResult:
+def train(
+    cfg: TrainConfig,
+    data_root: str | os.PathLike | None = None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    on_eval: EvalHook | None = None,
+    eval_at: tuple[float, ...] = (),
+    test: bool = True,
+    eval_after: tuple[float, ...] = (),
+    settle: SettleHook | bool = False,
+) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. The other
     arguments are a RunHooks's fields."""
     device = check_runnable(cfg)
     from effsearch.trainer import distributed
 
-    hooks = RunHooks(progress=progress, on_eval=on_eval, eval_at=tuple(eval_at), eval_after=tuple(eval_after),
-                     settle=settle, test=test)
+    hooks = RunHooks(
+        progress=progress,
+        on_eval=on_eval,
+        eval_at=tuple(eval_at),
+        eval_after=tuple(eval_after),
+        settle=settle,
+        test=test,
+    )
     # Every rank must evaluate at the same steps (they agree on stopping there): the other ranks
     # get the same extra points (rank 0 scores them, the others wait there).
-    entry = (functools.partial(train, eval_at=hooks.eval_at, eval_after=hooks.eval_after)
-             if eval_at or eval_after else train)
+    entry = (
+        functools.partial(train, eval_at=hooks.eval_at, eval_after=hooks.eval_after) if eval_at or eval_after else train
+    )
     with distributed.session(cfg, device, data_root, train=entry) as dist:
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, hooks = None, hooks.quiet()
         return _train(cfg, device, dist, data_root, out_dir, hooks)
 
 
-def _train(cfg: TrainConfig, device: str, dist: Context, data_root: str | os.PathLike | None,
-           out_dir: str | Path | None, hooks: RunHooks) -> RunResult:
+def _train(
+    cfg: TrainConfig,
+    device: str,
+    dist: Context,
+    data_root: str | os.PathLike | None,
+    out_dir: str | Path | None,
+    hooks: RunHooks,
+) -> RunResult:
     t_start = time.perf_counter()
     splits = D.load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
-    result = RunResult(status="failed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy,
-                       device=_device_name(device), versions=versions())
+    result = RunResult(
+        status="failed",
+        config=cfg.to_dict(),
+        target_accuracy=cfg.target_accuracy,
+        device=_device_name(device),
+        versions=versions(),
+    )
     out = Path(out_dir) if out_dir else None
     try:
         _fit(cfg, splits, device, result, hooks, data_root, dist)
@@ -185,9 +228,16 @@ class Prepared:
         self.loop.fit()
 
 
-def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks | None = None,
-            callbacks: Sequence[Callback] = (), data_root: str | os.PathLike | None = None,
-            dist: Context | None = None) -> Prepared:
+def prepare(
+    cfg: TrainConfig,
+    splits: D.Splits,
+    device: str,
+    result: RunResult,
+    hooks: RunHooks | None = None,
+    callbacks: Sequence[Callback] = (),
+    data_root: str | os.PathLike | None = None,
+    dist: Context | None = None,
+) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process; ``callbacks``: added to ``hooks``')."""
     from effsearch.trainer.distributed import SINGLE
@@ -203,12 +253,17 @@ def prepare(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, 
     model = _build_model(cfg, splits, device, result)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms, gmp = _algorithms(cfg, selection)
-    parts = LoopParts(model=model, optimizer=build_optimizer(cfg, model.parameters(), device, model),
-                      loader=train_loader, augment=_augment(cfg, splits, device, dist, train=True),
-                      eval_augment=_augment(cfg, splits, device, dist, train=False), val=(splits.val_x, splits.val_y),
-                      algorithms=algorithms,
-                      point_extras=[selection.point_extra] if selection is not None else [],
-                      on_deliver=[gmp.apply_masks] if gmp is not None else [])
+    parts = LoopParts(
+        model=model,
+        optimizer=build_optimizer(cfg, model.parameters(), device, model),
+        loader=train_loader,
+        augment=_augment(cfg, splits, device, dist, train=True),
+        eval_augment=_augment(cfg, splits, device, dist, train=False),
+        val=(splits.val_x, splits.val_y),
+        algorithms=algorithms,
+        point_extras=[selection.point_extra] if selection is not None else [],
+        on_deliver=[gmp.apply_masks] if gmp is not None else [],
+    )
     loop = Loop(cfg, parts, device, result, hooks, dist)
     loop.setup_seconds = time.perf_counter() - t_setup
     return Prepared(loop, gmp, selection, splits, train_loader)
@@ -236,8 +291,9 @@ def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunRes
     if model_kind(cfg.model.name) != "builtin":
         from effsearch.trainer.probe import check_network
 
-        module, note = check_network(module.to(device), cfg.model, splits.channels, splits.num_classes,
-                                     tuple(splits.train_x.shape[-2:]), device)
+        module, note = check_network(
+            module.to(device), cfg.model, splits.channels, splits.num_classes, tuple(splits.train_x.shape[-2:]), device
+        )
         rules.check(cfg.to_dict())  # now that the model's facts are known
         if note and result is not None:
             result.final.extra["input_adapted"] = note
@@ -247,12 +303,21 @@ def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunRes
 def _augment(cfg: TrainConfig, splits: D.Splits, device: str, dist: Context, train: bool) -> D.BatchAugment:
     """Batch augmentation on the device; each rank draws its own flips and crops."""
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
-    return D.BatchAugment(splits.mean, splits.std, device, flip=flip, crop_padding=cfg.dataset.crop_padding,
-                          train=train, channels_last=cfg.channels_last, seed=cfg.seed + 1000 * dist.rank)
+    return D.BatchAugment(
+        splits.mean,
+        splits.std,
+        device,
+        flip=flip,
+        crop_padding=cfg.dataset.crop_padding,
+        train=train,
+        channels_last=cfg.channels_last,
+        seed=cfg.seed + 1000 * dist.rank,
+    )
 
 
-def _algorithms(cfg: TrainConfig,
-                selection: SubsetSelection | None) -> tuple[list[Algorithm], GradualMagnitudePruning | None]:
+def _algorithms(
+    cfg: TrainConfig, selection: SubsetSelection | None
+) -> tuple[list[Algorithm], GradualMagnitudePruning | None]:
     """Composer algorithms of ``cfg``, then channels-last, sparsity (returned too: its masks
     apply to the delivered model) and the data selection, in that order."""
     from effsearch.trainer.algorithms import build_algorithms
@@ -273,8 +338,15 @@ def _algorithms(cfg: TrainConfig,
     return algorithms, gmp
 
 
-def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hooks: RunHooks,
-         data_root: str | os.PathLike | None = None, dist: Context | None = None) -> None:
+def _fit(
+    cfg: TrainConfig,
+    splits: D.Splits,
+    device: str,
+    result: RunResult,
+    hooks: RunHooks,
+    data_root: str | os.PathLike | None = None,
+    dist: Context | None = None,
+) -> None:
     from effsearch.trainer.sparsity import measure
 
     run = prepare(cfg, splits, device, result, hooks, data_root=data_root, dist=dist)
@@ -307,8 +379,7 @@ def _fit(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult, hoo
             from effsearch.trainer import quantize
 
             sizes.update(quantize.measure(model, run.splits, cfg.seed))
-    result.final.set(val_accuracy=val_acc, val_loss=val_loss, final_eval_seconds=time.perf_counter() - t_eval,
-                     **sizes)
+    result.final.set(val_accuracy=val_acc, val_loss=val_loss, final_eval_seconds=time.perf_counter() - t_eval, **sizes)
     if loop.stop_reason:
         result.status, result.reason = loop.stop_status, loop.stop_reason
     elif not math.isfinite(cast(float, val_loss)):  # evaluated: not a pruned trial's
@@ -327,8 +398,13 @@ def _restore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root: str | os.PathLike | None = None,
-                  dist: Context | None = None) -> tuple[Any, SubsetSelection | None]:
+def _train_loader(
+    cfg: TrainConfig,
+    splits: D.Splits,
+    device: str,
+    data_root: str | os.PathLike | None = None,
+    dist: Context | None = None,
+) -> tuple[Any, SubsetSelection | None]:
     """The training loader and, when ``cfg.selection`` is on, the CORDS algorithm feeding it.
 
     Batches come from tensors on the device (``DeviceBatches``) unless an algorithm needs
@@ -346,19 +422,42 @@ def _train_loader(cfg: TrainConfig, splits: D.Splits, device: str, data_root: st
     drop_last = cfg.compile or _lone_last(len(splits.train_y), cfg.batch_size, dist.world)
     if cfg.selection.strategy == "full":
         if per_image:
-            return D.make_loader(splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True,
-                                 seed=cfg.seed, drop_last=drop_last), None
-        return D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
-                               drop_last=drop_last, rank=dist.rank, world=dist.world), None
+            return D.make_loader(
+                splits.train_x.cpu(),
+                splits.train_y.cpu(),
+                cfg.batch_size,
+                shuffle=True,
+                seed=cfg.seed,
+                drop_last=drop_last,
+            ), None
+        return D.DeviceBatches(
+            splits.train_x,
+            splits.train_y,
+            cfg.batch_size,
+            cfg.seed,
+            device,
+            drop_last=drop_last,
+            rank=dist.rank,
+            world=dist.world,
+        ), None
     from effsearch.trainer.selection import make_selection, plan_selection
 
     if per_image:  # rank 0 chooses each subset; the others receive it
         return make_selection(cfg, splits, device, dist)
     plan = plan_selection(cfg, splits)
     drop_last = drop_last or _lone_last(len(plan.sampler), cfg.batch_size, dist.world)
-    batches = D.DeviceBatches(splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device,
-                              sampler=plan.sampler, weights=plan.weights, drop_last=drop_last,
-                              rank=dist.rank, world=dist.world)
+    batches = D.DeviceBatches(
+        splits.train_x,
+        splits.train_y,
+        cfg.batch_size,
+        cfg.seed,
+        device,
+        sampler=plan.sampler,
+        weights=plan.weights,
+        drop_last=drop_last,
+        rank=dist.rank,
+        world=dist.world,
+    )
     return batches, plan.selection(cfg, splits, device, batches, dist)  # it writes each subset's weights there
 
 

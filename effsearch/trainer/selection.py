@@ -97,6 +97,7 @@ class SelectionError(RuntimeError):
 
 # -- the loader side ------------------------------------------------------------
 
+
 class SubsetSampler(torch.utils.data.Sampler):
     """Serves ``per_epoch`` indices an epoch: of the current subset, or (warm start,
     before any subset) the next part of a stream of full-data permutations."""
@@ -118,9 +119,9 @@ class SubsetSampler(torch.utils.data.Sampler):
         if self.subset is None:
             while len(self._stream) < self.per_epoch:
                 self._stream = torch.cat([self._stream, torch.randperm(self.n, generator=self.gen)])
-            out, self._stream = self._stream[:self.per_epoch], self._stream[self.per_epoch:]
+            out, self._stream = self._stream[: self.per_epoch], self._stream[self.per_epoch :]
         else:
-            out = self.subset[torch.randperm(len(self.subset), generator=self.gen)][:self.per_epoch]
+            out = self.subset[torch.randperm(len(self.subset), generator=self.gen)][: self.per_epoch]
         return iter(out.tolist())
 
 
@@ -170,12 +171,15 @@ class ModelView(torch.nn.Module):
 
             linear = final_linear(module)
             if linear is None:
-                raise SelectionError("the model ends in no nn.Linear, whose input CORDS's model-based strategies "
-                                     "take as the embedding; use random, random-online or full")
+                raise SelectionError(
+                    "the model ends in no nn.Linear, whose input CORDS's model-based strategies "
+                    "take as the embedding; use random, random-online or full"
+                )
         object.__setattr__(self, "linear", linear)
 
-    def forward(self, x: torch.Tensor, last: bool = False,
-                freeze: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, last: bool = False, freeze: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             if self.linear is None:
                 out, emb = self.module(x, last=True, freeze=True)
@@ -215,6 +219,7 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 # -- greedy methods ---------------------------------------------------------------
 
+
 def _glister_fits_stochastic(calls: list[tuple[int, int]]) -> bool:
     """CORDS's stochastic greedy draws ``int(N/k * ln 100)`` of the remaining
     candidates each step; it fails ('Sample larger than population') when that
@@ -222,8 +227,9 @@ def _glister_fits_stochastic(calls: list[tuple[int, int]]) -> bool:
     return all(k == 0 or int(n / k * math.log(100)) <= n - k + 1 for n, k in calls)
 
 
-def _greedy_calls(selection_type: str, n: int, budget: int, batch: int, labels: np.ndarray,
-                  classes: int) -> list[tuple[int, int]]:
+def _greedy_calls(
+    selection_type: str, n: int, budget: int, batch: int, labels: np.ndarray, classes: int
+) -> list[tuple[int, int]]:
     if selection_type == "PerBatch":
         return [(math.ceil(n / batch), math.ceil(budget / batch))]
     if selection_type == "PerClass":
@@ -248,24 +254,36 @@ def resolve_greedy(cfg: TrainConfig, n: int, labels: np.ndarray, classes: int) -
         return "Stochastic" if fits else "Naive"
     if sel.greedy == "stochastic" and not fits:
         what = {"PerBatch": "batches", "PerClass": "samples of a class"}.get(selection_type, "samples")
-        raise ConfigError("selection.greedy",
-                          f"'stochastic' cannot run {sel.strategy} on this data: CORDS's stochastic greedy samples "
-                          f"int(N/k*ln 100) candidates per step, more than remain among the {what} "
-                          f"(N, k per greedy call: {calls[:3]}{'...' if len(calls) > 3 else ''}), and would fail "
-                          "with 'Sample larger than population'. Use greedy 'naive' or 'auto', a larger dataset, "
-                          "or a smaller batch_size")
+        raise ConfigError(
+            "selection.greedy",
+            f"'stochastic' cannot run {sel.strategy} on this data: CORDS's stochastic greedy samples "
+            f"int(N/k*ln 100) candidates per step, more than remain among the {what} "
+            f"(N, k per greedy call: {calls[:3]}{'...' if len(calls) > 3 else ''}), and would fail "
+            "with 'Sample larger than population'. Use greedy 'naive' or 'auto', a larger dataset, "
+            "or a smaller batch_size",
+        )
     return {"naive": "Naive", "stochastic": "Stochastic"}[sel.greedy]
 
 
 # -- the Composer algorithm ----------------------------------------------------------
+
 
 class SubsetSelection(Algorithm):
     """Chooses the training subset at ``EPOCH_START`` (inside the train clock)."""
 
     batch_events = ()  # nothing per batch
 
-    def __init__(self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any, sampler: SubsetSampler,
-                 budget: int, greedy: str | None, dist: Context | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        splits: D.Splits,
+        device: str,
+        dataset: Any,
+        sampler: SubsetSampler,
+        budget: int,
+        greedy: str | None,
+        dist: Context | None = None,
+    ) -> None:
         self.cfg, self.device, self.budget, self.greedy = cfg, device, budget, greedy
         self.strategy_name = cfg.selection.strategy
         self.family, self.selection_type = VARIANTS[self.strategy_name]
@@ -301,8 +319,9 @@ class SubsetSelection(Algorithm):
             fingerprint = self._choose(kind, state, epoch)
         took = self._now() - t0
         self.seconds += took
-        self.log.append({"epoch": epoch, "kind": kind, "subset_size": self.subset_size, "seconds": took,
-                         "fingerprint": fingerprint})
+        self.log.append(
+            {"epoch": epoch, "kind": kind, "subset_size": self.subset_size, "seconds": took, "fingerprint": fingerprint}
+        )
 
     def point_extra(self) -> dict:
         return {"subset_size": int(self.subset_size), "selections": self.selections}
@@ -334,8 +353,11 @@ class SubsetSelection(Algorithm):
     def _choose(self, kind: str, state: State, epoch: int) -> str:
         fork_devices = [torch.cuda.current_device()] if self.device == "cuda" else []
         try:
-            with cords_compat.seeded(self._round_seed()), torch.random.fork_rng(devices=fork_devices), \
-                    warnings.catch_warnings():
+            with (
+                cords_compat.seeded(self._round_seed()),
+                torch.random.fork_rng(devices=fork_devices),
+                warnings.catch_warnings(),
+            ):
                 warnings.simplefilter("ignore")  # pin_memory without an accelerator, sklearn/numba chatter
                 dist = self.dist
                 if dist is not None and dist.on and not dist.main:
@@ -351,9 +373,11 @@ class SubsetSelection(Algorithm):
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001 - CORDS raises many kinds: raised again, naming the strategy
-            raise SelectionError(f"selection.strategy {self.strategy_name!r} (CORDS "
-                                 f"{self.family}/{self.selection_type or 'random'}) failed at epoch {epoch}: "
-                                 f"{type(e).__name__}: {e}") from e
+            raise SelectionError(
+                f"selection.strategy {self.strategy_name!r} (CORDS "
+                f"{self.family}/{self.selection_type or 'random'}) failed at epoch {epoch}: "
+                f"{type(e).__name__}: {e}"
+            ) from e
         return self._install(idxs, gammas)
 
     def _install(self, idxs: Any, gammas: Any) -> str:
@@ -378,11 +402,13 @@ class SubsetSelection(Algorithm):
         s = self.splits
         mean, std = s.mean, s.std
         bs = self.cfg.batch_size
-        trn = torch.utils.data.DataLoader(NormalizedImages(s.train_x, s.train_y, mean, std), batch_size=bs,
-                                          shuffle=False)  # CORDS maps batch positions back to indices: in order
+        trn = torch.utils.data.DataLoader(
+            NormalizedImages(s.train_x, s.train_y, mean, std), batch_size=bs, shuffle=False
+        )  # CORDS maps batch positions back to indices: in order
         # GLISTER per-batch splits the validation gradients into len(val)//batch_size chunks: keep that >= 1.
-        val = torch.utils.data.DataLoader(NormalizedImages(s.val_x, s.val_y, mean, std),
-                                          batch_size=max(1, min(bs, len(s.val_y))), shuffle=False)
+        val = torch.utils.data.DataLoader(
+            NormalizedImages(s.val_x, s.val_y, mean, std), batch_size=max(1, min(bs, len(s.val_y))), shuffle=False
+        )
         return trn, val
 
     def _random_strategy(self) -> Any:
@@ -412,14 +438,39 @@ class SubsetSelection(Algorithm):
         classes = self.splits.num_classes
         linear = LINEAR_LAYER[self.family]
         if self.family == "glister":
-            return S.GLISTERStrategy(trn, val, view, loss, sel.eta, self.device, classes, linear,
-                                     self.selection_type, self.greedy, log)
+            return S.GLISTERStrategy(
+                trn, val, view, loss, sel.eta, self.device, classes, linear, self.selection_type, self.greedy, log
+            )
         if self.family == "craig":
-            return S.CRAIGStrategy(trn, val, view, loss, self.device, classes, linear, False,
-                                   self.selection_type, log, optimizer=self.greedy)
-        return S.GradMatchStrategy(trn, val, view, loss, sel.eta, cords_compat.gradmatch_device(self.device),
-                                   classes, linear, self.selection_type, log, valid=False, v1=True,
-                                   lam=sel.lam, eps=sel.omp_eps)
+            return S.CRAIGStrategy(
+                trn,
+                val,
+                view,
+                loss,
+                self.device,
+                classes,
+                linear,
+                False,
+                self.selection_type,
+                log,
+                optimizer=self.greedy,
+            )
+        return S.GradMatchStrategy(
+            trn,
+            val,
+            view,
+            loss,
+            sel.eta,
+            cords_compat.gradmatch_device(self.device),
+            classes,
+            linear,
+            self.selection_type,
+            log,
+            valid=False,
+            v1=True,
+            lam=sel.lam,
+            eps=sel.omp_eps,
+        )
 
 
 def broadcast_object(obj: Any, dist: Context) -> Any:
@@ -439,8 +490,9 @@ class SelectionPlan:
     budget: int
     greedy: str | None
 
-    def selection(self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any,
-                  dist: Context | None = None) -> SubsetSelection:
+    def selection(
+        self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any, dist: Context | None = None
+    ) -> SubsetSelection:
         """The algorithm, for the loader built on this plan (``dataset``: whatever holds its
         ``weights``)."""
         return SubsetSelection(cfg, splits, device, dataset, self.sampler, self.budget, self.greedy, dist=dist)
@@ -453,10 +505,12 @@ def plan_selection(cfg: TrainConfig, splits: D.Splits) -> SelectionPlan:
         raise ConfigError("selection.strategy", f"must be one of {', '.join(VARIANTS)}; got {sel.strategy!r}")
     n = len(splits.train_y)
     if VARIANTS[sel.strategy] == ("craig", "Supervised") and n > CRAIG_SUPERVISED_MAX_N:
-        raise ConfigError("selection.strategy",
-                          f"'craig' (CORDS's Supervised CRAIG) builds dense {n}x{n} matrices (about "
-                          f"{32 * n * n / 2**30:.1f} GiB) for {n} training images; it is allowed up to "
-                          f"{CRAIG_SUPERVISED_MAX_N}. Use craig-pc or craig-pb")
+        raise ConfigError(
+            "selection.strategy",
+            f"'craig' (CORDS's Supervised CRAIG) builds dense {n}x{n} matrices (about "
+            f"{32 * n * n / 2**30:.1f} GiB) for {n} training images; it is allowed up to "
+            f"{CRAIG_SUPERVISED_MAX_N}. Use craig-pc or craig-pb",
+        )
     cords_compat.strategies()  # import cords (and numba, apricot) now: setup time, not train time
     labels = splits.train_y.numpy()
     greedy = resolve_greedy(cfg, n, labels, splits.num_classes)
@@ -470,8 +524,9 @@ def plan_selection(cfg: TrainConfig, splits: D.Splits) -> SelectionPlan:
     return SelectionPlan(sampler, weights, budget, greedy)
 
 
-def make_selection(cfg: TrainConfig, splits: D.Splits, device: str,
-                   dist: Context | None = None) -> tuple[DataLoader, SubsetSelection]:
+def make_selection(
+    cfg: TrainConfig, splits: D.Splits, device: str, dist: Context | None = None
+) -> tuple[DataLoader, SubsetSelection]:
     """A torch DataLoader fed by ``cfg.selection`` and the algorithm that chooses its subsets."""
     plan = plan_selection(cfg, splits)
     loader = D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=plan.sampler)

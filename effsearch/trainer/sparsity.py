@@ -29,15 +29,19 @@ def sparsity_at(progress: float, target: float, schedule: str, start: float, end
 
 
 def prunable(model: torch.nn.Module) -> list[torch.Tensor]:
-    return [m.weight for m in model.modules()
-            if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)) and m.weight.requires_grad is not None]
+    return [
+        m.weight
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)) and m.weight.requires_grad is not None
+    ]
 
 
 class GradualMagnitudePruning(Algorithm):
     batch_events = ("batch_end",)  # masks re-applied after every step (effsearch's loop fires only these)
 
-    def __init__(self, target: float, schedule: str = "polynomial", start: float = 0.1,
-                 end: float = 0.75, update_every: int = 20) -> None:
+    def __init__(
+        self, target: float, schedule: str = "polynomial", start: float = 0.1, end: float = 0.75, update_every: int = 20
+    ) -> None:
         self.target, self.schedule = target, schedule
         self.start, self.end, self.update_every = start, end, update_every
         self.masks: dict[torch.Tensor, torch.Tensor] = {}
@@ -86,5 +90,9 @@ def measure(model: torch.nn.Module) -> dict:
     params = list(model.parameters())
     nonzero = sum(int((p != 0).sum()) for p in params)
     nbytes = sum(int((p != 0).sum()) * p.element_size() for p in params)
-    return {"sparsity": zeros / total if total else 0.0, "nonzero_params": nonzero,
-            "nonzero_param_bytes": nbytes, "params": sum(p.numel() for p in params)}
+    return {
+        "sparsity": zeros / total if total else 0.0,
+        "nonzero_params": nonzero,
+        "nonzero_param_bytes": nbytes,
+        "params": sum(p.numel() for p in params),
+    }

@@ -117,16 +117,24 @@ def load(d: Any, cache_root: Path) -> UserData:
     if kind == "imagefolder":
         parts, classes, files = _scan_folder(root)
         settings = {"image_size": d.image_size}
-        found, count = _decoded(cache_root / "imagefolder-cache", root, files, settings, d.image_size,
-                                lambda: (parts, len(classes)))
+        found, count = _decoded(
+            cache_root / "imagefolder-cache", root, files, settings, d.image_size, lambda: (parts, len(classes))
+        )
     else:
         settings = {"image_size": d.image_size, "image_column": d.image_column, "label_column": d.label_column}
-        found, count = _decoded(cache_root / "hf-cache", root, _files(root, everything=True), settings, d.image_size,
-                                lambda: _hf_parts(d, root))
+        found, count = _decoded(
+            cache_root / "hf-cache",
+            root,
+            _files(root, everything=True),
+            settings,
+            d.image_size,
+            lambda: _hf_parts(d, root),
+        )
     return _assemble(found, count, d)
 
 
 # -- memory -------------------------------------------------------------------------
+
 
 def memory_limit() -> int:
     """Bytes of host memory a dataset may take: 80% of what is available now."""
@@ -152,10 +160,13 @@ def check_fits(count: int, shape: tuple[int, ...], streams: bool = False) -> Non
     need, limit = count * int(np.prod(shape)), memory_limit()
     if need > limit:
         ffcv = ", or loader: ffcv (it streams the training images from disk)" if streams else ""
-        raise ConfigError("dataset.image_size", f"{count:,} images of {'x'.join(map(str, shape))} take {_bytes(need)} "
-                          f"in memory, more than the {_bytes(limit)} this machine can give them "
-                          f"({MEMORY_SHARE:.0%} of its available memory): lower dataset.image_size (memory grows "
-                          f"with its square) or dataset.data_fraction{ffcv}")
+        raise ConfigError(
+            "dataset.image_size",
+            f"{count:,} images of {'x'.join(map(str, shape))} take {_bytes(need)} "
+            f"in memory, more than the {_bytes(limit)} this machine can give them "
+            f"({MEMORY_SHARE:.0%} of its available memory): lower dataset.image_size (memory grows "
+            f"with its square) or dataset.data_fraction{ffcv}",
+        )
 
 
 def _bytes(n: int) -> str:
@@ -164,22 +175,29 @@ def _bytes(n: int) -> str:
 
 # -- arrays: npz and callables -------------------------------------------------------
 
+
 def images(x: Any, name: str, field: str) -> np.ndarray:
     """``x`` as uint8 N,C,H,W. Accepted: N,H,W (grayscale), N,C,H,W and N,H,W,C with C 1 or 3.
     A 4-d array is channels-first when axis 1 is 1 or 3 and the last axis is not, channels-last
     in the opposite case; any other shape (both or neither 1 or 3) is refused as ambiguous."""
     x = _numpy(x, name, field)
     if x.dtype != np.uint8:
-        raise ConfigError(field, f"{name} is {x.dtype}; images must be uint8 (0..255), e.g. "
-                                 "(x * 255).round().astype(np.uint8) for floats in [0, 1]")
+        raise ConfigError(
+            field,
+            f"{name} is {x.dtype}; images must be uint8 (0..255), e.g. "
+            "(x * 255).round().astype(np.uint8) for floats in [0, 1]",
+        )
     if x.ndim == 3 and len(x):
         return x[:, None]
     if x.ndim == 4 and len(x):
         first, last = x.shape[1] in (1, 3), x.shape[3] in (1, 3)
         if first != last:
             return x if first else x.transpose(0, 3, 1, 2)
-    raise ConfigError(field, f"{name} has shape {tuple(x.shape)}; accepted: N,H,W (grayscale), N,C,H,W or "
-                             "N,H,W,C with C 1 or 3 (channels-first when axis 1 is 1 or 3 and the last axis is not)")
+    raise ConfigError(
+        field,
+        f"{name} has shape {tuple(x.shape)}; accepted: N,H,W (grayscale), N,C,H,W or "
+        "N,H,W,C with C 1 or 3 (channels-first when axis 1 is 1 or 3 and the last axis is not)",
+    )
 
 
 def labels(y: Any, name: str, field: str) -> np.ndarray:
@@ -216,20 +234,28 @@ def _call(name: str) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback
         where = traceback.extract_tb(e.__traceback__)[-1]
         text = str(e) if len(str(e)) <= 300 else str(e)[:300] + "..."
-        raise ConfigError("dataset.name", f"{name}() raised {type(e).__name__}: {text} "
-                                          f"({where.filename}:{where.lineno})") from None
+        raise ConfigError(
+            "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
+        ) from None
     if isinstance(out, Mapping):
         missing = [k for k in ARRAYS if k not in out]
         if missing:
-            raise ConfigError("dataset.name", f"{name}() returned a mapping without {', '.join(missing)}; "
-                                              f"it needs {', '.join(ARRAYS)}")
+            raise ConfigError(
+                "dataset.name",
+                f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(ARRAYS)}",
+            )
         return dict(out)
     if isinstance(out, tuple | list) and len(out) == 4:
         return dict(zip(ARRAYS, out, strict=True))
-    what = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, tuple | list)
-            else f"{type(out).__name__} {repr(out)[:60]}")
-    raise ConfigError("dataset.name", f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test) "
-                                      "or a mapping with those keys")
+    what = (
+        f"a {type(out).__name__} of {len(out)}"
+        if isinstance(out, tuple | list)
+        else f"{type(out).__name__} {repr(out)[:60]}"
+    )
+    raise ConfigError(
+        "dataset.name",
+        f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test) or a mapping with those keys",
+    )
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -242,14 +268,19 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     with npz:
         missing = [k for k in ARRAYS if k not in npz.files]
         if missing:
-            raise ConfigError("dataset.path", f"{path} has no array {missing[0]!r} (it has {', '.join(npz.files)}); "
-                                              f"npz needs {', '.join(ARRAYS)}")
+            raise ConfigError(
+                "dataset.path",
+                f"{path} has no array {missing[0]!r} (it has {', '.join(npz.files)}); npz needs {', '.join(ARRAYS)}",
+            )
         names = [k for k in (*ARRAYS, "x_val", "y_val") if k in npz.files]
         need, limit = _npz_bytes(path, names), memory_limit()
         if need > limit:  # numpy reads .npz members whole: only smaller arrays help here
-            raise ConfigError("dataset.path", f"the arrays of {path} take {_bytes(need)} in memory, more than the "
-                                              f"{_bytes(limit)} this machine can give them; save fewer or smaller "
-                                              "images (or an imagefolder, whose decoded images live on disk)")
+            raise ConfigError(
+                "dataset.path",
+                f"the arrays of {path} take {_bytes(need)} in memory, more than the "
+                f"{_bytes(limit)} this machine can give them; save fewer or smaller "
+                "images (or an imagefolder, whose decoded images live on disk)",
+            )
         try:
             return {k: npz[k] for k in names}
         except Exception as e:  # noqa: BLE001 - a damaged member, or one of objects
@@ -264,8 +295,11 @@ def _npz_bytes(path: Path, names: list[str]) -> int:
             for name in names:
                 with z.open(name + ".npy") as f:
                     version = np.lib.format.read_magic(f)
-                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                        np.lib.format.read_array_header_2_0
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
                     shape, _, dtype = read(f)
                     total += int(np.prod(shape)) * dtype.itemsize
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
@@ -289,10 +323,12 @@ def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> Use
     x0 = parts["train"][0]
     for split, (x, _) in parts.items():
         if x.shape[1] != x0.shape[1] or (x.shape[2:] != x0.shape[2:] and not d.image_size):
-            raise ConfigError("dataset.image_size" if x.shape[1] == x0.shape[1] else field,
-                              f"x_{split} images of {source} are {'x'.join(map(str, x.shape[1:]))} but x_train's are "
-                              f"{'x'.join(map(str, x0.shape[1:]))}; the channels must agree (and the sizes, "
-                              "unless dataset.image_size resizes them)")
+            raise ConfigError(
+                "dataset.image_size" if x.shape[1] == x0.shape[1] else field,
+                f"x_{split} images of {source} are {'x'.join(map(str, x.shape[1:]))} but x_train's are "
+                f"{'x'.join(map(str, x0.shape[1:]))}; the channels must agree (and the sizes, "
+                "unless dataset.image_size resizes them)",
+            )
     return _assemble(parts, _class_count({s: y for s, (_, y) in parts.items()}, field, source), d)
 
 
@@ -302,12 +338,16 @@ def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
         raise ConfigError(field, f"the training split of {source} is empty")
     k = int(ys["train"].max()) + 1
     if len(np.unique(ys["train"])) < 2:
-        raise ConfigError(field, f"the training labels of {source} hold one class ({k - 1}); a classifier needs "
-                                 "at least two")
+        raise ConfigError(
+            field, f"the training labels of {source} hold one class ({k - 1}); a classifier needs at least two"
+        )
     for split, y in ys.items():
         if len(y) and int(y.max()) >= k:
-            raise ConfigError(field, f"the {split} labels of {source} go up to {int(y.max())} but the training "
-                                     f"labels only to {k - 1}: labels must be 0..K-1, K set by the training split")
+            raise ConfigError(
+                field,
+                f"the {split} labels of {source} go up to {int(y.max())} but the training "
+                f"labels only to {k - 1}: labels must be 0..K-1, K set by the training split",
+            )
     return k
 
 
@@ -321,11 +361,15 @@ def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, 
         from sklearn.model_selection import train_test_split
 
         try:
-            keep, held = train_test_split(np.arange(len(y)), test_size=d.test_fraction, stratify=y,
-                                          random_state=d.split_seed + 3)
+            keep, held = train_test_split(
+                np.arange(len(y)), test_size=d.test_fraction, stratify=y, random_state=d.split_seed + 3
+            )
         except ValueError as e:  # sklearn: a class too small to stratify
-            raise ConfigError("dataset.test_fraction", f"cannot carve a stratified test split of {d.test_fraction:g} "
-                                                       f"from {len(y)} images in {classes} classes: {e}") from None
+            raise ConfigError(
+                "dataset.test_fraction",
+                f"cannot carve a stratified test split of {d.test_fraction:g} "
+                f"from {len(y)} images in {classes} classes: {e}",
+            ) from None
         keep, held = np.sort(keep), np.sort(held)
         xte, yte = Rows(x, held), y[held]
     xtr, ytr = (x, y) if keep is None else (Rows(x, keep), y[keep])
@@ -333,6 +377,7 @@ def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, 
 
 
 # -- images: imagefolder and hf --------------------------------------------------------
+
 
 def _subfolders(folder: Path) -> list[str]:
     return sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
@@ -358,36 +403,47 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
     if "train" in tops:
         stray = [t for t in tops if t not in SPLIT_FOLDERS]
         if stray:
-            raise ConfigError("dataset.path", f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
-                                              "beside train/ only val/ and test/ (of the same class folders) may be")
+            raise ConfigError(
+                "dataset.path",
+                f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
+                "beside train/ only val/ and test/ (of the same class folders) may be",
+            )
         splits = {s: root / s for s in SPLIT_FOLDERS if s in tops}
     elif "val" in tops or "test" in tops:
-        raise ConfigError("dataset.path", f"{root} has val/ or test/ but no train/: put the training images in "
-                                          f"{root}/train/CLASS/")
+        raise ConfigError(
+            "dataset.path", f"{root} has val/ or test/ but no train/: put the training images in {root}/train/CLASS/"
+        )
     else:
         splits = {"train": root}
     classes = _subfolders(splits["train"])
     if len(classes) < 2:
         loose = len(_files(splits["train"])) - sum(len(_files(splits["train"] / c)) for c in classes)
         what = f"one class folder ({classes[0]}/)" if classes else "no class folders"
-        raise ConfigError("dataset.path", f"{splits['train']} has {what}{f' and {loose} loose images' if loose else ''}; "
-                                          "an imagefolder needs a folder per class (at least two), e.g. "
-                                          f"{root}/cats/1.png and {root}/dogs/1.png")
+        raise ConfigError(
+            "dataset.path",
+            f"{splits['train']} has {what}{f' and {loose} loose images' if loose else ''}; "
+            "an imagefolder needs a folder per class (at least two), e.g. "
+            f"{root}/cats/1.png and {root}/dogs/1.png",
+        )
     parts, files = {}, []
     for split, top in splits.items():
         present = _subfolders(top)
         unknown = [c for c in present if c not in classes]
         if unknown:
-            raise ConfigError("dataset.path", f"{top} has class folders {', '.join(unknown)} that "
-                                              f"{splits['train']} has not; val/ and test/ use train/'s classes")
+            raise ConfigError(
+                "dataset.path",
+                f"{top} has class folders {', '.join(unknown)} that "
+                f"{splits['train']} has not; val/ and test/ use train/'s classes",
+            )
         sources, ys = [], []
         for label, name in enumerate(classes):
             if name not in present:
                 continue
             found = _files(top / name)
             if not found:
-                raise ConfigError("dataset.path", f"class folder {top / name} holds no images "
-                                                  f"({' '.join(IMAGE_EXTENSIONS)})")
+                raise ConfigError(
+                    "dataset.path", f"class folder {top / name} holds no images ({' '.join(IMAGE_EXTENSIONS)})"
+                )
             sources += [p for p, _ in found]
             ys += [label] * len(found)
             files += found
@@ -404,38 +460,56 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
     try:
         loaded = datasets.load_from_disk(str(root))
     except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
-        raise ConfigError("dataset.path", f"{root} is not a dataset written by datasets' save_to_disk "
-                                          f"({type(e).__name__}: {e})") from None
+        raise ConfigError(
+            "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
+        ) from None
     found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
     if "train" not in found:
         raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
     val = next((n for n in HF_VALIDATION if n in found), None)
-    chosen = {"train": found["train"], **({"val": found[val]} if val else {}),
-              **({"test": found["test"]} if "test" in found else {})}
+    chosen = {
+        "train": found["train"],
+        **({"val": found[val]} if val else {}),
+        **({"test": found["test"]} if "test" in found else {}),
+    }
     parts = {}
     for split, ds in chosen.items():
         for column, field in ((d.image_column, "dataset.image_column"), (d.label_column, "dataset.label_column")):
             if column not in ds.column_names:
-                raise ConfigError(field, f"the {split} split of {root} has no column {column!r}; its columns: "
-                                         f"{', '.join(ds.column_names)}")
+                raise ConfigError(
+                    field,
+                    f"the {split} split of {root} has no column {column!r}; its columns: {', '.join(ds.column_names)}",
+                )
         if not isinstance(ds.features[d.image_column], datasets.Image):
-            raise ConfigError("dataset.image_column", f"column {d.image_column!r} holds "
-                                                      f"{ds.features[d.image_column]}, not images (datasets.Image)")
+            raise ConfigError(
+                "dataset.image_column",
+                f"column {d.image_column!r} holds {ds.features[d.image_column]}, not images (datasets.Image)",
+            )
         raw = list(ds.cast_column(d.image_column, datasets.Image(decode=False))[d.image_column])
         names = [f"{split} row {i} of {root}" for i in range(len(raw))]
-        missing = [n for r, n in zip(raw, names, strict=True) if not r or (r.get("bytes") is None and not r.get("path"))]
+        missing = [
+            n for r, n in zip(raw, names, strict=True) if not r or (r.get("bytes") is None and not r.get("path"))
+        ]
         if missing:
             raise ConfigError("dataset.image_column", f"{missing[0]} has no image")
         sources = [r["bytes"] if r.get("bytes") is not None else r["path"] for r in raw]
-        y = labels(np.asarray(list(ds[d.label_column])), f"column {d.label_column!r} of the {split} split",
-                   "dataset.label_column")
+        y = labels(
+            np.asarray(list(ds[d.label_column])),
+            f"column {d.label_column!r} of the {split} split",
+            "dataset.label_column",
+        )
         parts[split] = Part(sources, y, names)
     return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))
 
 
-def _decoded(cache: Path, source: Path, files: list[tuple[str, os.stat_result]], settings: dict,
-             image_size: int | None, build: Callable[[], tuple[dict[str, Part], int]]
-             ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
+def _decoded(
+    cache: Path,
+    source: Path,
+    files: list[tuple[str, os.stat_result]],
+    settings: dict,
+    image_size: int | None,
+    build: Callable[[], tuple[dict[str, Part], int]],
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
     """The decoded splits (memory-mapped) and class count: from the cache, else built and cached.
     ``build`` lists the images, called only when the cache has not got them."""
     key = _cache_key(source, files, settings)
@@ -459,8 +533,9 @@ def _decoded(cache: Path, source: Path, files: list[tuple[str, os.stat_result]],
         shape = (1 if mode == "L" else 3, size[1], size[0])
         need = sum(len(p.labels) for p in parts.values()) * int(np.prod(shape))
         if shutil.disk_usage(cache).free < need + (256 << 20):  # a full disk under a memory map is a SIGBUS
-            warnings.warn(f"{cache} has not {_bytes(need)} free for the decoded images: decoding them in memory",
-                          stacklevel=3)
+            warnings.warn(
+                f"{cache} has not {_bytes(need)} free for the decoded images: decoding them in memory", stacklevel=3
+            )
             return _in_memory(parts, classes, image_size, (mode, size))
         _write_cache(cache, key, source, settings, parts, classes, (mode, size, shape))
     hit = _read_cache(folder)
@@ -471,16 +546,20 @@ def _decoded(cache: Path, source: Path, files: list[tuple[str, os.stat_result]],
 
 def _cache_key(source: Path, files: list[tuple[str, os.stat_result]], settings: dict) -> str:
     """The hash naming a decoded cache: the source, its files' sizes and mtimes, the settings."""
-    digest = hashlib.sha256(json.dumps({"format": CACHE_FORMAT, "source": str(source), "channels": CHANNEL_RULE,
-                                        **settings}, sort_keys=True).encode())
+    digest = hashlib.sha256(
+        json.dumps(
+            {"format": CACHE_FORMAT, "source": str(source), "channels": CHANNEL_RULE, **settings}, sort_keys=True
+        ).encode()
+    )
     skip = len(str(source)) + 1  # paths relative to the source (os.path.relpath: 20 us a file)
     for path, st in files:
         digest.update(f"{path[skip:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:24]
 
 
-def _write_cache(cache: Path, key: str, source: Path, settings: dict, parts: dict[str, Part], classes: int,
-                 layout: tuple) -> None:
+def _write_cache(
+    cache: Path, key: str, source: Path, settings: dict, parts: dict[str, Part], classes: int, layout: tuple
+) -> None:
     """Decode ``parts`` into ``cache/key`` (the caller holds the lock): written aside, then renamed."""
     mode, size, shape = layout
     folder = cache / key
@@ -489,14 +568,22 @@ def _write_cache(cache: Path, key: str, source: Path, settings: dict, parts: dic
     tmp = cache / f".tmp-{key}-{os.getpid()}"
     tmp.mkdir()
     try:
-        outs = {s: np.lib.format.open_memmap(tmp / f"{s}_x.npy", mode="w+", dtype=np.uint8,
-                                             shape=(len(p.labels), *shape)) for s, p in parts.items()}
+        outs = {
+            s: np.lib.format.open_memmap(tmp / f"{s}_x.npy", mode="w+", dtype=np.uint8, shape=(len(p.labels), *shape))
+            for s, p in parts.items()
+        }
         decode(parts, mode, size, outs)
         for s, out in outs.items():
             out.flush()
             np.save(tmp / f"{s}_y.npy", parts[s].labels)
-        meta = {"format": CACHE_FORMAT, "source": str(source), "settings": settings, "mode": mode,
-                "classes": classes, "counts": {s: len(p.labels) for s, p in parts.items()}}
+        meta = {
+            "format": CACHE_FORMAT,
+            "source": str(source),
+            "settings": settings,
+            "mode": mode,
+            "classes": classes,
+            "counts": {s: len(p.labels) for s, p in parts.items()},
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         del outs
         old = cache / f".old-{key}-{os.getpid()}"
@@ -509,9 +596,9 @@ def _write_cache(cache: Path, key: str, source: Path, settings: dict, parts: dic
     _drop_stale(cache, key, meta)
 
 
-def _in_memory(parts: dict[str, Part], classes: int, image_size: int | None,
-               layout: tuple[str, tuple[int, int]] | None = None
-               ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
+def _in_memory(
+    parts: dict[str, Part], classes: int, image_size: int | None, layout: tuple[str, tuple[int, int]] | None = None
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
     mode, size = layout or plan(parts, image_size)
     shape = (1 if mode == "L" else 3, size[1], size[0])
     check_fits(sum(len(p.labels) for p in parts.values()), shape)
@@ -525,8 +612,9 @@ def _read_cache(folder: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
         meta = json.loads((folder / "meta.json").read_text())
         if meta.get("format") != CACHE_FORMAT:
             return None
-        found = {s: (np.load(folder / f"{s}_x.npy", mmap_mode="r"), np.load(folder / f"{s}_y.npy"))
-                 for s in meta["counts"]}
+        found = {
+            s: (np.load(folder / f"{s}_x.npy", mmap_mode="r"), np.load(folder / f"{s}_y.npy")) for s in meta["counts"]
+        }
         if any(len(x) != n or len(y) != n for (x, y), n in zip(found.values(), meta["counts"].values(), strict=True)):
             return None
         return found, int(meta["classes"])

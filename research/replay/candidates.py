@@ -28,8 +28,9 @@ class MultiMetricRule(Rule):
     ``steps``: the grid positions it is asked at (None: every evaluation before the end). Every
     point it is asked at decides, so each is scored whole."""
 
-    def __init__(self, base: str = "median", metrics: str = "spent", steps=None, percentile: float = 50.0,
-                 n_startup: int = 5):
+    def __init__(
+        self, base: str = "median", metrics: str = "spent", steps=None, percentile: float = 50.0, n_startup: int = 5
+    ):
         super().__init__("product", 1 / 9)
         self.base, self.metrics, self.n_startup = base, metrics, n_startup
         self.percentile = 50.0 if base == "median" else percentile
@@ -62,8 +63,9 @@ class MultiMetricRule(Rule):
                 out[same[i]] += b
         return list(out)
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
-             until: int = N_GRID - 1) -> int | None:
+    def play(
+        self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
+    ) -> int | None:
         self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
@@ -129,8 +131,9 @@ class LossThenPred(Rule):
 
     reads_loss = True
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
-             until: int = N_GRID - 1) -> int | None:
+    def play(
+        self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
+    ) -> int | None:
         self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
@@ -157,14 +160,16 @@ class TimeRule(Rule):
         super().__init__(kind, 1 / 9, eta)
         self.share, self.T, self._extra = share, None, 0
         self.fallback = Rule("pred", 1 / 9, eta)
-        self.name = (f"moasha-time@{share:g}" + (f"-eta{eta:g}" if eta != 9 else "")
-                     + ("-pred" if kind == "pred" else ""))
+        self.name = (
+            f"moasha-time@{share:g}" + (f"-eta{eta:g}" if eta != 9 else "") + ("-pred" if kind == "pred" else "")
+        )
 
     def extra(self, k: int) -> int:  # the run just played: one evaluation before the ninths if judged there
         return self._extra if self.T is not None else self.fallback.extra(k)
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
-             until: int = N_GRID - 1) -> int | None:
+    def play(
+        self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
+    ) -> int | None:
         from effsearch.search.pruner import RungPoint
 
         if self.T is None:
@@ -195,4 +200,3 @@ class TimeRule(Rule):
         if keep:
             self.rungs_passed = [k]
         return None if keep else k
-

@@ -16,10 +16,13 @@ from research.replay.world import Method
 # ninth, ranked on (predicted time to target, accuracy); the searches start with the baseline.
 PRODUCT = "tpe+moasha-pred@1/9-eta9+baseline"
 
-TPE_VARIANTS = [("gamma-sqrt", {"gamma": "sqrt"}), ("gamma-cap10", {"gamma": "cap10"}),
-                ("ei64", {"n_ei_candidates": 64}),
-                # one density per parameter (Optuna's default) instead of the product's joint one
-                ("independent", {"multivariate": False})]
+TPE_VARIANTS = [
+    ("gamma-sqrt", {"gamma": "sqrt"}),
+    ("gamma-cap10", {"gamma": "cap10"}),
+    ("ei64", {"n_ei_candidates": 64}),
+    # one density per parameter (Optuna's default) instead of the product's joint one
+    ("independent", {"multivariate": False}),
+]
 
 
 def _samplers() -> list[Method]:
@@ -56,8 +59,13 @@ def _budget_rules() -> list[Method]:
         # One rung at 1/9 keeping the best ninth (eta 9, the product's default),
         # and rungs at 1/9 + 4/9 (eta 4) and 1/9 + 2/3 (eta 6): no cut at 1/3 among the survivors.
         Method("tpe+moasha-pred@1/9-eta9+baseline", "tpe", R("pred", eta=9), warm=True),
-        Method("tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted", "tpe", R("pred", eta=9), warm=True,
-               pruned_signal="predicted"),
+        Method(
+            "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted",
+            "tpe",
+            R("pred", eta=9),
+            warm=True,
+            pruned_signal="predicted",
+        ),
         Method("tpe+moasha-pred@1/9-eta6+baseline", "tpe", R("pred", eta=6), warm=True),
         Method("tpe+moasha-pred@1/9-eta4+baseline", "tpe", R("pred", eta=4), warm=True),
         # studies/fashion-mnist.yaml's rule: one rung at 0.2 of the epochs (on the grid: 2/9), eta 9.
@@ -80,35 +88,53 @@ def _candidates() -> list[Method]:
         # look at 1/9 keeping the best ninth, on predicted time and accuracy).
         Method("tpe+mmp-median-spent+baseline", "tpe", MultiMetricRule("median", "spent"), warm=True),
         Method("tpe+mmp-median-pred+baseline", "tpe", MultiMetricRule("median", "pred"), warm=True),
-        Method("tpe+mmp-percentile11.1-pred@1/9+baseline", "tpe",
-               MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9), warm=True),
+        Method(
+            "tpe+mmp-percentile11.1-pred@1/9+baseline",
+            "tpe",
+            MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9),
+            warm=True,
+        ),
         Method("rows:random+mmp-median-spent", "rows", MultiMetricRule("median", "spent")),
-        Method("rows:random+mmp-percentile11.1-pred@1/9", "rows",
-               MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9)),
+        Method(
+            "rows:random+mmp-percentile11.1-pred@1/9",
+            "rows",
+            MultiMetricRule("percentile", "pred", steps=[1 / 9], percentile=100 / 9),
+        ),
         # A cheap first look on val loss at 1/27, then the default's rung.
-        *[Method(f"{prefix}{LossThenPred(a, b).name}{'+baseline' if warm else ''}", sampler, LossThenPred(a, b),
-                 warm=warm)
-          for prefix, sampler, warm in (("tpe+", "tpe", True), ("rows:random+", "rows", False))
-          for a, b in ((3, 3), (2, 4.5), (3, 9))],
+        *[
+            Method(
+                f"{prefix}{LossThenPred(a, b).name}{'+baseline' if warm else ''}",
+                sampler,
+                LossThenPred(a, b),
+                warm=warm,
+            )
+            for prefix, sampler, warm in (("tpe+", "tpe", True), ("rows:random+", "rows", False))
+            for a, b in ((3, 3), (2, 4.5), (3, 9))
+        ],
         # A rule that knows every outcome (OracleRule): what a rule that never errs would save.
         Method("tpe+oracle@1/9+baseline", "tpe", OracleRule(), warm=True),
         Method("tpe+oracle@1/27+baseline", "tpe", OracleRule(1 / 27), warm=True),
         # One rung at equal train seconds, a share of the baseline's time to target (the product's
         # clock: time, at 0.15; its default for a day), and the shares and ranking tried beside it.
-        *[Method(f"tpe+{r.name}+baseline", "tpe", r, warm=True)
-          for r in (TimeRule(0.15), TimeRule(0.08), TimeRule(0.11), TimeRule(0.2), TimeRule(0.11, kind="pred"))],
+        *[
+            Method(f"tpe+{r.name}+baseline", "tpe", r, warm=True)
+            for r in (TimeRule(0.15), TimeRule(0.08), TimeRule(0.11), TimeRule(0.2), TimeRule(0.11, kind="pred"))
+        ],
         # TPE variants (its good/bad split, its candidates), at full fidelity and under the default rule.
         *[Method(f"tpe+baseline/{tag}", "tpe", full_fidelity=True, warm=True, tpe=o) for tag, o in TPE_VARIANTS],
-        *[Method(f"tpe+moasha-pred@1/9-eta9+baseline/{tag}", "tpe", R("pred", eta=9), warm=True, tpe=o)
-          for tag, o in TPE_VARIANTS],
+        *[
+            Method(f"tpe+moasha-pred@1/9-eta9+baseline/{tag}", "tpe", R("pred", eta=9), warm=True, tpe=o)
+            for tag, o in TPE_VARIANTS
+        ],
         # Before misses and pruned trials told TPE their shortfall (constraints):
         Method("tpe+baseline/no-constraints", "tpe", full_fidelity=True, warm=True, constraints="none"),
         Method("tpe+moasha-pred@1/9+baseline/no-constraints", "tpe", R("pred"), warm=True, constraints="none"),
         Method("tpe+moasha-pred@1/9+baseline/misses-only", "tpe", R("pred"), warm=True, constraints="misses"),
         # The tuning phase: phase 1 on a data subset, phase 2 confirms on the full data.
         Method("effsearch-default", "tpe", R("product"), tune="tune20", confirm="end"),
-        Method("tpe+moasha-pred@1/9+tune50,rolling+baseline", "tpe", R("pred"), tune="tune50",
-               confirm="rolling", warm=True),
+        Method(
+            "tpe+moasha-pred@1/9+tune50,rolling+baseline", "tpe", R("pred"), tune="tune50", confirm="rolling", warm=True
+        ),
         Method("tpe+tune50,rolling+baseline", "tpe", None, tune="tune50", confirm="rolling", warm=True),
     ]
 
@@ -134,52 +160,88 @@ def _rows() -> list[Method]:
 # cost 22-47 CPU-s a search (TPE with 400-600 trials), and they lost (docs/benchmarks.md); so did
 # TPE + pruner without the baseline, random + moasha-pred, accuracy-only ASHA and the tuning phase
 # on 50%.
-LEFT_OUT = {"qmc", "random+asha-acc@1/3", "random+hyperband@1/9", "tpe+moasha@1/9", "tpe+moasha-pred@1/3",
-            "tpe+moasha-pred@1/9", "random+moasha-pred@1/9", "tpe+asha-acc@1/3", "tpe+tune50,rolling+baseline",
-            # a rung at 1/27 stops 96% of trials, so TPE models 600+ of them a search (50-80 CPU-s
-            # of its own): 13 min for these two on 10 seeds (docs/benchmarks.md)
-            "tpe+moasha-pred@1/27+baseline", "tpe+oracle@1/27+baseline",
-            "tpe+moasha@1/9+baseline", "effsearch-default", "tpe+moasha-pred@1/9+tune50,rolling+baseline",
-            "tpe+baseline/no-constraints", "tpe+moasha-pred@1/9+baseline/no-constraints",
-            "tpe+moasha-pred@1/9+baseline/misses-only",
-            # beside the default (one rung at 1/9, eta 9): a second rung at 1/3, 4/9, 2/3
-            "tpe+moasha-pred@1/3+baseline", "tpe+moasha-pred@1/9-eta6+baseline",
-            "tpe+moasha-pred@1/9-eta4+baseline", "tpe+moasha-pred@2/9-eta9+baseline",
-            # the eta-3 rule, an earlier default (231 CPU-s over 40 seeds)
-            "tpe+moasha-pred@1/9+baseline",
-            # beside the loss rung at 1/27 on the recorded rows
-            "rows:random+moasha-pred@1/27-eta27", "random+moasha-pred@1/9-eta9",
-            # studies/fashion-mnist.yaml's rung (2/9) on the recorded rows
-            "rows:random+moasha-pred@2/9-eta9",
-            # pruned trials told TPE by predicted speed (no lever)
-            "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted"}
+LEFT_OUT = {
+    "qmc",
+    "random+asha-acc@1/3",
+    "random+hyperband@1/9",
+    "tpe+moasha@1/9",
+    "tpe+moasha-pred@1/3",
+    "tpe+moasha-pred@1/9",
+    "random+moasha-pred@1/9",
+    "tpe+asha-acc@1/3",
+    "tpe+tune50,rolling+baseline",
+    # a rung at 1/27 stops 96% of trials, so TPE models 600+ of them a search (50-80 CPU-s
+    # of its own): 13 min for these two on 10 seeds (docs/benchmarks.md)
+    "tpe+moasha-pred@1/27+baseline",
+    "tpe+oracle@1/27+baseline",
+    "tpe+moasha@1/9+baseline",
+    "effsearch-default",
+    "tpe+moasha-pred@1/9+tune50,rolling+baseline",
+    "tpe+baseline/no-constraints",
+    "tpe+moasha-pred@1/9+baseline/no-constraints",
+    "tpe+moasha-pred@1/9+baseline/misses-only",
+    # beside the default (one rung at 1/9, eta 9): a second rung at 1/3, 4/9, 2/3
+    "tpe+moasha-pred@1/3+baseline",
+    "tpe+moasha-pred@1/9-eta6+baseline",
+    "tpe+moasha-pred@1/9-eta4+baseline",
+    "tpe+moasha-pred@2/9-eta9+baseline",
+    # the eta-3 rule, an earlier default (231 CPU-s over 40 seeds)
+    "tpe+moasha-pred@1/9+baseline",
+    # beside the loss rung at 1/27 on the recorded rows
+    "rows:random+moasha-pred@1/27-eta27",
+    "random+moasha-pred@1/9-eta9",
+    # studies/fashion-mnist.yaml's rung (2/9) on the recorded rows
+    "rows:random+moasha-pred@2/9-eta9",
+    # pruned trials told TPE by predicted speed (no lever)
+    "tpe+moasha-pred@1/9-eta9+baseline/pruned-predicted",
+}
 # Also left out: the time rung (414 CPU-s over 40 seeds: with it the run took 897-1,018 s on a
 # slower machine, past the 15 minutes the default run must fit), the rungs ranked on val loss
 # (they lost under TPE; TPE at 1/27 models 650+ trials a search), OptunaHub's multi_metric_pruner
 # and a loss look before the default's rung (both lost), and the TPE variants.
 LEFT_OUT_RULES = (TimeRule, MultiMetricRule, LossThenPred)
 
-QUICK = {"random", "tpe", "tpe+baseline", "random+moasha@1/9", "random+moasha-pred@1/9", "effsearch-default",
-         "tpe+moasha-pred@1/9+baseline", "tpe+moasha-pred@1/9-eta9+baseline", "tpe+oracle@1/9+baseline",
-         "tpe+moasha-time@0.15+baseline",
-         "rows:random", "rows:random+moasha-pred@1/9", "rows:random+moasha-pred@1/9-eta9"}
+QUICK = {
+    "random",
+    "tpe",
+    "tpe+baseline",
+    "random+moasha@1/9",
+    "random+moasha-pred@1/9",
+    "effsearch-default",
+    "tpe+moasha-pred@1/9+baseline",
+    "tpe+moasha-pred@1/9-eta9+baseline",
+    "tpe+oracle@1/9+baseline",
+    "tpe+moasha-time@0.15+baseline",
+    "rows:random",
+    "rows:random+moasha-pred@1/9",
+    "rows:random+moasha-pred@1/9-eta9",
+}
 
 
 def _gp() -> list[Method]:
     """GPSampler's (minutes a search on 2 cores: measured on its own, ``--gp``)."""
     R = Rule
-    return [Method("gp", "gp", full_fidelity=True), Method("gp+moasha-pred@1/9", "gp", R("pred")),
-            # beside the yardstick and the default, with the baseline first as they have it
-            Method("gp+baseline", "gp", full_fidelity=True, warm=True),
-            Method("gp+moasha-pred@1/9-eta9+baseline", "gp", R("pred", eta=9), warm=True)]
+    return [
+        Method("gp", "gp", full_fidelity=True),
+        Method("gp+moasha-pred@1/9", "gp", R("pred")),
+        # beside the yardstick and the default, with the baseline first as they have it
+        Method("gp+baseline", "gp", full_fidelity=True, warm=True),
+        Method("gp+moasha-pred@1/9-eta9+baseline", "gp", R("pred", eta=9), warm=True),
+    ]
 
 
 def methods(quick: bool, gp: bool = False, full: bool = False) -> list[Method]:
     """The default run's methods; ``full``: every method; ``gp``: GPSampler's too; ``quick``: a few."""
     ms = _samplers() + _budget_rules() + _candidates() + _rows()
     if not full:
-        ms = [m for m in ms if m.name not in LEFT_OUT and m.tpe is None
-              and not isinstance(m.rule, LEFT_OUT_RULES) and not (m.rule and m.rule.reads_loss)]
+        ms = [
+            m
+            for m in ms
+            if m.name not in LEFT_OUT
+            and m.tpe is None
+            and not isinstance(m.rule, LEFT_OUT_RULES)
+            and not (m.rule and m.rule.reads_loss)
+        ]
     if gp:
         ms += _gp()
     if quick:

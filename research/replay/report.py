@@ -45,7 +45,6 @@ def median_interval(values, level: float = 0.9, draws: int = 4000, seed: int = 0
     return float(np.quantile(meds, (1 - level) / 2)), float(np.quantile(meds, (1 + level) / 2))
 
 
-
 def hv_at(hits, ref, grid) -> list[float]:
     from effsearch.search.pareto import hypervolume_2d
 
@@ -83,7 +82,6 @@ def compute_to_reach(curve, level: float) -> float:
     return next((c for c, h in curve if h >= level - 1e-12), math.inf)
 
 
-
 def _rows_world(m) -> bool:
     """Whether ``m`` replays the recorded rows (its own world, its own union of fronts)."""
     return m.sampler == "rows"
@@ -93,8 +91,9 @@ class Results:
     """Every search's hypervolume curve (as shares of the table's front, on a grid of compute),
     compute to the level and reach, per method and seed; and the figures read off them."""
 
-    def __init__(self, ms: list, results: dict, table, target: float, ref, budget: float, seeds: int,
-                 first_seed: int = 0):
+    def __init__(
+        self, ms: list, results: dict, table, target: float, ref, budget: float, seeds: int, first_seed: int = 0
+    ):
         from effsearch.search.pareto import hypervolume_2d
 
         self.ms, self.results, self.budget, self.seeds, self.first_seed = ms, results, budget, seeds, first_seed
@@ -102,15 +101,21 @@ class Results:
         self.best = table_hv(table, target, ref)
         self.unions = {}
         for wk in (False, True):
-            pooled = [(h[1], -h[2]) for m in ms if _rows_world(m) == wk for res in results[m.name].values()
-                      for h in res["hits"]]
+            pooled = [
+                (h[1], -h[2])
+                for m in ms
+                if _rows_world(m) == wk
+                for res in results[m.name].values()
+                for h in res["hits"]
+            ]
             self.unions[wk] = hypervolume_2d(pooled, ref) or 1e-12
         self.curves, self.to_reach, self.reached = {}, {}, {}
         for m in ms:
             cs = [[h / self.best for h in hv_at(results[m.name][s]["hits"], ref, self.grid)] for s in range(seeds)]
             self.curves[m.name] = cs
-            self.to_reach[m.name] = [next((c for c, h in zip(self.grid, cv) if h >= LEVEL - 1e-12), budget)
-                                     for cv in cs]
+            self.to_reach[m.name] = [
+                next((c for c, h in zip(self.grid, cv) if h >= LEVEL - 1e-12), budget) for cv in cs
+            ]
             self.reached[m.name] = [cv[-1] >= LEVEL - 1e-12 for cv in cs]
         self.full_fid = [m for m in ms if m.full_fidelity]
         self.oracles = [m for m in ms if isinstance(m.rule, OracleRule)]
@@ -119,8 +124,15 @@ class Results:
 
     def dump(self, path: Path) -> None:
         """Each method's compute to the level per seed, to pool runs over disjoint seed blocks."""
-        path.write_text(json.dumps({m.name: {str(s + self.first_seed): self.to_reach[m.name][s]
-                                             for s in range(self.seeds)} for m in self.ms}, indent=1))
+        path.write_text(
+            json.dumps(
+                {
+                    m.name: {str(s + self.first_seed): self.to_reach[m.name][s] for s in range(self.seeds)}
+                    for m in self.ms
+                },
+                indent=1,
+            )
+        )
 
     def paired(self, m) -> list[float]:
         """Per seed: m's compute to the level over the yardstick's with the same seed."""
@@ -138,21 +150,27 @@ class Results:
         return float(np.median(a[:, None] / b[None, :]))
 
     def print_table(self) -> None:
-        print(f"\nthe level: hypervolume of the recorded table's front {self.best:.4f} (every real full run in it; "
-              f"fixed before any search); levels are shares of it. The union of every front found is "
-              f"{self.unions[False] / self.best:.3f} of it (surrogate), {self.unions[True] / self.best:.3f} "
-              f"(recorded rows). {self.seeds} seeds; budget {self.budget:.0f} s")
-        print(f"{'method':34s} {'HV@1/4':>7s} {'HV@1/2':>7s} {'HV end':>7s} {'reach':>6s} {'to 0.9 (s)':>10s} "
-              f"{'trials':>6s} {'pruned':>6s} {'slow':>5s} {'distinct':>8s} {'sampler s':>9s} {'cpu s':>6s}")
+        print(
+            f"\nthe level: hypervolume of the recorded table's front {self.best:.4f} (every real full run in it; "
+            f"fixed before any search); levels are shares of it. The union of every front found is "
+            f"{self.unions[False] / self.best:.3f} of it (surrogate), {self.unions[True] / self.best:.3f} "
+            f"(recorded rows). {self.seeds} seeds; budget {self.budget:.0f} s"
+        )
+        print(
+            f"{'method':34s} {'HV@1/4':>7s} {'HV@1/2':>7s} {'HV end':>7s} {'reach':>6s} {'to 0.9 (s)':>10s} "
+            f"{'trials':>6s} {'pruned':>6s} {'slow':>5s} {'distinct':>8s} {'sampler s':>9s} {'cpu s':>6s}"
+        )
         for m in self.ms:
             cs = self.curves[m.name]
             q = lambda i: statistics.median(c[i] for c in cs)  # noqa: E731, B023 - used in this iteration
             rs = self.results[m.name].values()
-            print(f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {statistics.mean(self.reached[m.name]):6.2f} "
-                  f"{statistics.median(self.to_reach[m.name]):10.0f} {statistics.median(r['trials'] for r in rs):6.0f} "
-                  f"{statistics.median(r['pruned'] for r in rs):6.0f} {statistics.mean(r['slow'] for r in rs):5.1f} "
-                  f"{statistics.median(r['distinct'] for r in rs):8.0f} "
-                  f"{statistics.median(r['sampler_s'] for r in rs):9.1f} {sum(r['cpu_s'] for r in rs):6.0f}")
+            print(
+                f"{m.name:34s} {q(50):7.3f} {q(100):7.3f} {q(-1):7.3f} {statistics.mean(self.reached[m.name]):6.2f} "
+                f"{statistics.median(self.to_reach[m.name]):10.0f} {statistics.median(r['trials'] for r in rs):6.0f} "
+                f"{statistics.median(r['pruned'] for r in rs):6.0f} {statistics.mean(r['slow'] for r in rs):5.1f} "
+                f"{statistics.median(r['distinct'] for r in rs):8.0f} "
+                f"{statistics.median(r['sampler_s'] for r in rs):9.1f} {sum(r['cpu_s'] for r in rs):6.0f}"
+            )
 
     def print_rows(self) -> None:
         """The recorded-rows searches against random order at full fidelity, if they ran."""
@@ -163,20 +181,31 @@ class Results:
         for m in self.ms:
             if _rows_world(m) and m.rule:
                 rs = [self.to_reach[m.name][s] / max(self.to_reach[rows_base.name][s], 1e-9) for s in range(self.seeds)]
-                print(f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
-                      f"{statistics.mean(self.reached[m.name]):.2f}")
+                print(
+                    f"  {m.name:34s} compute ratio {statistics.median(rs):6.3f}  reach share "
+                    f"{statistics.mean(self.reached[m.name]):.2f}"
+                )
 
     def print_ratios(self) -> None:
         """The yardstick (the best full-fidelity sampler) and every pruned or tuning method against it."""
-        self.yard = min(self.full_fid, key=lambda m: (statistics.median(self.to_reach[m.name]), -statistics.median(
-            c[-1] for c in self.curves[m.name])))
-        print(f"\nbest full-fidelity sampler: {self.yard.name} (median compute to 0.9 of the table's front "
-              f"{statistics.median(self.to_reach[self.yard.name]):.0f} s); compute ratio: median over seeds (paired "
-              f"by seed; the headline) and over all seed pairs")
+        self.yard = min(
+            self.full_fid,
+            key=lambda m: (
+                statistics.median(self.to_reach[m.name]),
+                -statistics.median(c[-1] for c in self.curves[m.name]),
+            ),
+        )
+        print(
+            f"\nbest full-fidelity sampler: {self.yard.name} (median compute to 0.9 of the table's front "
+            f"{statistics.median(self.to_reach[self.yard.name]):.0f} s); compute ratio: median over seeds (paired "
+            f"by seed; the headline) and over all seed pairs"
+        )
         for m in self.eff + self.oracles:
             r, share = self.ratio(m)
-            print(f"  {m.name:34s} compute ratio {r:6.3f}  all pairs {self.all_pairs(m):6.3f}  reach share {share:.2f}"
-                  + ("  (knows every outcome: a rule that never errs)" if m in self.oracles else ""))
+            print(
+                f"  {m.name:34s} compute ratio {r:6.3f}  all pairs {self.all_pairs(m):6.3f}  reach share {share:.2f}"
+                + ("  (knows every outcome: a rule that never errs)" if m in self.oracles else "")
+            )
 
     def print_split_half(self) -> None:
         """Picking the best of many on the same seeds flatters it: pick on half, report the other."""
@@ -190,32 +219,42 @@ class Results:
 
         pick = min(self.eff, key=lambda m: ratio_on(m, range(half)))
         f0 = self.first_seed
-        print(f"picked on seeds {f0}-{f0 + half - 1}: {pick.name}; on seeds {f0 + half}-{f0 + self.seeds - 1} its "
-              f"compute ratio is "
-              f"{ratio_on(pick, range(half, self.seeds)):.3f}, reach share "
-              f"{statistics.mean(self.reached[pick.name][half:]):.2f}")
+        print(
+            f"picked on seeds {f0}-{f0 + half - 1}: {pick.name}; on seeds {f0 + half}-{f0 + self.seeds - 1} its "
+            f"compute ratio is "
+            f"{ratio_on(pick, range(half, self.seeds)):.3f}, reach share "
+            f"{statistics.mean(self.reached[pick.name][half:]):.2f}"
+        )
 
     def print_context(self) -> None:
         """Context, not the headline: the same at two other levels, 0.9 of the union of every front
         the surrogate searches found (an extreme value of 20 x methods searches, the old yardstick)
         and 0.9 of the best full-fidelity sampler's median final HV (a level one search reaches)."""
         yard = self.yard
-        for label, lv in (("0.9 of the union of fronts found", LEVEL * self.unions[False] / self.best),
-                          (f"0.9 of {yard.name}'s median final HV",
-                           LEVEL * statistics.median(c[-1] for c in self.curves[yard.name]))):
+        for label, lv in (
+            ("0.9 of the union of fronts found", LEVEL * self.unions[False] / self.best),
+            (f"0.9 of {yard.name}'s median final HV", LEVEL * statistics.median(c[-1] for c in self.curves[yard.name])),
+        ):
             if lv <= 0:
                 continue
 
             def reach_lv(m):
-                return [next((c for c, h in zip(self.grid, cv) if h >= lv - 1e-12), self.budget)  # noqa: B023
-                        for cv in self.curves[m.name]]
+                return [
+                    next((c for c, h in zip(self.grid, cv) if h >= lv - 1e-12), self.budget)  # noqa: B023
+                    for cv in self.curves[m.name]
+                ]
+
             base_lv = reach_lv(yard)
-            print(f"at {label} ({lv:.3f} of the table's front): {yard.name}'s own reach share "
-                  f"{statistics.mean(c[-1] >= lv - 1e-12 for c in self.curves[yard.name]):.2f}")
+            print(
+                f"at {label} ({lv:.3f} of the table's front): {yard.name}'s own reach share "
+                f"{statistics.mean(c[-1] >= lv - 1e-12 for c in self.curves[yard.name]):.2f}"
+            )
             for m in self.eff:
                 ra = reach_lv(m)
-                print(f"  {m.name:34s} compute ratio {statistics.median(a / b for a, b in zip(ra, base_lv)):6.3f}  "
-                      f"reach share {statistics.mean(c[-1] >= lv - 1e-12 for c in self.curves[m.name]):.2f}")
+                print(
+                    f"  {m.name:34s} compute ratio {statistics.median(a / b for a, b in zip(ra, base_lv)):6.3f}  "
+                    f"reach share {statistics.mean(c[-1] >= lv - 1e-12 for c in self.curves[m.name]):.2f}"
+                )
 
     def print_headline(self, best_eff, head) -> None:
         """The last lines: the best configuration of the run, the headline (the product's default)
@@ -223,20 +262,34 @@ class Results:
         old = next((m for m in self.ms if m.name == "effsearch-default"), None)
         if old is not None:
             d, dshare = self.ratio(old)
-            print(f"\nstudies/fashion-mnist.yaml's setup (TPE + MO-ASHA@1/9 rank spent + phase 1 on 20%), "
-                  f"'effsearch-default': compute_ratio={d:.3f} reach_share={dshare:.2f}")
-        print(f"best effsearch configuration: {best_eff.name} (picked from {len(self.eff)} on these seeds): compute "
-              f"ratio {self.ratio(best_eff)[0]:.3f}, all pairs {self.all_pairs(best_eff):.3f}")
-        print(f"headline: {head.name}" + (" (the product's default)" if head.name == PRODUCT else
-                                          " (the product's default was left out of this run)"))
+            print(
+                f"\nstudies/fashion-mnist.yaml's setup (TPE + MO-ASHA@1/9 rank spent + phase 1 on 20%), "
+                f"'effsearch-default': compute_ratio={d:.3f} reach_share={dshare:.2f}"
+            )
+        print(
+            f"best effsearch configuration: {best_eff.name} (picked from {len(self.eff)} on these seeds): compute "
+            f"ratio {self.ratio(best_eff)[0]:.3f}, all pairs {self.all_pairs(best_eff):.3f}"
+        )
+        print(
+            f"headline: {head.name}"
+            + (
+                " (the product's default)"
+                if head.name == PRODUCT
+                else " (the product's default was left out of this run)"
+            )
+        )
         for m in self.oracles:
-            print(f"{m.name}, which knows every outcome (a rung rule that never errs): compute ratio "
-                  f"{self.ratio(m)[0]:.3f}, all pairs {self.all_pairs(m):.3f}")
+            print(
+                f"{m.name}, which knows every outcome (a rung rule that never errs): compute ratio "
+                f"{self.ratio(m)[0]:.3f}, all pairs {self.all_pairs(m):.3f}"
+            )
         r, share = self.ratio(head)
         print(f"compute_ratio_all_pairs={self.all_pairs(head):.3f}")
         lo, hi = median_interval(self.paired(head))
-        print(f"compute_ratio_interval90={lo:.3f}-{hi:.3f}  (seeds resampled: how far the headline moves with "
-              f"another {self.seeds} seeds)")
+        print(
+            f"compute_ratio_interval90={lo:.3f}-{hi:.3f}  (seeds resampled: how far the headline moves with "
+            f"another {self.seeds} seeds)"
+        )
         print(f"compute_ratio={r:.3f}")
         print(f"reach_share={share:.2f}")
         print(f"seeds={self.seeds}")
@@ -284,8 +337,11 @@ def plot(curves, grid, ms, path: Path) -> None:
         ax.set_prop_cycle(color=colours)
         for m in group:
             med = np.median(np.array(curves[m.name]), axis=0)
-            style = {"color": "black", "lw": 2.2} if m in yard and group is groups[1] else \
-                {"lw": 2 if m.full_fidelity else 1.3}
+            style = (
+                {"color": "black", "lw": 2.2}
+                if m in yard and group is groups[1]
+                else {"lw": 2 if m.full_fidelity else 1.3}
+            )
             ax.plot(grid, med, label=m.name, ls="--" if m.sampler == "rows" else "-", **style)
         ax.axhline(0.9, color="grey", lw=0.8, ls=":")
         ax.set_title(title, fontsize=10)
@@ -295,4 +351,3 @@ def plot(curves, grid, ms, path: Path) -> None:
     axes[0].set_ylabel("hypervolume / the recorded table's front (median over seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-

@@ -53,23 +53,39 @@ class Rule:
         # decided on a later point than a real run has, and charged as if it stopped there.
         if kind == "loss" and any(r > GRID[0] + 1e-9 for b in self.brackets for r in b):
             raise ValueError("rank loss: the recorded losses stop at the first ninth; no rung after it")
-        off = [r for b in self.brackets for r in b if abs(r * N_GRID - round(r * N_GRID)) > 1e-6
-               and not any(abs(r - e) < 1e-9 for e in EARLY)]
+        off = [
+            r
+            for b in self.brackets
+            for r in b
+            if abs(r * N_GRID - round(r * N_GRID)) > 1e-6 and not any(abs(r - e) < 1e-9 for e in EARLY)
+        ]
         if off:
-            raise ValueError(f"rungs {off} are not on the replay's grid (every 1/{N_GRID} of the budget, "
-                             f"and {', '.join(map(frac, EARLY))})")
+            raise ValueError(
+                f"rungs {off} are not on the replay's grid (every 1/{N_GRID} of the budget, "
+                f"and {', '.join(map(frac, EARLY))})"
+            )
         # Rungs before the first ninth: evaluations a full-fidelity run would not have had.
         self.early = sorted({grid_index(r) for b in self.brackets for r in b if grid_index(r) < 0})
-        self.name = {"product": "moasha", "acc": "asha-acc", "ttt": "asha-ttt", "hb": "hyperband",
-                     "pred": "moasha-pred", "loss": "asha-loss"}[kind] + \
-            f"@{frac(min_fraction)}" + (f"-eta{eta:g}" if eta != 3 else "")
+        self.name = (
+            {
+                "product": "moasha",
+                "acc": "asha-acc",
+                "ttt": "asha-ttt",
+                "hb": "hyperband",
+                "pred": "moasha-pred",
+                "loss": "asha-loss",
+            }[kind]
+            + f"@{frac(min_fraction)}"
+            + (f"-eta{eta:g}" if eta != 3 else "")
+        )
 
     def extra(self, k: int) -> int:
         """Evaluations before the ninths that a trial stopped at position ``k`` ran (its early rungs)."""
         return sum(1 for e in self.early if e <= k)
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
-             until: int = N_GRID - 1) -> int | None:
+    def play(
+        self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
+    ) -> int | None:
         """Feed ``run`` through its rungs; the grid position it was pruned at, or None (completed).
         With ``may_prune`` False (the baseline) its points are only recorded for the others.
         ``until``: the last position the run reaches (max_slowdown stops it after; later rungs
@@ -77,7 +93,7 @@ class Rule:
         self.rungs_passed, self.stop_settled = [], False
         if not run.ok:
             return None
-        for b in (range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]):
+        for b in range(len(self.brackets)) if not may_prune else [n % len(self.brackets)]:
             for r in self.brackets[b]:
                 k = grid_index(r)
                 if k > until:
@@ -100,8 +116,9 @@ class Rule:
         self.stop_settled = False
         # Pruned even at the first batch's upper bound?
         if not keep and self.settle is not None and self.kind != "loss":
-            self.stop_settled = not self.decide(self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))),
-                                                           k, target), pool)
+            self.stop_settled = not self.decide(
+                self.point(run.with_acc(k, self.settle.upper(run.acc_at(k))), k, target), pool
+            )
         pool.append(me)
         return keep
 
@@ -148,8 +165,9 @@ class OracleRule(Rule):
         self.name = f"oracle@{frac(min_fraction)}"
         self.ref = None
 
-    def play(self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True,
-             until: int = N_GRID - 1) -> int | None:
+    def play(
+        self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
+    ) -> int | None:
         from effsearch.search.pareto import hypervolume_2d
 
         self.rungs_passed, self.stop_settled = [], False
@@ -169,7 +187,6 @@ class OracleRule(Rule):
         return grid_index(self.brackets[0][0])  # scored whole: an oracle's stop is no bound's
 
 
-
 def grid_index(rung: float) -> int:
     """The grid position a rung at ``rung`` of the budget is decided on (Rule refuses off-grid
     rungs): negative for EARLY."""
@@ -184,4 +201,3 @@ def frac(f: float) -> str:
         if abs(f * d - round(f * d)) < 1e-6:
             return f"{round(f * d)}/{d}" if d > 1 else "1"
     return f"{f:g}"
-

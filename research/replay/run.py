@@ -37,6 +37,7 @@ MAX_SLOWDOWN = 4.0
 class Run:
     """A run on the evaluation grid: train seconds and val accuracy at each ninth, the delivered
     model's accuracy, and what each part costs."""
+
     t: list  # train seconds at each grid point
     acc: list  # val accuracy at each grid point
     final: float  # the delivered model's val accuracy
@@ -83,8 +84,9 @@ class Run:
             evals = self.evals(k, 0.0, None, extra=extra)
         return self.overhead + self.t_at(k) + evals + (0.0 if pruned else self.final_eval)
 
-    def evals(self, k: int, target: float, settle, whole=(), stop: bool = False, stop_settled: bool = False,
-              extra: int = 0) -> float:
+    def evals(
+        self, k: int, target: float, settle, whole=(), stop: bool = False, stop_settled: bool = False, extra: int = 0
+    ) -> float:
         """Seconds of the evaluations at grid positions 0..``k`` (and ``extra`` before the ninths,
         scored whole) when each point is scored on as much of the validation set as its decision
         needs (the product's ``settle``): a point under the target by its upper bound on the first
@@ -144,6 +146,7 @@ class Settle:
     """How the product scores a point on part of the validation set: its first batch (``n``
     images, shuffled) costs ``share`` of a whole evaluation (``images`` in all); the decision is
     read off the upper bound there (trainer/loop.py, ``accuracy_upper``) at the recorded accuracy."""
+
     n: int
     images: int
 
@@ -162,7 +165,6 @@ def _upper(correct: int, n: int) -> float:
     return accuracy_upper(correct, n)
 
 
-
 def grid_run(rec: dict, epochs: float, overhead_cap: float, early=None) -> Run:
     """A recorded run on the grid: at each ninth, the recorder's evaluation meant for it (the
     nearest; the end for the last). The recorder evaluated every round(epochs / 9 x batches an
@@ -173,8 +175,17 @@ def grid_run(rec: dict, epochs: float, overhead_cap: float, early=None) -> Run:
     hist = rec.get("history") or []
     if rec.get("status") in (None, "failed") or not hist:
         w = rec.get("wall_seconds") or 0.0
-        return Run([0.0] * N_GRID, [0.0] * N_GRID, 0.0, min(w, overhead_cap), 0.0, 0.0, ok=False,
-                   early_t=(0.0,) * len(EARLY) if early else (), early_acc=(0.0,) * len(EARLY) if early else ())
+        return Run(
+            [0.0] * N_GRID,
+            [0.0] * N_GRID,
+            0.0,
+            min(w, overhead_cap),
+            0.0,
+            0.0,
+            ok=False,
+            early_t=(0.0,) * len(EARLY) if early else (),
+            early_acc=(0.0,) * len(EARLY) if early else (),
+        )
     t, acc = [], []
     for g in GRID:
         p = hist[-1] if g == 1 else min(hist[:-1] or hist, key=lambda p: abs(p[0] / epochs - g))
@@ -190,7 +201,6 @@ def grid_run(rec: dict, epochs: float, overhead_cap: float, early=None) -> Run:
     et = tuple(share * t[0] for share, _ in early) if early else ()
     ea = tuple(a for _, a in early) if early else ()
     return Run(t, acc, float(final), min(over, overhead_cap), ev, fe, ok, et, ea)
-
 
 
 def early_points(points, epochs: float):
@@ -215,4 +225,3 @@ def loss_points(points, epochs: float) -> tuple:
         v = q[3] if q is not None and len(q) > 3 and q[3] is not None else LOSS_CAP
         out.append(min(float(v), LOSS_CAP) if math.isfinite(v) else LOSS_CAP)
     return tuple(out)
-

@@ -46,8 +46,18 @@ def _targets(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
     # Accuracy in logits: a residual that lifted a middling row by 0.05 lifts a row near the top by
     # far less, as accuracy saturates (added as accuracies, they pushed answers past 1.0 to the clip).
     acc = _logit([r.acc + [r.final] for r in runs])
-    cost = np.array([[math.log(max(r.t[-1], 1e-3)), math.log(max(r.overhead, 1e-3)), math.log(max(r.eval_s, 1e-4)),
-                      math.log(max(r.final_eval, 1e-4)), float(r.ok)] for r in runs])
+    cost = np.array(
+        [
+            [
+                math.log(max(r.t[-1], 1e-3)),
+                math.log(max(r.overhead, 1e-3)),
+                math.log(max(r.eval_s, 1e-4)),
+                math.log(max(r.final_eval, 1e-4)),
+                float(r.ok),
+            ]
+            for r in runs
+        ]
+    )
     return acc, cost
 
 
@@ -112,8 +122,9 @@ class Surrogate:
     def forest(seed: int):
         from sklearn.ensemble import RandomForestRegressor
 
-        return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed,
-                                     n_jobs=1)
+        return RandomForestRegressor(
+            n_estimators=200, min_samples_leaf=1, max_features=0.33, random_state=seed, n_jobs=1
+        )
 
     @staticmethod
     def predict(model, x: list[float]) -> np.ndarray:
@@ -125,10 +136,18 @@ class Surrogate:
         acc = 1 / (1 + np.exp(-np.asarray(acc_row)))
         t_total = math.exp(cost_row[0])
         early = () if early_row is None else tuple(float(a) for a in 1 / (1 + np.exp(-np.asarray(early_row))))
-        return Run([float(t_total * p) for p in self.profile], [float(a) for a in acc[:-1]], float(acc[-1]),
-                   math.exp(cost_row[1]), math.exp(cost_row[2]), math.exp(cost_row[3]), ok=cost_row[4] >= 0.5,
-                   early_t=tuple(float(t_total * p) for p in self.early_profile) if early else (), early_acc=early,
-                   early_loss=() if loss_row is None else tuple(float(v) for v in np.exp(loss_row)))
+        return Run(
+            [float(t_total * p) for p in self.profile],
+            [float(a) for a in acc[:-1]],
+            float(acc[-1]),
+            math.exp(cost_row[1]),
+            math.exp(cost_row[2]),
+            math.exp(cost_row[3]),
+            ok=cost_row[4] >= 0.5,
+            early_t=tuple(float(t_total * p) for p in self.early_profile) if early else (),
+            early_acc=early,
+            early_loss=() if loss_row is None else tuple(float(v) for v in np.exp(loss_row)),
+        )
 
     def __call__(self, x: list[float], key: str) -> Run:
         if key in self.cache:
@@ -156,9 +175,10 @@ class Surrogate:
 
     def held_out(self) -> list[Run]:
         """Out-of-fold predictions (no residual) for every recorded row."""
-        return [self.make(a, c, self.oof_eacc[i] if self.early else None,
-                          self.oof_eloss[i] if self.has_loss else None)
-                for i, (a, c) in enumerate(zip(self.oof_acc, self.oof_cost))]
+        return [
+            self.make(a, c, self.oof_eacc[i] if self.early else None, self.oof_eloss[i] if self.has_loss else None)
+            for i, (a, c) in enumerate(zip(self.oof_acc, self.oof_cost))
+        ]
 
     def held_out_answers(self, rng) -> list[Run]:
         """Every recorded row answered as a held-out proposal is: out-of-fold mean plus the residual
@@ -166,9 +186,14 @@ class Surrogate:
         out = []
         for i in range(len(self.runs)):
             j = self.alike(self.oof_acc[i, -1], int(rng.integers(min(10, len(self.order)))))
-            out.append(self.make(self.oof_acc[i] + self.res_acc[j], self.oof_cost[i],
-                                 self.oof_eacc[i] + self.res_eacc[j] if self.early else None,
-                                 self.oof_eloss[i] + self.res_eloss[j] if self.has_loss else None))
+            out.append(
+                self.make(
+                    self.oof_acc[i] + self.res_acc[j],
+                    self.oof_cost[i],
+                    self.oof_eacc[i] + self.res_eacc[j] if self.early else None,
+                    self.oof_eloss[i] + self.res_eloss[j] if self.has_loss else None,
+                )
+            )
         return out
 
 
@@ -211,8 +236,11 @@ class CondSurrogate(Surrogate):
         for f, (tr, te) in enumerate(KFold(folds, shuffle=True, random_state=seed).split(self.X)):
             f1, f2 = forest().fit(self.X[tr], self.E[tr]), forest().fit(XE[tr], self.R[tr])
             fc = forest().fit(self.X[tr], self.cost[tr])
-            self.oof_E[te], self.oof_R[te], self.oof_cost[te] = f1.predict(self.X[te]), f2.predict(XE[te]), \
-                fc.predict(self.X[te])
+            self.oof_E[te], self.oof_R[te], self.oof_cost[te] = (
+                f1.predict(self.X[te]),
+                f2.predict(XE[te]),
+                fc.predict(self.X[te]),
+            )
             self.fold_of[te] = f
             self.folds.append((f1, f2, fc))
         # Residuals of the second stage are taken given the real first ninth (what it adds to it).
@@ -240,7 +268,7 @@ class CondSurrogate(Surrogate):
             r, cost = r + self.res_R[j], cost + self.res_cost[j]
         cost[4] = 1.0 if cost[4] >= 0.5 else 0.0
         n = len(EARLY)
-        return self.make(np.concatenate([e[-1:], r]), cost, e[:n], e[n:2 * n + 1])
+        return self.make(np.concatenate([e[-1:], r]), cost, e[:n], e[n : 2 * n + 1])
 
     def __call__(self, x: list[float], key: str) -> Run:
         if key in self.cache:
@@ -255,9 +283,10 @@ class CondSurrogate(Surrogate):
         return [self._answer(self.X[i], self.fold_of[i], 0, 0, mean_only=True) for i in range(len(self.runs))]
 
     def held_out_answers(self, rng) -> list[Run]:
-        return [self._answer(self.X[i], self.fold_of[i], int(rng.integers(10)), int(rng.integers(10)))
-                for i in range(len(self.runs))]
-
+        return [
+            self._answer(self.X[i], self.fold_of[i], int(rng.integers(10)), int(rng.integers(10)))
+            for i in range(len(self.runs))
+        ]
 
 
 class RowFull:
@@ -268,7 +297,6 @@ class RowFull:
 
     def __call__(self, x, key):
         return self.by_key[key]["full_run"]
-
 
 
 def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> list[str]:
@@ -282,8 +310,9 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
     rung = []
     for k in ks:
         rung.append(kendalltau([r["full_run"].acc_at(k) for r in full], fin).statistic)
-    lines.append("Kendall tau, accuracy at a share of the budget vs final accuracy (recorded full runs, "
-                 f"n={len(full)}):")
+    lines.append(
+        f"Kendall tau, accuracy at a share of the budget vs final accuracy (recorded full runs, n={len(full)}):"
+    )
     lines.append("  share  " + " ".join(f"{frac(EARLY[k + len(EARLY)] if k < 0 else GRID[k]):>5s}" for k in ks))
     lines.append("  real   " + " ".join(f"{t:5.2f}" for t in rung))
     # The surrogate's answers for held-out configurations (forest mean + one recorded residual
@@ -299,18 +328,22 @@ def tau_table(table: Table, target: float, tune_target: float, sur: dict) -> lis
         b = [r["full_run"].final for r in rows]
         tt = [ttt_score(r[fid + "_run"], tune_target[fid]) for r in rows]
         tf = [ttt_score(r["full_run"], target) for r in rows]
-        lines.append(f"  {fid}: final accuracy tau {kendalltau(a, b).statistic:.2f} "
-                     f"(rho {spearmanr(a, b).statistic:.2f}); "
-                     f"time to target (phase-1 target {tune_target[fid]:.3f} vs {target:g}) tau "
-                     f"{kendalltau(tt, tf).statistic:.2f}; n={len(rows)}")
+        lines.append(
+            f"  {fid}: final accuracy tau {kendalltau(a, b).statistic:.2f} "
+            f"(rho {spearmanr(a, b).statistic:.2f}); "
+            f"time to target (phase-1 target {tune_target[fid]:.3f} vs {target:g}) tau "
+            f"{kendalltau(tt, tf).statistic:.2f}; n={len(rows)}"
+        )
     rows = [r for r in full if "seed1_run" in r and r["seed1_run"].ok]
     if len(rows) < 3:
         return lines
     a, b = [r["seed1_run"].final for r in rows], [r["full_run"].final for r in rows]
     ta, tb = [ttt_score(r["seed1_run"], target) for r in rows], [ttt_score(r["full_run"], target) for r in rows]
-    lines.append(f"  seed 1 vs seed 0 (noise floor): final accuracy tau {kendalltau(a, b).statistic:.2f} "
-                 f"(rho {spearmanr(a, b).statistic:.2f}), time to target tau "
-                 f"{kendalltau(ta, tb).statistic:.2f}; n={len(rows)}")
+    lines.append(
+        f"  seed 1 vs seed 0 (noise floor): final accuracy tau {kendalltau(a, b).statistic:.2f} "
+        f"(rho {spearmanr(a, b).statistic:.2f}), time to target tau "
+        f"{kendalltau(ta, tb).statistic:.2f}; n={len(rows)}"
+    )
     return lines
 
 
@@ -329,9 +362,11 @@ def tail_check(sur, table: Table, space, target: float, n: int = 1000) -> list[s
         ok = [r for r in runs if r.ok]
         fin = np.array([r.final for r in ok])
         hits = sorted(h for h in (r.ttt(target) for r in ok) if h is not None)
-        return (f"  {name:9s} n={len(runs):5d}  reach {target:g}: {len(hits) / len(runs):.3f}; final accuracy 99th "
-                f"percentile {np.quantile(fin, 0.99):.3f}, max {fin.max():.3f}; fastest times to target "
-                f"{', '.join(f'{h:.2f}' for h in hits[:4])} s")
+        return (
+            f"  {name:9s} n={len(runs):5d}  reach {target:g}: {len(hits) / len(runs):.3f}; final accuracy 99th "
+            f"percentile {np.quantile(fin, 0.99):.3f}, max {fin.max():.3f}; fastest times to target "
+            f"{', '.join(f'{h:.2f}' for h in hits[:4])} s"
+        )
 
     return [line("recorded", table.runs("full")), line("answers", ans)]
 
@@ -349,5 +384,9 @@ def validate(sur, table, fid, target) -> tuple[float, float, float, float]:
     real = sur.runs
     a, b = [r.final for r in ho], [r.final for r in real]
     ta, tb = [ttt_score(r, target) for r in ho], [ttt_score(r, target) for r in real]
-    return (spearmanr(a, b).statistic, kendalltau(a, b).statistic, spearmanr(ta, tb).statistic,
-            kendalltau(ta, tb).statistic)
+    return (
+        spearmanr(a, b).statistic,
+        kendalltau(a, b).statistic,
+        spearmanr(ta, tb).statistic,
+        kendalltau(ta, tb).statistic,
+    )

@@ -51,10 +51,18 @@ def load_factors(rows: list[dict], loaded: list[dict]) -> dict:
     out = {}
     for f in FIDELITIES + ("seed1",):
         for k in COST_KEYS:
-            ratios = [r[f][k] / by[r["index"]][f][k] for r in rows
-                      if r["kind"] == "random" and r["index"] in by and f in r and f in by[r["index"]]
-                      and r[f].get("history") and by[r["index"]][f].get("history")
-                      and (r[f].get(k) or 0) > 0.05 and (by[r["index"]][f].get(k) or 0) > 0.05]
+            ratios = [
+                r[f][k] / by[r["index"]][f][k]
+                for r in rows
+                if r["kind"] == "random"
+                and r["index"] in by
+                and f in r
+                and f in by[r["index"]]
+                and r[f].get("history")
+                and by[r["index"]][f].get("history")
+                and (r[f].get(k) or 0) > 0.05
+                and (by[r["index"]][f].get(k) or 0) > 0.05
+            ]
             out[(f, k)] = (float(np.median(ratios)), len(ratios)) if ratios else None
     return out
 
@@ -80,8 +88,11 @@ def normalise_load(rows: list[dict]) -> list[dict]:
     20th configuration (index 100 + i); configurations i..i+19 were recorded beside it, so their
     costs are scaled by the median baseline train seconds over that baseline's (a benchmark run
     on the same 2 cores during the recording made the baseline 1.5x slower for a while)."""
-    base = {r["index"]: r["full"]["train_seconds"] for r in rows
-            if r["kind"] == "baseline" and r["index"] >= 100 and (r["full"].get("train_seconds") or 0) > 0}
+    base = {
+        r["index"]: r["full"]["train_seconds"]
+        for r in rows
+        if r["kind"] == "baseline" and r["index"] >= 100 and (r["full"].get("train_seconds") or 0) > 0
+    }
     if not base:
         return rows
     ref = float(np.median(list(base.values())))
@@ -97,11 +108,9 @@ def normalise_load(rows: list[dict]) -> list[dict]:
     return out
 
 
-
 def _points(path: Path | None) -> dict:
     """An early recording's points by (kind, index); none without the file."""
-    return {(e["kind"], e["index"]): e.get("points") for e in _read(path)} \
-        if path is not None and path.exists() else {}
+    return {(e["kind"], e["index"]): e.get("points") for e in _read(path)} if path is not None and path.exists() else {}
 
 
 def overhead_caps(rows: list[dict]) -> dict:
@@ -109,8 +118,14 @@ def overhead_caps(rows: list[dict]) -> dict:
     overhead is capped at the 95th percentile of its fidelity."""
     cap = {}
     for f in FIDELITIES + ("seed1",):
-        over = [r[f]["wall_seconds"] - (r[f].get("train_seconds") or 0) - (r[f].get("eval_seconds") or 0)
-                - (r[f].get("final_eval_seconds") or 0) for r in rows if f in r and r[f].get("history")]
+        over = [
+            r[f]["wall_seconds"]
+            - (r[f].get("train_seconds") or 0)
+            - (r[f].get("eval_seconds") or 0)
+            - (r[f].get("final_eval_seconds") or 0)
+            for r in rows
+            if f in r and r[f].get("history")
+        ]
         cap[f] = float(np.quantile(over, 0.95)) if over else 1.0
     return cap
 
@@ -121,8 +136,14 @@ class Table:
     load by the configurations both recorded (``load_factors``); its baselines are left out (the
     budget and reference point come from this recording's)."""
 
-    def __init__(self, path: Path, space, loaded: Path | None = None, early: Path | None = EARLY_TABLE,
-                 losses: Path | None = LOSS_TABLE):
+    def __init__(
+        self,
+        path: Path,
+        space,
+        loaded: Path | None = None,
+        early: Path | None = EARLY_TABLE,
+        losses: Path | None = LOSS_TABLE,
+    ):
         rows = normalise_load(_read(path))
         self.factors = {}
         if loaded is not None and loaded.exists():
@@ -146,8 +167,11 @@ class Table:
         for r in rows:
             for f in FIDELITIES + ("seed1",):
                 if f in r:
-                    e = early_points(pts.get((r["kind"], r["index"])), r["config"]["epochs"]) \
-                        if early and f == "full" else None
+                    e = (
+                        early_points(pts.get((r["kind"], r["index"])), r["config"]["epochs"])
+                        if early and f == "full"
+                        else None
+                    )
                     r[f + "_run"] = grid_run(r[f], r["config"]["epochs"], self.cap[f], e)
         return early
 
@@ -206,7 +230,6 @@ def derived(params: dict) -> list[float]:
     lr = params.get(f"optimizer.lr@{name}", params.get("optimizer.lr", 0.05))
     lr = math.log(lr * bs / 128)
     return [steps, lr if sgd else -10.0, -10.0 if sgd else lr, steps + lr]
-
 
 
 def baseline_marks(table: Table, target: float, budget_trials: float):

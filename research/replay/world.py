@@ -57,7 +57,7 @@ class Method:
 
 
 GAMMAS = {  # TPE's split into "good" and "bad" trials, by the number of trials told
-    "sqrt": lambda n: min(math.ceil(0.25 * n ** 0.5), 25),  # hyperopt's
+    "sqrt": lambda n: min(math.ceil(0.25 * n**0.5), 25),  # hyperopt's
     "cap10": lambda n: min(math.ceil(0.1 * n), 10),
 }
 
@@ -65,8 +65,18 @@ GAMMAS = {  # TPE's split into "good" and "bad" trials, by the number of trials 
 class World:
     """Everything a search needs: the space, the answers, the targets and the budget."""
 
-    def __init__(self, space, table: Table, surrogates: dict, target: float, tune_target: float, budget: float,
-                 base=None, settle: Settle | None = None, max_slowdown: float | None = MAX_SLOWDOWN):
+    def __init__(
+        self,
+        space,
+        table: Table,
+        surrogates: dict,
+        target: float,
+        tune_target: float,
+        budget: float,
+        base=None,
+        settle: Settle | None = None,
+        max_slowdown: float | None = MAX_SLOWDOWN,
+    ):
         self.space, self.table, self.sur, self.base = space, table, surrogates, base
         self.target, self.tune_target, self.budget = target, tune_target, budget
         self.settle = settle  # how a point is scored on part of the validation set (None: always whole)
@@ -97,7 +107,6 @@ def make_sampler(m: Method, seed: int):
     if m.sampler == "qmc":
         return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
     raise ValueError(m.sampler)
-
 
 
 class Search:
@@ -131,14 +140,22 @@ class Search:
             # The recorded rows run no baseline (in every rows method alike), but a product study
             # would have: max_slowdown's mark from the recorded baseline this seed's search would have run.
             base = self.w.table.baseline[self.seed % len(self.w.table.baseline)]
-            self.limit = self.w.slow_limit(base[self.fid + "_run"].ttt(self.target) if self.fid + "_run" in base
-                                           else None)
+            self.limit = self.w.slow_limit(
+                base[self.fid + "_run"].ttt(self.target) if self.fid + "_run" in base else None
+            )
         for run, key, x, trial, row in self.proposals():
             self.play(run, key, x, trial, row)
         if self.m.tune:
             self.confirm(_picks(self.phase1, self.m.top_k, self.w))
-        return {"hits": self.hits, "trials": self.n, "pruned": self.n_pruned, "slow": self.n_slow,
-                "distinct": len(set(self.keys)), "spent": self.spent, "sampler_s": self.sampler_s}
+        return {
+            "hits": self.hits,
+            "trials": self.n,
+            "pruned": self.n_pruned,
+            "slow": self.n_slow,
+            "distinct": len(set(self.keys)),
+            "spent": self.spent,
+            "sampler_s": self.sampler_s,
+        }
 
     def baseline(self) -> None:
         """The product trains the base config first (``baseline: {}``) and tells the sampler its
@@ -155,9 +172,11 @@ class Search:
         # point scored whole.
         every = range(N_GRID)
         x_full = m.rule.extra(N_GRID - 1) if m.rule and not m.tune else 0
-        self.spent += full.cost(N_GRID - 1, extra=x_full, evals=full.evals(N_GRID - 1, w.target, w.settle,
-                                                                           every if m.rule and not m.tune else (),
-                                                                           extra=x_full))
+        self.spent += full.cost(
+            N_GRID - 1,
+            extra=x_full,
+            evals=full.evals(N_GRID - 1, w.target, w.settle, every if m.rule and not m.tune else (), extra=x_full),
+        )
         h = full.ttt(w.target)
         if h is not None:
             self.hits.append((self.spent, h, full.final))
@@ -219,32 +238,52 @@ class Search:
         m = self.m
         self.keys.append(key)
         slow = run.slow_stop(self.limit, self.target)
-        stop = m.rule.play(run, self.target, self.pools, self.n, until=N_GRID - 1 if slow is None else slow) \
-            if m.rule else None
+        stop = (
+            m.rule.play(run, self.target, self.pools, self.n, until=N_GRID - 1 if slow is None else slow)
+            if m.rule
+            else None
+        )
         self.n += 1
         if stop is None and slow is not None:  # max_slowdown: stopped at its mark, recorded as pruned
             self.n_pruned, self.n_slow = self.n_pruned + 1, self.n_slow + 1
             x_stop = m.rule.extra(slow) if m.rule else 0
-            self.spent += run.slow_cost(slow, self.limit, self.target, self.w.settle,
-                                        m.rule.rungs_passed if m.rule else (), x_stop)
+            self.spent += run.slow_cost(
+                slow, self.limit, self.target, self.w.settle, m.rule.rungs_passed if m.rule else (), x_stop
+            )
             self.tell_pruned(trial, run.acc_at(slow) if slow >= 0 else 0.0)
         elif stop is not None:
             self.n_pruned += 1
             x_stop = m.rule.extra(stop)
-            self.spent += run.cost(stop, pruned=True, extra=x_stop,
-                                   evals=run.evals(stop, self.target, self.w.settle, m.rule.rungs_passed, stop=True,
-                                                   stop_settled=m.rule.stop_settled, extra=x_stop))
-            self.tell_pruned(trial, run.acc_at(stop),
-                             lambda: run.extrapolated_ttt(stop, self.target, m.rule.early[0] if m.rule.early else 0))
+            self.spent += run.cost(
+                stop,
+                pruned=True,
+                extra=x_stop,
+                evals=run.evals(
+                    stop,
+                    self.target,
+                    self.w.settle,
+                    m.rule.rungs_passed,
+                    stop=True,
+                    stop_settled=m.rule.stop_settled,
+                    extra=x_stop,
+                ),
+            )
+            self.tell_pruned(
+                trial,
+                run.acc_at(stop),
+                lambda: run.extrapolated_ttt(stop, self.target, m.rule.early[0] if m.rule.early else 0),
+            )
         else:
             self.completed(run, key, x, trial, row)
 
     def completed(self, run: Run, key: str, x, trial, row) -> None:
         m, target = self.m, self.target
         x_end = m.rule.extra(N_GRID - 1) if m.rule else 0
-        self.spent += run.cost(N_GRID - 1, extra=x_end, evals=run.evals(N_GRID - 1, target, self.w.settle,
-                                                                         m.rule.rungs_passed if m.rule else (),
-                                                                         extra=x_end))
+        self.spent += run.cost(
+            N_GRID - 1,
+            extra=x_end,
+            evals=run.evals(N_GRID - 1, target, self.w.settle, m.rule.rungs_passed if m.rule else (), extra=x_end),
+        )
         if not run.ok:
             if trial is not None:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -264,8 +303,9 @@ class Search:
             if h is not None:
                 self.hits.append((self.spent, h, run.final))
             return
-        self.phase1.append((key, values, 0.0 if h is not None else max(target - run.final, 1e-6),
-                            x if x is not None else row, None))
+        self.phase1.append(
+            (key, values, 0.0 if h is not None else max(target - run.final, 1e-6), x if x is not None else row, None)
+        )
         if m.confirm == "rolling":
             self.confirm(_picks(self.phase1, m.top_k, self.w))
 
@@ -315,7 +355,6 @@ def _picks(phase1, k: int, w: World):
     return out
 
 
-
 def product_settle(spec) -> Settle:
     """How the product scores a point on part of the study's validation split (its first batch)."""
     from effsearch.trainer.data import load_splits
@@ -323,4 +362,3 @@ def product_settle(spec) -> Settle:
 
     images = len(load_splits(spec.base).val_y)
     return Settle(min(EVAL_BATCH["cpu"], images), images)
-

@@ -16,8 +16,9 @@ import os
 import socket
 import sys
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-                      "shared")
+SHARED = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "shared"
+)
 
 
 class NetworkBlocked(OSError):
@@ -51,8 +52,10 @@ def _block_network() -> None:
 
     def check(sock, address):
         if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address[0], local):
-            raise NetworkBlocked(f"the tests run offline: a connection to {address[0]}:{address[1]} "
-                                 "was refused (tests/guard/sitecustomize.py)")
+            raise NetworkBlocked(
+                f"the tests run offline: a connection to {address[0]}:{address[1]} "
+                "was refused (tests/guard/sitecustomize.py)"
+            )
 
     def connect(self, address):
         check(self, address)
@@ -81,9 +84,11 @@ def _guard_shared() -> None:
             except TypeError:
                 return
             if "shared" in path and (os.path.abspath(path) + os.sep).startswith(shared):
-                raise PermissionError(f"a test read {path}: tests must not read ../shared "
-                                      "(a fresh clone has no such folder; make the data in the test "
-                                      "or carry it under tests/data)")
+                raise PermissionError(
+                    f"a test read {path}: tests must not read ../shared "
+                    "(a fresh clone has no such folder; make the data in the test "
+                    "or carry it under tests/data)"
+                )
 
     sys.addaudithook(hook)
 
