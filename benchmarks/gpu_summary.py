@@ -51,10 +51,10 @@ def study_lines(study_file: Path) -> list[str]:
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     base = queries.baseline_trial(trials)
     front = queries.front(study)
-    states = {s.name.lower(): sum(t.state == s for t in trials) for s in TrialState}
+    states = queries.counts(trials)
     lines = [
         f"study {study.study_name}: {len(trials)} trials ("
-        + ", ".join(f"{n} {k}" for k, n in states.items() if n)
+        + ", ".join(f"{n} {k}" for k, n in states.items() if n and k != "done")
         + f"), front of {len(front)}"
     ]
     lines += ["  " + line for line in cost.of(study).lines()[:1]]
@@ -109,11 +109,16 @@ def compute_split(trials) -> str:
     excluded; a compiled trial's first step, its compile, included and shown apart), evaluation,
     set-up and the rest (data, artifacts, the sampler's and the storage's share of a trial)."""
 
-    def total(key):
-        return sum(t.user_attrs.get(key) or 0.0 for t in trials)
+    from effsearch.search.budget import spent
 
-    wall, train, compile_, ev, setup = (
-        total(k) for k in ("wall_seconds", "train_seconds", "compile_seconds", "eval_seconds", "setup_seconds")
+    finished = [t for t in trials if t.state.is_finished()]
+
+    def total(key):
+        return sum(t.user_attrs.get(key) or 0.0 for t in finished)
+
+    wall = spent(finished)  # the budget's own count, so the split adds up to what `cost` reports
+    train, compile_, ev, setup = (
+        total(k) for k in ("train_seconds", "compile_seconds", "eval_seconds", "setup_seconds")
     )
     if wall <= 0:
         return "compute: none recorded"
