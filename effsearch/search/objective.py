@@ -10,7 +10,7 @@ one is trained again (a failure may be transient; the note says so).
 A failure it can explain (an invalid config, an exception, divergence) is recorded and
 raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
 A trial the other workers took over while this one was stopped or hung (they failed it as lost
-and queued it again: storage.requeue_dead_local, Optuna's heartbeats) is dropped when this
+and queued it again: heartbeat.requeue_dead_local, Optuna's heartbeats) is dropped when this
 worker resumes: ``TrialTakenOver``, said once on stderr and in the trial's note.
 """
 
@@ -29,6 +29,7 @@ from optuna.trial import FrozenTrial, TrialState
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, queries, record, report, warmstart
+from effsearch.search.heartbeat import JournalHeartbeat, worker_id
 from effsearch.search.pruner import SlowStop, make_pruner
 from effsearch.search.storage import (
     BASELINE_KEY,
@@ -39,7 +40,6 @@ from effsearch.search.storage import (
     STATUS_KEY,
     WALL_KEY,
     WORKER_KEY,
-    JournalHeartbeat,
     artifact_problem,
     constraints_of,
     finished_elsewhere,
@@ -50,7 +50,6 @@ from effsearch.search.storage import (
     storage_errors,
     trial_id,
     why,
-    worker_id,
 )
 from effsearch.trainer.result import speedup
 

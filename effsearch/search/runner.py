@@ -20,8 +20,9 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError
 from effsearch.search import best, cost, phases, report, warmstart, workers
 from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
+from effsearch.search.heartbeat import requeue_dead_local
 from effsearch.search.progress import dashboard_hint, header
-from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
+from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage
 from effsearch.search.workers import WARM_UP_BATCHES, run_workers, work
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, queries
 from effsearch.search.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
+from effsearch.search.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
 from effsearch.search.objective import Objective, TrialFailed
 from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
@@ -34,17 +35,14 @@ from effsearch.search.storage import (
     COUNTED_FAIL,
     STATUS_KEY,
     WORKER_KEY,
-    JournalHeartbeat,
     artifact_store,
     has_note,
     mark_failed,
     open_storage,
     requeue,
-    requeue_dead_local,
     save_note_by_id,
     storage_errors,
     why,
-    worker_id,
 )
 
 if TYPE_CHECKING:
