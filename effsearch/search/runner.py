@@ -194,7 +194,10 @@ def run_phase(
     )
     if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
         print("\n".join(best.cost_of(study).lines()), file=out)
-    unrun = sorted(cast("set[int]", {t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING}))
+    # Phase 1's picks still queued; a queued trial of no pick (phase 2's baseline, queued again
+    # after Ctrl-C or a lost worker; one a user enqueued) is not one of them.
+    queued = (t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING)
+    unrun: list[int] = sorted({n for n in queued if n is not None})
     if spec.phase == "confirm" and unrun and budget.reached(study):
         print(
             f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
