@@ -14,16 +14,9 @@ from optuna.trial import TrialState
 import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.search import objective, runner, studyfile, workers
+from effsearch.search.heartbeat import requeue_dead_local, worker_id
 from effsearch.search.pruner import NoPruner
-from effsearch.search.storage import (
-    CONFIG_HASH_KEY,
-    DUPLICATE_KEY,
-    WORKER_KEY,
-    open_storage,
-    open_url,
-    requeue_dead_local,
-    worker_id,
-)
+from effsearch.search.storage import CONFIG_HASH_KEY, DUPLICATE_KEY, WORKER_KEY, open_storage, open_url
 from tests.test_phases import scripted_train
 from tests.tiny_study import study_file
 

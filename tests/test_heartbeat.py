@@ -1,4 +1,4 @@
-"""The journal storage's heartbeat (search/storage.py: JournalHeartbeat, requeue_dead_local).
+"""The journal storage's heartbeat (search/heartbeat.py: JournalHeartbeat, requeue_dead_local).
 
 A journal file has no heartbeats of Optuna's own: each worker's JournalHeartbeat thread stamps
 its running trial, and the other workers fail (and queue again) a trial whose stamp is older
@@ -19,7 +19,8 @@ from optuna.trial import TrialState
 
 from effsearch.search import workers
 from effsearch.search.budget import StopAtTotal
-from effsearch.search.storage import HEARTBEAT_KEY, WORKER_KEY, open_url, requeue_dead_local
+from effsearch.search.heartbeat import HEARTBEAT_KEY, requeue_dead_local
+from effsearch.search.storage import WORKER_KEY, open_url
 
 ROOT = Path(__file__).resolve().parents[1]
 GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine delays both the beats and the checks)
@@ -28,7 +29,8 @@ GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine del
 # it "trains" (sleeps) until killed.
 WORKER = """
 import sys, time, optuna
-from effsearch.search.storage import JournalHeartbeat, WORKER_KEY, open_url, trial_id, worker_id
+from effsearch.search.heartbeat import JournalHeartbeat, worker_id
+from effsearch.search.storage import WORKER_KEY, open_url, trial_id
 study = optuna.load_study(study_name="s", storage=open_url(sys.argv[1]))
 trial = study.ask()
 trial.suggest_float("x", 0, 1)
@@ -141,7 +143,7 @@ def test_a_worker_on_another_machine_is_judged_by_its_stamp(tmp_path):
 def test_this_process_never_judges_its_own_trial(tmp_path):
     """A stale stamp on a trial this very process runs (its heartbeat thread starved, or the
     machine slept): the process doing the check is not hung, so the trial stays."""
-    from effsearch.search.storage import worker_id
+    from effsearch.search.heartbeat import worker_id
 
     study = optuna.create_study(
         study_name="s", storage=open_url(str(tmp_path / "s.journal")), directions=["minimize", "maximize"]

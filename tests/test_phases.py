@@ -294,6 +294,26 @@ def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, 
     assert f"phase 2 left phase 1's trials [{left[0].user_attrs['tune_trial']}] unconfirmed" in err
 
 
+def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, capsys, monkeypatch):
+    # Ctrl-C while phase 2 trains its baseline queues the baseline again (a trial with no
+    # tune_trial) beside phase 1's queued picks: the run still ends as interrupted, exit 130.
+    interrupted = []
+
+    def train(cfg, **kw):
+        if cfg.dataset.data_fraction == 1.0 and not interrupted:  # phase 2's first trial: its baseline
+            interrupted.append(cfg)
+            raise KeyboardInterrupt
+        return scripted_train(cfg, **kw)
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    path = write(tmp_path, n_trials=4, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
+    assert main(["run", str(path)]) == 130
+    waiting = [t for t in studies(path)["ph"].get_trials() if t.state == TrialState.WAITING]
+    assert [t.user_attrs.get("tune_trial") is None for t in waiting].count(True) == 1  # the baseline's retry
+    assert waiting[-1].user_attrs.get("baseline") and len(waiting) == 3
+    assert "interrupted: finished trials are kept" in capsys.readouterr().err
+
+
 def test_top_k_picks_distinct_configs():
     study = optuna.create_study(directions=["minimize", "maximize"])
     # Trials 0 and 1 trained the same config (1 was answered from storage): 1 is skipped, 3 comes in.

@@ -16,8 +16,9 @@ import effsearch.trainer.run as trainer_run
 from effsearch.cli import main
 from effsearch.config import TrainConfig
 from effsearch.search import objective, queries, workers
+from effsearch.search.heartbeat import requeue_dead_local
 from effsearch.search.pruner import NoPruner, SlowStop
-from effsearch.search.storage import open_url, requeue_dead_local
+from effsearch.search.storage import open_url
 from effsearch.trainer import loop
 from tests.helpers import tiny
 from tests.tiny_study import study_file
@@ -131,7 +132,8 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
 
 
 def test_a_dead_local_worker_s_trial_is_requeued(tmp_path):
-    from effsearch.search.storage import WORKER_KEY, worker_id
+    from effsearch.search.heartbeat import worker_id
+    from effsearch.search.storage import WORKER_KEY
 
     storage = open_url(str(tmp_path / "s.journal"))
     study = optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])

@@ -10,7 +10,7 @@ one is trained again (a failure may be transient; the note says so).
 A failure it can explain (an invalid config, an exception, divergence) is recorded and
 raised as ``TrialFailed``, which the worker's ``study.optimize`` catches: the study goes on.
 A trial the other workers took over while this one was stopped or hung (they failed it as lost
-and queued it again: storage.requeue_dead_local, Optuna's heartbeats) is dropped when this
+and queued it again: heartbeat.requeue_dead_local, Optuna's heartbeats) is dropped when this
 worker resumes: ``TrialTakenOver``, said once on stderr and in the trial's note.
 """
 
@@ -29,6 +29,7 @@ from optuna.trial import FrozenTrial, TrialState
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search import phases, queries, record, report, warmstart
+from effsearch.search.heartbeat import JournalHeartbeat, worker_id
 from effsearch.search.pruner import SlowStop, make_pruner
 from effsearch.search.storage import (
     BASELINE_KEY,
@@ -39,7 +40,6 @@ from effsearch.search.storage import (
     STATUS_KEY,
     WALL_KEY,
     WORKER_KEY,
-    JournalHeartbeat,
     artifact_problem,
     constraints_of,
     finished_elsewhere,
@@ -50,7 +50,6 @@ from effsearch.search.storage import (
     storage_errors,
     trial_id,
     why,
-    worker_id,
 )
 from effsearch.trainer.result import speedup
 
@@ -228,8 +227,6 @@ class Objective:
         return TrialTakenOver(text)
 
     def _run(self, trial: optuna.Trial) -> list[float]:
-        from effsearch.trainer.run import train
-
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
         if is_baseline and self._other_baseline(trial):
             trial.set_user_attr(STATUS_KEY, "duplicate")
@@ -252,28 +249,7 @@ class Objective:
             if original is not None:
                 return self._answer_from(trial, original)
         self.pruner.begin(trial, cfg, may_prune=not keep)
-        try:
-            # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
-            # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
-            # evaluation and set-up in each completed phase-1 trial's 14 s (docs/results.md).
-            # Each point scores as much of the validation set as its decision needs (a rung's
-            # verdict, else whether it can be the crossing of the target): below the target a
-            # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
-            result = train(
-                cfg,
-                data_root=self.data_root,
-                progress=False,
-                on_eval=lambda point: self.pruner.on_eval(trial, point),
-                eval_at=self.pruner.eval_at(cfg),
-                eval_after=self.pruner.eval_after(cfg),
-                test=self.spec.phase != "tune",
-                settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper),
-            )
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
-            _free_memory()
-            self._fail(trial, "failed", f"{type(e).__name__}: {e}")
+        result = self._train(trial, cfg)
         self._trained = True
         self._record(trial, cfg, result, config_yaml, is_baseline)
         if result.status in ("completed", "pruned"):
@@ -288,6 +264,33 @@ class Objective:
         if result.status == "pruned":
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
+
+    def _train(self, trial: optuna.Trial, cfg: TrainConfig) -> RunResult:
+        """``cfg`` trained under the pruner's eyes; a trainer that raises fails the trial ("failed")."""
+        from effsearch.trainer.run import train
+
+        try:
+            # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
+            # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
+            # evaluation and set-up in each completed phase-1 trial's 14 s (docs/results.md).
+            # Each point scores as much of the validation set as its decision needs (a rung's
+            # verdict, else whether it can be the crossing of the target): below the target a
+            # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
+            return train(
+                cfg,
+                data_root=self.data_root,
+                progress=False,
+                on_eval=lambda point: self.pruner.on_eval(trial, point),
+                eval_at=self.pruner.eval_at(cfg),
+                eval_after=self.pruner.eval_after(cfg),
+                test=self.spec.phase != "tune",
+                settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper),
+            )
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
+            _free_memory()
+            self._fail(trial, "failed", f"{type(e).__name__}: {e}")
 
     def _configs(self, trial: optuna.Trial, is_baseline: bool) -> tuple:
         """(the warm start or None, the full config, the config this trial trains): a trial that

@@ -133,31 +133,7 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
     )
 
     def row(t: FrozenTrial) -> list:
-        vals = list(t.values) if t.values else [None] * len(objectives)
-        tta = queries.seconds_to_target(t)
-        sp = speedup(base_tta, tta)
-        over = [speedup(recipe_tta, tta)] if recipe else []
-        cfg = queries.config_of(t)
-        tail = (
-            summary(cfg)
-            if cfg and t.state == TrialState.COMPLETE
-            else (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
-        )
-        if DUPLICATE_KEY in t.user_attrs:
-            tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
-        state = t.state.name
-        if t.user_attrs.get(BASELINE_KEY):
-            state += "*"
-        r = Recorded.of(t)
-        test, train = r.test_accuracy, r.train_seconds
-        seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
-        label = "+".join(map(str, seeds)) if seeds else t.number
-        return (
-            [label, state]
-            + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
-            + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
-            + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", str(tail)[:90]]
-        )
+        return table_row(t, objectives, base_tta, recipe, recipe_tta)
 
     c = queries.counts(trials)
     lines = [
@@ -187,6 +163,42 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
             "and is not on the front)"
         )
     return "\n".join(lines)
+
+
+def table_row(
+    t: FrozenTrial,
+    objectives: Sequence[str],
+    base_tta: float | None,
+    recipe: FrozenTrial | None,
+    recipe_tta: float | None,
+) -> list:
+    """One trial's row of the status table: its values, speed-ups over the baseline (and the
+    best recipe, when there is one), test accuracy, train seconds, and its config or why it failed."""
+    vals = list(t.values) if t.values else [None] * len(objectives)
+    tta = queries.seconds_to_target(t)
+    sp = speedup(base_tta, tta)
+    over = [speedup(recipe_tta, tta)] if recipe else []
+    cfg = queries.config_of(t)
+    tail = (
+        summary(cfg)
+        if cfg and t.state == TrialState.COMPLETE
+        else (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+    )
+    if DUPLICATE_KEY in t.user_attrs:
+        tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
+    state = t.state.name
+    if t.user_attrs.get(BASELINE_KEY):
+        state += "*"
+    r = Recorded.of(t)
+    test, train = r.test_accuracy, r.train_seconds
+    seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
+    label = "+".join(map(str, seeds)) if seeds else t.number
+    return (
+        [label, state]
+        + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
+        + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
+        + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", str(tail)[:90]]
+    )
 
 
 def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:

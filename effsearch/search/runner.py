@@ -20,14 +20,16 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError
 from effsearch.search import best, cost, phases, report, warmstart, workers
 from effsearch.search.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
+from effsearch.search.heartbeat import requeue_dead_local
 from effsearch.search.progress import dashboard_hint, header
-from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage, requeue_dead_local
+from effsearch.search.storage import BASELINE_KEY, check_storage, open_storage
 from effsearch.search.workers import WARM_UP_BATCHES, run_workers, work
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
 
     from effsearch.search.studyfile import StudySpec
 
@@ -156,18 +158,7 @@ def run_phase(
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat["max_retry"])
-    print(header(spec, study), file=out)
-    for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
-        print(f"  note       {note}", file=out)
-    if warm is not None:
-        print(
-            f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
-            "first timed trial is not this process's first run",
-            file=out,
-            flush=True,
-        )
-    if lost:
-        print(f"  re-queued trials {lost}: their worker process is gone", file=out)
+    print_opening(spec, study, out, lost, warm)
     budget = StopAtBudget(spec, storage)
     if StopAtTotal(spec.n_trials).reached(study):
         print(f"the study already has {spec.n_trials} trials; raise --n-trials to run more", file=out)
@@ -184,6 +175,30 @@ def run_phase(
     print("", file=out)
     print(report.status_table(study, spec.objectives, show_all=False), file=out)
     trials = study.get_trials(deepcopy=False)
+    print_summary(spec, study, trials, budget, out)
+    return exit_code(spec, study, trials, outcome, out, t0)
+
+
+def print_opening(spec: StudySpec, study: optuna.Study, out: TextIO, lost: list[int], warm: float | None) -> None:
+    """What a phase says before its first trial: the header, the study file's notes, the warm-up, lost trials."""
+    print(header(spec, study), file=out)
+    for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
+        print(f"  note       {note}", file=out)
+    if warm is not None:
+        print(
+            f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
+            "first timed trial is not this process's first run",
+            file=out,
+            flush=True,
+        )
+    if lost:
+        print(f"  re-queued trials {lost}: their worker process is gone", file=out)
+
+
+def print_summary(
+    spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], budget: StopAtBudget, out: TextIO
+) -> None:
+    """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
     print(
         f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
         + (
@@ -193,7 +208,10 @@ def run_phase(
     )
     if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
         print("\n".join(best.cost_of(study).lines()), file=out)
-    unrun = sorted(cast("set[int]", {t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING}))
+    # Phase 1's picks still queued; a queued trial of no pick (phase 2's baseline, queued again
+    # after Ctrl-C or a lost worker; one a user enqueued) is not one of them.
+    queued = (t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING)
+    unrun: list[int] = sorted({n for n in queued if n is not None})
     if spec.phase == "confirm" and unrun and budget.reached(study):
         print(
             f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
@@ -204,6 +222,12 @@ def run_phase(
     if warning:
         print(f"\nwarning: {warning}", file=out)
     print(f"\ndashboard: {dashboard_hint(spec)}", file=out)
+
+
+def exit_code(
+    spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], outcome: str, out: TextIO, t0: float
+) -> int:
+    """The phase's exit code (0 done, 1 it could not do its work, 130 Ctrl-C), saying why when not 0."""
     if outcome == "interrupted":
         print("interrupted: finished trials are kept; run the same command again to resume", file=out)
         return 130

@@ -218,9 +218,7 @@ def _load(
         if key not in KEYS:
             raise ConfigError(str(key), f"unknown key; allowed keys in a study file: {', '.join(KEYS)}")
     _plugins(raw, here)  # first: the configs below may name what they bring
-    name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError("name", f"must be a non-empty string; got {quote(name)}")
+    name = _text(raw, "name", path.stem, nonblank=True)
     base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
     objectives = _objectives(raw, base, baseline, warm_start)
     from effsearch.spaces.space import Space
@@ -234,23 +232,8 @@ def _load(
         raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag
     )
     heartbeat = check_heartbeat(raw.get("heartbeat"))
-    storage = _storage(storage_flag, raw.get("storage"), path)
-    storage_field = "--storage" if storage_flag is not None else "storage"
-    if numbers["workers"] > 1 and storage.startswith("sqlite"):
-        raise ConfigError(
-            "--workers" if workers_flag is not None else "workers",
-            f"{numbers['workers']} workers on SQLite ({storage}) end in 'database is locked'; "
-            "use the default journal file or PostgreSQL for several workers",
-        )
-    artifacts = raw.get("artifacts")
-    if artifacts is not None and not isinstance(artifacts, str):
-        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
-    artifacts_dir = artifact_dir(path, artifacts, storage)
-    assert artifacts_dir is not None  # a study file's path gives a folder
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError("description", f"must be a string; got {quote(description)}")
-
+    storage, storage_field, artifacts_dir = _where(raw, path, storage_flag, workers_flag, numbers["workers"])
+    _text(raw, "description", "")
     return StudySpec(
         name=name,
         source=source,
@@ -271,6 +254,34 @@ def _load(
         storage_field=storage_field,
         notes=notes,
     )
+
+
+def _text(raw: dict, key: str, default: str, nonblank: bool = False) -> str:
+    """The study file's string ``key`` (``default`` when absent)."""
+    text = raw.get(key, default)
+    if not isinstance(text, str) or (nonblank and not text.strip()):
+        raise ConfigError(key, f"must be a {'non-empty ' if nonblank else ''}string; got {quote(text)}")
+    return text
+
+
+def _where(
+    raw: dict, path: Path, storage_flag: str | None, workers_flag: int | None, workers: int
+) -> tuple[str, str, Path]:
+    """Where the study lives: its storage, the field that named it, its artifact folder."""
+    storage = _storage(storage_flag, raw.get("storage"), path)
+    storage_field = "--storage" if storage_flag is not None else "storage"
+    if workers > 1 and storage.startswith("sqlite"):
+        raise ConfigError(
+            "--workers" if workers_flag is not None else "workers",
+            f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
+            "use the default journal file or PostgreSQL for several workers",
+        )
+    artifacts = raw.get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, str):
+        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
+    artifacts_dir = artifact_dir(path, artifacts, storage)
+    assert artifacts_dir is not None  # a study file's path gives a folder
+    return storage, storage_field, artifacts_dir
 
 
 def _plugins(raw: dict, here: Path) -> None:

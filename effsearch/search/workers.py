@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import optuna
 from optuna.trial import TrialState
@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import phases, queries
 from effsearch.search.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
+from effsearch.search.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
 from effsearch.search.objective import Objective, TrialFailed
 from effsearch.search.progress import Progress
 from effsearch.search.samplers import make_sampler
@@ -34,17 +35,14 @@ from effsearch.search.storage import (
     COUNTED_FAIL,
     STATUS_KEY,
     WORKER_KEY,
-    JournalHeartbeat,
     artifact_store,
     has_note,
     mark_failed,
     open_storage,
     requeue,
-    requeue_dead_local,
     save_note_by_id,
     storage_errors,
     why,
-    worker_id,
 )
 
 if TYPE_CHECKING:
@@ -127,12 +125,7 @@ def work(
 
     ``since``: when the command started (the failure limit counts this run's trials only).
     """
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    if spec.workers > 1:
-        import torch
-
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.workers))
+    quiet_and_share_cores(spec)
     started = time.time()
     storage = open_storage(spec)
     study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec.sampler, spec.seed))
@@ -158,51 +151,94 @@ def work(
     if progress:
         callbacks.append(Progress(spec, study, out, t0))
     try:
-        while True:
-            left = None if spec.timeout is None else spec.timeout - (time.time() - started)
-            if left is not None and left <= 0:
-                break
-            try:
-                study.optimize(
-                    objective,
-                    n_trials=None,
-                    timeout=left,
-                    catch=(TrialFailed,),
-                    callbacks=callbacks,
-                    # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
-                    gc_after_trial=spec.space.machine.device == "cuda",
-                )
-            except Exception as e:
-                # This worker was stopped or hung mid-trial and the others took its trial over:
-                # Optuna cannot record its end. Dropped (said once); the checks below run as after
-                # any trial, as the callbacks did not.
-                if not objective.lost_at_tell(e):
-                    raise
-                if isinstance(objective.raised, (KeyboardInterrupt, SystemExit)):
-                    raise objective.raised from None  # Ctrl-C during that trial: stop, as below
-            if failures.hit:
-                return "failed"
-            if objective.uncounted:
-                print(
-                    f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
-                    file=out or sys.stderr,
-                    flush=True,
-                )
-                return "failed"
-            if budget.reached(study):
-                break
-            # Not reached now though the callback stopped: a trial running elsewhere was failed
-            # by heartbeat in between (it counted as running then) and is queued again: run on.
-            # The timeout is checked at the top.
-            if stop.reached(study) and not wait_for_others(spec, study, stop, started):
-                break  # the study has its n_trials
+        return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started, out)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
         requeue_interrupted(study)
         return "interrupted"
     finally:
         if beat is not None:
             beat.beat(None)
+
+
+def quiet_and_share_cores(spec: StudySpec) -> None:
+    """This worker process's settings: Optuna's errors only, and its share of the cores."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    if spec.workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.workers))
+
+
+class Stops(NamedTuple):
+    """What ends a worker's trials (each also an Optuna callback)."""
+
+    total: StopAtTotal
+    budget: StopAtBudget
+    failures: StopOnRepeatedFailure
+
+
+def run_trials(
+    spec: StudySpec,
+    study: optuna.Study,
+    objective: Objective,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]],
+    stops: Stops,
+    started: float,
+    out: TextIO | None,
+) -> str:
+    """``study.optimize`` until one of ``stops`` or the timeout ends the worker: "done" or "failed"."""
+    stop, budget, failures = stops
+    while True:
+        left = None if spec.timeout is None else spec.timeout - (time.time() - started)
+        if left is not None and left <= 0:
+            break
+        optimize(spec, study, objective, callbacks, left)
+        if failures.hit:
+            return "failed"
+        if objective.uncounted:
+            print(
+                f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
+                file=out or sys.stderr,
+                flush=True,
+            )
+            return "failed"
+        if budget.reached(study):
+            break
+        # Not reached now though the callback stopped: a trial running elsewhere was failed
+        # by heartbeat in between (it counted as running then) and is queued again: run on.
+        # The timeout is checked at the top.
+        if stop.reached(study) and not wait_for_others(spec, study, stop, started):
+            break  # the study has its n_trials
     return "done"
+
+
+def optimize(
+    spec: StudySpec,
+    study: optuna.Study,
+    objective: Objective,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]],
+    left: float | None,
+) -> None:
+    """One ``study.optimize`` call, until a callback stops it or ``left`` seconds pass."""
+    try:
+        study.optimize(
+            objective,
+            n_trials=None,
+            timeout=left,
+            catch=(TrialFailed,),
+            callbacks=callbacks,
+            # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+            gc_after_trial=spec.space.machine.device == "cuda",
+        )
+    except Exception as e:
+        # This worker was stopped or hung mid-trial and the others took its trial over:
+        # Optuna cannot record its end. Dropped (said once); run_trials's checks run as after
+        # any trial, as the callbacks did not.
+        if not objective.lost_at_tell(e):
+            raise
+        if isinstance(objective.raised, (KeyboardInterrupt, SystemExit)):
+            raise objective.raised from None  # Ctrl-C during that trial: stop, as work does
 
 
 def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -> None:
