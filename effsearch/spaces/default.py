@@ -16,12 +16,13 @@ from functools import partial
 from typing import Any
 
 from effsearch import config as C
-from effsearch.config import TrainConfig, rules
+from effsearch.config import TrainConfig, readers, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.choices import GRANULARITIES, LOADERS, NO_FEEDBACK, OPTIMIZERS, SCHEDULES, SPARSITY_SCHEDULES
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
-from effsearch.config.rules import STRUCTURE, compression_method, kfac, parallel
+from effsearch.config.readers import compression_method, kfac, parallel
+from effsearch.config.rules import STRUCTURE
 from effsearch.config.sources import facts
 from effsearch.spaces.dims import Dim
 
@@ -168,7 +169,7 @@ def _batch_setter(cfg: dict, value: int) -> None:
 
 def _sparsity_setter(base_target: float) -> Callable[[dict, bool], None]:
     def setter(cfg: dict, on: bool) -> None:
-        current = rules.value(cfg, "sparsity.target")
+        current = readers.value(cfg, "sparsity.target")
         set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
 
     return setter
@@ -185,7 +186,7 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     # select before training ends (config's rule): hold select_every below the budget.
     epochs = float(cfg["epochs"])
     model_based = get_path(cfg, "selection.strategy") in C.MODEL_SELECTIONS
-    if model_based and int(rules.value(cfg, "selection.kappa") * epochs) == 0:
+    if model_based and int(readers.value(cfg, "selection.kappa") * epochs) == 0:
         every = max(1, min(every, math.ceil(epochs) - 1))
     set_path(cfg, "selection.select_every", every)
 
@@ -612,7 +613,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "cat",
             choices=(False, True),
             setter=_sparsity_setter(base.sparsity.target),
-            getter=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            getter=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             help="gradual magnitude pruning",
         ),
         Dim(
@@ -621,7 +622,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "float",
             low=0.3,
             high=0.9,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             when_text="sparsity on",
             parents=("sparsity",),
         ),
@@ -630,7 +631,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "sparsity",
             "cat",
             choices=SPARSITY_SCHEDULES,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             when_text="sparsity on",
             parents=("sparsity",),
         ),
