@@ -10,6 +10,7 @@ import pytest
 from effsearch.config import ConfigError, TrainConfig, readers, rules
 from effsearch.config.fields import get_path
 from effsearch.config.sources import ModelFacts, remember
+from effsearch.spaces import algorithm_dims
 from effsearch.spaces import default as default_space
 
 # A model probed as having none of the structures algorithms need (what the trainer's probe
@@ -237,7 +238,7 @@ def test_the_defaults_the_rules_read_are_the_schemas():
     assert {path: get_path(schema, path, "(no such field)") for path in readers.DEFAULTS} == readers.DEFAULTS
 
 
-@pytest.mark.parametrize("module", [readers, rules, default_space])
+@pytest.mark.parametrize("module", [readers, rules, default_space, algorithm_dims])
 def test_no_reader_types_a_default_of_its_own(module):
     """A default read from a raw dict comes from readers.DEFAULTS (readers.value), never a literal
     passed to get_path, which could drift from the schema."""
