@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from effsearch.config import ConfigError, TrainConfig, rules
+from effsearch.config import ConfigError, TrainConfig, readers, rules
 from effsearch.config.fields import get_path
 from effsearch.config.sources import ModelFacts, remember
+from effsearch.spaces import algorithm_dims
 from effsearch.spaces import default as default_space
 
 # A model probed as having none of the structures algorithms need (what the trainer's probe
@@ -231,15 +232,15 @@ def test_rules_read_the_defaults_where_a_level_is_missing():
 
 
 def test_the_defaults_the_rules_read_are_the_schemas():
-    """rules.DEFAULTS retypes the schema's defaults (the schema imports the rules, so they cannot
-    read it): each must equal the schema's."""
+    """readers.DEFAULTS retypes the schema's defaults (the schema validates with the rules, which
+    read them, so they cannot read it): each must equal the schema's."""
     schema = TrainConfig().to_dict()
-    assert {path: get_path(schema, path, "(no such field)") for path in rules.DEFAULTS} == rules.DEFAULTS
+    assert {path: get_path(schema, path, "(no such field)") for path in readers.DEFAULTS} == readers.DEFAULTS
 
 
-@pytest.mark.parametrize("module", [rules, default_space])
+@pytest.mark.parametrize("module", [readers, rules, default_space, algorithm_dims])
 def test_no_reader_types_a_default_of_its_own(module):
-    """A default read from a raw dict comes from rules.DEFAULTS (rules.value), never a literal
+    """A default read from a raw dict comes from readers.DEFAULTS (readers.value), never a literal
     passed to get_path, which could drift from the schema."""
     tree = ast.parse(Path(module.__file__).read_text())
     # A mutation run (benchmarks/mutation.sh) imports a rewritten copy whose mutants (functions

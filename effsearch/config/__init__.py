@@ -8,6 +8,7 @@
 * ``fields``: field constraints (``spec``), one coercion, one dotted get/set, the YAML loader;
 * ``algorithms``: the Composer algorithm table (no Composer import);
 * ``rules``: every rule across fields, as data (validation, the space's gates, `space show`);
+* ``readers``: the rules' and the space's readers over raw config dicts, with the schema's defaults;
 * ``machine``: what this machine can run (device, bf16, extras, processes);
 * ``options``: the study file's option mappings (sampler, pruner, tuning, heartbeat).
 """

@@ -5,25 +5,25 @@ parents come before children, and the system and optimizer choices come before
 the algorithms whose compatibility depends on them. The compatibility rules are
 ``effsearch.config.rules``, the very list ``TrainConfig.from_dict`` enforces: a
 switch is gated on its rules (``gated``), so an invalid combination is never
-sampled (a test samples thousands of trials to hold that).
+sampled (a test samples thousands of trials to hold that). The algorithms' switches and
+parameters come last, from ``effsearch.spaces.algorithm_dims``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from effsearch import config as C
-from effsearch.config import TrainConfig, rules
-from effsearch.config.algorithms import ALGORITHMS
+from effsearch.config import TrainConfig, readers
 from effsearch.config.choices import GRANULARITIES, LOADERS, NO_FEEDBACK, OPTIMIZERS, SCHEDULES, SPARSITY_SCHEDULES
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
-from effsearch.config.rules import STRUCTURE, compression_method, kfac, parallel
+from effsearch.config.readers import compression_method, kfac, parallel
 from effsearch.config.sources import facts
-from effsearch.spaces.dims import Dim
+from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start
+from effsearch.spaces.dims import Dim, gated
 
 GROUPS = ("system", "distributed", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
 # Searched unless a study's space.include says otherwise; distributed starts processes per
@@ -34,131 +34,6 @@ DEFAULT_GROUPS = tuple(g for g in GROUPS if g != "distributed")
 STRATEGIES = ("full", "random", "random-online", "glister-pb", "craig-pb", "gradmatch-pb")
 ADAPTIVE_OFF = ("full", "random")  # no periodic re-selection: select_every/kappa do not apply
 
-# Each algorithm's searched parameters: name -> (kind, low, high, log) or ("cat", choices).
-# Ranges stay inside ALGORITHMS' own ranges and away from Composer's cross-parameter
-# rules (e.g. ProgressiveResizing needs delay_fraction + finetune_fraction <= 1).
-ALGO_PARAMS: dict[str, dict] = {
-    "label_smoothing": {"smoothing": ("float", 0.01, 0.3, False)},
-    "mixup": {"alpha": ("float", 0.05, 1.0, True)},
-    "cutmix": {"alpha": ("float", 0.1, 2.0, True)},
-    "cutout": {"length": ("float", 0.1, 0.6, False)},
-    "colout": {"p_row": ("float", 0.05, 0.3, False), "p_col": ("float", 0.05, 0.3, False)},
-    "progressive_resizing": {
-        "initial_scale": ("float", 0.3, 0.9, False),
-        "finetune_fraction": ("float", 0.0, 0.4, False),
-        "delay_fraction": ("float", 0.0, 0.6, False),
-    },
-    "ema": {"half_life": ("int", 10, 1000, True)},  # in batches
-    "swa": {"swa_start": ("float", 0.5, 0.9, False)},  # fraction of training
-    "sam": {"rho": ("float", 0.01, 0.5, True), "interval": ("int", 1, 10, False)},
-    "selective_backprop": {"keep": ("float", 0.3, 0.9, False)},
-    "layer_freezing": {"freeze_start": ("float", 0.3, 0.9, False), "freeze_level": ("float", 0.2, 1.0, False)},
-    "stochastic_depth": {"drop_rate": ("float", 0.0, 0.5, False)},
-    "gradient_clipping": {"clipping_threshold": ("float", 0.1, 10.0, True)},
-    "randaugment": {"severity": ("int", 1, 10, False), "depth": ("int", 1, 3, False)},
-    "augmix": {"severity": ("int", 1, 10, False)},
-    "ghost_batchnorm": {"ghost_batch_size": ("cat", (16, 32, 64))},
-    "blurpool": {},
-    "squeeze_excite": {},
-    "weight_standardization": {},
-}
-# Composer takes these as time strings; the search sees plain numbers.
-TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
-
-
-def gated(
-    subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "", also_parents: tuple = ()
-) -> dict:
-    """``when``, ``when_text`` and ``parents`` of a dimension that switches ``subject`` on: it is
-    sampled only where no rule about ``subject`` (``effsearch.config.rules``) forbids it, and
-    ``also`` holds (a condition of the space's own, e.g. K-FAC as a switch on SGD)."""
-    texts = [t for t in (also_text, rules.when_text(subject)) if t]
-    if also is None and not rules.of(subject):
-        return {}
-
-    def when(cfg: dict) -> bool:
-        return (also is None or also(cfg)) and not rules.blockers(subject, cfg)
-
-    return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}
-
-
-def _switch(algo: str) -> Callable[[dict, bool], None]:
-    def setter(cfg: dict, on: bool) -> None:
-        algos = cfg.setdefault("algorithms", {})
-        if on:
-            algos.setdefault(algo, {})
-        else:
-            algos.pop(algo, None)
-
-    return setter
-
-
-def _has_algo(algo: str, cfg: dict) -> bool:
-    return algo in (cfg.get("algorithms") or {})
-
-
-def _time_string(unit: str) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
-    def to_config(v: Any) -> str:
-        return f"{int(v)}{unit}" if unit == "ba" else f"{float(v):g}{unit}"
-
-    def from_config(s: Any) -> Any:
-        if not isinstance(s, str) or not s.endswith(unit):
-            raise ValueError(s)
-        x = float(s[: -len(unit)])
-        return int(x) if unit == "ba" else x
-
-    return to_config, from_config
-
-
-def algorithm_dims(model: dict) -> list[Dim]:
-    """The algorithm switches and parameters; one the model's structure rules out (its facts:
-    effsearch.config.sources) is unavailable."""
-    known = facts(model)
-    dims = []
-    for algo, params in ALGO_PARAMS.items():
-        spec = ALGORITHMS[algo]
-        gate = Dim(
-            f"algorithms.{algo}",
-            "algorithms",
-            "cat",
-            choices=(False, True),
-            off=False,
-            **gated(f"algorithms.{algo}"),
-            help=spec.help or spec.composer_name,
-            setter=_switch(algo),
-            getter=partial(_has_algo, algo),
-            extra={"algorithm": algo},
-        )
-        missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
-        if missing:
-            gate.extra["unavailable"] = f"model {model.get('name')!r} has no {STRUCTURE[spec.needs_structure]}"
-        dims.append(gate)
-        for param, rng in params.items():
-            to_cfg: Callable[[Any], Any] | None = None
-            from_cfg: Callable[[Any], Any] | None = None
-            if (algo, param) in TIME_PARAMS:
-                to_cfg, from_cfg = _time_string(TIME_PARAMS[(algo, param)])
-            default = spec.params[param]
-            common: dict[str, Any] = dict(
-                path=f"algorithms.{algo}.{param}",
-                when=lambda cfg, a=algo: a in (cfg.get("algorithms") or {}),
-                when_text=f"algorithms.{algo} on",
-                parents=(f"algorithms.{algo}",),
-                to_config=to_cfg,
-                from_config=from_cfg,
-                getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {}).get(a, {}).get(p, d),
-                extra={"algorithm": algo, "param": param},
-            )
-            name = f"algorithms.{algo}.{param}"
-            if rng[0] == "cat":
-                dims.append(Dim(name, "algorithms", "cat", choices=rng[1], **common))
-            else:
-                kind, lo, hi, log = rng
-                dims.append(Dim(name, "algorithms", kind, low=lo, high=hi, log=log, **common))
-            if missing:
-                dims[-1].extra["unavailable"] = gate.extra["unavailable"]
-    return dims
-
 
 def _batch_setter(cfg: dict, value: int) -> None:
     # The lr dimensions mean "lr at batch 128": searching the batch size scales lr linearly.
@@ -168,7 +43,7 @@ def _batch_setter(cfg: dict, value: int) -> None:
 
 def _sparsity_setter(base_target: float) -> Callable[[dict, bool], None]:
     def setter(cfg: dict, on: bool) -> None:
-        current = rules.value(cfg, "sparsity.target")
+        current = readers.value(cfg, "sparsity.target")
         set_path(cfg, "sparsity.target", (current or base_target or 0.5) if on else 0.0)
 
     return setter
@@ -185,22 +60,9 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     # select before training ends (config's rule): hold select_every below the budget.
     epochs = float(cfg["epochs"])
     model_based = get_path(cfg, "selection.strategy") in C.MODEL_SELECTIONS
-    if model_based and int(rules.value(cfg, "selection.kappa") * epochs) == 0:
+    if model_based and int(readers.value(cfg, "selection.kappa") * epochs) == 0:
         every = max(1, min(every, math.ceil(epochs) - 1))
     set_path(cfg, "selection.select_every", every)
-
-
-def _fit_swa_start(dim: Dim, base: TrainConfig) -> None:
-    """SWA's start is searched as a fraction of training: below the base's swa_end (the rules
-    want it earlier, in the same unit), or not at all when that end is not a fraction."""
-    end = (base.algorithms.get("swa") or {}).get("swa_end", ALGORITHMS["swa"].params["swa_end"])
-    if not (isinstance(end, str) and end.endswith("dur")):
-        dim.extra["unavailable"] = f"base's swa_end {end!r} is not a fraction of training (dur)"
-        return
-    assert dim.low is not None and dim.high is not None  # a float dimension
-    dim.high = min(dim.high, float(end[:-3]) - 0.05)
-    if dim.high <= dim.low:
-        dim.extra["unavailable"] = f"base's swa_end {end!r} leaves no room after swa_start's low {dim.low:g}"
 
 
 def batch_sizes(base: int) -> tuple:
@@ -612,7 +474,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "cat",
             choices=(False, True),
             setter=_sparsity_setter(base.sparsity.target),
-            getter=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            getter=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             help="gradual magnitude pruning",
         ),
         Dim(
@@ -621,7 +483,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "float",
             low=0.3,
             high=0.9,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             when_text="sparsity on",
             parents=("sparsity",),
         ),
@@ -630,7 +492,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "sparsity",
             "cat",
             choices=SPARSITY_SCHEDULES,
-            when=lambda cfg: rules.value(cfg, "sparsity.target") > 0,
+            when=lambda cfg: readers.value(cfg, "sparsity.target") > 0,
             when_text="sparsity on",
             parents=("sparsity",),
         ),
@@ -646,7 +508,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         d.parents = tuple(
             dict.fromkeys(n for p in d.parents for n in ([p] if p in by_name else []) + setters.get(p, []))
         )
-    _fit_swa_start(by_name["algorithms.swa.swa_start"], base)
+    fit_swa_start(by_name["algorithms.swa.swa_start"], base)
     if len(by_name["model.width"].choices) < 2:
         by_name["model.width"].extra["unavailable"] = (
             f"{base.model.name!r} takes its size from its name or "

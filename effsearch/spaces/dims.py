@@ -2,7 +2,8 @@
 
 Config values are handled as plain dicts (``TrainConfig.to_dict()``) while a
 trial is being sampled; the finished dict goes through ``TrainConfig.from_dict``
-once, so every rule of the config applies to every sampled trial.
+once, so every rule of the config applies to every sampled trial. A dimension that switches
+a subject on is ``gated`` on the rules about it (``effsearch.config.rules``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import ConfigError, TrainConfig, rules
 from effsearch.config.algorithms import ALGORITHMS, check_param
 from effsearch.config.fields import check_field as check_field_of
 from effsearch.config.fields import fmt, get_path, set_path
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.trial import BaseTrial
 
-__all__ = ["Dim", "check_field", "fmt", "get_path", "set_path"]
+__all__ = ["Dim", "check_field", "fmt", "gated", "get_path", "set_path"]
 
 
 @dataclass
@@ -158,3 +159,19 @@ class Dim:
 def check_field(path: str, value: Any, field_name: str) -> None:
     """Check ``value`` against the TrainConfig field at ``path`` (type, choices, bounds)."""
     check_field_of(TrainConfig, path, value, field_name)
+
+
+def gated(
+    subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "", also_parents: tuple = ()
+) -> dict:
+    """``when``, ``when_text`` and ``parents`` of a dimension that switches ``subject`` on: it is
+    sampled only where no rule about ``subject`` (``effsearch.config.rules``) forbids it, and
+    ``also`` holds (a condition of the space's own, e.g. K-FAC as a switch on SGD)."""
+    texts = [t for t in (also_text, rules.when_text(subject)) if t]
+    if also is None and not rules.of(subject):
+        return {}
+
+    def when(cfg: dict) -> bool:
+        return (also is None or also(cfg)) and not rules.blockers(subject, cfg)
+
+    return {"when": when, "when_text": ", ".join(texts), "parents": tuple(also_parents) + rules.reads(subject)}

@@ -1,0 +1,169 @@
+"""Readers over raw config dicts, with the schema's defaults: what the rules'
+predicates (``effsearch.config.rules``) and the search space ask of a config.
+
+A raw dict (``TrainConfig.to_dict()``, or the dict the space builds while sampling) may
+still lack a level; every reader goes through :func:`value`, which reads the schema's
+default (``DEFAULTS``) there. The predicates here are module-level functions, not lambdas
+made at import, so mutation testing (benchmarks/mutation.sh) reaches them.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, cast
+
+from effsearch.config.algorithms import ALGORITHMS, parse_time
+from effsearch.config.choices import GREEDY
+from effsearch.config.fields import get_path
+from effsearch.config.sources import ModelFacts, facts
+
+# The schema's default of every field a predicate (or the space) reads, for a raw dict that lacks
+# it: a level the space has not built yet. config/schema.py declares them; this module cannot
+# import it (the schema validates with the rules, which read these), so tests/test_rules.py holds this table
+# equal to the schema's, and holds that no reader here or in the space types a default of its own.
+DEFAULTS: dict[str, Any] = {
+    "dataset.name": "digits",
+    "dataset.path": None,
+    "model.name": "tiny-cnn",
+    "model.width": 0,
+    "epochs": 5,
+    "optimizer.name": "sgd",
+    "optimizer.fused": None,
+    "schedule.name": "cosine",
+    "schedule.milestones": [0.5, 0.75],
+    "sparsity.target": 0.0,
+    "sparsity.schedule": "polynomial",
+    "sparsity.start": 0.1,
+    "sparsity.end": 0.75,
+    "selection.strategy": "full",
+    "selection.fraction": 1.0,
+    "selection.select_every": None,
+    "selection.kappa": 0.0,
+    "selection.greedy": "auto",
+    "loader": "torch",
+    "precision": "fp32",
+    "compile": False,
+    "device": "auto",
+    "distributed.processes": 1,
+    "distributed.backend": "auto",
+    "distributed.compression.method": "none",
+    "distributed.compression.granularity": "layerwise",
+    "distributed.compression.error_feedback": False,
+}
+
+
+def value(cfg: dict, path: str) -> Any:
+    """``path``'s value in the raw dict ``cfg``, else the schema's default (``DEFAULTS``)."""
+    return get_path(cfg, path, DEFAULTS[path])
+
+
+def _algos(cfg: dict) -> dict:
+    return cfg.get("algorithms") or {}
+
+
+# A predicate about one algorithm (or fact, or parameter) is ``partial(has, "ema")``, not a
+# lambda a factory makes at import: its code then runs when a rule is asked, where mutation
+# testing (benchmarks/mutation.sh) can switch a mutant of it on.
+def has(algo: str, cfg: dict) -> bool:
+    return algo in _algos(cfg)
+
+
+def optimizer(cfg: dict) -> str:
+    return value(cfg, "optimizer.name")
+
+
+def loader(cfg: dict) -> str:
+    return value(cfg, "loader")
+
+
+def precision(cfg: dict) -> str:
+    return value(cfg, "precision")
+
+
+def strategy(cfg: dict) -> str:
+    return value(cfg, "selection.strategy")
+
+
+def compression_method(cfg: dict) -> str:
+    """``distributed.compression.method`` (the rules' and the space's one reader of it)."""
+    return value(cfg, "distributed.compression.method")
+
+
+def _processes(cfg: dict) -> int:
+    return value(cfg, "distributed.processes") or 1
+
+
+def parallel(cfg: dict) -> bool:
+    """More than one data-parallel process (the rules' and the space's one test of it)."""
+    return _processes(cfg) > 1
+
+
+def kfac(cfg: dict) -> bool:
+    """The optimizer is K-FAC (the rules' and the space's one test of it)."""
+    return optimizer(cfg) == "kfac-sgd"
+
+
+def never_selects(cfg: dict) -> bool:
+    epochs = float(value(cfg, "epochs"))
+    every = value(cfg, "selection.select_every")  # null: resolved below the epochs (select_every())
+    return every is not None and int(value(cfg, "selection.kappa") * epochs) == 0 and every >= math.ceil(epochs)
+
+
+def greedy_wrong(cfg: dict) -> bool:
+    greedy = value(cfg, "selection.greedy")
+    return greedy != "auto" and greedy not in GREEDY.get(strategy(cfg).split("-")[0], ())
+
+
+def _facts(cfg: dict) -> ModelFacts | None:
+    return facts(cfg.get("model") or {})
+
+
+def lacks(fact: str, cfg: dict) -> bool:
+    """The model is known (built-in, or probed) to lack ``fact``; an unprobed model waits for its probe."""
+    return _facts(cfg) is not None and not getattr(_facts(cfg), fact)
+
+
+def model_name(cfg: dict) -> str:
+    return value(cfg, "model.name")
+
+
+def dataset_name(cfg: dict) -> str:
+    return value(cfg, "dataset.name")
+
+
+def _param(algo: str, key: str, cfg: dict) -> Any:
+    """An algorithm's parameter as the config gives it, else its default."""
+    return (_algos(cfg).get(algo) or {}).get(key, ALGORITHMS[algo].params[key])
+
+
+def unit(algo: str, key: str, cfg: dict) -> str | None:
+    return (parse_time(_param(algo, key, cfg)) or (None, None))[1] if isinstance(_param(algo, key, cfg), str) else None
+
+
+def _time(algo: str, key: str, cfg: dict) -> float | None:
+    return (parse_time(_param(algo, key, cfg)) or (None, None))[0] if isinstance(_param(algo, key, cfg), str) else None
+
+
+half_life, smoothing, ema_every = (
+    partial(_param, "ema", "half_life"),
+    partial(_param, "ema", "smoothing"),
+    partial(_param, "ema", "update_interval"),
+)
+swa_start, swa_end = partial(_param, "swa", "swa_start"), partial(_param, "swa", "swa_end")
+
+
+def swa_not_after(cfg: dict) -> bool:
+    """swa_end not after swa_start, in one unit (the unit rule speaks for two)."""
+    start = unit("swa", "swa_start", cfg)
+    # Both times are set where the unit is: parse_time gave both.
+    return (
+        start is not None
+        and start == unit("swa", "swa_end", cfg)
+        and cast(float, _time("swa", "swa_end", cfg)) <= cast(float, _time("swa", "swa_start", cfg))
+    )
+
+
+def bad_milestones(cfg: dict) -> bool:
+    ms = value(cfg, "schedule.milestones")
+    return not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms)
