@@ -21,6 +21,7 @@ from PIL import Image
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
 from effsearch.trainer import userdata as U
+from effsearch.trainer.datasets import DataMissing
 from tests.helpers import tiny
 
 
@@ -318,7 +319,7 @@ def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", offline)
     with pytest.raises(
-        D.DataMissing,
+        DataMissing,
         match=r"could not be downloaded \(RuntimeError: Error downloading "
         r"train-images-idx3-ubyte.gz\)",
     ):
