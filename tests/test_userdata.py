@@ -200,7 +200,7 @@ def test_train_on_an_imagefolder_from_the_cli(tmp_path, capsys):
     assert result["status"] == "completed" and len(result["history"]) == 1
 
 
-def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
+def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(B, tmp_path):
     from effsearch.trainer.run import train
 
     root = write_images(tmp_path / "pets")
@@ -211,7 +211,7 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
     (folder,) = (D.data_dir() / "ffcv").iterdir()
     assert folder.name.startswith("imagefolder-pets-") and list(folder.glob("*/train.beton"))
     names = {
-        F.dataset_folder(cfg_of({"name": n, "path": p}))
+        B.dataset_folder(cfg_of({"name": n, "path": p}))
         for n, p in [
             ("imagefolder", str(root)),
             ("imagefolder", str(tmp_path)),
@@ -220,7 +220,7 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
         ]
     }
     assert len(names) == 4 and not any(c in n for n in names for c in ":/")
-    assert F.dataset_folder(cfg_of({"name": "digits"})) == "digits"
+    assert B.dataset_folder(cfg_of({"name": "digits"})) == "digits"
 
 
 def _bad_images(tmp_path):
