@@ -9,7 +9,7 @@ import yaml
 
 from effsearch.config import TrainConfig
 from effsearch.trainer import data as D
-from effsearch.trainer import userdata
+from effsearch.trainer import memory
 
 
 def colour_folder(root, per_class: int = 40, side: int = 24):
@@ -81,7 +81,7 @@ def test_a_folder_larger_than_memory_trains_with_ffcv_and_is_refused_without(F, 
     D.load_splits(config(folder, tmp_path, "torch"))  # decode once into the disk cache
     D._CACHE.clear()
     # Memory for the validation and test images, not for the training ones (120 images of 3x24x24).
-    monkeypatch.setattr(userdata, "memory_limit", lambda: 60 * 3 * 24 * 24)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 60 * 3 * 24 * 24)
     cfg = tmp_path / "c.yaml"
     raw = config(folder, tmp_path, "torch").to_dict()
     cfg.write_text(yaml.safe_dump(raw))

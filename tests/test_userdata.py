@@ -20,7 +20,7 @@ from PIL import Image
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
-from effsearch.trainer import userdata as U
+from effsearch.trainer import memory
 from effsearch.trainer.datasets import DataMissing
 from tests.helpers import tiny
 
@@ -251,7 +251,7 @@ def _no_extra(tmp_path, monkeypatch):
 
 
 def _too_big(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, "memory_limit", lambda: 1000)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 1000)
     return {"name": "imagefolder", "path": str(write_images(tmp_path / "pets"))}
 
 

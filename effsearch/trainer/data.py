@@ -20,7 +20,7 @@ import torch
 
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
-from effsearch.trainer import userdata
+from effsearch.trainer import memory, userdata
 from effsearch.trainer.datasets import LOADERS, data_dir, no_folders_left
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         not builtin and cfg.loader == "ffcv" and isinstance(xtr, userdata.Rows) and tuple(xtr.shape[1:]) == tuple(shape)
     )
     if not builtin:  # only the images kept are read (from a memory map, for a folder): do they fit?
-        userdata.check_fits(
+        memory.check_fits(
             (0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape, streams=isinstance(xtr, userdata.Rows)
         )
     train_x = DiskImages(xtr, tr_idx) if stream else _resized(xtr[tr_idx], size)
