@@ -55,6 +55,7 @@ def main() -> int:
     args = ap.parse_args()
 
     t = time.perf_counter()
+    from effsearch.trainer import betons as B
     from effsearch.trainer import ffcv_loader as F
 
     import_s = time.perf_counter() - t
@@ -71,12 +72,12 @@ def main() -> int:
     splits = D.load_splits(cfg, args.data_dir)
     n, bs = len(splits.train_y), cfg.batch_size
     tmp = Path(tempfile.mkdtemp(prefix="ffcv-bench-"))
-    prep = F.ensure_betons(cfg, splits, folder=tmp / "betons", force=True)
-    emit(what="prepare", seconds=prep.seconds, bytes={s: prep.path(s).stat().st_size for s in F.SPLITS})
+    prep = B.ensure_betons(cfg, splits, folder=tmp / "betons", force=True)
+    emit(what="prepare", seconds=prep.seconds, bytes={s: prep.path(s).stat().st_size for s in B.SPLITS})
 
     # an HWC copy for FFCV's own augmentations (they flip and translate H,W,C arrays)
     hwc = tmp / "train_hwc.beton"
-    F.write_beton(hwc, splits.train_x.permute(0, 2, 3, 1).contiguous(), splits.train_y)
+    B.write_beton(hwc, splits.train_x.permute(0, 2, 3, 1).contiguous(), splits.train_y)
     # A first Loader in a process pays numba's own start-up too: measure first and second.
     compile_s = []
     for _ in range(2):

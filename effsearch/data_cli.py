@@ -63,11 +63,11 @@ def cmd_prepare(args) -> int:
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
     cfg = TrainConfig.from_dict({"dataset": dataset, "loader": "ffcv"}, source="effsearch data prepare")
-    from effsearch.trainer import ffcv_loader as F  # ConfigError with the install line if ffcv is missing
+    from effsearch.trainer import betons  # ConfigError with the install line if ffcv is missing
     from effsearch.trainer.data import load_splits
 
     splits = load_splits(cfg, args.data_dir)
-    info = F.ensure_betons(
+    info = betons.ensure_betons(
         cfg, splits, folder=args.out, data_root=args.data_dir, force=args.force, progress=sys.stderr.isatty()
     )
     if info.written:
@@ -75,7 +75,7 @@ def cmd_prepare(args) -> int:
     else:
         print(f"effsearch data prepare: {info.folder} is up to date", file=sys.stderr)
     counts = {"train": len(splits.train_y), "val": len(splits.val_y), "test": len(splits.test_y)}
-    for split in F.SPLITS:
+    for split in betons.SPLITS:
         path = info.path(split)
         print(f"{path}  {counts[split]} samples  {path.stat().st_size / 2**20:.1f} MiB")
     return 0

@@ -1,3 +1,4 @@
+import importlib
 import os
 from pathlib import Path
 
@@ -38,17 +39,27 @@ def storage_path(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="session")
-def F():
-    """effsearch.trainer.ffcv_loader: the FFCV tests skip without ffcv, except where
+def _needs_ffcv(name):
+    """effsearch.trainer.NAME, a module that needs FFCV: its tests skip without ffcv, except where
     EFFSEARCH_REQUIRE_FFCV=1 (CI), where a missing ffcv fails them."""
     try:
-        from effsearch.trainer import ffcv_loader
+        return importlib.import_module(f"effsearch.trainer.{name}")
     except ConfigError as e:
         if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
             pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
         pytest.skip(str(e))
-    return ffcv_loader
+
+
+@pytest.fixture(scope="session")
+def F():
+    """effsearch.trainer.ffcv_loader (FFCV's training loader)."""
+    return _needs_ffcv("ffcv_loader")
+
+
+@pytest.fixture(scope="session")
+def B():
+    """effsearch.trainer.betons (FFCV's files: writing and checking them)."""
+    return _needs_ffcv("betons")
 
 
 def pytest_configure(config):

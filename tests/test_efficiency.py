@@ -111,6 +111,87 @@ def test_kfac_captures_only_on_update_steps_and_trains():
     assert all(layer.QA is not None for layer in opt.layers.values())
 
 
+def _factors(model, conv, x, y):
+    """The input factor K-FAC builds for ``conv`` on one step of ``model`` over (x, y)."""
+    opt = KFACSGD(model.parameters(), model, lr=0.1, momentum=0.0, update_every=1, kl_clip=None)
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    return opt.layers[conv].A
+
+
+@pytest.mark.parametrize(
+    "padding, mode, explicit",
+    [
+        ("same", "zeros", (1, 1, 1, 1)),  # 3x3
+        ("same", "reflect", (1, 1, 1, 1)),
+        ((1, 1), "replicate", (1, 1, 1, 1)),
+        ("valid", "zeros", (0, 0, 0, 0)),
+    ],
+)
+def test_kfac_factors_of_a_padded_conv_are_those_of_explicit_padding(padding, mode, explicit):
+    """A Conv2d that pads by a string or a mode other than zeros builds the same input factor
+    as F.pad then an unpadded conv: F.unfold takes int padding only (a string failed there)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 2, 6, 6), torch.randint(0, 3, (4,))
+    conv = torch.nn.Conv2d(2, 3, 3, padding=padding, padding_mode=mode)
+    model = torch.nn.Sequential(conv, torch.nn.Flatten(), torch.nn.LazyLinear(3))
+    model(x)
+    ref = torch.nn.Conv2d(2, 3, 3, padding=0)
+    ref.load_state_dict(conv.state_dict())
+    pad = "constant" if mode == "zeros" else mode
+    ref_model = torch.nn.Sequential(_Pad(explicit, pad), ref, torch.nn.Flatten(), torch.nn.LazyLinear(3))
+    ref_model(x)
+    assert torch.allclose(_factors(model, conv, x, y), _factors(ref_model, ref, x, y), atol=1e-6)
+
+
+class _Pad(torch.nn.Module):
+    def __init__(self, pads, mode):
+        super().__init__()
+        self.pads, self.mode = pads, mode
+
+    def forward(self, x):
+        return F.pad(x, self.pads, mode=self.mode)
+
+
+def test_kfac_trains_a_model_with_same_padded_convs():
+    """padding="same" (odd and even kernels, dilation, a reflect mode) reached F.unfold, which
+    takes ints only: the first K-FAC step raised. Every conv is now preconditioned on every step."""
+    torch.manual_seed(0)
+    convs = [
+        torch.nn.Conv2d(3, 4, 3, padding="same"),
+        torch.nn.Conv2d(4, 4, 2, padding="same"),  # even: the odd pixel on the right
+        torch.nn.Conv2d(4, 4, 3, padding="same", dilation=2, padding_mode="reflect"),
+    ]
+    model = torch.nn.Sequential(
+        *[m for c in convs for m in (c, torch.nn.ReLU())], torch.nn.Flatten(), torch.nn.Linear(4 * 8 * 8, 3)
+    )
+    x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 3, (8,))
+    opt = KFACSGD(model.parameters(), model, lr=0.05, momentum=0.0, update_every=2)
+    first = None
+    for _ in range(4):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        first = first if first is not None else loss.item()
+        loss.backward()
+        plain = [c.weight.grad.clone() for c in convs]
+        before = [c.weight.detach().clone() for c in convs]
+        opt.step()
+        for c, g, w in zip(convs, plain, before):
+            step = (w - c.weight.detach()) / 0.05
+            assert not torch.allclose(step, g, rtol=0.1)  # preconditioned, not the plain gradient
+    assert opt.fallbacks() is None and opt.kfac_steps == 4
+    assert all(opt.layers[c].QA.shape[0] == c.weight[0].numel() + 1 for c in convs)
+    assert all(torch.isfinite(c.weight).all() for c in convs)
+    assert F.cross_entropy(model(x), y).item() < first
+
+
+def test_kfac_says_which_grouped_convs_it_leaves_to_plain_sgd(capsys):
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, groups=4), torch.nn.Conv2d(4, 2, 1))
+    opt = KFACSGD(model.parameters(), model, lr=0.1)
+    assert [layer.name for layer in opt.layers.values()] == ["1"]
+    assert "grouped convolutions; 0 (groups=4) train with plain SGD" in capsys.readouterr().err
+
+
 def test_kfac_layers_follow_the_model_order():
     """A set of modules iterates by address, so the KL clip's sum over layers was added up in an
     order that changed between runs: a seeded K-FAC run with selective backprop did not repeat."""

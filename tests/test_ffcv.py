@@ -26,8 +26,9 @@ def test_ffcv_missing_is_refused_with_the_install_line(monkeypatch, capsys):
     from effsearch.config.machine import check_runnable
 
     monkeypatch.setitem(sys.modules, "ffcv", None)  # `import ffcv` raises ImportError
-    monkeypatch.delitem(sys.modules, "effsearch.trainer.ffcv_loader", raising=False)
-    monkeypatch.delattr(effsearch.trainer, "ffcv_loader", raising=False)
+    for name in ("ffcv_loader", "betons"):  # both import ffcv
+        monkeypatch.delitem(sys.modules, f"effsearch.trainer.{name}", raising=False)
+        monkeypatch.delattr(effsearch.trainer, name, raising=False)
     threads = torch.get_num_threads()
     with pytest.raises(ConfigError) as err:
         check_runnable(TrainConfig.from_dict(tiny(loader="ffcv")))
@@ -38,7 +39,7 @@ def test_ffcv_missing_is_refused_with_the_install_line(monkeypatch, capsys):
     assert "uv sync --extra ffcv" in capsys.readouterr().err
 
 
-def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(F, fashion_dir, tmp_path, capsys):
+def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(B, F, fashion_dir, tmp_path, capsys):
     from effsearch.cli import main
 
     out = tmp_path / "fm"
@@ -73,17 +74,17 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(F
     with open(out / "val.beton", "ab") as f:
         f.write(b"x")
     other = TrainConfig.from_dict({"dataset": {"name": "fashion-mnist", "split_seed": 1}})
-    assert "val.beton has" in F.stale_reason(out, F.expected_meta(other, D.load_splits(other, fashion_dir)))
+    assert "val.beton has" in B.stale_reason(out, B.expected_meta(other, D.load_splits(other, fashion_dir)))
 
 
 @pytest.mark.timeout(300)
-def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(F, tmp_path):
+def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(B, F, tmp_path):
     cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 400}))  # 3x16x16, 320 train images
     splits = D.load_splits(cfg)
-    info = F.ensure_betons(cfg, splits, folder=tmp_path / "b")
-    assert info.written and not F.ensure_betons(cfg, splits, folder=tmp_path / "b").written
+    info = B.ensure_betons(cfg, splits, folder=tmp_path / "b")
+    assert info.written and not B.ensure_betons(cfg, splits, folder=tmp_path / "b").written
     with pytest.raises(RuntimeError, match="writing"):  # a failing writer raises, it does not hang
-        F.write_beton(tmp_path / "bad.beton", splits.train_x[:10], splits.train_y[:12])
+        B.write_beton(tmp_path / "bad.beton", splits.train_x[:10], splits.train_y[:12])
     n = len(splits.train_y)
     loader = F.FFCVTrainLoader(info.path("train"), n, batch_size=32, seed=0)
     pipeline, compiled = loader.loader, loader.loader.code

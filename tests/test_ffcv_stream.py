@@ -9,7 +9,7 @@ import yaml
 
 from effsearch.config import TrainConfig
 from effsearch.trainer import data as D
-from effsearch.trainer import userdata
+from effsearch.trainer import memory
 
 
 def colour_folder(root, per_class: int = 40, side: int = 24):
@@ -42,7 +42,7 @@ def config(folder, tmp_path, loader: str) -> TrainConfig:
     )
 
 
-def test_the_training_split_stays_on_disk_and_ffcv_streams_it_jpeg_compressed(F, tmp_path, monkeypatch):
+def test_the_training_split_stays_on_disk_and_ffcv_streams_it_jpeg_compressed(B, F, tmp_path, monkeypatch):
     folder = colour_folder(tmp_path / "images")
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
     D._CACHE.clear()
@@ -53,7 +53,7 @@ def test_the_training_split_stays_on_disk_and_ffcv_streams_it_jpeg_compressed(F,
     assert not in_memory.streamed
     # The same images either way: rows read from the disk cache are the pixels the torch path holds.
     assert np.array_equal(splits.train_x[np.arange(5)].numpy(), in_memory.train_x[:5].numpy())
-    prepared = F.ensure_betons(config(folder, tmp_path, "ffcv"), splits)
+    prepared = B.ensure_betons(config(folder, tmp_path, "ffcv"), splits)
     meta = json.loads((prepared.folder / "meta.json").read_text())
     assert meta["dataset"]["train_images"] == "jpg"
     from ffcv.reader import Reader
@@ -81,7 +81,7 @@ def test_a_folder_larger_than_memory_trains_with_ffcv_and_is_refused_without(F, 
     D.load_splits(config(folder, tmp_path, "torch"))  # decode once into the disk cache
     D._CACHE.clear()
     # Memory for the validation and test images, not for the training ones (120 images of 3x24x24).
-    monkeypatch.setattr(userdata, "memory_limit", lambda: 60 * 3 * 24 * 24)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 60 * 3 * 24 * 24)
     cfg = tmp_path / "c.yaml"
     raw = config(folder, tmp_path, "torch").to_dict()
     cfg.write_text(yaml.safe_dump(raw))
@@ -93,7 +93,7 @@ def test_a_folder_larger_than_memory_trains_with_ffcv_and_is_refused_without(F, 
     assert result["status"] == "completed" and result["final"]["val_accuracy"] > 0.6
 
 
-def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(F, tmp_path, capsys):
+def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(B, tmp_path, capsys):
     from effsearch.cli import main
 
     folder = colour_folder(tmp_path / "images")
@@ -102,7 +102,7 @@ def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(F, tmp
     assert "wrote" in capsys.readouterr().err
     D._CACHE.clear()
     cfg = config(folder, tmp_path, "ffcv")
-    prepared = F.ensure_betons(cfg, D.load_splits(cfg, data), data_root=data)
+    prepared = B.ensure_betons(cfg, D.load_splits(cfg, data), data_root=data)
     assert not prepared.written  # up to date: the run's split settings are the command's defaults
     assert main(["data", "prepare", "imagefolder", "--data-dir", str(data)]) == 2
     assert "dataset.path:" in capsys.readouterr().err

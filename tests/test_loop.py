@@ -9,6 +9,7 @@ from composer.core import Event, Time, Timestamp, TimeUnit
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import resolve_device
+from effsearch.trainer import composer_events as E
 from effsearch.trainer import data as D
 from effsearch.trainer import loop as L
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target
@@ -44,11 +45,11 @@ def test_each_algorithm_matches_no_per_batch_event_outside_its_table(name):
         run, _ = prepared({"algorithms": {name: params}, **model})
         state = run.state
         algo = next(a for a in state.algorithms if type(a).__name__ == ALGORITHMS[name].composer_name)
-        listened = set(L.listens(algo))
+        listened = set(E.listens(algo))
         total = int(state.max_duration.value)
         for step in (0, total // 2, total - 1):
             state.timestamp = Timestamp(batch=step, sample=step * 32, batch_in_epoch=step % 4)
-            for event in set(L.BATCH_EVENTS) - listened:
+            for event in set(E.BATCH_EVENTS) - listened:
                 assert not algo.match(event, state), f"{name} {params} matches {event} at batch {step}"
 
 
@@ -62,7 +63,7 @@ def test_a_run_without_algorithms_fires_no_per_batch_event(monkeypatch):
     run.fit()
     steps = run.loop.step
     assert steps == 3 * 10 and run.loop.events == frozenset()
-    assert not set(fired) & set(L.BATCH_EVENTS)
+    assert not set(fired) & set(E.BATCH_EVENTS)
     assert len(fired) < steps  # a few per epoch and per evaluation, none per step
 
 
@@ -130,7 +131,7 @@ def test_devices_map_to_composers_names(monkeypatch):
         assert resolve_device(cfg) == "cuda"
     asked = []
     monkeypatch.setattr(composer.utils, "get_device", lambda name: asked.append(name) or name)
-    assert L.composer_device("cuda") == "gpu" and L.composer_device("cpu") == "cpu"
+    assert E.composer_device("cuda") == "gpu" and E.composer_device("cpu") == "cpu"
     assert asked == ["gpu", "cpu"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device(TrainConfig.from_dict(tiny(device="auto"))) == "cpu"

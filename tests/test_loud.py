@@ -197,7 +197,7 @@ def test_a_missing_optuna_dashboard_is_an_error_not_a_skipped_note(monkeypatch):
 
 
 # -- FFCV's .beton folder ----------------------------------------------------------------------------
-def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(F, tmp_path, monkeypatch, capsys):
+def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_path, monkeypatch, capsys):
     """The .beton files go beside the dataset; where that cannot be written they go to the
     per-user cache, and the warning names the folder and why (it had been silent)."""
     from effsearch.trainer import data as D
@@ -207,8 +207,8 @@ def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(F, tmp_pa
     blocker.write_text("a file where the data folder should be")
     cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 64}))
     splits = D.load_splits(cfg)
-    first = F.ensure_betons(cfg, splits, data_root=blocker)
-    again = F.ensure_betons(cfg, splits, data_root=blocker, force=True)
+    first = B.ensure_betons(cfg, splits, data_root=blocker)
+    again = B.ensure_betons(cfg, splits, data_root=blocker, force=True)
     assert first.folder.is_relative_to(tmp_path / "cache") and first.written
     assert str(blocker) in first.instead_of and again.instead_of == first.instead_of
     err = capsys.readouterr().err

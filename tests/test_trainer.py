@@ -11,6 +11,7 @@ from composer.core import Callback
 
 from effsearch.config import TrainConfig
 from effsearch.trainer import data as D
+from effsearch.trainer.datasets import LOADERS
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.run import prepare, train
 from tests.helpers import tiny
@@ -374,7 +375,7 @@ def test_digits_and_fashion_mnist_load(fashion_dir):
     assert len(s.val_y) == pytest.approx(0.2 * (len(s.val_y) + len(s.train_y)), abs=2)
     # Training and validation partition the source's training set, no image in both: train_index
     # holds distinct positions, and validation is exactly the rest (its labels line up with theirs).
-    source_y = D.LOADERS["digits"](None, cfg)[1]
+    source_y = LOADERS["digits"](None, cfg)[1]
     train = s.train_index
     rest = np.setdiff1d(np.arange(len(source_y)), train)
     assert len(set(train.tolist())) == len(train) == len(s.train_y)

@@ -20,7 +20,8 @@ from PIL import Image
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer import data as D
-from effsearch.trainer import userdata as U
+from effsearch.trainer import memory
+from effsearch.trainer.datasets import DataMissing
 from tests.helpers import tiny
 
 
@@ -199,7 +200,7 @@ def test_train_on_an_imagefolder_from_the_cli(tmp_path, capsys):
     assert result["status"] == "completed" and len(result["history"]) == 1
 
 
-def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
+def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(B, tmp_path):
     from effsearch.trainer.run import train
 
     root = write_images(tmp_path / "pets")
@@ -210,7 +211,7 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
     (folder,) = (D.data_dir() / "ffcv").iterdir()
     assert folder.name.startswith("imagefolder-pets-") and list(folder.glob("*/train.beton"))
     names = {
-        F.dataset_folder(cfg_of({"name": n, "path": p}))
+        B.dataset_folder(cfg_of({"name": n, "path": p}))
         for n, p in [
             ("imagefolder", str(root)),
             ("imagefolder", str(tmp_path)),
@@ -219,7 +220,7 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(F, tmp_path):
         ]
     }
     assert len(names) == 4 and not any(c in n for n in names for c in ":/")
-    assert F.dataset_folder(cfg_of({"name": "digits"})) == "digits"
+    assert B.dataset_folder(cfg_of({"name": "digits"})) == "digits"
 
 
 def _bad_images(tmp_path):
@@ -250,7 +251,7 @@ def _no_extra(tmp_path, monkeypatch):
 
 
 def _too_big(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, "memory_limit", lambda: 1000)
+    monkeypatch.setattr(memory, "memory_limit", lambda: 1000)
     return {"name": "imagefolder", "path": str(write_images(tmp_path / "pets"))}
 
 
@@ -318,7 +319,7 @@ def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", offline)
     with pytest.raises(
-        D.DataMissing,
+        DataMissing,
         match=r"could not be downloaded \(RuntimeError: Error downloading "
         r"train-images-idx3-ubyte.gz\)",
     ):

@@ -1,4 +1,5 @@
-"""Datasets held in memory as uint8 tensors, split and augmented in batches.
+"""Datasets held in memory as uint8 tensors, split and augmented in batches (the built-in
+datasets are read by ``datasets.py``).
 
 Train/validation/test: the validation split is carved (stratified, seeded) from
 the training set, unless the dataset brings one (a user's, ``userdata.py``); the
@@ -7,45 +8,26 @@ search only ever looks at validation accuracy.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import gzip
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
-from effsearch.trainer import userdata
+from effsearch.trainer import memory, userdata
+from effsearch.trainer.datasets import LOADERS, data_dir, no_folders_left
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from effsearch.config import DatasetConfig, TrainConfig
     from effsearch.trainer.selection import SubsetSampler
-
-    # (train images, train labels, test images, test labels, classes)
-    Raw = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
-
-DATA_ENV = "EFFSEARCH_DATA_DIR"
-
-
-class DataMissing(ConfigError):
-    pass
-
-
-def data_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """--data-dir, else $EFFSEARCH_DATA_DIR, else a per-user cache folder."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "effsearch" / "data"
 
 
 class DiskImages:
@@ -135,119 +117,6 @@ class Splits:
         return self.train_x.sample() if isinstance(self.train_x, DiskImages) else self.train_x  # self.streamed
 
 
-# -- raw datasets -------------------------------------------------------------
-
-
-def _digits(_root: Path, _cfg: TrainConfig) -> Raw:
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = (d.images * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
-    y = d.target.astype(np.int64)
-    # digits ships no test split: hold out a fixed, stratified 20%.
-    from sklearn.model_selection import train_test_split
-
-    tr, te = train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=1234)
-    return x[tr], y[tr], x[te], y[te], 10
-
-
-def _read_idx(path: Path, offset: int) -> np.ndarray:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        return np.frombuffer(f.read(), np.uint8, offset=offset)
-
-
-def _find_idx(root: Path, stem: str) -> Path | None:
-    for folder in (root / "fashion-mnist", root / "FashionMNIST" / "raw", root):
-        for name in (stem + ".gz", stem):
-            if (folder / name).is_file():
-                return folder / name
-    return None
-
-
-def _fashion_mnist(root: Path, _cfg: TrainConfig) -> Raw:
-    stems = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
-    paths = [_find_idx(root, s) for s in stems]
-    failed = ""
-    if None in paths:
-        try:  # a network may exist: let torchvision fetch its usual layout
-            import torchvision
-
-            torchvision.datasets.FashionMNIST(str(root), download=True)
-            paths = [_find_idx(root, s) for s in stems]
-        except Exception as e:  # noqa: BLE001 - any failure means "not here": said below, with its cause
-            failed = f" ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else 'no message'})"
-    if None in paths:
-        raise DataMissing(
-            "dataset.name",
-            f"Fashion-MNIST not found in {root} (looked for "
-            f"{root}/fashion-mnist/*.gz and {root}/FashionMNIST/raw/), and it could not "
-            f"be downloaded{failed}. Copy the four IDX files (train-images-idx3-ubyte.gz, ...) there, "
-            f"or point --data-dir / ${DATA_ENV} at the folder that holds them.",
-        )
-    found = cast("list[Path]", paths)  # none missing (checked above)
-    xtr = _read_idx(found[0], 16).reshape(-1, 1, 28, 28)
-    ytr = _read_idx(found[1], 8).astype(np.int64)
-    xte = _read_idx(found[2], 16).reshape(-1, 1, 28, 28)
-    yte = _read_idx(found[3], 8).astype(np.int64)
-    return xtr, ytr, xte, yte, 10
-
-
-def _cifar(root: Path, cfg: TrainConfig) -> Raw:
-    import torchvision
-
-    cls = torchvision.datasets.CIFAR10 if cfg.dataset.name == "cifar10" else torchvision.datasets.CIFAR100
-    try:
-        tr = cls(str(root), train=True, download=False)
-    except RuntimeError:
-        try:
-            tr = cls(str(root), train=True, download=True)
-        except Exception as e:  # noqa: BLE001 - a download fails many ways (no network, disk, checksum): all say "not here"
-            why = str(e).splitlines()[0][:200] if str(e) else "no message"
-            raise DataMissing(
-                "dataset.name",
-                f"{cfg.dataset.name} not found in {root} and the download "
-                f"failed ({type(e).__name__}: {why}). Put the torchvision layout (e.g. "
-                f"{root}/cifar-10-batches-py) there or point --data-dir / ${DATA_ENV} at it.",
-            ) from None
-    te = cls(str(root), train=False, download=False)
-    n = 10 if cfg.dataset.name == "cifar10" else 100
-    return (
-        tr.data.transpose(0, 3, 1, 2).copy(),
-        np.asarray(tr.targets, np.int64),
-        te.data.transpose(0, 3, 1, 2).copy(),
-        np.asarray(te.targets, np.int64),
-        n,
-    )
-
-
-def _synthetic(_root: Path, cfg: TrainConfig) -> Raw:
-    """Learnable but not trivial: class templates plus noise, 3x16x16."""
-    rng = np.random.default_rng(12345)
-    classes = 10
-    templates = rng.uniform(40, 215, size=(classes, 3, 16, 16))
-    n = cfg.dataset.synthetic_size
-    n_test = max(classes * 4, n // 5)
-
-    def make(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        r = np.random.default_rng(seed)
-        y = np.arange(count) % classes
-        x = templates[y] + r.normal(0, 60, size=(count, 3, 16, 16))
-        return np.clip(x, 0, 255).astype(np.uint8), y.astype(np.int64)
-
-    xtr, ytr = make(n, 1)
-    xte, yte = make(n_test, 2)
-    return xtr, ytr, xte, yte, classes
-
-
-LOADERS = {
-    "digits": _digits,
-    "fashion-mnist": _fashion_mnist,
-    "cifar10": _cifar,
-    "cifar100": _cifar,
-    "synthetic": _synthetic,
-}
-
 _CACHE: dict = {}
 
 
@@ -288,31 +157,9 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
 
 
-def _folders(root: Path) -> set[Path]:
-    return {Path(d) for d, _, _ in os.walk(root)}
-
-
-@contextlib.contextmanager
-def _no_folders_left(folder: Path) -> Iterator[None]:
-    """Refused data (not there, and its download failed) leaves no folders behind: torchvision
-    makes its tree (FashionMNIST/raw) before it downloads. Only empty ones go: a file is kept."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()]
-    root = missing[-1] if missing else folder
-    before = _folders(root)
-    try:
-        yield
-    except ConfigError:
-        for made in sorted(_folders(root) - before, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):  # not empty
-                made.rmdir()
-        raise
-
-
-def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Splits:
-    """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
+def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
+    """What ``load_splits`` returns depends on: the split's fields and the data folder."""
     d = cfg.dataset
-    folder = data_dir(root)
-    builtin = dataset_kind(d.name) == "builtin"
     key: tuple = (
         d.name,
         d.data_fraction,
@@ -323,7 +170,9 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         d.synthetic_size,
         str(folder),
     )
-    if not builtin:  # a user's dataset: where it is and how it is read (streamed or not: the loader)
+    if (
+        dataset_kind(d.name) != "builtin"
+    ):  # a user's dataset: where it is and how it is read (streamed or not: the loader)
         key += (
             d.path and os.path.abspath(os.path.expanduser(d.path)),
             d.test_fraction,
@@ -331,18 +180,43 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
             d.label_column,
             cfg.loader,
         )
+    return key
+
+
+def _raw(cfg: TrainConfig, folder: Path) -> tuple[Any, np.ndarray, Any, np.ndarray, int, Any]:
+    """(train images, train labels, test images, test labels, classes, the dataset's own validation
+    split or None). Images: arrays, or userdata.Rows (a user's cached images, read when indexed)."""
+    d = cfg.dataset
+    if dataset_kind(d.name) == "builtin":
+        with no_folders_left(folder):
+            xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
+        return xtr, ytr, xte, yte, classes, None
+    u = userdata.load(d, folder)
+    return u.train_x, u.train_y, u.test_x, u.test_y, u.classes, u.val
+
+
+def _resized(x: Any, size: int | None) -> torch.Tensor:
+    """``x`` as a contiguous uint8 tensor (a writable copy), resized to size x size if it is not."""
+    x = torch.from_numpy(np.array(x))
+    if size and tuple(x.shape[-2:]) != (size, size):
+        x = (
+            torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear", align_corners=False)
+            .round()
+            .clamp(0, 255)
+            .to(torch.uint8)
+        )
+    return x.contiguous()
+
+
+def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Splits:
+    """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
+    d = cfg.dataset
+    folder = data_dir(root)
+    builtin = dataset_kind(d.name) == "builtin"
+    key = _cache_key(cfg, folder)
     if key in _CACHE:
         return _CACHE[key]
-    # Images: arrays, or userdata.Rows (a user's cached images, read when indexed).
-    xtr: Any
-    xte: Any
-    if builtin:
-        with _no_folders_left(folder):
-            xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
-        given = None
-    else:
-        u = userdata.load(d, folder)
-        xtr, ytr, xte, yte, classes, given = u.train_x, u.train_y, u.test_x, u.test_y, u.classes, u.val
+    xtr, ytr, xte, yte, classes, given = _raw(cfg, folder)
     tr_idx, val_idx, xval, yval = _split(d, xtr, ytr, classes, given)
     size = d.image_size or (32 if d.name == "digits" else None)
     shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
@@ -352,29 +226,17 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         not builtin and cfg.loader == "ffcv" and isinstance(xtr, userdata.Rows) and tuple(xtr.shape[1:]) == tuple(shape)
     )
     if not builtin:  # only the images kept are read (from a memory map, for a folder): do they fit?
-        userdata.check_fits(
+        memory.check_fits(
             (0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape, streams=isinstance(xtr, userdata.Rows)
         )
-
-    def t(x: Any) -> torch.Tensor:
-        x = torch.from_numpy(np.array(x))  # a writable copy
-        if size and tuple(x.shape[-2:]) != (size, size):
-            x = (
-                torch.nn.functional.interpolate(x.float(), size=(size, size), mode="bilinear", align_corners=False)
-                .round()
-                .clamp(0, 255)
-                .to(torch.uint8)
-            )
-        return x.contiguous()
-
-    train_x = DiskImages(xtr, tr_idx) if stream else t(xtr[tr_idx])
+    train_x = DiskImages(xtr, tr_idx) if stream else _resized(xtr[tr_idx], size)
     splits = Splits(
         d.name,
         train_x,
         torch.from_numpy(ytr[tr_idx]),
-        t(xval[val_idx]),
+        _resized(xval[val_idx], size),
         torch.from_numpy(yval[val_idx]),
-        t(xte),
+        _resized(xte, size),
         torch.from_numpy(yte),
         classes,
         tr_idx,

@@ -97,24 +97,7 @@ def session(
         _setup_rank(ctx, device)
         torch.distributed.init_process_group(be, timeout=TIMEOUT)
     else:
-        port = _free_port()
-        ctx = Context(0, world, 0, be)
-        import multiprocessing as mp
-
-        spawn = mp.get_context("spawn")
-        for rank in range(1, world):
-            p = spawn.Process(
-                target=_child,
-                args=(train, rank, world, port, be, cfg.to_dict(), device, data_root),
-                daemon=True,
-                name=f"effsearch-rank{rank}",
-            )
-            p.start()
-            ctx.children.append(p)
-        _setup_rank(ctx, device)
-        torch.distributed.init_process_group(
-            be, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world, timeout=TIMEOUT
-        )
+        ctx = _spawn_ranks(cfg, world, be, device, data_root, train)
     failed = None
     try:
         yield ctx
@@ -122,23 +105,59 @@ def session(
         failed = e
         raise
     finally:
-        # Teardown only: after a rank failed the group may be broken or gone; the run's own error
-        # (raised on) or a rank's exit code (checked below) says what went wrong.
-        with contextlib.suppress(Exception):
-            torch.distributed.destroy_process_group()
-        for p in ctx.children:
-            p.join(timeout=60 if failed is None else 5)
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-        if ctx.threads is not None:
-            torch.set_num_threads(ctx.threads)
-        bad = [p for p in ctx.children if p.exitcode not in (0, None)]
-        if bad and failed is None:
-            raise RuntimeError(
-                f"distributed rank(s) {', '.join(p.name for p in bad)} exited with code "
-                f"{', '.join(str(p.exitcode) for p in bad)}"
-            )
+        _teardown(ctx, failed)
+
+
+def _spawn_ranks(
+    cfg: TrainConfig,
+    world: int,
+    be: str,
+    device: str,
+    data_root: str | os.PathLike | None,
+    train: Callable[..., Any] | None,
+) -> Context:
+    """Start ranks 1..world-1 (spawned processes running ``train``) and join the group as rank 0."""
+    port = _free_port()
+    ctx = Context(0, world, 0, be)
+    import multiprocessing as mp
+
+    spawn = mp.get_context("spawn")
+    for rank in range(1, world):
+        p = spawn.Process(
+            target=_child,
+            args=(train, rank, world, port, be, cfg.to_dict(), device, data_root),
+            daemon=True,
+            name=f"effsearch-rank{rank}",
+        )
+        p.start()
+        ctx.children.append(p)
+    _setup_rank(ctx, device)
+    torch.distributed.init_process_group(
+        be, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world, timeout=TIMEOUT
+    )
+    return ctx
+
+
+def _teardown(ctx: Context, failed: BaseException | None) -> None:
+    """Leave the group, wait for the ranks this process started, and say which failed (unless the
+    run's own error, ``failed``, is being raised)."""
+    # Teardown only: after a rank failed the group may be broken or gone; the run's own error
+    # (raised on) or a rank's exit code (checked below) says what went wrong.
+    with contextlib.suppress(Exception):
+        torch.distributed.destroy_process_group()
+    for p in ctx.children:
+        p.join(timeout=60 if failed is None else 5)
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+    if ctx.threads is not None:
+        torch.set_num_threads(ctx.threads)
+    bad = [p for p in ctx.children if p.exitcode not in (0, None)]
+    if bad and failed is None:
+        raise RuntimeError(
+            f"distributed rank(s) {', '.join(p.name for p in bad)} exited with code "
+            f"{', '.join(str(p.exitcode) for p in bad)}"
+        )
 
 
 def _setup_rank(ctx: Context, device: str) -> None:

@@ -63,6 +63,27 @@ def _eigh(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
             return None
 
 
+def _padded(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """``x`` padded as ``conv`` pads its input, for ``F.unfold`` with padding 0: unfold takes
+    ints only, and a Conv2d may say "same" or "valid" or pad by reflection, replication or
+    wrapping. "same" pads dilation * (k - 1) per dimension, the odd one on the right, as
+    torch's Conv2d does (``_reversed_padding_repeated_twice`` in torch/nn/modules/conv.py)."""
+    if conv.padding == "valid":
+        return x
+    pads: list[int] = []
+    for i in (1, 0):  # F.pad's order: the last dimension first
+        if conv.padding == "same":
+            total = conv.dilation[i] * (conv.kernel_size[i] - 1)
+            pads += [total // 2, total - total // 2]
+        else:
+            pads += [int(conv.padding[i])] * 2
+    if not any(pads):
+        return x
+    if conv.padding_mode == "zeros":
+        return F.pad(x, pads)
+    return F.pad(x, pads, mode=conv.padding_mode)
+
+
 class _Layer:
     A: torch.Tensor | None
     G: torch.Tensor | None
@@ -109,6 +130,7 @@ class KFACSGD(torch.optim.SGD):
         self.plain_layers: set[str] = set()
         self.warned = False
         self._arm()
+        self._warn_grouped()
 
     # -- capturing the factors ----------------------------------------------------------
     def _eligible(self) -> Iterator[_Module]:
@@ -121,6 +143,23 @@ class KFACSGD(torch.optim.SGD):
                 and (not isinstance(m, torch.nn.Conv2d) or m.groups == 1)
             ):
                 yield m
+
+    def _warn_grouped(self) -> None:
+        """Grouped convolutions (depthwise ones among them) have a factor per group, which this
+        does not build: they train with plain SGD, said once here (rank 0) so it is not silent."""
+        ids = {id(p) for g in self.param_groups for p in g["params"]}
+        grouped = [
+            f"{name or type(m).__name__} (groups={m.groups})"
+            for name, m in self.model.named_modules()
+            if isinstance(m, torch.nn.Conv2d) and m.groups != 1 and id(m.weight) in ids and m.weight.requires_grad
+        ]
+        dist = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if grouped and not (dist and torch.distributed.get_rank() != 0):
+            print(
+                f"warning: K-FAC does not precondition grouped convolutions; {', '.join(grouped)} train with plain SGD",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _arm(self) -> None:
         # The model's order, not a set's: a set of modules iterates by address, which differs
@@ -144,14 +183,7 @@ class KFACSGD(torch.optim.SGD):
         a = inputs[0].detach().float()
         batch = a.shape[0]
         if isinstance(module, torch.nn.Conv2d):
-            # padding: a Conv2d's ints (a string padding, "same", is not handled here)
-            a = F.unfold(
-                a,
-                module.kernel_size,
-                module.dilation,
-                module.padding,  # type: ignore[arg-type]
-                module.stride,
-            )  # B, C*k*k, T
+            a = F.unfold(_padded(module, a), module.kernel_size, module.dilation, 0, module.stride)  # B, C*k*k, T
             spatial = a.shape[-1]
             a = a.transpose(1, 2).reshape(-1, a.shape[1]) / spatial
         else:

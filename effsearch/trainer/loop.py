@@ -35,12 +35,12 @@ import torch
 import torch.nn.functional as F
 from composer.core import Engine, Event, State, Time, Timestamp, TimeUnit
 
+from effsearch.trainer.composer_events import BATCH_EVENTS, composer_device, listens
 from effsearch.trainer.result import EvalPoint
 from effsearch.trainer.schedule import factors
 
 if TYPE_CHECKING:
     from composer.core import Algorithm, Callback
-    from composer.devices import Device
     from torch.nn.parallel import DistributedDataParallel
 
     from effsearch.config import TrainConfig
@@ -51,23 +51,6 @@ if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
     from effsearch.trainer.run import RunHooks
 
-# Composer's per-batch events, in its order. Each ``run_event`` walks every algorithm's
-# ``match`` (~10 us); twelve of them a step would cost as much as a small GPU step, so
-# only the events some algorithm of the run listens to are fired (see ``listens``).
-BATCH_EVENTS = (
-    Event.AFTER_DATALOADER,
-    Event.BATCH_START,
-    Event.BEFORE_TRAIN_BATCH,
-    Event.BEFORE_FORWARD,
-    Event.AFTER_FORWARD,
-    Event.BEFORE_LOSS,
-    Event.AFTER_LOSS,
-    Event.BEFORE_BACKWARD,
-    Event.AFTER_BACKWARD,
-    Event.AFTER_TRAIN_BATCH,
-    Event.BATCH_END,
-    Event.BATCH_CHECKPOINT,
-)
 # Evaluation batches, by device. On a GPU large: no gradients, few launches. On a CPU 128: at
 # 1,024 the activations spill out of cache and an image costs 1.5-2.4x as much to score (tiny CNN
 # on Fashion-MNIST 1.5x, ResNet-20 2.4x; digits' 8x8 images are the exception, 3 ms a trial;
@@ -88,29 +71,6 @@ def accuracy_upper(correct: int, n: int, alpha: float = SETTLE_ALPHA) -> float:
     from scipy.special import betaincinv
 
     return float(betaincinv(correct + 1, n - correct, 1 - alpha))
-
-
-def listens(algorithm: Algorithm) -> tuple[Event, ...]:
-    """The per-batch events ``algorithm`` can act on: its ``batch_events``, else the
-    table in ``algorithms.ALGORITHMS`` (checked against each ``match`` by a test), else all."""
-    own = getattr(algorithm, "batch_events", None)
-    if own is None:
-        from effsearch.config.algorithms import BY_COMPOSER_NAME
-
-        spec = BY_COMPOSER_NAME.get(type(algorithm).__name__)
-        own = spec.batch_events if spec is not None else BATCH_EVENTS
-    return tuple(Event(e) for e in own)
-
-
-# effsearch's device names -> Composer's (Composer refuses 'cuda': it wants 'gpu').
-COMPOSER_DEVICES = {"cpu": "cpu", "cuda": "gpu"}
-
-
-def composer_device(device: str) -> Device:
-    """Composer's Device for effsearch's resolved device name ('cpu' or 'cuda')."""
-    from composer.utils import get_device
-
-    return get_device(COMPOSER_DEVICES[device])
 
 
 @dataclass

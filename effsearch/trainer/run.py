@@ -421,25 +421,7 @@ def _train_loader(
     # A compiled model sees one batch shape: the last partial batch would compile a second graph.
     drop_last = cfg.compile or _lone_last(len(splits.train_y), cfg.batch_size, dist.world)
     if cfg.selection.strategy == "full":
-        if per_image:
-            return D.make_loader(
-                splits.train_x.cpu(),
-                splits.train_y.cpu(),
-                cfg.batch_size,
-                shuffle=True,
-                seed=cfg.seed,
-                drop_last=drop_last,
-            ), None
-        return D.DeviceBatches(
-            splits.train_x,
-            splits.train_y,
-            cfg.batch_size,
-            cfg.seed,
-            device,
-            drop_last=drop_last,
-            rank=dist.rank,
-            world=dist.world,
-        ), None
+        return _full_data_loader(cfg, splits, device, dist, per_image, drop_last), None
     from effsearch.trainer.selection import make_selection, plan_selection
 
     if per_image:  # rank 0 chooses each subset; the others receive it
@@ -459,6 +441,27 @@ def _train_loader(
         world=dist.world,
     )
     return batches, plan.selection(cfg, splits, device, batches, dist)  # it writes each subset's weights there
+
+
+def _full_data_loader(
+    cfg: TrainConfig, splits: D.Splits, device: str, dist: Context, per_image: bool, drop_last: bool
+) -> Any:
+    """Every training image each epoch: a DataLoader on the host for per-image transforms, else
+    batches sliced from tensors on the device (this rank's share)."""
+    if per_image:
+        return D.make_loader(
+            splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True, seed=cfg.seed, drop_last=drop_last
+        )
+    return D.DeviceBatches(
+        splits.train_x,
+        splits.train_y,
+        cfg.batch_size,
+        cfg.seed,
+        device,
+        drop_last=drop_last,
+        rank=dist.rank,
+        world=dist.world,
+    )
 
 
 def _lone_last(n: int, batch_size: int, world: int) -> bool:

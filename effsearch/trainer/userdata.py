@@ -27,22 +27,17 @@ Decoded images (imagefolder, hf) are cached on disk as .npy files under
 its files with their sizes and mtimes, ``image_size`` and the channel rule: a second run and
 every study worker memory-map them in about a second. They are decoded straight into the cache
 files, and a run reads from them only the images it keeps (``dataset.data_fraction``), so the
-decoded dataset needs disk, not memory; :func:`check_fits` refuses a run whose images do not fit.
+decoded dataset needs disk, not memory; :func:`effsearch.trainer.memory.check_fits` refuses a run whose images do not fit.
 
 Bad input is a ConfigError naming the dataset field at fault, raised before any training.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import os
-import shutil
 import traceback
-import warnings
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,15 +48,14 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
-from effsearch.trainer.decode import Part, decode, plan
+from effsearch.trainer import memory
+from effsearch.trainer.decode import Part
+from effsearch.trainer.imagecache import decoded
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
 HF_VALIDATION = ("validation", "valid", "val")
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
-CACHE_FORMAT = 1  # bump when the cache's files or the decoding change: older caches are not read
-CHANNEL_RULE = "L if all grayscale else RGB"  # in the cache key: the mode itself follows from the files
-MEMORY_SHARE = 0.8
 HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
 
 
@@ -117,12 +111,12 @@ def load(d: Any, cache_root: Path) -> UserData:
     if kind == "imagefolder":
         parts, classes, files = _scan_folder(root)
         settings = {"image_size": d.image_size}
-        found, count = _decoded(
+        found, count = decoded(
             cache_root / "imagefolder-cache", root, files, settings, d.image_size, lambda: (parts, len(classes))
         )
     else:
         settings = {"image_size": d.image_size, "image_column": d.image_column, "label_column": d.label_column}
-        found, count = _decoded(
+        found, count = decoded(
             cache_root / "hf-cache",
             root,
             _files(root, everything=True),
@@ -131,46 +125,6 @@ def load(d: Any, cache_root: Path) -> UserData:
             lambda: _hf_parts(d, root),
         )
     return _assemble(found, count, d)
-
-
-# -- memory -------------------------------------------------------------------------
-
-
-def memory_limit() -> int:
-    """Bytes of host memory a dataset may take: 80% of what is available now."""
-    return int(MEMORY_SHARE * _available_memory())
-
-
-def _available_memory() -> int:
-    # MemAvailable counts the page cache the kernel can drop; SC_AVPHYS_PAGES (MemFree) does not,
-    # and on a machine that has read big files it is a fraction of what a process can get.
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def check_fits(count: int, shape: tuple[int, ...], streams: bool = False) -> None:
-    """Refuse ``count`` uint8 images of ``shape`` (C,H,W) that would not fit in memory. ``streams``:
-    the source is a disk cache that ``loader: ffcv`` can stream its training images from."""
-    need, limit = count * int(np.prod(shape)), memory_limit()
-    if need > limit:
-        ffcv = ", or loader: ffcv (it streams the training images from disk)" if streams else ""
-        raise ConfigError(
-            "dataset.image_size",
-            f"{count:,} images of {'x'.join(map(str, shape))} take {_bytes(need)} "
-            f"in memory, more than the {_bytes(limit)} this machine can give them "
-            f"({MEMORY_SHARE:.0%} of its available memory): lower dataset.image_size (memory grows "
-            f"with its square) or dataset.data_fraction{ffcv}",
-        )
-
-
-def _bytes(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 # -- arrays: npz and callables -------------------------------------------------------
@@ -273,12 +227,12 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
                 f"{path} has no array {missing[0]!r} (it has {', '.join(npz.files)}); npz needs {', '.join(ARRAYS)}",
             )
         names = [k for k in (*ARRAYS, "x_val", "y_val") if k in npz.files]
-        need, limit = _npz_bytes(path, names), memory_limit()
+        need, limit = _npz_bytes(path, names), memory.memory_limit()
         if need > limit:  # numpy reads .npz members whole: only smaller arrays help here
             raise ConfigError(
                 "dataset.path",
-                f"the arrays of {path} take {_bytes(need)} in memory, more than the "
-                f"{_bytes(limit)} this machine can give them; save fewer or smaller "
+                f"the arrays of {path} take {memory.human_bytes(need)} in memory, more than the "
+                f"{memory.human_bytes(limit)} this machine can give them; save fewer or smaller "
                 "images (or an imagefolder, whose decoded images live on disk)",
             )
         try:
@@ -500,136 +454,3 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
         )
         parts[split] = Part(sources, y, names)
     return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))
-
-
-def _decoded(
-    cache: Path,
-    source: Path,
-    files: list[tuple[str, os.stat_result]],
-    settings: dict,
-    image_size: int | None,
-    build: Callable[[], tuple[dict[str, Part], int]],
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
-    """The decoded splits (memory-mapped) and class count: from the cache, else built and cached.
-    ``build`` lists the images, called only when the cache has not got them."""
-    key = _cache_key(source, files, settings)
-    folder = cache / key
-    hit = _read_cache(folder)
-    if hit is not None:
-        return hit
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / f".{key}.lock", "a")  # noqa: SIM115 - closed by the `with lock` below
-    except OSError as e:
-        warnings.warn(f"cannot cache decoded images in {cache} ({e}): decoding them in memory", stacklevel=3)
-        return _in_memory(*build(), image_size)
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # study workers started together decode once
-        hit = _read_cache(folder)
-        if hit is not None:
-            return hit
-        parts, classes = build()
-        mode, size = plan(parts, image_size)
-        shape = (1 if mode == "L" else 3, size[1], size[0])
-        need = sum(len(p.labels) for p in parts.values()) * int(np.prod(shape))
-        if shutil.disk_usage(cache).free < need + (256 << 20):  # a full disk under a memory map is a SIGBUS
-            warnings.warn(
-                f"{cache} has not {_bytes(need)} free for the decoded images: decoding them in memory", stacklevel=3
-            )
-            return _in_memory(parts, classes, image_size, (mode, size))
-        _write_cache(cache, key, source, settings, parts, classes, (mode, size, shape))
-    hit = _read_cache(folder)
-    if hit is None:
-        raise ConfigError("dataset.path", f"the decoded images written to {folder} cannot be read back")
-    return hit
-
-
-def _cache_key(source: Path, files: list[tuple[str, os.stat_result]], settings: dict) -> str:
-    """The hash naming a decoded cache: the source, its files' sizes and mtimes, the settings."""
-    digest = hashlib.sha256(
-        json.dumps(
-            {"format": CACHE_FORMAT, "source": str(source), "channels": CHANNEL_RULE, **settings}, sort_keys=True
-        ).encode()
-    )
-    skip = len(str(source)) + 1  # paths relative to the source (os.path.relpath: 20 us a file)
-    for path, st in files:
-        digest.update(f"{path[skip:]}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:24]
-
-
-def _write_cache(
-    cache: Path, key: str, source: Path, settings: dict, parts: dict[str, Part], classes: int, layout: tuple
-) -> None:
-    """Decode ``parts`` into ``cache/key`` (the caller holds the lock): written aside, then renamed."""
-    mode, size, shape = layout
-    folder = cache / key
-    for stale in cache.glob(f".tmp-{key}-*"):  # a writer that crashed (we hold the lock)
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = cache / f".tmp-{key}-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        outs = {
-            s: np.lib.format.open_memmap(tmp / f"{s}_x.npy", mode="w+", dtype=np.uint8, shape=(len(p.labels), *shape))
-            for s, p in parts.items()
-        }
-        decode(parts, mode, size, outs)
-        for s, out in outs.items():
-            out.flush()
-            np.save(tmp / f"{s}_y.npy", parts[s].labels)
-        meta = {
-            "format": CACHE_FORMAT,
-            "source": str(source),
-            "settings": settings,
-            "mode": mode,
-            "classes": classes,
-            "counts": {s: len(p.labels) for s, p in parts.items()},
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        del outs
-        old = cache / f".old-{key}-{os.getpid()}"
-        if folder.exists():  # a damaged cache: moved aside, so the rename below stays atomic
-            folder.rename(old)
-        tmp.rename(folder)  # all or nothing: a crash never leaves a half cache under the key
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    _drop_stale(cache, key, meta)
-
-
-def _in_memory(
-    parts: dict[str, Part], classes: int, image_size: int | None, layout: tuple[str, tuple[int, int]] | None = None
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
-    mode, size = layout or plan(parts, image_size)
-    shape = (1 if mode == "L" else 3, size[1], size[0])
-    check_fits(sum(len(p.labels) for p in parts.values()), shape)
-    outs = {s: np.empty((len(p.labels), *shape), np.uint8) for s, p in parts.items()}
-    decode(parts, mode, size, outs)
-    return {s: (outs[s], p.labels) for s, p in parts.items()}, classes
-
-
-def _read_cache(folder: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int] | None:
-    try:
-        meta = json.loads((folder / "meta.json").read_text())
-        if meta.get("format") != CACHE_FORMAT:
-            return None
-        found = {
-            s: (np.load(folder / f"{s}_x.npy", mmap_mode="r"), np.load(folder / f"{s}_y.npy")) for s in meta["counts"]
-        }
-        if any(len(x) != n or len(y) != n for (x, y), n in zip(found.values(), meta["counts"].values(), strict=True)):
-            return None
-        return found, int(meta["classes"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _drop_stale(cache: Path, key: str, meta: dict) -> None:
-    """Remove the caches of the same source and settings that files changed since have outdated."""
-    for other in cache.iterdir():
-        if other.name == key or other.name.startswith(".") or not other.is_dir():
-            continue
-        try:
-            them = json.loads((other / "meta.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if them.get("source") == meta["source"] and them.get("settings") == meta["settings"]:
-            shutil.rmtree(other, ignore_errors=True)
