@@ -199,3 +199,52 @@ def test_what_decides_imports_no_rendering():
         if target in ("effsearch.search.report", "effsearch.spaces.space")
     ]
     assert not bad, bad
+
+
+# Sizes a reader can hold: a module of at most 600 lines, a function of at most 60 (as formatted),
+# apart from the declarative tables, which read as data (one row per option or per flag).
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 60
+TABLES = {("effsearch.cli", "build_parser"), ("effsearch.spaces.default", "catalogue")}
+SIZED = [
+    *sorted(PACKAGE.rglob("*.py")),
+    *sorted((ROOT / "benchmarks").rglob("*.py")),
+    *sorted((ROOT / "research").rglob("*.py")),
+]
+
+
+def long_functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_no_module_is_over_600_lines():
+    big = {str(p.relative_to(ROOT)): n for p in SIZED if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not big, f"split these along a seam (at most {MAX_MODULE_LINES} lines each): {big}"
+
+
+def test_no_function_in_the_package_is_over_60_lines():
+    long = [
+        f"{mod}.{name}: {n} lines"
+        for mod, path in MODULES.items()
+        for name, n in long_functions(path)
+        if (mod, name) not in TABLES
+    ]
+    assert not long, f"extract named steps (at most {MAX_FUNCTION_LINES} lines): {long}"
+
+
+def test_the_exempt_tables_exist():
+    # An exemption whose function moved or was renamed would go stale silently: it must name a function.
+    names = {
+        (mod, node.name)
+        for mod, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert TABLES <= names, TABLES - names
