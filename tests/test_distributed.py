@@ -2,6 +2,7 @@
 hooks between two gloo processes on the CPU, and ``train`` starting its own second rank."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -159,8 +160,13 @@ def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tm
             }
         )
     )
-    result = train(cfg, out_dir=tmp_path / "run", progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = train(cfg, out_dir=tmp_path / "run", progress=False)
     assert result.status == "completed", result.reason
+    # No deprecation raised from effsearch's own calls (torch 2.15 renamed DDP's broadcast_buffers).
+    ours = [f"{w.filename}:{w.lineno}: {w.message}" for w in caught if "/effsearch/" in w.filename.replace("\\", "/")]
+    assert not [w for w in ours if "deprecat" in w.lower()], ours
     f = result.final
     assert f.processes == 2 and f.effective_batch == 64
     assert 0 < f.comm_bytes_per_step < 0.1 * f.comm_bytes_per_step_uncompressed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import inspect
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -215,11 +216,16 @@ def wrap(
     kwargs: dict[str, Any] = {}
     if cfg.distributed.compression.granularity == "entire-model" and cfg.distributed.compression.method != "none":
         kwargs["bucket_cap_mb"] = dense / 2**20 + 1  # one bucket: the hook sees the whole model as one vector
+    # Rank 0's BatchNorm statistics are its own shard's: no per-step broadcast of buffers. torch
+    # 2.15 renamed the switch and warns on the old name; its new one still syncs buffers once at
+    # init, where every rank's are the freshly built model's anyway.
+    if "forward_sync_buffers" in inspect.signature(DDP).parameters:
+        kwargs["forward_sync_buffers"] = False
+    else:
+        kwargs["broadcast_buffers"] = False
     ddp = DDP(
         module,
         device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
-        # Rank 0's BatchNorm statistics are its own shard's: no per-step broadcast of buffers.
-        broadcast_buffers=False,
         gradient_as_bucket_view=True,
         **kwargs,
     )
