@@ -221,7 +221,7 @@ def test_a_stopped_worker_whose_trial_was_taken_over_drops_its_result_and_goes_o
 
 
 def _take_over_running(study):
-    """What the other workers do to a trial whose heartbeat went stale (storage.requeue_dead_local):
+    """What the other workers do to a trial whose heartbeat went stale (heartbeat.requeue_dead_local):
     fail it as lost, queue it again, note it; here in the worker's own process, mid-trial."""
     from effsearch.search.storage import mark_failed, requeue, save_note_by_id
 
