@@ -207,6 +207,23 @@ def _study_args(parser) -> None:
     parser.add_argument("--storage", help="Optuna storage URL or journal file (default: the study file's)")
 
 
+def _data_dir_arg(parser) -> None:
+    parser.add_argument(
+        "--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)"
+    )
+
+
+def _plugin_arg(parser) -> None:
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (and in every worker and process); repeatable. Like an import "
+        "path in a config, it runs that code",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="effsearch",
@@ -237,17 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--set algorithms.NAME=null (or false) turns it off",
     )
     t.add_argument("--out", help="output folder (default: runs/NAME-HASH)")
-    t.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
+    _data_dir_arg(t)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
-    t.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (and in every worker and process); repeatable. Like an import "
-        "path in a config, it runs that code",
-    )
+    _plugin_arg(t)
     t.set_defaults(func=_cmd_train)
 
     r = sub.add_parser(
@@ -288,15 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
         "them again",
     )
     r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine (at most its CPU cores)")
-    r.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
-    r.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (and in every worker and process); repeatable. Like an import "
-        "path in a config, it runs that code",
-    )
+    _data_dir_arg(r)
+    _plugin_arg(r)
     r.set_defaults(func=_cmd_run)
 
     st = sub.add_parser(
@@ -391,14 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--all", action="store_true", help="also list dimensions left at the base value or unavailable on this machine"
     )
-    show.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (and in every worker and process); repeatable. Like an import "
-        "path in a config, it runs that code",
-    )
+    _plugin_arg(show)
     show.set_defaults(func=_cmd_space_show)
 
     rc = sub.add_parser(
