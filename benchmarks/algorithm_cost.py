@@ -26,7 +26,7 @@ from trainer_overhead import recipe  # noqa: E402
 
 from effsearch.config import TrainConfig  # noqa: E402
 from effsearch.config.algorithms import ALGORITHMS  # noqa: E402
-from effsearch.trainer.run import train  # noqa: E402
+from effsearch.trainer.training import train  # noqa: E402
 
 
 def variants(device: str) -> dict[str, dict]:

@@ -42,7 +42,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     from effsearch.config import TrainConfig
-    from effsearch.trainer.run import train
+    from effsearch.trainer.training import train
 
     cfgs = {"A": TrainConfig.from_yaml(args.a), "B": TrainConfig.from_yaml(args.b)}
     if args.eval_every:

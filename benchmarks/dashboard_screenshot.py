@@ -29,8 +29,8 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.9)
     ap.add_argument("-o", "--out", type=Path, default=ROOT / "docs" / "dashboard-pareto.png")
     args = ap.parse_args()
-    from tests import chromium
     from tests.conftest import free_port
+    from tests.support import chromium
 
     folder = Path(tempfile.mkdtemp(prefix="effsearch-shot-"))
     study = folder / "quickstart.yaml"

@@ -55,8 +55,8 @@ def main() -> int:
     args = ap.parse_args()
 
     t = time.perf_counter()
-    from effsearch.trainer import betons as B
-    from effsearch.trainer import ffcv_loader as F
+    from effsearch.trainer.data import betons as B
+    from effsearch.trainer.data import ffcv_loader as F
 
     import_s = time.perf_counter() - t
     from ffcv.fields import NDArrayField  # noqa: F401
@@ -65,7 +65,7 @@ def main() -> int:
     from ffcv.transforms import RandomHorizontalFlip, RandomTranslate, ToTensor, ToTorchImage
 
     from effsearch.config import TrainConfig
-    from effsearch.trainer import data as D
+    from effsearch.trainer.data import splits as D
 
     emit(what="import", seconds=import_s, torch_threads=torch.get_num_threads(), cpus=os.cpu_count())
     cfg = TrainConfig.from_yaml(ROOT / "configs" / "fashion-mnist-baseline.yaml", ["device=cpu"])
@@ -188,7 +188,7 @@ def main() -> int:
     # -- end to end ------------------------------------------------------------------------------
     e2e = {"torch": [], "ffcv": []}
     if not args.skip_train:
-        from effsearch.trainer.run import train
+        from effsearch.trainer.training import train
 
         os.environ.setdefault("TQDM_DISABLE", "1")
         for _ in range(args.runs):

@@ -26,7 +26,7 @@ import numpy as np
 CHILD = r"""
 import json, resource, sys
 from effsearch.config import TrainConfig
-from effsearch.trainer.run import train
+from effsearch.trainer.training import train
 cfg = TrainConfig.from_dict(json.loads(sys.argv[1]))
 r = train(cfg, data_root=sys.argv[2], progress=False, test=False)
 print(json.dumps({"per_step": r.final.train_seconds / r.final.steps, "setup": r.final.setup_seconds,

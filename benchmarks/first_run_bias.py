@@ -2,7 +2,7 @@
 
 Each repeat starts a fresh Python process (as `effsearch run` does) and trains the
 study's baseline config there several times in a row, optionally after the warm-up a
-worker runs before its first trial (effsearch.search.workers.warm_up). Prints every
+worker runs before its first trial (effsearch.search.run.workers.warm_up). Prints every
 run's train seconds and time to target, and the first run's excess over the median of
 the later ones.
 
@@ -19,9 +19,9 @@ import sys
 
 CHILD = r"""
 import json, sys, time
-from effsearch.search.studyfile import load
-from effsearch.search import workers
-from effsearch.trainer.run import train
+from effsearch.search.study.studyfile import load
+from effsearch.search.run import workers
+from effsearch.trainer.training import train
 spec = load(sys.argv[1])
 warm = sys.argv[3] == "1"
 if warm:

@@ -42,8 +42,8 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from trainer_overhead import recipe
 from effsearch.config import TrainConfig
-from effsearch.search.workers import warm_up
-from effsearch.trainer.run import train
+from effsearch.search.run.workers import warm_up
+from effsearch.trainer.training import train
 device, tiny, epochs, bench, warm = sys.argv[2], sys.argv[3] == "1", float(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1"
 variants = json.loads(sys.argv[7])
 plain = TrainConfig.from_dict(recipe(device, tiny, epochs)).replace(cudnn_benchmark=bench)

@@ -42,8 +42,9 @@ def study_lines(study_file: Path) -> list[str]:
         return []
     from optuna.trial import TrialState
 
-    from effsearch.search import cost, queries
-    from effsearch.search.lookup import open_study
+    from effsearch.search.results import cost
+    from effsearch.search.results.lookup import open_study
+    from effsearch.search.store import queries
     from effsearch.trainer.result import speedup
 
     study, _ = open_study(str(study_file))
@@ -109,7 +110,7 @@ def compute_split(trials) -> str:
     excluded; a compiled trial's first step, its compile, included and shown apart), evaluation,
     set-up and the rest (data, artifacts, the sampler's and the storage's share of a trial)."""
 
-    from effsearch.search.budget import spent
+    from effsearch.search.run.budget import spent
 
     finished = [t for t in trials if t.state.is_finished()]
 

@@ -1,7 +1,7 @@
 """An imagefolder's first load (decode + cache write) against its second (cache read).
 
 Writes N PNG images (default 10,000) of 32x32 RGB in 10 class folders into a temporary
-folder, then times ``effsearch.trainer.data.load_splits`` on ``dataset: {name: imagefolder}``
+folder, then times ``effsearch.trainer.data.splits.load_splits`` on ``dataset: {name: imagefolder}``
 in fresh subprocesses (so effsearch's per-process cache does not count), as a run's
 ``result.final.data_seconds`` does: the call alone, imports done before the clock starts.
 
@@ -38,7 +38,7 @@ CHILD = """
 import json, sys, time
 import PIL.Image, sklearn.model_selection  # imported by load_splits: not what is timed
 from effsearch.config import TrainConfig
-from effsearch.trainer import data as D
+from effsearch.trainer.data import splits as D
 cfg = TrainConfig.from_dict({"dataset": {"name": "imagefolder", "path": sys.argv[1]}})
 t = time.perf_counter()
 s = D.load_splits(cfg, sys.argv[2])

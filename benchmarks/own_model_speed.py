@@ -20,7 +20,7 @@ import torch.nn as nn
 
 from effsearch.config import TrainConfig
 from effsearch.trainer.models import tiny_cnn
-from effsearch.trainer.run import train
+from effsearch.trainer.training import train
 
 
 def tiny(num_classes: int, in_channels: int, width: int = 0) -> nn.Module:

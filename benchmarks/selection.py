@@ -22,7 +22,7 @@ import os
 import time
 
 from effsearch.config import TrainConfig
-from effsearch.trainer.run import train
+from effsearch.trainer.training import train
 
 FASHION_TRAIN = 60_000
 

@@ -32,8 +32,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     args = ap.parse_args()
     from effsearch.config import ConfigError
-    from effsearch.search import phases, studyfile
-    from effsearch.trainer.run import train
+    from effsearch.search.study import phases, studyfile
+    from effsearch.trainer.training import train
 
     try:
         spec = studyfile.load(args.study)

@@ -27,7 +27,7 @@ def load_space(path: Path, as_gpu: bool):
     import torch
 
     from effsearch.config.machine import Machine
-    from effsearch.search import studyfile
+    from effsearch.search.study import studyfile
 
     if not as_gpu:
         return studyfile.load(path)
@@ -65,7 +65,7 @@ def sweep(
     import torch
 
     from effsearch.config import ConfigError, TrainConfig
-    from effsearch.trainer.run import train
+    from effsearch.trainer.training import train
 
     spec = load_space(path, as_gpu)
     real = torch.compile

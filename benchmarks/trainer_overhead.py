@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 
 from effsearch.config import TrainConfig
-from effsearch.trainer import data as D
+from effsearch.trainer.data import splits as D
 from effsearch.trainer.models import build_model
-from effsearch.trainer.run import train
-from effsearch.trainer.schedule import factors
+from effsearch.trainer.techniques.schedule import factors
+from effsearch.trainer.training import train
 
 
 def recipe(device: str, tiny: bool, epochs: float) -> dict:

@@ -34,7 +34,7 @@ from effsearch.config.imports import import_plugins
 if TYPE_CHECKING:
     import optuna
 
-    from effsearch.search.studyfile import StudySpec
+    from effsearch.search.study.studyfile import StudySpec
     from effsearch.trainer.result import RunResult
 
 
@@ -90,7 +90,7 @@ def train(
     if out_dir is not None:
         check_output(out_dir, "out_dir", folder=True)
     from effsearch.config.machine import check_runnable
-    from effsearch.trainer.run import train as run_training
+    from effsearch.trainer.training import train as run_training
 
     check_runnable(cfg)
     return run_training(cfg, data_root=data_dir, out_dir=out_dir, progress=progress)
@@ -124,9 +124,9 @@ def _shown(given: str | Path, part: Path) -> str:
 
 
 def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | None = None, **flags: Any) -> StudySpec:
-    """A checked study (``effsearch.search.studyfile.StudySpec``) from a study file or a mapping
+    """A checked study (``effsearch.search.study.studyfile.StudySpec``) from a study file or a mapping
     (as a study file's contents; its default storage goes to ``folder``, default the current one)."""
-    from effsearch.search import studyfile
+    from effsearch.search.study import studyfile
 
     if isinstance(study, (str, Path)):
         return studyfile.load(study, **flags)
@@ -171,11 +171,11 @@ def run_study(
         study, folder=folder, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget
     )
     if warm_start:
-        from effsearch.search.warmstart import with_front_of
+        from effsearch.search.run.warmstart import with_front_of
 
         for earlier in warm_start:
             spec = with_front_of(spec, str(earlier))
-    from effsearch.search.runner import run
+    from effsearch.search.run.runner import run
 
     tail = _Tail(io.StringIO() if quiet else (out or sys.stderr))
     code = run(spec, data_root=data_dir, out=cast(TextIO, tail), t0=t0)  # a text stream
@@ -188,7 +188,7 @@ def run_study(
 
 def load_study(study: str | Path, storage: str | None = None) -> optuna.Study:
     """An existing study: its study file, or its name with ``storage`` (a URL or journal file)."""
-    from effsearch.search.lookup import open_study
+    from effsearch.search.results.lookup import open_study
 
     return open_study(str(study), storage)[0]
 
@@ -201,7 +201,7 @@ def pareto_front(study: optuna.Study | str | Path, all_trials: bool = False) -> 
     """The Pareto front's rows, fastest first, as ``effsearch export`` writes them: trial, objective
     values, time to target, test accuracy, speed-up over the baseline, the summary and parameters
     (``all_trials``: every complete trial, with ``on_front``)."""
-    from effsearch.search import export
+    from effsearch.search.results import export
 
     return export.rows(_study(study), all_trials=all_trials)
 
@@ -210,7 +210,8 @@ def best_config(study: optuna.Study | str | Path, pick: str = "knee") -> TrainCo
     """The TrainConfig of the trial ``pick`` chooses (``knee``, ``fastest``, ``most-accurate``,
     ``fastest-above:ACC``, ``fastest-within:D``, as ``effsearch best --pick``); train it with
     :func:`train`. Raises ``NothingToPick`` when no trial satisfies the pick."""
-    from effsearch.search import best, queries
+    from effsearch.search.results import best
+    from effsearch.search.store import queries
 
     kind, acc = best.parse_pick(pick)
     s = _study(study)

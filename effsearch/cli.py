@@ -93,9 +93,9 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_status(args) -> int:
-    from effsearch.search import report
-    from effsearch.search.lookup import open_study
-    from effsearch.search.storage import redact
+    from effsearch.search.results import report
+    from effsearch.search.results.lookup import open_study
+    from effsearch.search.store.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     name = study.study_name
@@ -106,13 +106,13 @@ def _cmd_status(args) -> int:
         + (f"; target val accuracy {target:g}" if target is not None else "")
     )
     print(report.status_table(study, objectives, show_all=not args.front))
-    from effsearch.search import best
+    from effsearch.search.results import best
 
     print("\n" + "\n".join(best.cost_of(study).lines()))
     warning = report.baseline_warning(study.get_trials(deepcopy=False))
     if warning:
         print(f"\nwarning: {warning}")
-    from effsearch.search import phases
+    from effsearch.search.study import phases
 
     linked = phases.describe(study, objectives)  # with a tuning phase: how well phase 1 predicted it
     if linked:
@@ -121,12 +121,12 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from effsearch.search import export
+    from effsearch.search.results import export
 
     fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
     check_output(args.out, "-o", folder=False)
-    from effsearch.search.lookup import open_study
-    from effsearch.search.storage import redact
+    from effsearch.search.results.lookup import open_study
+    from effsearch.search.store.storage import redact
 
     study, storage_url = open_study(args.study, args.storage)
     tune_name = study.user_attrs.get("tune_study")  # a tuning phase: its compute starts in phase 1
@@ -144,11 +144,11 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_best(args) -> int:
-    from effsearch.search import best
+    from effsearch.search.results import best
 
     kind, acc = best.parse_pick(args.pick)
     check_output(args.out, "-o", folder=False)
-    from effsearch.search.lookup import open_study
+    from effsearch.search.results.lookup import open_study
 
     study, storage_url = open_study(args.study, args.storage)
     trial = best.pick(study, kind, acc)
@@ -166,7 +166,7 @@ def _cmd_best(args) -> int:
 
 
 def _cmd_dashboard(args) -> int:
-    from effsearch.search import dashboard
+    from effsearch.search.results import dashboard
 
     dashboard.check_port(args.port)
     target = dashboard.resolve(args.study, args.storage, args.artifact_dir)
@@ -175,7 +175,7 @@ def _cmd_dashboard(args) -> int:
 
 def _cmd_space_show(args) -> int:
     from effsearch.config.imports import import_plugins
-    from effsearch.search.studyfile import load
+    from effsearch.search.study.studyfile import load
 
     import_plugins(args.plugin)
     spec = load(args.study)
@@ -196,7 +196,7 @@ def _cmd_space_show(args) -> int:
 
 
 def _cmd_recipes(args) -> int:
-    from effsearch.search import recipes
+    from effsearch.search.study import recipes
 
     print(recipes.table())
     return 0

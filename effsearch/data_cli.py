@@ -63,8 +63,8 @@ def cmd_prepare(args) -> int:
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
     cfg = TrainConfig.from_dict({"dataset": dataset, "loader": "ffcv"}, source="effsearch data prepare")
-    from effsearch.trainer import betons  # ConfigError with the install line if ffcv is missing
-    from effsearch.trainer.data import load_splits
+    from effsearch.trainer.data import betons  # ConfigError with the install line if ffcv is missing
+    from effsearch.trainer.data.splits import load_splits
 
     splits = load_splits(cfg, args.data_dir)
     info = betons.ensure_betons(

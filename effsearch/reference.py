@@ -2,8 +2,8 @@
 
 Every TrainConfig field and every study-file key, with its type, default, allowed values and
 help, read from the ``spec(...)`` on each dataclass field (``effsearch.config``) and the study
-file's key table (``effsearch.search.studyfile``). The committed page is this module's output
-(tests/test_reference.py fails when it is stale):
+file's key table (``effsearch.search.study.studyfile``). The committed page is this module's output
+(tests/meta/test_reference.py fails when it is stale):
 
     python -m effsearch.reference > docs/fields.md
 """
@@ -17,7 +17,7 @@ from typing import Any
 from effsearch import objectives as O
 from effsearch.config import TrainConfig, options
 from effsearch.config.fields import type_name
-from effsearch.search import studyfile
+from effsearch.search.study import studyfile
 
 
 def _type(tp: Any) -> str:

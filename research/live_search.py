@@ -53,9 +53,9 @@ def main() -> None:
     ap.add_argument("--tune-target", type=float, default=0.4)
     ap.add_argument("--out", type=Path, default=Path("runs/live-search"))
     args = ap.parse_args()
-    from effsearch.search import studyfile
-    from effsearch.search.runner import run
-    from effsearch.search.storage import open_url
+    from effsearch.search.run.runner import run
+    from effsearch.search.store.storage import open_url
+    from effsearch.search.study import studyfile
 
     args.out.mkdir(parents=True, exist_ok=True)
     nsga = study_file(

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 def confirmed(confirm, base_tune) -> dict[int, float]:
     """Phase 2's full-data time to target (first seed) by phase-1 trial number; the baseline's
     under phase 1's baseline."""
-    from effsearch.search.storage import BASELINE_KEY
+    from effsearch.search.store.storage import BASELINE_KEY
 
     full: dict[int, float] = {}  # tune trial number -> full-data time to target (first seed)
     first_seed: dict[int, int] = {}
@@ -75,8 +75,8 @@ def confirmed(confirm, base_tune) -> dict[int, float]:
 def sample(args, tune_trials: list, full: dict[int, float]) -> None:
     """Adds to ``full`` the runs of an earlier sample (``--out``) and ``--sample`` more phase-1
     configurations trained on the full data."""
-    from effsearch.search import record
-    from effsearch.trainer.run import train
+    from effsearch.search.store import record
+    from effsearch.trainer.training import train
 
     if args.out and args.out.is_file():  # an earlier sample's runs count again, untrained
         for line in args.out.read_text().splitlines():
@@ -109,9 +109,9 @@ def main() -> None:
 
     import optuna
 
-    from effsearch.search.lookup import open_study
-    from effsearch.search.phases import TUNE_SUFFIX
-    from effsearch.search.storage import BASELINE_KEY, open_url
+    from effsearch.search.results.lookup import open_study
+    from effsearch.search.store.storage import BASELINE_KEY, open_url
+    from effsearch.search.study.phases import TUNE_SUFFIX
 
     confirm, url = open_study(args.study, args.storage)
     tune = optuna.load_study(study_name=confirm.study_name + TUNE_SUFFIX, storage=open_url(url))

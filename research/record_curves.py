@@ -46,9 +46,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    from effsearch.search import studyfile
-    from effsearch.trainer import data as D
-    from effsearch.trainer.run import train
+    from effsearch.search.study import studyfile
+    from effsearch.trainer.data import splits as D
+    from effsearch.trainer.training import train
 
     load_splits = D.load_splits
 

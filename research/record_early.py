@@ -34,7 +34,7 @@ POINTS = (1 / 27, 2 / 27, 3 / 27)
 
 def early(config: dict) -> dict:
     from effsearch.config import TrainConfig
-    from effsearch.trainer.run import train
+    from effsearch.trainer.training import train
 
     cfg = TrainConfig.from_dict(config, source="table")
     cfg = cfg.replace(eval_every=cfg.epochs)  # only the points asked for (and the end, never reached)

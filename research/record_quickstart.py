@@ -49,7 +49,7 @@ BASELINE_SEEDS = 5
 
 
 def run(cfg, test: bool = True) -> dict:
-    from effsearch.trainer.run import train
+    from effsearch.trainer.training import train
 
     cfg = cfg.replace(eval_every=cfg.epochs / EVALS)
     t = time.perf_counter()
@@ -111,7 +111,7 @@ def load_study(ap: argparse.ArgumentParser, path: Path, phase1: bool):
     """The study file at ``path``; a bad file, or ``phase1`` for a study without a tuning phase,
     is a usage error (exit 2, the message naming the file)."""
     from effsearch.config import ConfigError
-    from effsearch.search import phases, studyfile
+    from effsearch.search.study import phases, studyfile
 
     try:
         spec = studyfile.load(path)
@@ -149,7 +149,7 @@ def main() -> None:
         ap.error(f"--worker must be in 0..{args.workers - 1} (--workers {args.workers}); got {args.worker}")
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    from effsearch.search import phases
+    from effsearch.search.study import phases
 
     spec = load_study(ap, args.study, args.phase1)
     fidelity = (lambda c: phases.shrink(c, spec.tuning)) if args.phase1 else (lambda c: c)

@@ -27,7 +27,7 @@ KINDS = ("baseline", "pruned", "hit", "miss")
 
 def default_world():
     """The replay's default world (its table, surrogate, budget of 80 baseline trials)."""
-    from effsearch.search import studyfile
+    from effsearch.search.study import studyfile
 
     spec = studyfile.load(table.STUDY)
     tab = table.Table(table.TABLE, spec.space, table.LOADED)

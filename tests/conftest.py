@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from effsearch.config import ConfigError
-from tests.fake_study import fake_storage
 from tests.guard import sitecustomize as guard
-from tests.helpers import TEST_DATA
+from tests.support.fake_study import fake_storage
+from tests.support.helpers import TEST_DATA
 
 # No test reaches the network or ../shared, in this process or in a Python one it starts:
 # tests/guard/sitecustomize.py says how.
@@ -33,17 +33,17 @@ def _no_network_data_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def storage_path(tmp_path_factory):
-    """A journal with the given-values studies of tests/fake_study.py."""
+    """A journal with the given-values studies of tests/support/fake_study.py."""
     path = tmp_path_factory.mktemp("fake") / "fake.journal"
     fake_storage(path)
     return path
 
 
 def _needs_ffcv(name):
-    """effsearch.trainer.NAME, a module that needs FFCV: its tests skip without ffcv, except where
+    """effsearch.trainer.data.NAME, a module that needs FFCV: its tests skip without ffcv, except where
     EFFSEARCH_REQUIRE_FFCV=1 (CI), where a missing ffcv fails them."""
     try:
-        return importlib.import_module(f"effsearch.trainer.{name}")
+        return importlib.import_module(f"effsearch.trainer.data.{name}")
     except ConfigError as e:
         if os.environ.get("EFFSEARCH_REQUIRE_FFCV"):
             pytest.fail(f"EFFSEARCH_REQUIRE_FFCV is set but {e}")
@@ -52,13 +52,13 @@ def _needs_ffcv(name):
 
 @pytest.fixture(scope="session")
 def F():
-    """effsearch.trainer.ffcv_loader (FFCV's training loader)."""
+    """effsearch.trainer.data.ffcv_loader (FFCV's training loader)."""
     return _needs_ffcv("ffcv_loader")
 
 
 @pytest.fixture(scope="session")
 def B():
-    """effsearch.trainer.betons (FFCV's files: writing and checking them)."""
+    """effsearch.trainer.data.betons (FFCV's files: writing and checking them)."""
     return _needs_ffcv("betons")
 
 

@@ -3,7 +3,7 @@
 The table keeps validation fast (importing Composer takes ~18 s on 2 cores, and nothing
 here imports it) and is checked against Composer's own signatures by a test, so it
 cannot drift. What an algorithm cannot be combined with is in ``effsearch.config.rules``;
-building the Composer objects is ``effsearch.trainer.algorithms``.
+building the Composer objects is ``effsearch.trainer.composer.algorithms``.
 """
 
 from __future__ import annotations

@@ -101,8 +101,8 @@ def detect(device: str = "auto") -> Machine:
         bf16=bool(cuda and torch.cuda.is_bf16_supported()),
         ffcv=None,  # checked on demand
         compile=bool(cuda and _importable("triton")),
-        # The CORDS strategies come in through effsearch.trainer.selection.
-        selection=_importable("cords") and _importable("effsearch.trainer.selection"),
+        # The CORDS strategies come in through effsearch.trainer.data.selection.
+        selection=_importable("cords") and _importable("effsearch.trainer.data.selection"),
     )
 
 

@@ -22,7 +22,7 @@ class NoOptions:
     pass
 
 
-# -- samplers (Optuna's; effsearch.search.samplers) ----------------------------------------
+# -- samplers (Optuna's; effsearch.search.study.samplers) ----------------------------------------
 
 
 @dataclass
@@ -112,7 +112,7 @@ class MOASHAOptions:
 PRUNERS: dict[str, type] = {"none": NoOptions, "moasha": MOASHAOptions}
 
 
-# -- the tuning phase (effsearch.search.phases) ------------------------------------------------
+# -- the tuning phase (effsearch.search.study.phases) ------------------------------------------------
 
 
 @dataclass
@@ -170,7 +170,7 @@ class StudyNumbers:
     )
     # 4: beyond what a user of a time-to-target search would pick, and rare where trials behave (3 of
     # 546 random quickstart configurations trained 3x the baseline's time to target); on a GPU one
-    # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruner.SlowStop).
+    # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruners.pruner.SlowStop).
     max_slowdown: float | None = spec(
         4.0,
         low=1,

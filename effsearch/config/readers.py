@@ -20,7 +20,7 @@ from effsearch.config.sources import ModelFacts, facts
 
 # The schema's default of every field a predicate (or the space) reads, for a raw dict that lacks
 # it: a level the space has not built yet. config/schema.py declares them; this module cannot
-# import it (the schema validates with the rules, which read these), so tests/test_rules.py holds this table
+# import it (the schema validates with the rules, which read these), so tests/config/test_rules.py holds this table
 # equal to the schema's, and holds that no reader here or in the space types a default of its own.
 DEFAULTS: dict[str, Any] = {
     "dataset.name": "digits",

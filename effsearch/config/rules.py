@@ -167,7 +167,7 @@ RULES: list[Rule] = [
         reads=("selection.strategy",),
     ),
     # The loader is no rule of selection: the FFCV loader serves every strategy's subsets and
-    # weights through one compiled pipeline (effsearch.trainer.ffcv_loader).
+    # weights through one compiled pipeline (effsearch.trainer.data.ffcv_loader).
     Rule(
         "selection.greedy",
         "selection.greedy",

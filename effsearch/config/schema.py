@@ -168,7 +168,7 @@ class SelectionConfig:
     strategy: str = spec(
         "full",
         choices=SELECTIONS,
-        help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.selection)",
+        help="CORDS strategy; -pb per batch, -pc per class (see effsearch.trainer.data.selection)",
     )
     fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="subset size / training set size")
     select_every: int | None = spec(

@@ -1,6 +1,8 @@
-"""The study: study files, storage, the Optuna loop, and reading results back.
+"""The study: what to search and how (``study``), where its trials live (``store``), how weak trials
+are stopped (``pruners``), the loop that runs them (``run``) and what is shown of them (``results``).
 
-``studyfile.load`` checks a study file; ``runner.run`` runs or resumes it;
-``queries`` answers questions of its trials (the baseline, the front); ``report.status_table``
-prints them.
+Floors inside, lowest first: ``pareto`` (plain non-dominated sorting) and ``store``; ``study``;
+``pruners``; ``run``; ``results`` (nothing below imports it). docs/architecture.md draws them.
 """
+
+__all__ = ["pareto", "pruners", "results", "run", "store", "study"]

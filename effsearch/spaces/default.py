@@ -538,5 +538,5 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     )
     if not machine.selection:
         for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
-            by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.selection) is not installed"
+            by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.data.selection) is not installed"
     return dims

@@ -1,14 +1,10 @@
-"""One run of one TrainConfig: data, models, Composer algorithms, sparsity, timing."""
+"""One training run of one TrainConfig: ``training.train`` sets it up, ``loop`` runs its steps, and
+``result`` is what it leaves (``RunResult``).
 
-from typing import Any
+Inside: ``data`` (built-in and user datasets, caches, FFCV, CORDS selection), ``parallel``
+(data-parallel processes and gradient compression), ``composer`` (Composer's model wrapper,
+events, patches and algorithm objects), ``techniques`` (K-FAC, sparsity, int8 quantization, lr
+schedules); ``models`` and ``probe`` build a model and read what it is made of.
+"""
 
-from effsearch.trainer.result import RunResult, time_to_target
-
-__all__ = ["RunResult", "time_to_target", "train"]
-
-
-def train(*args: Any, **kwargs: Any) -> RunResult:
-    """See :func:`effsearch.trainer.run.train` (imported lazily: torch and Composer are slow to load)."""
-    from effsearch.trainer.run import train as _train
-
-    return _train(*args, **kwargs)
+__all__ = ["composer", "data", "loop", "models", "parallel", "probe", "result", "techniques", "training"]

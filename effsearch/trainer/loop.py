@@ -35,21 +35,21 @@ import torch
 import torch.nn.functional as F
 from composer.core import Engine, Event, State, Time, Timestamp, TimeUnit
 
-from effsearch.trainer.composer_events import BATCH_EVENTS, composer_device, listens
+from effsearch.trainer.composer.events import BATCH_EVENTS, composer_device, listens
 from effsearch.trainer.result import EvalPoint
-from effsearch.trainer.schedule import factors
+from effsearch.trainer.techniques.schedule import factors
 
 if TYPE_CHECKING:
     from composer.core import Algorithm, Callback
     from torch.nn.parallel import DistributedDataParallel
 
     from effsearch.config import TrainConfig
-    from effsearch.trainer.composer_model import EffModel
-    from effsearch.trainer.compression import HookState
-    from effsearch.trainer.data import BatchAugment
-    from effsearch.trainer.distributed import Context
+    from effsearch.trainer.composer.model import EffModel
+    from effsearch.trainer.data.splits import BatchAugment
+    from effsearch.trainer.parallel.compression import HookState
+    from effsearch.trainer.parallel.distributed import Context
     from effsearch.trainer.result import RunResult
-    from effsearch.trainer.run import RunHooks
+    from effsearch.trainer.training import RunHooks
 
 # Evaluation batches, by device. On a GPU large: no gradients, few launches. On a CPU 128: at
 # 1,024 the activations spill out of cache and an image costs 1.5-2.4x as much to score (tiny CNN
@@ -120,7 +120,7 @@ class Loop:
         self.on_eval, self.progress, self.point_extras = hooks.on_eval, hooks.progress, list(parts.point_extras)
         self.on_deliver = list(parts.on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
         self.cuda = device == "cuda"
-        from effsearch.trainer.distributed import SINGLE
+        from effsearch.trainer.parallel.distributed import SINGLE
 
         self.dist = dist if dist is not None else SINGLE
         # Points scored on as much of the validation set as their decision needs (``settle``):
@@ -211,7 +211,7 @@ class Loop:
         self.dense_bytes = 0
         train_module = model.module
         if self.dist.on:  # after Composer's surgery: DDP fixes its parameter list when built
-            from effsearch.trainer import distributed
+            from effsearch.trainer.parallel import distributed
 
             self.ddp, self.comm, self.dense_bytes = distributed.wrap(model, cfg, self.dist, device)
             train_module = self.ddp
@@ -320,7 +320,7 @@ class Loop:
                 # (10% of a tiny model's step): look again halfway to the mark at the pace so far,
                 # which every rank computes alike from what was broadcast; a handful of looks,
                 # then every step just before it. Half: on time even if steps slow down 2x.
-                from effsearch.trainer.distributed import broadcast_float
+                from effsearch.trainer.parallel.distributed import broadcast_float
 
                 now = broadcast_float(now, self.dist, self.device)
                 if now < self.marks[0]:
@@ -423,7 +423,7 @@ class Loop:
         each other's gradients forever). One tiny broadcast, at evaluation points and epoch ends."""
         if not self.dist.on:
             return
-        from effsearch.trainer.distributed import agree
+        from effsearch.trainer.parallel.distributed import agree
 
         if agree(bool(self.stop_reason), self.dist, self.device) and not self.stop_reason:
             self._stop("stopped", "rank 0 stopped the run")

@@ -4,7 +4,7 @@ The built-ins have the interface CORDS's own models have: ``forward(x, last=Fals
 freeze=False)`` returns ``(logits, embedding)`` when ``last``, and ``get_embedding_dim()``.
 Any other model is a plain ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits
 ``(N, num_classes)``; CORDS reads its embedding from the input of its final ``nn.Linear``
-(``effsearch.trainer.selection.ModelView``), and :mod:`effsearch.trainer.probe` checks it.
+(``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe` checks it.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def load(ap: argparse.ArgumentParser, args):
     if not args.table.is_file():
         ap.error(f"--table: no such file: {args.table}")
     if args.phase1:
-        from effsearch.search import phases
+        from effsearch.search.study import phases
 
         spec = dataclasses.replace(spec, base=phases.shrink(spec.base, spec.tuning))
     # The first recording and the early and loss points belong to the quickstart table only.

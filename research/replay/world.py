@@ -23,7 +23,7 @@ import numpy as np
 import optuna
 
 from effsearch.objectives import shortfall
-from effsearch.search.storage import set_constraints
+from effsearch.search.store.storage import set_constraints
 from research.replay.candidates import TimeRule
 from research.replay.rules import Rule
 from research.replay.run import MAX_SLOWDOWN, N_GRID, Run, Settle
@@ -85,13 +85,13 @@ class World:
     def slow_limit(self, base_ttt: float | None) -> float | None:
         """max_slowdown's mark (train seconds) for a search whose baseline reached the target in
         ``base_ttt``, by the product's rule (``SlowStop.mark``); None: no limit."""
-        from effsearch.search.pruner import SlowStop
+        from effsearch.search.pruners.pruner import SlowStop
 
         return SlowStop.mark(self.max_slowdown, base_ttt) if self.max_slowdown and base_ttt is not None else None
 
 
 def make_sampler(m: Method, seed: int):
-    from effsearch.search.samplers import make_sampler as product
+    from effsearch.search.study.samplers import make_sampler as product
 
     if m.sampler in ("random", "rows"):
         return product({"name": "random"}, seed)
@@ -342,7 +342,7 @@ def search(m: Method, seed: int, w: World) -> dict:
 
 
 def _picks(phase1, k: int, w: World):
-    """Phase 2's picks, as effsearch.search.phases.top_k picks them: hits by non-dominated rank
+    """Phase 2's picks, as effsearch.search.study.phases.top_k picks them: hits by non-dominated rank
     with crowding, then misses by shortfall."""
     from effsearch.search.pareto import rank
 
@@ -357,7 +357,7 @@ def _picks(phase1, k: int, w: World):
 
 def product_settle(spec) -> Settle:
     """How the product scores a point on part of the study's validation split (its first batch)."""
-    from effsearch.trainer.data import load_splits
+    from effsearch.trainer.data.splits import load_splits
     from effsearch.trainer.loop import EVAL_BATCH
 
     images = len(load_splits(spec.base).val_y)

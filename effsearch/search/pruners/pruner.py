@@ -1,0 +1,508 @@
+"""One pruning module: the study pruner a study file's ``pruner:`` names, and MO-ASHA.
+
+Optuna's own pruning (``trial.report`` / ``should_prune``) is not implemented for
+multi-objective studies, so a study pruner here is effsearch's object. The
+objective calls ``begin(trial, cfg)`` before a trial trains, then the trainer
+calls ``on_eval(trial, point)`` at every evaluation (its ``on_eval`` hook); a
+returned reason stops the run at that evaluation and the trial ends as PRUNED,
+keeping its curve and the reason.
+
+Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
+
+Optuna cannot prune multi-objective studies (``Trial.report`` raises), so
+effsearch decides itself. Rungs sit at geometric fractions of the epoch budget
+(``min_fraction * eta**k``). When a trial reaches a rung, it is ranked among all
+trials that reached that rung so far by non-dominated sorting, ties broken by
+crowding distance so the front stays spread; it goes on if it is in the best
+``1/eta``, and only once ``min_trials`` trials have been seen there.
+
+What the time objective means at a rung (``rank``): time to target is not known
+yet for a trial still below the target.
+
+- ``predicted`` (default): the time the curve so far predicts: the seconds at
+  which it reached the target, else the last slope extended to the target
+  (capped at 10x the run's projected seconds). Within a front the more accurate
+  trial goes first. Nobody is kept for having spent the least so far.
+- ``spent``: the seconds spent so far, a lower bound, ties by crowding distance.
+  Near chance accuracy this ranks on seconds spent alone, and whoever is cheapest
+  so far is a front end with infinite crowding: on the Fashion-MNIST replay it
+  pruned the two best rows in half the seeds (research/README.md: the replay).
+
+Either way a slow but accurate trial is pruned only if another is both faster
+*and* more accurate at the same point of the budget, never for being slow alone.
+
+Where the rung sits (``clock``):
+
+- ``budget`` (default): rungs at ``min_fraction * eta**k`` of each trial's epochs,
+  ranked as ``rank`` says.
+- ``time``: one rung at ``time_fraction`` of the baseline's time to
+  target, in train seconds: every trial is judged at the same second of training,
+  on its validation accuracy there, and goes on if in the best ``1/eta``. The time
+  objective asks what a curve has reached by a given second; a share of each
+  trial's own budget (0.2 epochs of a 2-epoch trial, 0.7 of a 6-epoch one) does
+  not. The baseline's point there (read from its curve) is a peer. Until the
+  baseline has a time to target (it is still training, or missed), trials use
+  the budget rungs. A trial whose budget ends before the rung is never judged.
+  Not the default: it ranks on speed alone, and on the Fashion-MNIST study one of its two
+  runs kept no recipe within a point of the baseline's accuracy (docs/results.md, earlier studies).
+
+State lives in the study's storage as trial user attributes (``rung_K``), so
+every worker and machine sees the same rungs, and a resumed study too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, cast
+
+from effsearch.config.options import MOASHAOptions, check_options
+from effsearch.trainer.result import EvalPoint
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import BaseTrial
+
+    from effsearch.config import TrainConfig
+
+
+class StudyPruner(Protocol):
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
+        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline and warm starts."""
+
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
+        """``point``: the trainer's evaluation. A reason stops the trial."""
+
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
+        """Epochs at which the trainer must evaluate ``cfg`` besides every ``eval_every``."""
+
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
+        """Train seconds at which the trainer must evaluate ``cfg`` (its first step at or past each)."""
+
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
+        """A point at ``epoch`` / ``seconds`` whose accuracy is at most ``upper`` so far (part of the
+        validation set scored): True if this pruner's decision there is already made, False if it
+        needs the whole set, None if the point is no decision of this pruner's."""
+
+
+class NoPruner:
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
+        return None
+
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
+        return ()
+
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
+        return ()
+
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
+        return None
+
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
+        return None
+
+
+class MOASHAStudyPruner:
+    """MO-ASHA on a study: one RungTracker per trial, its budget the trial's own epochs."""
+
+    def __init__(self, pruner: MOASHAPruner, study: optuna.Study | None) -> None:
+        self.pruner, self.study = pruner, study
+        self.tracker: RungTracker | None = None  # the running trial's (a worker runs one trial at a time)
+        # clock time: (seconds, the baseline's accuracy there), once known
+        self._time_rung: tuple[float, float | None] | None = None
+
+    def time_rung(self) -> tuple[float, float | None] | None:
+        """Clock ``time``: the rung's train seconds and the baseline's val accuracy at its first
+        evaluation at or past them (None when it recorded its own point there); None until the
+        study's baseline has completed with a time to target."""
+        if self.pruner.clock != "time" or self.study is None:
+            return None
+        if self._time_rung is None:
+            from optuna.trial import TrialState
+
+            from effsearch.search.store.queries import baseline_trial
+
+            base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            tta = base.user_attrs.get("time_to_target") if base is not None else None
+            if tta:
+                assert base is not None  # a time to target is a baseline's
+                mark = self.pruner.time_fraction * tta
+                hist = base.user_attrs.get("history") or []
+                p = next((p for p in hist if p.get("train_seconds", 0.0) >= mark), None)
+                own = TIME_KEY in base.user_attrs
+                self._time_rung = (mark, None if own or p is None else float(p["val_accuracy"]))
+        return self._time_rung
+
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
+        rung = self.time_rung()
+        self.tracker = RungTracker(
+            self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy, may_prune=may_prune, time_rung=rung
+        )
+
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
+        if self.tracker is None or self.tracker.trial.number != trial.number:
+            return None
+        return self.tracker(point)
+
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
+        if self.tracker is None or self.tracker.trial.number != trial.number:
+            return None
+        return self.tracker.settle(epoch, seconds, upper)
+
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
+        """Every budget rung gets its own evaluation. Without one a rung was decided at the next
+        ``eval_every`` point: with the default (1 epoch) and the quickstart's 2-6 epochs, the
+        first rung (1/9) sat at 1/6-1/2 of the budget, where a stop saves a third as much."""
+        if self.tracker is not None and self.tracker.time_rung is not None:
+            return ()
+        return tuple(r * cfg.epochs for r in self.pruner.rungs())
+
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
+        """Train seconds at which the trainer must evaluate: the time rung, once it is known."""
+        if self.tracker is not None and self.tracker.time_rung is not None:
+            return (self.tracker.time_rung[0],)
+        return ()
+
+
+class SlowStop:
+    """Any study pruner, plus a time limit: a trial still short of the target once it has trained
+    ``factor`` x the study baseline's time to target (train seconds, compile time included) is
+    stopped there. Its time to target would be more than ``factor`` x the baseline's, which no
+    one running this tool wants; on an H200 one compile + SAM + ghost-BN trial spent 208 s of a
+    240 s study before its first rung (the baseline reached the target in 6.8 s). No limit until
+    the baseline has a time to target; never for the baseline or a warm start.
+
+    The limit is at least ``FLOOR`` seconds past the baseline's time: a baseline that reaches the
+    target in 0.05 s puts 4x at 0.2 s, inside a loaded machine's timing noise (a test study's trial
+    measured 0.18 s once and was stopped as too slow on a busy CI machine)."""
+
+    FLOOR = 1.0  # train seconds; no real recipe's time to target is measured this finely
+
+    def __init__(self, inner: StudyPruner, factor: float, study: optuna.Study | None) -> None:
+        self.inner, self.factor, self.study = inner, factor, study
+        self._base_tta: float | None = None
+        self.trial: int | None = None
+        self.limit: float | None = None
+        self.target, self.reached = 1.0, False
+
+    @classmethod
+    def mark(cls, factor: float, tta: float) -> float:
+        """The train seconds past which a trial short of the target stops, for a baseline time to
+        target ``tta`` (the replay benchmark applies the same rule)."""
+        return max(factor * tta, tta + cls.FLOOR)
+
+    def base_tta(self) -> float | None:
+        if self._base_tta is None and self.study is not None:
+            from effsearch.search.store.queries import baseline_time_to_target
+
+            self._base_tta = baseline_time_to_target(self.study)
+        return self._base_tta
+
+    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
+        self.inner.begin(trial, cfg, may_prune=may_prune)
+        tta = self.base_tta() if may_prune else None
+        self.trial, self.limit = trial.number, (self.mark(self.factor, tta) if tta else None)
+        self.target, self.reached = cfg.target_accuracy, False
+
+    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
+        return self.inner.eval_at(cfg)
+
+    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
+        return self.inner.eval_after(cfg) + ((self.limit,) if self.limit else ())
+
+    def _over(self, trial: BaseTrial, seconds: float) -> bool:
+        return self.limit is not None and trial.number == self.trial and not self.reached and seconds >= self.limit
+
+    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
+        reason = self.inner.on_eval(trial, point)  # first: a rung's point is recorded for the others
+        if reason or trial.number != self.trial:
+            return reason
+        if point.val_accuracy >= self.target:
+            self.reached = True
+        if self._over(trial, point.train_seconds):
+            limit, base = cast(float, self.limit), cast(float, self.base_tta())  # both set: _over holds
+            return (
+                f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
+                f"more than {limit / base:.3g}x the baseline's time to target "
+                f"({base:.2f}s; max_slowdown in the study file)"
+            )
+        return None
+
+    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
+        if self._over(trial, seconds) and upper < self.target:
+            return True  # stopped whatever the rest of the validation set says
+        return self.inner.settle(trial, epoch, seconds, upper)
+
+
+def make_pruner(spec: dict, study: optuna.Study | None = None) -> StudyPruner:
+    """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
+    if spec.get("name", "none") == "none":
+        return NoPruner()
+    knobs = check_options(MOASHAOptions, {k: v for k, v in spec.items() if k != "name"}, "pruner", "moasha")
+    pruner = MOASHAPruner(**knobs)
+    return MOASHAStudyPruner(pruner, study)
+
+
+@dataclass
+class RungPoint:
+    time_bound: float  # time to target if reached, else predicted (rank: predicted) or spent so far
+    accuracy: float
+    reached: bool
+
+    def objectives(self) -> tuple[float, float]:
+        """Both minimised. An unreached trial's bound is optimistic: it is never
+        dominated in time by a trial that only reached the target later."""
+        return (self.time_bound, -self.accuracy)
+
+    def to_attr(self) -> list:
+        return [self.time_bound, self.accuracy, self.reached]
+
+    @classmethod
+    def from_attr(cls, v: list) -> RungPoint:
+        return cls(float(v[0]), float(v[1]), bool(v[2]))
+
+
+def predicted_time(
+    seconds: float, accuracy: float, fraction_done: float, target: float, previous: tuple[float, float] | None
+) -> float:
+    """Time to ``target`` the curve predicts at (``seconds``, ``accuracy``), ``fraction_done`` of
+    the budget in: the slope since ``previous`` (seconds, accuracy; else since the start at 0)
+    extended to the target, capped at 10x the run's projected seconds (a flat or falling curve
+    gets the cap)."""
+    if accuracy >= target:
+        return seconds
+    cap = 10 * seconds / max(fraction_done, 1e-9)
+    t0, a0 = previous if previous is not None else (0.0, 0.0)
+    rate = (accuracy - a0) / max(seconds - t0, 1e-9)
+    return min(seconds + (target - accuracy) / rate, cap) if rate > 0 else cap
+
+
+_DEFAULT = MOASHAOptions()  # the one home of the defaults (a study file's and this class's)
+TIME_KEY = "rung_time"  # a trial's point at the time rung: [train seconds, val accuracy]
+
+
+class MOASHAPruner:
+    def __init__(
+        self,
+        eta: float = _DEFAULT.eta,
+        min_fraction: float = _DEFAULT.min_fraction,
+        min_trials: int = _DEFAULT.min_trials,
+        rank: str = _DEFAULT.rank,
+        clock: str = _DEFAULT.clock,
+        time_fraction: float = _DEFAULT.time_fraction,
+    ) -> None:
+        # The knobs' bounds are MOASHAOptions' (a ConfigError naming pruner.KNOB), for a study file's
+        # knobs and for a pruner built in code alike.
+        check_options(
+            MOASHAOptions,
+            {
+                "eta": eta,
+                "min_fraction": min_fraction,
+                "min_trials": min_trials,
+                "rank": rank,
+                "clock": clock,
+                "time_fraction": time_fraction,
+            },
+            "pruner",
+        )
+        self.rank, self.clock, self.time_fraction = rank, clock, time_fraction
+        self.eta, self.min_fraction, self.min_trials = eta, min_fraction, min_trials
+
+    def rungs(self) -> list[float]:
+        """Rung positions as fractions of the budget (the end itself is no rung, nor is a point in
+        its last 1%: ``min_fraction: 0.111`` with eta 9 would put one at 0.999, a stop there saves
+        nothing)."""
+        out, r = [], self.min_fraction
+        while r < 0.99:
+            out.append(r)
+            r *= self.eta
+        return out
+
+    def rung_of(self, fraction_done: float) -> int | None:
+        """The highest rung at or below ``fraction_done``."""
+        hit = [k for k, r in enumerate(self.rungs()) if fraction_done >= r - 1e-9]
+        return hit[-1] if hit else None
+
+    def decide(self, me: RungPoint, peers: list[RungPoint]) -> bool:
+        """True: keep ``me``. ``peers`` are the other trials' points at the same rung."""
+        points = [me, *peers]
+        if len(points) < self.min_trials:
+            return True
+        from effsearch.search.pareto import fronts, rank
+
+        objs = [p.objectives() for p in points]
+        if self.rank == "spent":
+            order = rank(objs)
+        else:  # front by front, the more accurate first: no infinite crowding at the ends
+            order = [i for f in fronts(objs) for i in sorted(f, key=lambda i: (objs[i][1], objs[i][0], i))]
+        keep = max(1, math.ceil(len(points) / self.eta))
+        return 0 in order[:keep]
+
+    # -- the study side: state in trial attributes ------------------------------------
+    def check(
+        self, study: optuna.Study | None, trial: BaseTrial, k: int, me: RungPoint, may_prune: bool = True
+    ) -> str | None:
+        """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
+        ``may_prune`` False (the baseline) the point is recorded for the others only."""
+        key = f"rung_{k}"
+        if key in getattr(trial, "user_attrs", {}):
+            return None  # decided before (a retried or resumed trial keeps its first verdict)
+        trial.set_user_attr(key, me.to_attr())
+        if not may_prune:
+            return None
+        peers = [RungPoint.from_attr(v) for v in self.peers(study, trial, key)]
+        if self.decide(me, peers):
+            return None
+        return (
+            f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
+            f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
+            f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})"
+        )
+
+    @staticmethod
+    def peers(study: optuna.Study | None, trial: BaseTrial, key: str) -> list:
+        """The other trials' records under ``key`` (their points at one rung)."""
+        assert study is not None  # ranking among peers needs the study (make_pruner's study)
+        return [
+            t.user_attrs[key]
+            for t in study.get_trials(deepcopy=False)
+            if t.number != trial.number and key in t.user_attrs
+        ]
+
+    def keep_by_accuracy(self, accuracy: float, peers: list[float]) -> bool:
+        """True: keep a trial at ``accuracy`` among ``peers`` (the others' accuracies at the same
+        rung): fewer than ``ceil(n / eta)`` of them are more accurate (ASHA)."""
+        n = len(peers) + 1
+        if n < self.min_trials:
+            return True
+        return sum(1 for p in peers if p > accuracy) < max(1, math.ceil(n / self.eta))
+
+    def check_time(
+        self,
+        study: optuna.Study | None,
+        trial: BaseTrial,
+        seconds: float,
+        accuracy: float,
+        base_accuracy: float | None,
+        may_prune: bool = True,
+    ) -> str | None:
+        """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
+        None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
+        if TIME_KEY in getattr(trial, "user_attrs", {}):
+            return None  # decided before (a retried or resumed trial keeps its first verdict)
+        trial.set_user_attr(TIME_KEY, [seconds, accuracy])
+        if not may_prune:
+            return None
+        peers = self.time_peers(study, trial, base_accuracy)
+        if self.keep_by_accuracy(accuracy, peers):
+            return None
+        return (
+            f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
+            f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
+            f"trials there"
+        )
+
+    def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_accuracy: float | None) -> list[float]:
+        """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
+        peers = [float(v[1]) for v in self.peers(study, trial, TIME_KEY)]
+        return peers + ([base_accuracy] if base_accuracy is not None else [])
+
+    def _time_label(self, me: RungPoint) -> str:
+        if me.reached:
+            return "time to target"
+        return "predicted time to target" if self.rank == "predicted" else "seconds so far"
+
+
+class RungTracker:
+    """Feeds one trial's evaluation points to the pruner, with time-to-target so far."""
+
+    def __init__(
+        self,
+        pruner: MOASHAPruner,
+        study: optuna.Study | None,
+        trial: BaseTrial,
+        budget_epochs: float,
+        target: float,
+        may_prune: bool = True,
+        time_rung: tuple[float, float | None] | None = None,
+    ) -> None:
+        self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
+        self.budget, self.target = budget_epochs, target
+        self.time_rung = time_rung  # (seconds, the baseline's accuracy there): judged there, not at budget rungs
+        self.reached_seconds: float | None = None
+        self.previous: tuple[float, float] | None = None  # the evaluation before this one
+        self.seen: set = set()  # rungs decided: their indices, and "time"
+        self._peers: tuple | None = None  # (rung key, its peers) read for the point being scored
+
+    def __call__(self, point: EvalPoint) -> str | None:
+        self._peers = None
+        if self.time_rung is not None:
+            return self._at_time(point)
+        if self.reached_seconds is None and point.val_accuracy >= self.target:
+            self.reached_seconds = point.train_seconds
+        previous, self.previous = self.previous, (point.train_seconds, point.val_accuracy)
+        k = self._rung(point.epoch)
+        if k is None:
+            return None
+        self.seen.add(k)
+        me = self._point(point.epoch, point.train_seconds, point.val_accuracy, previous)
+        return self.pruner.check(self.study, self.trial, k, me, self.may_prune)
+
+    def settle(self, epoch: float, seconds: float, upper: float) -> bool | None:
+        """A rung's point scored on part of the validation set, its accuracy at most ``upper``: True
+        if it is pruned even at ``upper`` (the decision is monotone in accuracy: a more accurate
+        point is never ranked worse), False if it may be kept (scored whole: its record is the
+        others' peer). The baseline and warm starts are scored whole (the yardstick's curve)."""
+        if not self.may_prune:
+            return False
+        if self.time_rung is not None:
+            s, base_accuracy = self.time_rung
+            if "time" in self.seen or seconds < s or epoch / self.budget >= 0.99 or TIME_KEY in self.trial.user_attrs:
+                return None
+            return not self.pruner.keep_by_accuracy(upper, self._read(TIME_KEY, base_accuracy))
+        k = self._rung(epoch)
+        if k is None or f"rung_{k}" in self.trial.user_attrs:
+            return None
+        me = self._point(epoch, seconds, upper, self.previous)
+        return not self.pruner.decide(me, [RungPoint.from_attr(v) for v in self._read(f"rung_{k}")])
+
+    def _read(self, key: str, base_accuracy: float | None = None) -> list:
+        """The peers at ``key``, read once for all the questions about one point."""
+        if self._peers is None or self._peers[0] != key:
+            peers = (
+                self.pruner.time_peers(self.study, self.trial, base_accuracy)
+                if key == TIME_KEY
+                else self.pruner.peers(self.study, self.trial, key)
+            )
+            self._peers = (key, peers)
+        return self._peers[1]
+
+    def _rung(self, epoch: float) -> int | None:
+        """The budget rung a point at ``epoch`` decides, if any not decided yet."""
+        # Epochs come rounded to 4 places; the point the trainer placed at a rung may read a hair short.
+        k = self.pruner.rung_of(epoch / self.budget + 5e-5 / self.budget)
+        return None if k is None or k in self.seen else k
+
+    def _point(self, epoch: float, seconds: float, accuracy: float, previous: tuple[float, float] | None) -> RungPoint:
+        reached = self.reached_seconds is not None or accuracy >= self.target
+        if self.reached_seconds is not None:
+            t = self.reached_seconds
+        elif reached:
+            t = seconds
+        elif self.pruner.rank == "predicted":
+            t = predicted_time(seconds, accuracy, epoch / self.budget, self.target, previous)
+        else:
+            t = seconds
+        return RungPoint(t, accuracy, reached)
+
+    def _at_time(self, point: EvalPoint) -> str | None:
+        assert self.time_rung is not None  # called on a time rung only
+        seconds, base_accuracy = self.time_rung
+        if "time" in self.seen or point.train_seconds < seconds:
+            return None
+        self.seen.add("time")
+        if point.epoch / self.budget >= 0.99:  # its budget ended first: nothing left to save
+            return None
+        return self.pruner.check_time(
+            self.study, self.trial, point.train_seconds, point.val_accuracy, base_accuracy, self.may_prune
+        )

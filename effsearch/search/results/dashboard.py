@@ -1,0 +1,124 @@
+"""`effsearch dashboard`: optuna-dashboard on a study's storage, with its artifacts.
+
+The artifact folder is the one `effsearch run` uploads each trial's learning
+curve, config and result to, so the dashboard shows them on the trial's page.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from effsearch.config import ConfigError, read_yaml
+from effsearch.config.fields import quote
+from effsearch.search.results import lookup
+from effsearch.search.store import storage as S
+from effsearch.search.store.storage import redact
+from effsearch.search.study.studyfile import MINIMAL_STUDY, locate
+
+STUDY_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class Target:
+    storage: str  # an RDB URL or a journal file
+    study: str | None  # None: the whole storage
+    artifacts: Path | None
+
+
+def study_artifacts(path: Path, storage: str) -> Path | None:
+    """The artifact folder of a study file (storage.artifact_dir, as the runner's)."""
+    return S.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
+
+
+def is_storage(arg: str) -> bool:
+    """A storage URL or a journal/database file (not a study file, not a study name)."""
+    if "://" in arg:
+        return True
+    p = Path(arg)
+    return p.is_file() and p.suffix.lower() not in STUDY_SUFFIXES
+
+
+def resolve(arg: str, storage_flag: str | None, artifact_dir: str | None) -> Target:
+    """What to serve: a study file, a study name with --storage, or a storage by itself."""
+    given = Path(artifact_dir).expanduser().resolve() if artifact_dir else None
+    if given is not None and not given.is_dir():
+        raise ConfigError("--artifact-dir", f"no such folder: {given}")
+    if is_storage(arg):
+        if storage_flag:
+            raise ConfigError(
+                "--storage", f"{arg!r} is already a storage; give a study name with --storage, or the storage alone"
+            )
+        url = S.storage_url(arg)
+        return Target(url, None, given or S.artifact_dir(None, None, url))
+    name, url = locate(arg, storage_flag)
+    path = _study_path(arg)
+    if given is None:
+        given = study_artifacts(path, url) if path else S.artifact_dir(None, None, url)
+    return Target(url, name, given)
+
+
+def _study_path(arg: str) -> Path | None:
+    for p in (Path(arg), Path("studies") / f"{arg}.yaml"):
+        if p.is_file():
+            return p
+    return None
+
+
+def check_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise ConfigError("--port", f"must be in [1, 65535]; got {port}")
+
+
+def check_host(host: str, port: int) -> None:
+    """A --host that names no address is the flag's error, before anything is printed (the server
+    would print its own "Listening on" first, then fail)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(
+            "--host",
+            f"cannot resolve {quote(host)} ({getattr(e, 'strerror', None) or e}); give "
+            "an address of this machine: 127.0.0.1 (this machine only, the default) or "
+            "0.0.0.0 (every interface)",
+        ) from None
+
+
+def url_of(host: str, port: int, path: str = "") -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/dashboard/{path}"
+
+
+def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> int:
+    """Open the storage, print where to look, and serve until Ctrl-C."""
+    import optuna_dashboard
+    from optuna.artifacts import FileSystemArtifactStore
+
+    out = out or sys.stdout
+    check_host(host, port)
+    storage = lookup.open_existing(target.storage)
+    page = ""
+    if target.study is not None:
+        lookup.check_name(storage, target.study, target.storage)
+        page = f"studies/{storage.get_study_id_from_name(target.study)}"
+    store = None
+    if target.artifacts is not None and target.artifacts.is_dir():
+        store = FileSystemArtifactStore(str(target.artifacts))
+    print(f"effsearch dashboard: {url_of(host, port, page)}", file=out)
+    print(f"  storage    {redact(target.storage)}", file=out)
+    print(f"  artifacts  {target.artifacts if store else 'none (trials show no files; give --artifact-dir)'}", file=out)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"  listening on {host}: anyone who reaches this port can read and change the study", file=out)
+    print("  Ctrl-C stops it", file=out, flush=True)
+    try:
+        optuna_dashboard.run_server(storage, host=host, port=port, artifact_store=store)
+    except OSError as e:  # the port is taken, the address is not this machine's
+        print(f"effsearch dashboard: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,239 @@
+"""A study as text: one line per trial, the status table, the best-recipe line, the baseline's warning.
+
+The answers come from ``queries``; this module only words and lays them out. Only Optuna is
+imported here, so `effsearch status` answers in a second or two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
+
+from optuna.trial import TrialState
+
+from effsearch.search.store import queries
+from effsearch.search.store.record import Recorded
+from effsearch.search.store.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY
+from effsearch.spaces.space import format_table
+from effsearch.trainer.result import speedup
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+ABBREV = {
+    "time_to_accuracy": "tta",
+    "final_accuracy": "acc",
+    "train_time": "train",
+    "model_size": "size",
+    "quantized_size": "int8",
+}
+
+
+def summary(cfg: dict) -> str:
+    """A config in a few words: what differs across trials."""
+    o, s, sel, sp = cfg["optimizer"], cfg["schedule"], cfg["selection"], cfg["sparsity"]
+    lr = o["lr"] * (cfg["batch_size"] / 128 if o.get("scale_lr_with_batch") else 1.0)
+    parts = [f"{cfg['epochs']:.3g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
+    if sel["strategy"] != "full":
+        parts.append(f"{sel['strategy']} {sel['fraction']:.2f}")
+    if sp["target"] > 0:
+        parts.append(f"sparsity {sp['target']:.2f}")
+    if cfg.get("precision", "fp32") != "fp32":
+        parts.append(cfg["precision"])
+    if cfg.get("channels_last"):
+        parts.append("channels_last")
+    if cfg.get("compile"):
+        parts.append("compile")
+    if cfg.get("loader", "torch") != "torch":
+        parts.append(cfg["loader"])
+    algos = list(cfg.get("algorithms") or {})
+    if algos:
+        parts.append("+".join(algos))
+    return ", ".join(parts)
+
+
+def fmt_value(name: str, value: float | None, hit: bool = True) -> str:
+    if value is None:
+        return "-"
+    if name == "time_to_accuracy":
+        return f"{value:.2f}" if hit else "miss"
+    if name in ("model_size", "quantized_size"):
+        return f"{value / 1024:.1f}K"
+    if name == "final_accuracy":
+        return f"{value:.4f}"
+    return f"{value:.2f}"
+
+
+def trial_line(
+    trial: FrozenTrial,
+    objectives: Sequence[str],
+    trials: Sequence[FrozenTrial],
+    study: optuna.Study,
+    n_trials: int | None,
+    elapsed: float | None = None,
+    same_as: int | None = None,
+) -> str:
+    """One progress line for a finished trial, with the study's standing. ``same_as``: the trial
+    whose line already printed this trial's error (a repeated error is printed once)."""
+    c = queries.counts(trials)
+    state = trial.user_attrs.get(STATUS_KEY) or trial.state.name.lower()
+    if trial.state == TrialState.COMPLETE:
+        hit = queries.reached(trial)
+        vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v, hit)}" for n, v in zip(objectives, trial.values))
+        base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
+        sp = speedup(base_tta, queries.seconds_to_target(trial))
+        what = vals + (f" ({sp:.2f}x)" if sp else "")
+    elif same_as is not None:
+        what = f"the same error as trial {same_as}"
+    else:
+        what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
+    cfg = queries.config_of(trial)
+    tag = (
+        " baseline"
+        if trial.user_attrs.get(BASELINE_KEY)
+        else (f" ({trial.user_attrs[WARM_KEY]})" if WARM_KEY in trial.user_attrs else "")
+    )
+    if DUPLICATE_KEY in trial.user_attrs:  # answered from storage: say whose result it repeats
+        state = f"duplicate of trial {trial.user_attrs[DUPLICATE_KEY]}, not trained"
+    best = queries.best_tta(trials)
+    total = f"{c['done']}/{n_trials}" if n_trials else f"{c['done']}"
+    clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
+    return (
+        f"{clock}trial {trial.number:>3}{tag} {state}: {what}"
+        + (f"  [{summary(cfg)}]" if cfg else "")
+        + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
+        f"front {len(queries.front(study))}, best time to target "
+        + (f"{best:.2f} s" if best is not None else "none yet")
+    )
+
+
+def recipe_line(trials: Iterable[FrozenTrial]) -> str | None:
+    """Which recipe is the yardstick, for `status` and `run`."""
+    r = queries.best_recipe(trials)
+    if r is None:
+        return None
+    return (
+        f"best known recipe: {r.user_attrs[WARM_KEY]} (trial {r.number}), "
+        f"{Recorded.of(r).time_to_target:.2f} s to the target; 'x recipe' is each trial's speed-up over it"
+    )
+
+
+def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool = True) -> str:
+    trials = study.get_trials(deepcopy=False)
+    base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
+    recipe = queries.best_recipe(trials)
+    recipe_tta = queries.seconds_to_target(recipe)
+    head = (
+        ["trial", "state"]
+        + [_short(n) for n in objectives]
+        + ["speed-up"]
+        + (["x recipe"] if recipe else [])
+        + ["test acc", "train s", "config / reason"]
+    )
+
+    def row(t: FrozenTrial) -> list:
+        return table_row(t, objectives, base_tta, recipe, recipe_tta)
+
+    c = queries.counts(trials)
+    lines = [
+        f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
+        f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"
+    ]
+    if show_all and trials:
+        lines += ["", format_table(head, [row(t) for t in trials])]
+    pareto = queries.front(study)
+    if recipe:
+        lines += ["", cast(str, recipe_line(trials))]  # a str: there is a recipe
+    lines += [
+        "",
+        f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
+        + (
+            "; a+b: the mean of trials a and b, one config's seeds"
+            if any(t.user_attrs.get("seed_trials") for t in pareto)
+            else ""
+        )
+        + "):",
+    ]
+    if pareto:
+        lines.append(format_table(head, [row(t) for t in pareto]))
+    elif c["complete"] and "time_to_accuracy" in objectives:
+        lines.append(
+            "  (no complete trial reached the target: a trial that misses it has no time to target "
+            "and is not on the front)"
+        )
+    return "\n".join(lines)
+
+
+def table_row(
+    t: FrozenTrial,
+    objectives: Sequence[str],
+    base_tta: float | None,
+    recipe: FrozenTrial | None,
+    recipe_tta: float | None,
+) -> list:
+    """One trial's row of the status table: its values, speed-ups over the baseline (and the
+    best recipe, when there is one), test accuracy, train seconds, and its config or why it failed."""
+    vals = list(t.values) if t.values else [None] * len(objectives)
+    tta = queries.seconds_to_target(t)
+    sp = speedup(base_tta, tta)
+    over = [speedup(recipe_tta, tta)] if recipe else []
+    cfg = queries.config_of(t)
+    tail = (
+        summary(cfg)
+        if cfg and t.state == TrialState.COMPLETE
+        else (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+    )
+    if DUPLICATE_KEY in t.user_attrs:
+        tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
+    state = t.state.name
+    if t.user_attrs.get(BASELINE_KEY):
+        state += "*"
+    r = Recorded.of(t)
+    test, train = r.test_accuracy, r.train_seconds
+    seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
+    label = "+".join(map(str, seeds)) if seeds else t.number
+    return (
+        [label, state]
+        + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
+        + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
+        + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", str(tail)[:90]]
+    )
+
+
+def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
+    """Why speed-ups read '-': the baseline did not give a time to target (None when it did)."""
+    base = [t for t in trials if t.user_attrs.get(BASELINE_KEY)]
+    if not base:
+        return None
+    done = [t for t in base if t.state == TrialState.COMPLETE]
+    if done and Recorded.of(done[0]).time_to_target is not None:
+        return None
+    if done:
+        t = done[0]
+        r = Recorded.of(t)
+        target, acc = r.target_accuracy, r.val_accuracy
+        why = (
+            f"missed the target {target:g} (final val accuracy {acc:.4f})"
+            if target is not None and acc is not None
+            else "missed the target"
+        )
+    else:
+        t = max(base, key=lambda x: x.number)
+        if not t.state.is_finished():
+            return None  # still to run
+        why = t.user_attrs.get(STATUS_KEY) or t.state.name.lower()  # its reason is on its own line
+    return (
+        f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
+        "Lower target_accuracy or give the baseline more epochs (the study file's base and baseline)"
+    )
+
+
+def _short(name: str) -> str:
+    return {
+        "time_to_accuracy": "time to target s",
+        "final_accuracy": "val acc",
+        "train_time": "train time s",
+        "model_size": "size",
+        "quantized_size": "int8 size",
+    }.get(name, name)

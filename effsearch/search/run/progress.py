@@ -1,0 +1,120 @@
+"""What `effsearch run` prints: the header, one line per finished trial, the dashboard hint."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from optuna.trial import FrozenTrial, TrialState
+
+from effsearch.config.options import PRUNERS, NoOptions, defaults
+from effsearch.search.results import report
+from effsearch.search.run.budget import spent
+from effsearch.search.store import queries
+from effsearch.search.study import phases
+
+if TYPE_CHECKING:
+    import optuna
+
+    from effsearch.search.study.studyfile import StudySpec
+
+
+class Progress:
+    """One line per finished trial, with the study's standing."""
+
+    def __init__(
+        self, spec: StudySpec, study: optuna.Study, out: TextIO | None = None, t0: float | None = None
+    ) -> None:
+        self.spec, self.out = spec, out or sys.stderr
+        self.t0 = t0 if t0 is not None else time.time()
+        self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+        self.errors: dict[str, int] = {}  # error text -> the first trial that printed it
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial | None = None) -> None:
+        self.poll(study)
+
+    def poll(self, study: optuna.Study) -> None:
+        trials = study.get_trials(deepcopy=False)
+        for t in sorted(
+            (t for t in trials if t.state.is_finished() and t.number not in self.seen), key=lambda t: t.number
+        ):
+            self.seen.add(t.number)
+            reason = t.user_attrs.get("reason") if t.state == TrialState.FAIL else None
+            same = self.errors.get(reason) if reason else None
+            if reason and same is None:
+                self.errors[reason] = t.number
+            print(
+                report.trial_line(
+                    t, self.spec.objectives, trials, study, self.spec.n_trials, time.time() - self.t0, same_as=same
+                ),
+                file=self.out,
+                flush=True,
+            )
+
+
+def header(spec: StudySpec, study: optuna.Study) -> str:
+    trials = study.get_trials(deepcopy=False)
+    c = queries.counts(trials)
+    objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
+    budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
+    timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
+    if spec.budget:
+        timeout += f", budget {spec.budget:g} compute s ({spent(trials):.0f} s spent)"
+    pr = spec.pruner
+    # Every knob the pruner runs with, defaults included: a default that changed (min_trials 4 -> 2)
+    # shows in the header, not only in the release notes.
+    knobs = {**defaults(PRUNERS.get(pr["name"], NoOptions)), **{k: v for k, v in pr.items() if k != "name"}}
+    pruner = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in knobs.items())
+    phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
+    return "\n".join(
+        [
+            f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
+            f"  storage    {spec.storage_label()}",
+            artifacts_line(spec),
+            f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
+            f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
+            f"(effsearch space show {spec.source})",
+            f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
+            if spec.phase != "confirm"
+            else f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
+            f"queued; {spec.workers} worker(s); {budget}{timeout}",
+            f"  pruner     {pr['name']}"
+            + (f" ({pruner})" if pruner else "")
+            + (
+                f"; a trial short of the target at {spec.max_slowdown:g}x the baseline's time to target stops"
+                if spec.max_slowdown
+                else "; max_slowdown off"
+            ),
+        ]
+        + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else [])
+        + warm_line(spec)
+    )
+
+
+def artifacts_line(spec: StudySpec) -> str:
+    """Where trials' files go, or why they keep none (the folder is made here if it can be)."""
+    from effsearch.search.store.storage import artifact_problem
+
+    problem = artifact_problem(spec)
+    if problem is None:
+        return f"  artifacts  {spec.artifacts}"
+    return f"  artifacts  none: {problem}; trials keep no learning curve, config or result files (warning)"
+
+
+def warm_line(spec: StudySpec) -> list[str]:
+    if not spec.warm_start or spec.phase == "confirm":
+        return []
+    return [
+        f"  warm start {len(spec.warm_start)} config(s) after the baseline, trained as given: "
+        + ", ".join(label for label, _ in spec.warm_start)
+    ]
+
+
+def dashboard_hint(spec: StudySpec) -> str:
+    """The command that serves this study; ``--artifact-dir`` only for a folder that is there."""
+    from effsearch.search.store.storage import rdb_url, redact
+
+    storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
+    there = spec.artifacts is not None and spec.artifacts.is_dir()
+    return f"optuna-dashboard {storage}" + (f" --artifact-dir {spec.artifacts}" if there else "")

@@ -1,0 +1,380 @@
+"""Worker processes: each runs trials one after another on the study's storage.
+
+Trials run in-process (starting Python with Composer costs ~25 s, a quickstart
+trial a few seconds); ``--workers K`` starts K worker processes on the same storage,
+and several machines are just several `effsearch run` on one PostgreSQL URL (Optuna's
+own distributed mode). A worker warms up first, stops at the study's n_trials (counting
+trials running elsewhere), re-queues the trials of workers that died, and on Ctrl-C
+puts its own running trial back in the queue.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+
+import optuna
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
+from effsearch.search.run.objective import Objective, TrialFailed
+from effsearch.search.run.progress import Progress
+from effsearch.search.store import queries
+from effsearch.search.store.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
+from effsearch.search.store.storage import (
+    COUNTED_FAIL,
+    STATUS_KEY,
+    WORKER_KEY,
+    artifact_store,
+    has_note,
+    mark_failed,
+    open_storage,
+    requeue,
+    save_note_by_id,
+    storage_errors,
+    why,
+)
+from effsearch.search.study import phases
+from effsearch.search.study.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from optuna.trial import FrozenTrial
+
+    from effsearch.search.study.studyfile import StudySpec
+
+
+WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
+
+
+def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
+    """Train ``cfg`` for a few batches, untimed, so the process's first timed trial is not its slowest.
+
+    The first run of a process pays lazy imports, allocator growth and kernel choice in its
+    train seconds (benchmarks/first_run_bias.py; docs/benchmarks.md), and the first trial is
+    the baseline every speed-up is read against. It doubles as the check that the baseline's
+    config runs at all. Returns the seconds it took.
+    """
+    from effsearch.trainer.data import splits as D
+    from effsearch.trainer.training import train
+
+    t = time.perf_counter()
+    n_train = len(D.load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
+    epochs = min(float(cfg.epochs), WARM_UP_BATCHES * cfg.batch_size / max(1, n_train))
+    try:
+        short = cfg.replace(epochs=epochs, eval_every=epochs)
+    except ConfigError:  # a rule tied to the budget (a CORDS strategy that would never select): no selection
+        short = cfg.replace(
+            **{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full", "selection.fraction": 1.0}
+        )
+    train(short, data_root=data_root, progress=False)
+    return time.perf_counter() - t
+
+
+def requeue_interrupted(study: optuna.Study) -> None:
+    """Trials this process lost to Ctrl-C (or SIGTERM) go back to the queue, so a rerun resumes them."""
+    me = worker_id()
+    trials = study.get_trials(deepcopy=False)
+    queued = {t.user_attrs.get("retry_of") for t in trials}
+    for t in trials:
+        if t.user_attrs.get(WORKER_KEY) != me or t.number in queued:
+            continue
+        if t.state == TrialState.RUNNING:  # stopped by a signal Optuna did not see
+            try:
+                mark_failed(study, t, "interrupted")
+            except optuna.exceptions.UpdateFinishedTrialError:  # it finished (or was failed elsewhere) meanwhile
+                continue
+        elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in COUNTED_FAIL:
+            continue  # finished, or a real failure: nothing to resume
+        requeue(study, t, "interrupted")
+
+
+def keyboard_interrupt_on_sigint() -> None:
+    """Importing Composer turns SIGINT into ``sys.exit(130)``, which Optuna does not treat as
+    an interruption (the trial would stay RUNNING): give Ctrl-C its KeyboardInterrupt back."""
+    import composer.core.engine  # noqa: F401  (installs its handler at import)
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
+        signal.SIG_IGN,
+        signal.default_int_handler,
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def work(
+    spec: StudySpec,
+    index: int = 0,
+    data_root: str | Path | None = None,
+    progress: bool = False,
+    out: TextIO | None = None,
+    t0: float | None = None,
+    since: float | None = None,
+    warm: bool = True,
+) -> str:
+    """One worker: run trials until the study has n_trials, the timeout passes, the budget is
+    spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
+
+    ``since``: when the command started (the failure limit counts this run's trials only).
+    """
+    quiet_and_share_cores(spec)
+    started = time.time()
+    storage = open_storage(spec)
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=make_sampler(spec.sampler, spec.seed))
+    stop, budget = StopAtTotal(spec.n_trials), StopAtBudget(spec, storage)
+    if budget.reached(study) or (stop.reached(study) and not wait_for_others(spec, study, stop, started)):
+        return "done"
+    keyboard_interrupt_on_sigint()
+    if warm:
+        warm_up_or_warn(spec, index, data_root)
+    failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
+    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
+    objective = Objective(
+        spec, study, artifact_store(spec), data_root, heartbeat=beat, reap=lambda: reap_dead(spec, study)
+    )
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
+        objective.told,
+        stop,
+        budget,
+        failures,
+        lambda study, trial: mark_lost(spec, study),
+        lambda study, trial: study.stop() if objective.uncounted else None,
+    ]
+    if progress:
+        callbacks.append(Progress(spec, study, out, t0))
+    try:
+        return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started, out)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
+        requeue_interrupted(study)
+        return "interrupted"
+    finally:
+        if beat is not None:
+            beat.beat(None)
+
+
+def quiet_and_share_cores(spec: StudySpec) -> None:
+    """This worker process's settings: Optuna's errors only, and its share of the cores."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    if spec.workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.workers))
+
+
+class Stops(NamedTuple):
+    """What ends a worker's trials (each also an Optuna callback)."""
+
+    total: StopAtTotal
+    budget: StopAtBudget
+    failures: StopOnRepeatedFailure
+
+
+def run_trials(
+    spec: StudySpec,
+    study: optuna.Study,
+    objective: Objective,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]],
+    stops: Stops,
+    started: float,
+    out: TextIO | None,
+) -> str:
+    """``study.optimize`` until one of ``stops`` or the timeout ends the worker: "done" or "failed"."""
+    stop, budget, failures = stops
+    while True:
+        left = None if spec.timeout is None else spec.timeout - (time.time() - started)
+        if left is not None and left <= 0:
+            break
+        optimize(spec, study, objective, callbacks, left)
+        if failures.hit:
+            return "failed"
+        if objective.uncounted:
+            print(
+                f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
+                file=out or sys.stderr,
+                flush=True,
+            )
+            return "failed"
+        if budget.reached(study):
+            break
+        # Not reached now though the callback stopped: a trial running elsewhere was failed
+        # by heartbeat in between (it counted as running then) and is queued again: run on.
+        # The timeout is checked at the top.
+        if stop.reached(study) and not wait_for_others(spec, study, stop, started):
+            break  # the study has its n_trials
+    return "done"
+
+
+def optimize(
+    spec: StudySpec,
+    study: optuna.Study,
+    objective: Objective,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]],
+    left: float | None,
+) -> None:
+    """One ``study.optimize`` call, until a callback stops it or ``left`` seconds pass."""
+    try:
+        study.optimize(
+            objective,
+            n_trials=None,
+            timeout=left,
+            catch=(TrialFailed,),
+            callbacks=callbacks,
+            # A full gc costs ~0.5 s a trial; it matters only for freeing GPU memory.
+            gc_after_trial=spec.space.machine.device == "cuda",
+        )
+    except Exception as e:
+        # This worker was stopped or hung mid-trial and the others took its trial over:
+        # Optuna cannot record its end. Dropped (said once); run_trials's checks run as after
+        # any trial, as the callbacks did not.
+        if not objective.lost_at_tell(e):
+            raise
+        if isinstance(objective.raised, (KeyboardInterrupt, SystemExit)):
+            raise objective.raised from None  # Ctrl-C during that trial: stop, as work does
+
+
+def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -> None:
+    """A worker's warm-up; one that fails is a warning with its cause (the main process's
+    pre-flight trained the baseline's config already, so the study goes on, but this worker's
+    first timed trial then pays the process's first-run costs)."""
+    try:
+        warm_up(phases.trial_config(spec, spec.baseline), data_root)
+    except Exception as e:  # noqa: BLE001 - printed with its cause; the trials that follow record their own
+        print(
+            f"warning: worker {index}: the warm-up run of the baseline's config failed ({type(e).__name__}: "
+            f"{e}); its first trial's time includes this process's first-run costs",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def reap_dead(spec: StudySpec, study: optuna.Study) -> list[int]:
+    """Fail (and queue again) the trials of workers that are gone."""
+    hb = spec.heartbeat
+    if not spec.is_rdb:
+        return requeue_dead_local(study, hb["max_retry"], hb["grace_period"])
+    # Optuna's heartbeats: fail_stale_trials fails them, RetryHeartbeatStaleTrialCallback queues the retry.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(study)
+    return mark_lost(spec, study)
+
+
+def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
+    """A note on each trial Optuna failed by heartbeat (at any worker's next trial): FAIL with
+    nothing recorded, its worker having died mid-trial. (A finished trial's attributes cannot
+    change; its note lives on the study.)"""
+    if not spec.is_rdb:
+        return []
+    trials = study.get_trials(deepcopy=False)
+    lost = [t for t in trials if t.state == TrialState.FAIL and STATUS_KEY not in t.user_attrs]
+    if not lost:
+        return []
+    for t in lost:
+        if has_note(study, t):
+            continue
+        w = t.user_attrs.get(WORKER_KEY) or {}
+        retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
+        reason = (
+            f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
+            f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else "")
+        )
+        try:
+            save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
+        except storage_errors() as e:  # the note is all a heartbeat-failed trial has: say it is missing
+            print(
+                f"warning: cannot write the note of trial {t.number} (lost: {reason}): {why(e)}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return [t.number for t in lost]
+
+
+def wait_for_others(spec: StudySpec, study: optuna.Study, stop: StopAtTotal, started: float) -> bool:
+    """The study has n_trials counting the ones running elsewhere: wait until they end. True when
+    one of them died (its worker's heartbeat stopped or its process is gone) and was queued again,
+    so this worker should go on and run it; False when the study is complete (or time is up)."""
+    poll = min(2.0, spec.heartbeat["interval"])
+    while True:
+        reap_dead(spec, study)
+        c = queries.counts(study.get_trials(deepcopy=False))
+        if stop.n is None or c["done"] >= stop.n:
+            return False
+        if c["done"] + c["running"] < stop.n:
+            return True
+        if spec.timeout is not None and time.time() - started >= spec.timeout:
+            return False
+        time.sleep(poll)
+
+
+WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
+
+
+def _worker_main(
+    raw: dict, path: str, source: str, overrides: dict, index: int, data_root: str | Path | None, since: float
+) -> None:
+    from effsearch.config.imports import import_plugins
+    from effsearch.search.study.studyfile import from_mapping
+
+    try:
+        import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS); the study's own come with from_mapping
+        phase = overrides.pop("phase")
+        # The study as the parent read it (a study given as a mapping has no file to read again).
+        spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase)
+        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since)])
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def run_workers(
+    spec: StudySpec, study: optuna.Study, data_root: str | Path | None, out: TextIO, t0: float | None = None
+) -> str:
+    ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
+    overrides = {
+        "storage": spec.storage,
+        "n_trials": spec.n_trials,
+        "timeout": spec.timeout,
+        "budget": spec.budget,
+        "workers": spec.workers,
+        "phase": spec.phase,
+    }
+    since = t0 or time.time()
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since),
+            name=f"effsearch-worker-{i}",
+        )
+        for i in range(spec.workers)
+    ]
+    for p in procs:
+        p.start()
+    progress = Progress(spec, study, out, t0)
+    try:
+        while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
+            time.sleep(2.0)
+            progress.poll(study)
+    except KeyboardInterrupt:
+        print("\nstopping: waiting for the workers to record their trials...", file=out, flush=True)
+        for p in procs:
+            p.join(timeout=120)
+            if p.is_alive():
+                p.terminate()
+        progress.poll(study)
+        return "interrupted"
+    progress.poll(study)
+    bad = [p.exitcode for p in procs if p.exitcode not in (0, 1, 130)]
+    if bad:  # killed; the survivors re-ran its trial (wait_for_others)
+        print(f"warning: {len(bad)} worker(s) exited with codes {bad}", file=out)
+    if any(p.exitcode == 130 for p in procs):
+        return "interrupted"
+    return "failed" if any(p.exitcode == 1 for p in procs) else "done"

@@ -1,0 +1,157 @@
+"""Questions asked of a study's trials: counts, the baseline, the Pareto front, the best recipe.
+
+Answers only, no text: ``report`` renders them, and the pruner, the budget and the workers
+ask them without importing any rendering. Only Optuna is imported here, so ``effsearch
+status`` answers in a second or two.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.search.store.record import Recorded
+from effsearch.search.store.storage import (
+    BASELINE_KEY,
+    COUNTED_FAIL,
+    DUPLICATE_KEY,
+    STATUS_KEY,
+    WARM_KEY,
+    storage_errors,
+    why,
+)
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import BaseTrial, FrozenTrial
+
+
+def objectives_of(study: optuna.Study) -> list[str]:
+    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
+
+
+def measures(trial: FrozenTrial, objectives: list[str]) -> tuple[float, float, bool]:
+    """(time to target (inf for a miss), final val accuracy, reached the target)."""
+    a = Recorded.of(trial)
+    values = dict(zip(objectives, trial.values))
+    tta = values.get("time_to_accuracy", a.time_to_target)
+    acc = values.get("final_accuracy", a.val_accuracy)
+    hit = reached(trial)
+    if tta is None or not hit:
+        tta = math.inf
+    return float(tta), float(acc) if acc is not None else -math.inf, bool(hit)
+
+
+def counted(trial: FrozenTrial) -> bool:
+    """Does a finished trial count toward n_trials? A FAIL only if effsearch recorded why (COUNTED_FAIL)."""
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    return trial.state == TrialState.FAIL and trial.user_attrs.get(STATUS_KEY) in COUNTED_FAIL
+
+
+def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
+    c = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "done": 0}
+    for t in trials:
+        if t.state == TrialState.COMPLETE:
+            c["complete"] += 1
+        elif t.state == TrialState.PRUNED:
+            c["pruned"] += 1
+        elif t.state == TrialState.FAIL:
+            c["failed"] += 1
+        elif t.state == TrialState.RUNNING:
+            c["running"] += 1
+        elif t.state == TrialState.WAITING:
+            c["waiting"] += 1
+        c["done"] += counted(t)
+    return c
+
+
+def config_of(trial: BaseTrial) -> dict | None:
+    text = trial.user_attrs.get("config")
+    try:
+        return yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return None
+
+
+def reached(trial: FrozenTrial) -> bool:
+    """Did the trial's delivered model reach the target? (A miss is infeasible: see objectives.)"""
+    flag = Recorded.of(trial).reached_target
+    if flag is not None:
+        return bool(flag)
+    return all(c <= 0 for c in trial.constraints.values())
+
+
+def seconds_to_target(trial: FrozenTrial | None) -> float | None:
+    """The trial's recorded time to target (None: no trial, or no time: it missed, or has not
+    finished). Speed-ups are ``trainer.result.speedup`` of two of these."""
+    return Recorded.of(trial).time_to_target if trial is not None else None
+
+
+def baseline_trial(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
+    for t in trials:
+        if t.user_attrs.get(BASELINE_KEY) and t.state == TrialState.COMPLETE:
+            return t
+    return None
+
+
+def baseline_time_to_target(study: optuna.Study) -> float | None:
+    """The study's completed baseline's time to target (None: none yet, or it missed)."""
+    base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return base.user_attrs.get("time_to_target") if base is not None else None
+
+
+def front(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> list[FrozenTrial]:
+    """The Pareto front of the complete trials that reached the target, a configuration
+    confirmed with several seeds counted once, at its mean (``phases.seed_means``). A storage
+    that does not answer (a dropped database connection, a journal file gone) is a warning
+    naming the error, and no front; any other error is a bug and raises."""
+    from effsearch.search import pareto
+    from effsearch.search.study import phases
+
+    try:
+        trials = study.get_trials(deepcopy=False) if trials is None else trials
+        directions = study.directions
+    except storage_errors() as e:
+        print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
+        return []
+    # A duplicate (answered with an earlier trial's result) is that trial's point again. A miss
+    # is infeasible (its constraint), as in Optuna's best_trials.
+    pool = [
+        t
+        for t in phases.seed_means(trials)
+        if t.state == TrialState.COMPLETE
+        and DUPLICATE_KEY not in t.user_attrs
+        and all(c <= 0 for c in t.constraints.values())
+    ]
+    if not pool:
+        return []
+    names = [d.name.lower() for d in directions]
+    points = [phases.minimised(t.values, names) for t in pool]
+    return sorted((pool[i] for i in pareto.fronts(points)[0]), key=lambda t: t.values)
+
+
+def best_tta(trials: Iterable[FrozenTrial]) -> float | None:
+    recorded = [Recorded.of(t).time_to_target for t in trials if t.state == TrialState.COMPLETE]
+    times = [x for x in recorded if x is not None]
+    return min(times, default=None)
+
+
+def best_recipe(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
+    """The fastest complete trial of a named recipe (``warm_start: [recipe:NAME]``) that reached the
+    target: the yardstick a search must beat (None: no recipe trained, or none reached it)."""
+    hits = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and DUPLICATE_KEY not in t.user_attrs
+        and str(t.user_attrs.get(WARM_KEY, "")).startswith("recipe:")
+        and reached(t)
+        and Recorded.of(t).time_to_target is not None
+    ]
+    return min(hits, key=lambda t: (Recorded.of(t).time_to_target, t.number), default=None)

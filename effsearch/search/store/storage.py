@@ -1,0 +1,499 @@
+"""Where a study lives, and every write effsearch makes past Optuna's public API.
+
+This module owns storage: parsing a storage URL, opening it (``open_storage`` for
+running a study, ``open_url`` for reading one; both through ``_connect``), where a study's
+artifacts go (``artifact_dir``), and the writes to a trial this process does not hold
+(``mark_failed``, ``requeue``, notes on lost trials). No other module touches Optuna's
+private attributes.
+
+Default: an Optuna JournalStorage on a local file. Several worker processes
+append to it under a file lock (SQLite would answer "database is locked"), and
+it needs no server. For several machines: an RDB URL (PostgreSQL), with
+heartbeats on, so a trial whose worker died is failed and queued again
+(Optuna's RetryHeartbeatStaleTrialCallback). Journal storages have no
+heartbeats of Optuna's; there effsearch stamps running trials itself and re-queues
+those whose worker is gone (search/store/heartbeat.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # Optuna's own format
+from optuna.trial import TrialState
+
+from effsearch.config import ConfigError
+
+if TYPE_CHECKING:
+    from optuna.artifacts import FileSystemArtifactStore
+    from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
+    from sqlalchemy.engine import Dialect
+
+    from effsearch.search.study.studyfile import StudySpec
+
+WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
+STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
+# Statuses of a trial that failed for a reason of its own (counted, never retried); a lost worker's
+# or an interrupted trial is queued again instead.
+COUNTED_FAIL = ("failed", "diverged", "invalid")
+BASELINE_KEY = "baseline"
+CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
+WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
+WARM_KEY = "warm_start"  # user attr: which warm start a queued trial is (search.warmstart)
+WARM_CONFIG_KEY = "warm_config"  # user attr: the config YAML that warm start trains
+DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
+DEDUPE_NOTE_KEY = "dedupe_note"  # user attr: why a config trained before trains again (it failed, or ran on)
+
+
+def rdb_url(url: str) -> str:
+    """SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3; use psycopg2 where only it is installed."""
+    if url.startswith("postgresql://"):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+            return "postgresql+psycopg2://" + url[len("postgresql://") :]
+    return url
+
+
+# Python packages that provide each database's default SQLAlchemy driver, for the message.
+DRIVERS = {
+    "postgresql": "psycopg2-binary (`uv run --extra postgres ...`)",
+    "mysql": "mysqlclient or PyMySQL (mysql+pymysql://...)",
+    "sqlite": "Python's sqlite3",
+}
+
+
+def check_url(url: str, where: str) -> None:
+    """Refuse a storage URL SQLAlchemy cannot parse or whose driver is not installed (before any trial)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(rdb_url(url))
+        parsed.get_dialect().import_dbapi()
+    except (ArgumentError, ValueError) as e:
+        raise ConfigError(where, f"not a valid storage URL {redact(url)!r}: {e}") from None
+    except (ImportError, NoSuchModuleError) as e:
+        backend = url.split("://", 1)[0].split("+", 1)[0]
+        raise ConfigError(
+            where, f"no driver for {backend}:// ({e}); install {DRIVERS.get(backend, 'its driver')}"
+        ) from None
+    if parsed.get_backend_name() == "sqlite" and not parsed.database:
+        raise ConfigError(
+            where,
+            "sqlite:// without a path is an in-memory database, lost when the run ends; "
+            "give a file: sqlite:///path/to/study.db",
+        )
+
+
+RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
+URL_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")  # `scheme:` (a path starts with /, ., ~ or a name without :)
+
+
+def as_url(text: str, where: str) -> str | None:
+    """``text`` checked as a storage URL; None when it is a file path."""
+    scheme = URL_LIKE.match(text)
+    if not scheme:
+        return None
+    # A URL, even a malformed one: never taken as a file name (sqlite:/x would make a folder `sqlite:`)
+    name = scheme.group(1).split("+", 1)[0].lower()
+    if name not in RDB_SCHEMES:
+        raise ConfigError(
+            where,
+            f"unknown storage scheme {name!r}; allowed: {', '.join(RDB_SCHEMES)} URLs "
+            "(e.g. postgresql://user:pass@host/db) or a journal file path",
+        )
+    if not text.startswith(scheme.group(0) + "//"):
+        raise ConfigError(
+            where,
+            f"malformed storage URL {redact(text)!r}: a URL is {name}://..., e.g. "
+            + ("sqlite:///path/to/study.db" if name == "sqlite" else f"{name}://user:pass@host/db")
+            + "; a journal file path must not start with `NAME:`",
+        )
+    check_url(text, where)
+    return text
+
+
+def is_rdb_url(storage: str) -> bool:
+    return "://" in storage
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for printing."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    user = cred.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in cred else url
+
+
+def _where(spec: StudySpec) -> str:
+    return getattr(spec, "storage_field", None) or "storage"
+
+
+def open_storage(spec: StudySpec, heartbeat: bool = True) -> BaseStorage:
+    """The study's storage for running it; anything that stops it opening is a one-line ConfigError
+    naming --storage (or the study file's ``storage``)."""
+    try:
+        return _open_storage(spec, heartbeat)
+    except ConfigError:
+        raise
+    except Exception as e:  # a server that is down, a folder that is missing or read-only
+        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {why(e)}") from None
+
+
+def check_storage(spec: StudySpec) -> None:
+    """open_storage's checks, leaving no new journal file behind (the pre-flight runs before the
+    data check: a study that cannot start should leave nothing)."""
+    if spec.is_rdb:
+        open_storage(spec, heartbeat=False)
+        return
+    path = Path(spec.storage)
+    existed = path.exists()
+    open_storage(spec, heartbeat=False)
+    if not existed and path.is_file() and path.stat().st_size == 0:
+        path.unlink()
+
+
+def storage_errors() -> tuple[type[Exception], ...]:
+    """What a storage raises when it cannot answer: SQLAlchemy's errors (a database down, a
+    connection dropped; Optuna's RDBStorage wraps those raised in a commit as its
+    StorageInternalError) and OSError (a journal file or its lock)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError)
+
+
+def why(e: BaseException) -> str:
+    """The first line of a database error, without SQLAlchemy's background link."""
+    orig = getattr(e, "orig", None) or e
+    text = " ".join(str(orig).split()) or type(orig).__name__
+    return f"{type(orig).__name__}: {text}"[:300]
+
+
+def _open_storage(spec: StudySpec, heartbeat: bool) -> BaseStorage:
+    if spec.is_rdb:
+        path = sqlite_path(spec.storage)
+        if path is not None:
+            _check_folder(path, spec)
+        return _connect(spec.storage, spec.heartbeat if heartbeat else None)
+    path = Path(spec.storage)
+    _check_folder(path, spec)
+    try:
+        with open(path, "ab"):  # the journal is appended to: check that now, not at the first trial
+            pass
+    except OSError as e:
+        raise ConfigError(_where(spec), f"cannot write the journal file {path}: {e.strerror or e}") from None
+    return _connect(spec.storage)
+
+
+def _connect(url: str, heartbeat: dict | None = None) -> BaseStorage:
+    """The one place a storage object is made: an RDB URL (with Optuna's heartbeats when
+    ``heartbeat`` gives their settings) or a journal file."""
+    if "://" not in url:
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        return JournalStorage(JournalFileBackend(url))
+    kwargs = {}
+    if heartbeat:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            kwargs = dict(
+                heartbeat_interval=heartbeat["interval"],
+                grace_period=heartbeat["grace_period"],
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                    max_retry=heartbeat["max_retry"]
+                ),
+            )
+    # pool_pre_ping: a pooled connection the server closed (a restart) is replaced before use.
+    engine: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
+        engine["connect_args"] = {"connect_timeout": 15}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ExperimentalWarning (heartbeats)
+        storage = ReconnectingRDBStorage(rdb_url(url), engine_kwargs=engine, **kwargs)
+    if not url.startswith("sqlite"):  # after opening: a server down at the start is an error at once
+        from sqlalchemy import event
+
+        event.listen(storage.engine, "do_connect", _patient_connect)
+    return storage
+
+
+RECONNECT_SECONDS = 60.0  # how long a new connection waits for a server that went away (a restart)
+TRIES = 3  # of one storage call whose connection was cut
+
+
+def _patient_connect(dialect: Dialect, conn_rec: object, cargs: tuple, cparams: dict) -> Any:
+    """A new database connection, retried for up to RECONNECT_SECONDS while the server refuses it
+    (restarting, starting up); SQLAlchemy's do_connect hook."""
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    while True:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.OperationalError as e:
+            if time.monotonic() >= deadline:
+                raise
+            _warn_cut(e)
+            time.sleep(0.5)
+
+
+_cut_warned = threading.Event()  # a lost connection is said once a process (a heartbeat thread meets it too)
+
+
+def _warn_cut(e: BaseException) -> None:
+    if not _cut_warned.is_set():
+        _cut_warned.set()
+        print(
+            f"warning: lost the storage's connection ({why(e)}); reconnecting, waiting up to "
+            f"{RECONNECT_SECONDS:g} s for the server, and trying the call again",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def cut_connection(e: BaseException | None) -> BaseException | None:
+    """The error behind ``e`` (``e`` itself, or one it was raised from) that says a database
+    connection broke: the DB-API's OperationalError (closed by the server, refused, timed out),
+    or one SQLAlchemy invalidated. None: ``e`` is some other failure."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    for _ in range(10):  # Optuna wraps SQLAlchemy's error, which wraps the driver's
+        if e is None:
+            return None
+        if isinstance(e, OperationalError) or (isinstance(e, DBAPIError) and e.connection_invalidated):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+class ReconnectingRDBStorage(optuna.storages.RDBStorage):
+    """Optuna's RDBStorage that outlives a database restart: a call whose connection was cut is
+    made again (up to TRIES times) on a fresh connection, which waits for the server
+    (``_patient_connect``). Only calls that are safe to repeat are: reads, and writes that set a
+    value. Creating a study or a trial is not repeated (a cut after its commit landed would
+    make a second one, a RUNNING trial nobody owns); a cut there fails the worker, loudly."""
+
+    def _again(self, call: Callable, *args: Any, **kwargs: Any) -> Any:
+        """``call(self, *args, **kwargs)``, made again (TRIES in all) while its connection is cut,
+        until a new connection has waited RECONNECT_SECONDS for the server in vain."""
+        started = time.monotonic()
+        for attempt in range(1, TRIES + 1):
+            try:
+                return call(self, *args, **kwargs)
+            except storage_errors() as e:
+                cut = cut_connection(e)
+                if attempt == TRIES or cut is None or time.monotonic() - started > RECONNECT_SECONDS:
+                    raise
+                _warn_cut(cut)
+                time.sleep(attempt)
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
+        """As Optuna's, tried again after a cut. A try whose commit landed before its answer was
+        cut leaves the trial in ``state``, and the next try finds it finished: that is done."""
+        tries: list[int] = []
+
+        def once(storage: ReconnectingRDBStorage) -> bool:
+            tries.append(1)
+            try:
+                return optuna.storages.RDBStorage.set_trial_state_values(storage, trial_id, state, values)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                if len(tries) > 1 and state.is_finished() and storage.get_trial(trial_id).state == state:
+                    return True
+                raise
+
+        return self._again(once)
+
+
+def _repeatable(name: str) -> Callable:
+    """RDBStorage's method ``name``, made again while its connection is cut."""
+    method = getattr(optuna.storages.RDBStorage, name)
+
+    @functools.wraps(method)
+    def call(self: ReconnectingRDBStorage, *args: Any, **kwargs: Any) -> Any:
+        return self._again(method, *args, **kwargs)
+
+    return call
+
+
+# The RDBStorage methods that open a session and may be repeated (see ReconnectingRDBStorage).
+for _name in (
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_all_studies",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_trial",
+    "_get_trials",
+    "get_trial_param",
+    "get_trial_user_attrs",
+    "get_trial_system_attrs",
+    "get_trial_id_from_study_id_trial_number",
+    "_get_best_trial_id",
+    "_set_trial_param",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "record_heartbeat",
+    "_get_stale_trial_ids",
+):
+    setattr(ReconnectingRDBStorage, _name, _repeatable(_name))
+del _name
+
+
+def _check_folder(path: Path, spec: StudySpec) -> None:
+    """A storage file's folder must exist: a typo in --storage should not create folders."""
+    if not path.parent.is_dir():
+        what = "not a folder" if path.parent.exists() else "no such folder"
+        raise ConfigError(_where(spec), f"cannot create {path.name}: {what}: {path.parent}")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a sqlite:/// URL (None for other URLs)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(url[len("sqlite:///") :])
+
+
+# What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
+KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY, WARM_CONFIG_KEY)
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
+    """Queue ``trial``'s parameters again as a WAITING trial (as Optuna's retry callback does)."""
+    history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
+    keep = {k: v for k, v in trial.user_attrs.items() if k in KEEP_ON_RETRY}
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={**keep, "retry_of": trial.number, "retry_reason": reason},
+            system_attrs={"failed_trial": history[0], "retry_history": history},
+        )
+    )
+
+
+def open_url(url: str) -> BaseStorage:
+    """A storage for reading (no heartbeats): an RDB URL or a journal file (created if missing)."""
+    return _connect(url)
+
+
+def file_storage(path: Path) -> str:
+    """A storage given as a file: a database file as an sqlite URL, any other a journal file."""
+    return f"sqlite:///{path}" if path.suffix in (".db", ".sqlite", ".sqlite3") else str(path)
+
+
+def storage_url(arg: str) -> str:
+    """A storage argument as --storage takes it: a URL, or a file (see ``file_storage``)."""
+    return arg if "://" in arg else file_storage(Path(arg).expanduser().resolve())
+
+
+# -- where a study's artifacts go ----------------------------------------------------------
+def artifact_dir(study_path: Path | None, artifacts: str | None, storage: str) -> Path | None:
+    """The artifact folder: the study file's ``artifacts`` (relative to it), else STEM.artifacts
+    beside a journal file, else STEM.artifacts beside the study file (an RDB storage). None for
+    an RDB storage with no study file (a storage served by itself)."""
+    if artifacts:
+        assert study_path is not None, "artifacts is a study file's key"
+        return study_path.resolve().parent / artifacts
+    if "://" not in storage:  # beside the journal file (which is beside the study by default)
+        return Path(storage).with_suffix(".artifacts")
+    return study_path.resolve().parent / f"{study_path.stem}.artifacts" if study_path is not None else None
+
+
+def artifact_problem(spec: StudySpec) -> str | None:
+    """Why the study's artifact folder cannot be had (None: it exists now, made if it was not)."""
+    if spec.artifacts is None:
+        return "this storage has no study file to put the folder beside; give `artifacts:`"
+    try:
+        spec.artifacts.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"cannot create {spec.artifacts}: {e.strerror or e}"
+    return None
+
+
+def artifact_store(spec: StudySpec) -> FileSystemArtifactStore | None:
+    """The study's artifact store (None when its folder cannot be made: ``artifact_problem`` says why)."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    if artifact_problem(spec) is not None:
+        return None
+    return FileSystemArtifactStore(str(spec.artifacts))
+
+
+# -- writes to trials, by id ---------------------------------------------------------------
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """Optuna's storage id of a trial (frozen or running)."""
+    return trial._trial_id
+
+
+def finished_elsewhere(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
+    """The stored trial when another process finished the RUNNING trial this process holds (the
+    others failed it as lost: its heartbeat went stale while its process was stopped or hung),
+    else None. A running trial's own writes then raise ``UpdateFinishedTrialError``."""
+    stored = trial.storage.get_trial(trial._trial_id)
+    return stored if stored.state.is_finished() else None
+
+
+def retries_of(study: optuna.Study, number: int) -> list[int]:
+    """The numbers of the trials queued to retry trial ``number`` (``requeue``, Optuna's retry callback)."""
+    return [t.number for t in study.get_trials(deepcopy=False) if number in t.system_attrs.get("retry_history", ())]
+
+
+def mark_failed(study: optuna.Study, trial: FrozenTrial, status: str, reason: str | None = None) -> None:
+    """FAIL a RUNNING trial this process does not hold (its worker is gone or was interrupted),
+    recording effsearch's ``status`` (and ``reason``). Raises if another process finished it first."""
+    tid = trial._trial_id
+    study._storage.set_trial_user_attr(tid, STATUS_KEY, status)
+    if reason is not None:
+        study._storage.set_trial_user_attr(tid, "reason", reason)
+    study._storage.set_trial_state_values(tid, TrialState.FAIL)
+
+
+def set_constraints(trial: optuna.Trial, values: list[float]) -> None:
+    """Optuna's constraint values on a running trial, in its own format (its samplers and
+    optuna-dashboard read them)."""
+    trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_KEY, values)
+
+
+def constraints_of(trial: FrozenTrial) -> list[float] | None:
+    """A finished trial's constraint values, as ``set_constraints`` stored them."""
+    return trial.system_attrs.get(CONSTRAINTS_KEY)
+
+
+def retry_history(trial: optuna.Trial | FrozenTrial) -> list[int]:
+    """The trial numbers a (running or frozen) trial retries, oldest first."""
+    attrs = (
+        trial.system_attrs
+        if isinstance(trial, optuna.trial.FrozenTrial)
+        else trial.storage.get_trial_system_attrs(trial._trial_id)
+    )
+    return list(attrs.get("retry_history", ()))
+
+
+def has_note(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> bool:
+    """Has optuna-dashboard a note on ``trial`` (stored on the study: a finished trial cannot change)?"""
+    return f"dashboard:{trial._trial_id}:note_ver" in study._storage.get_study_system_attrs(study._study_id)
+
+
+def save_note_by_id(study: optuna.Study, trial: FrozenTrial, text: str) -> None:
+    """The note of a trial this process does not hold (one a dead worker left behind)."""
+    from types import SimpleNamespace
+
+    from optuna_dashboard import save_note  # a required dependency: a broken install is an error
+
+    save_note(SimpleNamespace(storage=study._storage, study=study, _trial_id=trial._trial_id), text)

@@ -1,0 +1,510 @@
+"""Study files (``studies/*.yaml``): what to search, how, and where to keep it.
+
+Every key is checked before anything is written: an error names the file, the
+field and what is allowed (exit code 2 in the CLI). Keys::
+
+    name: quickstart            # Optuna study name (default: the file's stem)
+    storage: null               # default: NAME.journal next to this file (no server);
+                                # or sqlite:///x.db, postgresql://user@host/db, PATH.journal
+    artifacts: null             # plots and configs per trial (default: beside the journal file,
+                                # or STEM.artifacts/ beside this file for an RDB storage)
+    base: {...}                 # the TrainConfig every trial starts from (or a path to one)
+    baseline: {}                # dotted overrides of base: trial 0, the yardstick for speed-ups
+    warm_start: []              # configs, each dotted overrides of base (as baseline), or a named
+                                # recipe (recipe:one-cycle; `recipes`: all): queued after the
+                                # baseline, trained exactly as given, once
+    objectives: [time_to_accuracy, final_accuracy]
+    space: {...}                # see effsearch.spaces.space
+    sampler: tpe                # or {name: nsga2, population_size: 20}; tpe nsga2 nsga3 gp random
+    n_trials: 20                # the study's total, across reruns and workers
+    timeout: null               # seconds per `effsearch run`: no new trial starts after it
+    budget: null                # compute seconds for the whole study (across reruns, workers and
+                                # both tuning phases): no new trial starts once its trials'
+                                # summed wall seconds reach it (effsearch.search.run.budget)
+    seed: 0
+    workers: 1                  # worker processes on this machine
+    pruner: none                # or {name: moasha, clock: budget, eta: 9, min_trials: 2}
+    tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
+                                #     val_subset: 1, target_accuracy: T, top_k: 5, seeds: 2}
+    heartbeat: {interval: 30, grace_period: 90, max_retry: 3}   # a dead worker's trial is retried
+    failure_limit: 3            # stop (exit 1) when this many trials in a row fail with the same
+                                # error (class and message); 0: never
+    dedupe: true                # a config a complete trial already trained is answered from
+                                # storage (duplicate_of), not trained again; false: re-train
+    max_slowdown: 4             # stop a trial still short of the target after 4x the baseline's
+                                # time to target in train seconds; null: never
+    plugins: []                 # modules imported first, here and in every worker and rank
+
+A study file that names code (an import path in model.name or dataset.name, a plugin) runs
+that code: treat it as you would a Python script. Modules are found on the Python path, in
+the current folder and in the study file's folder.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import yaml
+
+from effsearch import objectives as O
+from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
+from effsearch.config.fields import SEED_MAX, quote, set_path
+from effsearch.config.imports import add_search_path, import_plugins
+from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
+from effsearch.config.sources import model_kind
+from effsearch.search.store.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
+from effsearch.search.study import phases, recipes
+
+if TYPE_CHECKING:
+    from effsearch.config.machine import Machine
+
+# What an empty study file is told.
+MINIMAL_STUDY = (
+    "a minimal study file is `base: {dataset: {name: digits}}` (the TrainConfig every trial "
+    "starts from; objectives, space, sampler and n_trials have defaults), e.g. studies/quickstart.yaml"
+)
+
+KEYS = (
+    "name",
+    "description",
+    "storage",
+    "artifacts",
+    "base",
+    "baseline",
+    "warm_start",
+    "objectives",
+    "space",
+    "sampler",
+    "n_trials",
+    "timeout",
+    "budget",
+    "seed",
+    "workers",
+    "pruner",
+    "tuning",
+    "heartbeat",
+    "failure_limit",
+    "dedupe",
+    "max_slowdown",
+    "plugins",
+)
+
+# The keys that are not study numbers (StudyNumbers carries theirs on its fields), with their help:
+# what `python -m effsearch.reference` writes into docs/fields.md.
+KEY_HELP = {
+    "name": "the Optuna study's name (default: the file's stem)",
+    "description": "a line on what the study is for, kept in storage",
+    "storage": "default: NAME.journal beside this file (no server); or sqlite:///x.db, "
+    "postgresql://user@host/db, PATH.journal",
+    "artifacts": "folder for plots and configs per trial (default: beside the journal file, or "
+    "STEM.artifacts/ beside this file for an RDB storage)",
+    "base": "the TrainConfig every trial starts from (a mapping, or a path to a YAML file)",
+    "baseline": "dotted overrides of base: trial 0, the yardstick for speed-ups (default: base as is)",
+    "warm_start": "configs queued after the baseline and trained exactly as given, once: dotted overrides "
+    "of base, or a named recipe (recipe:NAME; recipes: all that fit; `effsearch recipes`)",
+    "objectives": "what each trial is scored on (default: time_to_accuracy, final_accuracy)",
+    "space": "what the sampler may change (include, exclude, ranges; `effsearch space show`)",
+    "sampler": "tpe (default), nsga2, nsga3, gp or random, or a mapping {name: ..., option: value}",
+    "pruner": "none (default) or moasha, or a mapping {name: moasha, option: value}",
+    "tuning": "none (default) or subset: a cheap phase on a data subset before full runs",
+    "heartbeat": "{interval, grace_period, max_retry}: a dead worker's trial is retried",
+    "plugins": "modules imported first, here and in every worker and rank (runs their code)",
+}
+
+# Options each sampler, pruner and tuning phase takes from the study file (the rest stay
+# their defaults), declared and checked in effsearch.config.options.
+SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
+
+
+@dataclass
+class StudySpec:
+    name: str
+    source: str  # the file, for messages
+    storage: str  # an RDB URL or a journal file path
+    artifacts: Path
+    base: TrainConfig
+    baseline: TrainConfig
+    objectives: tuple[str, ...]
+    space: Any  # effsearch.spaces.Space
+    sampler: dict  # {"name": ..., **options}
+    n_trials: int | None
+    timeout: float | None
+    seed: int
+    workers: int
+    pruner: dict
+    tuning: dict
+    heartbeat: dict
+    failure_limit: int = 3
+    dedupe: bool = True
+    max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruners.pruner)
+    budget: float | None = None  # compute seconds (effsearch.search.run.budget)
+    warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
+    raw: dict = field(default_factory=dict)
+    path: Path | None = None
+    storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
+    phase: str = "search"  # "tune" / "confirm" with a tuning phase (effsearch.search.study.phases)
+    notes: list = field(default_factory=list)  # what the run's header says (recipes skipped)
+
+    @property
+    def is_rdb(self) -> bool:
+        return is_rdb_url(self.storage)
+
+    @property
+    def directions(self) -> list[str]:
+        return O.directions(self.objectives)
+
+    def storage_label(self) -> str:
+        return redact(self.storage)
+
+
+def load(
+    path: str | Path,
+    *,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    workers: int | None = None,
+    budget: float | None = None,
+    machine: Machine | None = None,
+) -> StudySpec:
+    """Read and check a study file; command-line values replace the file's."""
+    path = Path(path)
+    raw = read_yaml(path, MINIMAL_STUDY)
+    return from_mapping(
+        raw, path, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget, machine=machine
+    )
+
+
+def from_mapping(
+    raw: Any,
+    path: str | Path,
+    *,
+    source: str | None = None,
+    storage: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    workers: int | None = None,
+    budget: float | None = None,
+    machine: Machine | None = None,
+) -> StudySpec:
+    """A study from its mapping, as if read from the file ``path`` (its folder holds the default
+    storage and resolves a relative ``base`` path); ``source`` names it in messages (default: path)."""
+    path = Path(path)
+    source = source or str(path)
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"a study must be a mapping; got {type(raw).__name__}", source)
+    try:
+        return _load(copy.deepcopy(raw), path, source, storage, n_trials, timeout, workers, budget, machine)
+    except ConfigError as e:
+        raise (e if e.source else e.with_source(source)) from None
+
+
+def _load(
+    raw: dict,
+    path: Path,
+    source: str,
+    storage_flag: str | None,
+    n_trials_flag: int | None,
+    timeout_flag: float | None,
+    workers_flag: int | None,
+    budget_flag: float | None,
+    machine: Machine | None,
+) -> StudySpec:
+    here = path.resolve().parent
+    for key in raw:
+        if key not in KEYS:
+            raise ConfigError(str(key), f"unknown key; allowed keys in a study file: {', '.join(KEYS)}")
+    _plugins(raw, here)  # first: the configs below may name what they bring
+    name = _text(raw, "name", path.stem, nonblank=True)
+    base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
+    objectives = _objectives(raw, base, baseline, warm_start)
+    from effsearch.spaces.space import Space
+
+    space = Space.build(base, raw.get("space"), machine)
+    sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
+    pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
+    tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
+    _check_confirm_seeds(base, tuning)
+    numbers = _numbers(
+        raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag
+    )
+    heartbeat = check_heartbeat(raw.get("heartbeat"))
+    storage, storage_field, artifacts_dir = _where(raw, path, storage_flag, workers_flag, numbers["workers"])
+    _text(raw, "description", "")
+    return StudySpec(
+        name=name,
+        source=source,
+        storage=storage,
+        artifacts=artifacts_dir,
+        base=base,
+        baseline=baseline,
+        objectives=objectives,
+        space=space,
+        sampler=sampler,
+        pruner=pruner,
+        tuning=tuning,
+        heartbeat=heartbeat,
+        **numbers,
+        warm_start=warm_start,
+        raw=raw,
+        path=path,
+        storage_field=storage_field,
+        notes=notes,
+    )
+
+
+def _text(raw: dict, key: str, default: str, nonblank: bool = False) -> str:
+    """The study file's string ``key`` (``default`` when absent)."""
+    text = raw.get(key, default)
+    if not isinstance(text, str) or (nonblank and not text.strip()):
+        raise ConfigError(key, f"must be a {'non-empty ' if nonblank else ''}string; got {quote(text)}")
+    return text
+
+
+def _where(
+    raw: dict, path: Path, storage_flag: str | None, workers_flag: int | None, workers: int
+) -> tuple[str, str, Path]:
+    """Where the study lives: its storage, the field that named it, its artifact folder."""
+    storage = _storage(storage_flag, raw.get("storage"), path)
+    storage_field = "--storage" if storage_flag is not None else "storage"
+    if workers > 1 and storage.startswith("sqlite"):
+        raise ConfigError(
+            "--workers" if workers_flag is not None else "workers",
+            f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
+            "use the default journal file or PostgreSQL for several workers",
+        )
+    artifacts = raw.get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, str):
+        raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
+    artifacts_dir = artifact_dir(path, artifacts, storage)
+    assert artifacts_dir is not None  # a study file's path gives a folder
+    return storage, storage_field, artifacts_dir
+
+
+def _plugins(raw: dict, here: Path) -> None:
+    plugins = raw.get("plugins") or []
+    if not isinstance(plugins, list):
+        raise ConfigError("plugins", f"must be a list of module names; got {quote(plugins)}")
+    add_search_path(here)
+    import_plugins(plugins)
+
+
+def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
+    """(base, baseline, warm starts, notes on skipped recipes, the machine), each checked."""
+    base_raw = raw.get("base", {})
+    if isinstance(base_raw, str):
+        base_path = (here / base_raw) if not Path(base_raw).is_absolute() else Path(base_raw)
+        base = TrainConfig.from_yaml(base_path)
+    elif isinstance(base_raw, dict):
+        base = _config(copy.deepcopy(base_raw), "base")
+    else:
+        raise ConfigError(
+            "base", f"must be a TrainConfig mapping or a path to a TrainConfig YAML; got {quote(base_raw)}"
+        )
+    baseline = _recipe(base, raw.get("baseline", {}) or {}, "baseline")
+    warm_raw = raw.get("warm_start") or []
+    if not isinstance(warm_raw, list):
+        raise ConfigError(
+            "warm_start",
+            "must be a list of configs (mappings of dotted keys, like baseline) or recipe "
+            f"names (recipe:NAME, recipes); got {quote(warm_raw)}",
+        )
+    for i, r in enumerate(warm_raw):  # a recipe's name is checked now; the recipe, once the machine is known
+        if recipes.is_recipe(r):
+            recipes.names(r, f"warm_start[{i}]")
+
+    # The machine decides what the space may offer (imports torch unless given).
+    if machine is None:
+        from effsearch.config.machine import detect
+
+        machine = detect(base.device)
+    _check_runnable(base, "base")
+    _check_runnable(baseline, "baseline")
+    warm_start, notes = _warm_starts(base, warm_raw)
+    # A model not built in is probed once (on the meta device), so that the space's gates and the
+    # rules about structure (an algorithm the model cannot take) read what it is made of.
+    for label, cfg in (("base", base), ("baseline", baseline)):
+        _probe(cfg, label)
+    return base, baseline, warm_start, notes, machine
+
+
+def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> tuple[str, ...]:
+    """The objectives, each measurable by every config the study trains as given."""
+    objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
+    for i, objective in enumerate(objectives):
+        if objective in O.NEEDS:
+            key, want = O.NEEDS[objective]
+            for label, cfg in (("base", base), ("baseline", baseline), *warm_start):
+                if getattr(cfg, key) != want:
+                    raise ConfigError(
+                        f"objectives[{i}]",
+                        f"{objective} needs {key}: {want} in {label} (every trial "
+                        f"must measure it); {label}.{key} is "
+                        f"{quote(getattr(cfg, key))}",
+                    )
+    return objectives
+
+
+def _numbers(raw: dict, machine: Machine, **flags: Any) -> dict:
+    """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
+    when given (an error names its flag), else the file's, else StudyNumbers' default."""
+
+    def number(key: str) -> Any:
+        if flags.get(key) is not None:
+            return options.check_value(StudyNumbers, key, flags[key], "--" + key.replace("_", "-"))
+        return options.check_value(StudyNumbers, key, raw.get(key, getattr(StudyNumbers, key)), key)
+
+    out = {
+        key: number(key)
+        for key in ("n_trials", "timeout", "budget", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
+    }
+    if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None:
+        raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
+    _check_workers(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
+    return out
+
+
+def _check_workers(workers: int, machine: Any, field_name: str) -> None:
+    """At most one worker per CPU core this process may use: each worker is a process with its own
+    threads and data, so more only share the cores (and memory) the first ones had. On a GPU machine
+    the workers share the GPUs, and the bound stays the cores."""
+    if workers > machine.cores:
+        raise ConfigError(
+            field_name,
+            f"must be at most {machine.cores} here (one worker process per CPU core; "
+            f"this process may use {machine.cores}); got {workers}",
+        )
+
+
+def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
+    """Phase 2 trains each pick with seeds base.seed + 0..seeds-1 (effsearch.search.study.phases): the
+    last must be a seed too, or phase 2 fails after phase 1's whole search."""
+    seeds = cast(int, tuning.get("seeds"))  # set (phases.check's defaults) where the name is not none
+    if tuning["name"] != "none" and base.seed + seeds - 1 > SEED_MAX:
+        raise ConfigError(
+            "tuning.seeds",
+            f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
+            f"{SEED_MAX} (the largest seed Composer, NumPy and Optuna take; base.seed "
+            f"is {base.seed}); lower base.seed or tuning.seeds",
+        )
+
+
+def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
+    """``base`` with a mapping of dotted TrainConfig keys applied (the baseline, a warm start)."""
+    if not isinstance(overrides, dict):
+        raise ConfigError(
+            prefix,
+            "must be a mapping of dotted TrainConfig keys to values, applied to base "
+            f"(e.g. {{algorithms: {{}}, optimizer.lr: 0.1}}); got {quote(overrides)}",
+        )
+    d = base.to_dict()
+    for key, value in overrides.items():
+        set_path(d, str(key), copy.deepcopy(value))
+    return _config(d, prefix)
+
+
+def _config(data: dict, prefix: str) -> TrainConfig:
+    try:
+        return TrainConfig.from_dict(data)
+    except ConfigError as e:
+        raise e.under(prefix) from None
+
+
+def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
+    from effsearch.config.machine import check_runnable
+
+    try:
+        check_runnable(cfg)
+    except ConfigError as e:
+        raise e.under(prefix) from None
+
+
+def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
+    """(label, config) of each warm start, in order, and notes on the recipes skipped. A recipe
+    (``recipe:NAME``, ``recipes``) this base or machine cannot run is skipped with a note; a
+    mapping of the user's own that cannot run is an error naming it."""
+    out, notes = [], []
+    for i, entry in enumerate(entries):
+        where = f"warm_start[{i}]"
+        if not recipes.is_recipe(entry):
+            cfg = _recipe(base, entry, where)
+            _check_runnable(cfg, where)
+            _probe(cfg, where)
+            out.append((where, cfg))
+            continue
+        for name in recipes.names(entry, where):
+            label = f"{recipes.PREFIX}{name}"
+            try:
+                cfg = _recipe(base, recipes.RECIPES[name].changes(base), label)
+                _check_runnable(cfg, label)
+                _probe(cfg, label)
+            except ConfigError as e:
+                notes.append(f"{label} skipped: {e.message if e.field == label else e}")
+                continue
+            out.append((label, cfg))
+    return out, notes
+
+
+def _probe(cfg: TrainConfig, prefix: str) -> None:
+    if model_kind(cfg.model.name) == "builtin":
+        return
+    from effsearch.trainer.probe import probe
+
+    try:
+        probe(cfg.model)
+        rules.check(cfg.to_dict())
+    except ConfigError as e:
+        raise e.under(prefix) from None
+
+
+def _storage(flag: str | None, value: Any, path: Path) -> str:
+    """An RDB URL, or the absolute path of a journal file."""
+    if flag is not None:
+        where, base_dir, text = "--storage", Path.cwd(), flag
+    elif value is not None:
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError("storage", f"must be a storage URL or a file path; got {quote(value)}")
+        where, base_dir, text = "storage", path.resolve().parent, value
+    else:
+        return str(path.resolve().parent / f"{path.stem}.journal")
+    url = as_url(text, where)
+    if url is not None:
+        return url
+    p = Path(text).expanduser()
+    return file_storage(p if p.is_absolute() else base_dir / p)
+
+
+def dump(spec: StudySpec) -> str:
+    """The study file as stored on the study (for `effsearch status` by name)."""
+    return yaml.safe_dump(spec.raw, sort_keys=False)
+
+
+def study_path(study: str) -> Path | None:
+    """The study file ``study`` names: a path, or a name under studies/ (None: neither)."""
+    path = Path(study)
+    if path.is_file():
+        return path
+    named = Path("studies") / f"{study}.yaml"
+    return named if named.is_file() else None
+
+
+def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
+    """(study name, storage) from a study file or a name, without the full check (for `status`)."""
+    path = study_path(study)
+    if path is not None:
+        raw = read_yaml(path, MINIMAL_STUDY)
+        name = raw.get("name", path.stem)
+        try:
+            return str(name), _storage(storage_flag, raw.get("storage"), path)
+        except ConfigError as e:
+            raise e.with_source(str(path)) from None
+    if storage_flag is None:
+        raise ConfigError(
+            "study",
+            f"{quote(study)} is neither a study file nor a study name under studies/; "
+            "give a study file, or the name with --storage URL",
+        )
+    return study, _storage(storage_flag, None, Path("study.yaml"))

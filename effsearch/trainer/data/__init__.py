@@ -1,0 +1,23 @@
+"""A run's data: splits held in memory and served in batches, read from the built-in datasets or
+the user's own, cached on disk, loaded through FFCV, or subset by CORDS.
+
+- ``splits``: train/validation/test splits as uint8 tensors, batches and augmentation;
+- ``datasets``: the built-in datasets' readers; ``userdata``: the user's own (image folders,
+  ``npz``, ``hf``, an import path); ``decode``: images decoded with PIL; ``imagecache``: decoded
+  images cached on disk; ``memory``: the host-memory check;
+- ``betons``, ``ffcv_loader``: FFCV's files and its training loader;
+- ``selection``, ``cords_compat``: CORDS data-subset selection, and what makes cords 0.0.4 run.
+"""
+
+__all__ = [
+    "betons",
+    "cords_compat",
+    "datasets",
+    "decode",
+    "ffcv_loader",
+    "imagecache",
+    "memory",
+    "selection",
+    "splits",
+    "userdata",
+]

@@ -1,0 +1,104 @@
+"""Images decoded with PIL into uint8 C,H,W arrays: one channel mode and size for a whole
+dataset, read from the headers first (``plan``), then the pixels in threads (``decode``; PIL
+decodes without the GIL). ``effsearch.trainer.data.userdata`` decodes image folders and ``hf``
+datasets through here."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from effsearch.config import ConfigError
+
+GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
+CHUNK = 256  # images per task of the decoding threads
+
+
+@dataclass
+class Part:
+    """One split's images before decoding: file paths or encoded bytes, labels, names for messages."""
+
+    sources: Sequence[str | bytes]
+    labels: np.ndarray
+    names: list[str]
+
+
+def _open(source: str | bytes) -> Any:
+    from PIL import Image
+
+    return Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+
+
+def _probe(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
+    try:
+        with _open(source) as im:  # reads the header only
+            return im.size, im.mode
+    except Exception as e:  # noqa: BLE001 - PIL raises many kinds for a damaged file: name the file
+        raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
+
+
+def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) -> np.ndarray:
+    """One image as uint8 C,H,W in ``mode``, ``size`` (W, H)."""
+    from PIL import Image
+
+    try:
+        with _open(source) as im:
+            im = im.convert(mode) if im.mode != mode else im
+            if im.size != size:
+                im = im.resize(size, Image.Resampling.BILINEAR)
+            a = np.asarray(im)
+    except Exception as e:  # noqa: BLE001 - as in _probe
+        raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
+    return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+
+
+def _in_threads(parts: dict[str, Part], work: Callable[[str, int, int], Any]) -> list:
+    """``work(split, start, stop)`` over chunks of every split, in threads (PIL decodes without the GIL)."""
+    jobs = [(s, i, min(i + CHUNK, len(p.labels))) for s, p in parts.items() for i in range(0, len(p.labels), CHUNK)]
+    pool = ThreadPoolExecutor(min(8, os.cpu_count() or 1))
+    try:
+        return list(pool.map(lambda job: work(*job), jobs))
+    finally:
+        pool.shutdown(cancel_futures=True)  # after a bad image, the rest is not decoded for nothing
+
+
+def plan(parts: dict[str, Part], image_size: int | None) -> tuple[str, tuple[int, int]]:
+    """The one mode and (W, H) every image is decoded to, from the headers alone."""
+
+    def headers(split: str, start: int, stop: int) -> list[tuple[tuple[int, int], str, str]]:
+        part = parts[split]
+        return [(*_probe(part.sources[i], part.names[i]), part.names[i]) for i in range(start, stop)]
+
+    first: dict[tuple[int, int], str] = {}  # each size, with the first image of it (for the message)
+    gray = True
+    for chunk in _in_threads(parts, headers):
+        for size, mode, name in chunk:
+            gray = gray and mode in GRAY_MODES
+            first.setdefault(size, name)
+    mode = "L" if gray else "RGB"
+    if image_size:
+        return mode, (image_size, image_size)
+    if len(first) > 1:
+        (a, an), (b, bn) = list(first.items())[:2]
+        raise ConfigError(
+            "dataset.image_size",
+            f"images differ in size ({an} is {a[0]}x{a[1]}, {bn} is "
+            f"{b[0]}x{b[1]}; {len(first)} sizes in all): set dataset.image_size "
+            "to resize every image to that square side",
+        )
+    return mode, next(iter(first))
+
+
+def decode(parts: dict[str, Part], mode: str, size: tuple[int, int], outs: dict[str, np.ndarray]) -> None:
+    def work(split: str, start: int, stop: int) -> None:
+        part, out = parts[split], outs[split]
+        for i in range(start, stop):
+            out[i] = _pixels(part.sources[i], part.names[i], mode, size)
+
+    _in_threads(parts, work)

@@ -1,0 +1,456 @@
+"""Datasets of the user's own, loaded into the uint8 N,C,H,W arrays the built-ins give
+:func:`effsearch.trainer.data.splits.load_splits`.
+
+``dataset.name`` says where the data is (``config.sources.dataset_kind``):
+
+* ``imagefolder``: ``dataset.path`` holds class folders (torchvision's ImageFolder layout: the
+  sorted class names are the labels 0..K-1), either directly or under ``train/`` with optional
+  ``val/`` and ``test/`` folders of the same classes. Images (.png .jpg .jpeg .bmp .gif .webp
+  .tif .tiff, any case; hidden files and folders skipped) are decoded once with PIL to one
+  channel mode: ``L`` (1 channel) when every image is grayscale, else ``RGB`` (alpha dropped,
+  palette images count as colour), and resized to ``dataset.image_size`` when set.
+* ``npz``: a ``.npz`` file of ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and optionally
+  ``x_val``, ``y_val``); shapes as :func:`images` says.
+* ``hf``: a folder written by ``datasets``' ``save_to_disk``: a DatasetDict with ``train`` and
+  optionally ``validation`` (or ``valid``, ``val``) and ``test``, or one Dataset (the training
+  split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (int labels).
+* ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
+  a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays or torch tensors.
+
+A source without a test split has one carved off, stratified, by ``dataset.test_fraction``
+(seeded by ``dataset.split_seed``); a validation split it has is used as it is, else
+``load_splits`` carves one by ``dataset.val_fraction``. The classes are the class folders of an
+imagefolder, else max label + 1 of the training split.
+
+Decoded images (imagefolder, hf) are cached on disk as .npy files under
+``DATA/imagefolder-cache/KEY/`` (``hf-cache`` for hf), KEY a hash of the source's absolute path,
+its files with their sizes and mtimes, ``image_size`` and the channel rule: a second run and
+every study worker memory-map them in about a second. They are decoded straight into the cache
+files, and a run reads from them only the images it keeps (``dataset.data_fraction``), so the
+decoded dataset needs disk, not memory; :func:`effsearch.trainer.data.memory.check_fits` refuses a run whose images do not fit.
+
+Bad input is a ConfigError naming the dataset field at fault, raised before any training.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from effsearch.config import ConfigError
+from effsearch.config.imports import load_object
+from effsearch.config.sources import dataset_kind
+from effsearch.trainer.data import memory
+from effsearch.trainer.data.decode import Part
+from effsearch.trainer.data.imagecache import decoded
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+SPLIT_FOLDERS = ("train", "val", "test")
+HF_VALIDATION = ("validation", "valid", "val")
+ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
+
+
+class Rows:
+    """Rows ``index`` of ``array``, read only when indexed: a split carved from a memory-mapped
+    cache costs memory for the images a run keeps, not for the whole source."""
+
+    def __init__(self, array: np.ndarray, index: np.ndarray) -> None:
+        self.array, self.index = array, index
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.index), *self.array.shape[1:])
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(self.array[self.index[idx]])
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.asarray(self.array[self.index], dtype=dtype)
+
+
+Images = np.ndarray | Rows  # uint8 N,C,H,W
+
+
+@dataclass
+class UserData:
+    """A user's dataset as ``load_splits`` takes it: images, int64 labels 0..classes-1, and the
+    validation split (images, labels) when the source has one."""
+
+    train_x: Images
+    train_y: np.ndarray
+    test_x: Images
+    test_y: np.ndarray
+    classes: int
+    val: tuple[Images, np.ndarray] | None = None
+
+
+def load(d: Any, cache_root: Path) -> UserData:
+    """Load the dataset ``d`` (a DatasetConfig) names; decoded images are cached under ``cache_root``."""
+    kind = dataset_kind(d.name)
+    if kind == "import":
+        return _from_arrays(_call(d.name), "dataset.name", f"{d.name}()", d)
+    root = Path(d.path).expanduser().absolute()
+    if not root.exists():
+        raise ConfigError("dataset.path", f"{root} does not exist")
+    if kind == "npz":
+        return _from_arrays(_read_npz(root), "dataset.path", str(root), d)
+    if not root.is_dir():
+        raise ConfigError("dataset.path", f"{root} is a file; {kind} reads a folder")
+    if kind == "imagefolder":
+        parts, classes, files = _scan_folder(root)
+        settings = {"image_size": d.image_size}
+        found, count = decoded(
+            cache_root / "imagefolder-cache", root, files, settings, d.image_size, lambda: (parts, len(classes))
+        )
+    else:
+        settings = {"image_size": d.image_size, "image_column": d.image_column, "label_column": d.label_column}
+        found, count = decoded(
+            cache_root / "hf-cache",
+            root,
+            _files(root, everything=True),
+            settings,
+            d.image_size,
+            lambda: _hf_parts(d, root),
+        )
+    return _assemble(found, count, d)
+
+
+# -- arrays: npz and callables -------------------------------------------------------
+
+
+def images(x: Any, name: str, field: str) -> np.ndarray:
+    """``x`` as uint8 N,C,H,W. Accepted: N,H,W (grayscale), N,C,H,W and N,H,W,C with C 1 or 3.
+    A 4-d array is channels-first when axis 1 is 1 or 3 and the last axis is not, channels-last
+    in the opposite case; any other shape (both or neither 1 or 3) is refused as ambiguous."""
+    x = _numpy(x, name, field)
+    if x.dtype != np.uint8:
+        raise ConfigError(
+            field,
+            f"{name} is {x.dtype}; images must be uint8 (0..255), e.g. "
+            "(x * 255).round().astype(np.uint8) for floats in [0, 1]",
+        )
+    if x.ndim == 3 and len(x):
+        return x[:, None]
+    if x.ndim == 4 and len(x):
+        first, last = x.shape[1] in (1, 3), x.shape[3] in (1, 3)
+        if first != last:
+            return x if first else x.transpose(0, 3, 1, 2)
+    raise ConfigError(
+        field,
+        f"{name} has shape {tuple(x.shape)}; accepted: N,H,W (grayscale), N,C,H,W or "
+        "N,H,W,C with C 1 or 3 (channels-first when axis 1 is 1 or 3 and the last axis is not)",
+    )
+
+
+def labels(y: Any, name: str, field: str) -> np.ndarray:
+    """``y`` as int64 labels >= 0 (integers, or floats that are whole numbers)."""
+    y = _numpy(y, name, field)
+    if y.ndim == 2 and y.shape[1] == 1:  # Keras keeps labels as N,1
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ConfigError(field, f"{name} has shape {tuple(y.shape)}; labels must be one integer per image")
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)):
+        whole = np.issubdtype(y.dtype, np.floating) and bool(np.all(np.isfinite(y) & (y == np.round(y))))
+        if not whole:
+            raise ConfigError(field, f"{name} is {y.dtype}; labels must be integers 0..K-1")
+    y = y.astype(np.int64)
+    if len(y) and y.min() < 0:
+        raise ConfigError(field, f"{name} has label {int(y.min())}; labels must be integers 0..K-1")
+    return y
+
+
+def _numpy(v: Any, name: str, field: str) -> np.ndarray:
+    if isinstance(v, torch.Tensor):
+        return v.detach().cpu().numpy()
+    if isinstance(v, np.ndarray):
+        return v
+    raise ConfigError(field, f"{name} is a {type(v).__name__}; expected a numpy array or a torch tensor")
+
+
+def _call(name: str) -> dict[str, Any]:
+    fn = load_object(name, "dataset.name")
+    try:
+        out = fn()
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        text = str(e) if len(str(e)) <= 300 else str(e)[:300] + "..."
+        raise ConfigError(
+            "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
+        ) from None
+    if isinstance(out, Mapping):
+        missing = [k for k in ARRAYS if k not in out]
+        if missing:
+            raise ConfigError(
+                "dataset.name",
+                f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(ARRAYS)}",
+            )
+        return dict(out)
+    if isinstance(out, tuple | list) and len(out) == 4:
+        return dict(zip(ARRAYS, out, strict=True))
+    what = (
+        f"a {type(out).__name__} of {len(out)}"
+        if isinstance(out, tuple | list)
+        else f"{type(out).__name__} {repr(out)[:60]}"
+    )
+    raise ConfigError(
+        "dataset.name",
+        f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test) or a mapping with those keys",
+    )
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - numpy raises several kinds for a file it cannot read
+        raise ConfigError("dataset.path", f"{path} is not a readable .npz file ({type(e).__name__}: {e})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ConfigError("dataset.path", f"{path} holds one array (.npy); npz needs a .npz of {', '.join(ARRAYS)}")
+    with npz:
+        missing = [k for k in ARRAYS if k not in npz.files]
+        if missing:
+            raise ConfigError(
+                "dataset.path",
+                f"{path} has no array {missing[0]!r} (it has {', '.join(npz.files)}); npz needs {', '.join(ARRAYS)}",
+            )
+        names = [k for k in (*ARRAYS, "x_val", "y_val") if k in npz.files]
+        need, limit = _npz_bytes(path, names), memory.memory_limit()
+        if need > limit:  # numpy reads .npz members whole: only smaller arrays help here
+            raise ConfigError(
+                "dataset.path",
+                f"the arrays of {path} take {memory.human_bytes(need)} in memory, more than the "
+                f"{memory.human_bytes(limit)} this machine can give them; save fewer or smaller "
+                "images (or an imagefolder, whose decoded images live on disk)",
+            )
+        try:
+            return {k: npz[k] for k in names}
+        except Exception as e:  # noqa: BLE001 - a damaged member, or one of objects
+            raise ConfigError("dataset.path", f"cannot read the arrays of {path} ({type(e).__name__}: {e})") from None
+
+
+def _npz_bytes(path: Path, names: list[str]) -> int:
+    """The arrays' size in memory, from their .npy headers (nothing decompressed)."""
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            for name in names:
+                with z.open(name + ".npy") as f:
+                    version = np.lib.format.read_magic(f)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(f)
+                    total += int(np.prod(shape)) * dtype.itemsize
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return 0  # np.load then says what is wrong
+    return total
+
+
+def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> UserData:
+    """Checked arrays (``source``: where they came from, for messages) as the user's splits."""
+    pairs = [("train", "x_train", "y_train"), ("test", "x_test", "y_test")]
+    if ("x_val" in arrays) != ("y_val" in arrays):
+        raise ConfigError(field, f"x_val and y_val go together; {source} has only one of them")
+    if "x_val" in arrays:
+        pairs.append(("val", "x_val", "y_val"))
+    parts = {}
+    for split, xn, yn in pairs:
+        x, y = images(arrays[xn], f"{xn} of {source}", field), labels(arrays[yn], f"{yn} of {source}", field)
+        if len(x) != len(y):
+            raise ConfigError(field, f"{xn} of {source} has {len(x)} images but {yn} has {len(y)} labels")
+        parts[split] = (x, y)
+    x0 = parts["train"][0]
+    for split, (x, _) in parts.items():
+        if x.shape[1] != x0.shape[1] or (x.shape[2:] != x0.shape[2:] and not d.image_size):
+            raise ConfigError(
+                "dataset.image_size" if x.shape[1] == x0.shape[1] else field,
+                f"x_{split} images of {source} are {'x'.join(map(str, x.shape[1:]))} but x_train's are "
+                f"{'x'.join(map(str, x0.shape[1:]))}; the channels must agree (and the sizes, "
+                "unless dataset.image_size resizes them)",
+            )
+    return _assemble(parts, _class_count({s: y for s, (_, y) in parts.items()}, field, source), d)
+
+
+def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
+    """max label + 1 of the training split; the other splits' labels must be among them."""
+    if not len(ys["train"]):
+        raise ConfigError(field, f"the training split of {source} is empty")
+    k = int(ys["train"].max()) + 1
+    if len(np.unique(ys["train"])) < 2:
+        raise ConfigError(
+            field, f"the training labels of {source} hold one class ({k - 1}); a classifier needs at least two"
+        )
+    for split, y in ys.items():
+        if len(y) and int(y.max()) >= k:
+            raise ConfigError(
+                field,
+                f"the {split} labels of {source} go up to {int(y.max())} but the training "
+                f"labels only to {k - 1}: labels must be 0..K-1, K set by the training split",
+            )
+    return k
+
+
+def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, d: Any) -> UserData:
+    """The splits ``load_splits`` takes, a test split carved off (stratified) when the source has none."""
+    xte: Images
+    x, y = parts["train"]
+    if "test" in parts:
+        (xte, yte), keep = parts["test"], None
+    else:
+        from sklearn.model_selection import train_test_split
+
+        try:
+            keep, held = train_test_split(
+                np.arange(len(y)), test_size=d.test_fraction, stratify=y, random_state=d.split_seed + 3
+            )
+        except ValueError as e:  # sklearn: a class too small to stratify
+            raise ConfigError(
+                "dataset.test_fraction",
+                f"cannot carve a stratified test split of {d.test_fraction:g} "
+                f"from {len(y)} images in {classes} classes: {e}",
+            ) from None
+        keep, held = np.sort(keep), np.sort(held)
+        xte, yte = Rows(x, held), y[held]
+    xtr, ytr = (x, y) if keep is None else (Rows(x, keep), y[keep])
+    return UserData(xtr, ytr, xte, yte, classes, parts.get("val"))
+
+
+# -- images: imagefolder and hf --------------------------------------------------------
+
+
+def _subfolders(folder: Path) -> list[str]:
+    return sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
+
+
+def _files(folder: Path, everything: bool = False) -> list[tuple[str, os.stat_result]]:
+    """(path, stat) of the image files (``everything``: all files) under ``folder``, sorted, hidden ones
+    skipped (macOS's ``._x.jpg`` are not images)."""
+    out = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            out.extend(_files(Path(entry.path), everything))
+        elif everything or entry.name.lower().endswith(IMAGE_EXTENSIONS):
+            out.append((entry.path, entry.stat()))
+    return out
+
+
+def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str, os.stat_result]]]:
+    """The imagefolder's splits (labels from the class folders), class names and files."""
+    tops = _subfolders(root)
+    if "train" in tops:
+        stray = [t for t in tops if t not in SPLIT_FOLDERS]
+        if stray:
+            raise ConfigError(
+                "dataset.path",
+                f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
+                "beside train/ only val/ and test/ (of the same class folders) may be",
+            )
+        splits = {s: root / s for s in SPLIT_FOLDERS if s in tops}
+    elif "val" in tops or "test" in tops:
+        raise ConfigError(
+            "dataset.path", f"{root} has val/ or test/ but no train/: put the training images in {root}/train/CLASS/"
+        )
+    else:
+        splits = {"train": root}
+    classes = _subfolders(splits["train"])
+    if len(classes) < 2:
+        loose = len(_files(splits["train"])) - sum(len(_files(splits["train"] / c)) for c in classes)
+        what = f"one class folder ({classes[0]}/)" if classes else "no class folders"
+        raise ConfigError(
+            "dataset.path",
+            f"{splits['train']} has {what}{f' and {loose} loose images' if loose else ''}; "
+            "an imagefolder needs a folder per class (at least two), e.g. "
+            f"{root}/cats/1.png and {root}/dogs/1.png",
+        )
+    parts, files = {}, []
+    for split, top in splits.items():
+        present = _subfolders(top)
+        unknown = [c for c in present if c not in classes]
+        if unknown:
+            raise ConfigError(
+                "dataset.path",
+                f"{top} has class folders {', '.join(unknown)} that "
+                f"{splits['train']} has not; val/ and test/ use train/'s classes",
+            )
+        sources, ys = [], []
+        for label, name in enumerate(classes):
+            if name not in present:
+                continue
+            found = _files(top / name)
+            if not found:
+                raise ConfigError(
+                    "dataset.path", f"class folder {top / name} holds no images ({' '.join(IMAGE_EXTENSIONS)})"
+                )
+            sources += [p for p, _ in found]
+            ys += [label] * len(found)
+            files += found
+        parts[split] = Part(sources, np.array(ys, np.int64), sources)
+    return parts, classes, files
+
+
+def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
+    """The splits of a saved ``datasets`` dataset, images as their encoded bytes (or files)."""
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError("dataset.name", f"{d.name!r} {HF_EXTRA}") from None
+    try:
+        loaded = datasets.load_from_disk(str(root))
+    except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
+        raise ConfigError(
+            "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
+        ) from None
+    found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
+    if "train" not in found:
+        raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
+    val = next((n for n in HF_VALIDATION if n in found), None)
+    chosen = {
+        "train": found["train"],
+        **({"val": found[val]} if val else {}),
+        **({"test": found["test"]} if "test" in found else {}),
+    }
+    parts = {}
+    for split, ds in chosen.items():
+        for column, field in ((d.image_column, "dataset.image_column"), (d.label_column, "dataset.label_column")):
+            if column not in ds.column_names:
+                raise ConfigError(
+                    field,
+                    f"the {split} split of {root} has no column {column!r}; its columns: {', '.join(ds.column_names)}",
+                )
+        if not isinstance(ds.features[d.image_column], datasets.Image):
+            raise ConfigError(
+                "dataset.image_column",
+                f"column {d.image_column!r} holds {ds.features[d.image_column]}, not images (datasets.Image)",
+            )
+        raw = list(ds.cast_column(d.image_column, datasets.Image(decode=False))[d.image_column])
+        names = [f"{split} row {i} of {root}" for i in range(len(raw))]
+        missing = [
+            n for r, n in zip(raw, names, strict=True) if not r or (r.get("bytes") is None and not r.get("path"))
+        ]
+        if missing:
+            raise ConfigError("dataset.image_column", f"{missing[0]} has no image")
+        sources = [r["bytes"] if r.get("bytes") is not None else r["path"] for r in raw]
+        y = labels(
+            np.asarray(list(ds[d.label_column])),
+            f"column {d.label_column!r} of the {split} split",
+            "dataset.label_column",
+        )
+        parts[split] = Part(sources, y, names)
+    return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))

@@ -1,0 +1,250 @@
+"""The layout of effsearch's modules: ``config/`` is the ground floor (it imports nothing
+above it), no import cycles (function-level imports count: a deferred import is still a
+dependency; imports under ``if TYPE_CHECKING:`` do not, in the cycle check only: they never
+run, and an annotation may name a type of a module that imports this one), and no module
+reaches into another's private (``_name``) names."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "effsearch"
+ABOVE_CONFIG = (
+    "effsearch.trainer",
+    "effsearch.spaces",
+    "effsearch.search",
+    "effsearch.objectives",
+    "effsearch.cli",
+    "effsearch.data_cli",
+    "effsearch.api",
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str) -> str | None:
+    """The effsearch module ``name`` is, or lives in (``a.b.NAME`` -> ``a.b``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(mod: str):
+    """(imported module, names taken from it, line) for every import in ``mod``, at any depth."""
+    path = MODULES[mod]
+    tree = ast.parse(path.read_text(), str(path))
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("effsearch"):
+                    yield resolve(alias.name), (), node.lineno, {alias.asname or alias.name: resolve(alias.name)}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if not base.startswith("effsearch"):
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in MODULES:  # `from effsearch.config import rules`: the submodule
+                    yield sub, (), node.lineno, {alias.asname or alias.name: sub}
+                else:
+                    yield resolve(base), (alias.name,), node.lineno, {}
+
+
+# Cycles listed here are known and pending; a new cycle fails, and so does one listed here
+# that is gone (then delete it from this list).
+PENDING: set[frozenset] = set()
+
+# Private names another module still takes (none left).
+PENDING_PRIVATE: set[tuple[str, str]] = set()
+
+
+def type_only_lines(mod: str) -> set[int]:
+    """The lines of ``mod``'s ``if TYPE_CHECKING:`` blocks (imports there are for annotations)."""
+    tree = ast.parse(MODULES[mod].read_text())
+    return {
+        n.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for n in ast.walk(stmt)
+        if hasattr(n, "lineno")
+    }
+
+
+def graph() -> dict[str, set[str]]:
+    skip = {mod: type_only_lines(mod) for mod in MODULES}
+    return {
+        mod: {target for target, _, line, _ in imports(mod) if target and target != mod and line not in skip[mod]}
+        for mod in MODULES
+    }
+
+
+def test_no_import_cycles():
+    g = graph()
+    cycles, state, stack = [], {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for n in sorted(g[m]):
+            if state.get(n) == "open":
+                cycles.append(stack[stack.index(n) :] + [n])
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+    found = {frozenset(c) for c in cycles}
+    new = [c for c in cycles if frozenset(c) not in PENDING]
+    assert not new, "import cycles:\n" + "\n".join(" -> ".join(c) for c in new)
+    assert PENDING <= found, f"cycles gone (delete them from PENDING): {PENDING - found}"
+
+
+def test_config_stands_on_nothing_above_it():
+    bad = [
+        f"{mod}:{line} imports {target}"
+        for mod in MODULES
+        if mod.startswith("effsearch.config")
+        for target, _, line, _ in imports(mod)
+        if target and target.startswith(ABOVE_CONFIG)
+    ]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_no_module_uses_another_modules_private_names(mod):
+    bad = []
+    bound = {}
+    for target, names, line, aliases in imports(mod):
+        bound.update(aliases)
+        for name in names:
+            if (
+                name.startswith("_")
+                and not name.startswith("__")
+                and target != mod
+                and (mod, f"{target}.{name}") not in PENDING_PRIVATE
+            ):
+                bad.append(f"line {line}: from {target} import {name}")
+    tree = ast.parse(MODULES[mod].read_text())
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and bound[node.value.id] != mod
+        ):
+            bad.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    assert not bad, bad
+
+
+def test_only_storage_imports_from_optunas_private_modules():
+    """Optuna's private modules change without notice: one module (search/store/storage.py) holds
+    every use of them, so an Optuna upgrade is checked in one place."""
+    bad = []
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                private = name.startswith("optuna") and any(p.startswith("_") for p in name.split("."))
+                if private and mod != "effsearch.search.store.storage":
+                    bad.append(f"{mod}:{node.lineno} imports {name}")
+    assert not bad, bad
+
+
+# What decides (what to prune, when to stop, which trials count, what to queue) asks
+# search/store/queries.py; search/results/report.py only renders, and nothing that decides imports it.
+DECIDERS = (
+    "effsearch.search.store.queries",
+    "effsearch.search.pruners.pruner",
+    "effsearch.search.run.budget",
+    "effsearch.search.run.workers",
+    "effsearch.search.run.warmstart",
+    "effsearch.search.study.phases",
+    "effsearch.search.results.cost",
+    "effsearch.search.results.anytime",
+)
+
+
+def test_what_decides_imports_no_rendering():
+    bad = [
+        f"{mod}:{line} imports {target}"
+        for mod in DECIDERS
+        for target, _, line, _ in imports(mod)
+        if target in ("effsearch.search.results.report", "effsearch.spaces.space")
+    ]
+    assert not bad, bad
+
+
+# Sizes a reader can hold: a module of at most 600 lines, a function of at most 60 (as formatted),
+# apart from the declarative tables, which read as data (one row per option or per flag).
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 60
+TABLES = {("effsearch.cli", "build_parser"), ("effsearch.spaces.default", "catalogue")}
+SIZED = [
+    *sorted(PACKAGE.rglob("*.py")),
+    *sorted((ROOT / "benchmarks").rglob("*.py")),
+    *sorted((ROOT / "research").rglob("*.py")),
+]
+
+
+def long_functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_no_module_is_over_600_lines():
+    big = {str(p.relative_to(ROOT)): n for p in SIZED if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not big, f"split these along a seam (at most {MAX_MODULE_LINES} lines each): {big}"
+
+
+def test_no_function_in_the_package_is_over_60_lines():
+    long = [
+        f"{mod}.{name}: {n} lines"
+        for mod, path in MODULES.items()
+        for name, n in long_functions(path)
+        if (mod, name) not in TABLES
+    ]
+    assert not long, f"extract named steps (at most {MAX_FUNCTION_LINES} lines): {long}"
+
+
+def test_the_exempt_tables_exist():
+    # An exemption whose function moved or was renamed would go stale silently: it must name a function.
+    names = {
+        (mod, node.name)
+        for mod, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert TABLES <= names, TABLES - names

@@ -1,0 +1,90 @@
+"""benchmarks/gpu_check.sh's dispatch, on the CPU: a lent GPU gives one try, so the script must
+refuse a bad part name before installing, and its exit status must say whether a part failed,
+not whether an optional result file happened to exist."""
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
+
+
+def run(args, tmp_path, **env):
+    e = {**os.environ, "GPU_CHECK_SMOKE": "1", "GPU_CHECK_DIR": str(tmp_path / "gpu"), **env}
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=300, cwd=tmp_path
+    )
+
+
+def test_an_unknown_part_is_refused_before_the_install(tmp_path):
+    for args in (["bogus"], ["overhead", "bogus"]):
+        r = run(args, tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "bogus" in r.stderr
+        assert "== install" not in r.stdout and "torch" not in r.stdout  # nothing installed or imported
+
+
+def test_summary_alone_exits_zero_without_any_result(tmp_path):
+    """The parts that write result files were not run: the summary still succeeds (it once exited
+    1 here, because a missing result ended its copy loop with a failed test)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["summary"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (out / "summary.txt").is_file()
+    assert not any(out.glob("*.json"))
+    assert "no overhead, recipe or study results" in (out / "summary.txt").read_text()
+    assert (tmp_path / "gpu" / "out" / "summary.txt").is_file()  # GPU_CHECK_DIR, not the checkout's .gpu
+
+
+def test_recipe_streams_its_log_into_out(tmp_path):
+    """The recipe part (a slow GPU trial, timed alone) writes its log into $OUT as it runs, so a
+    call the device's time limit kills still brings it back; smoke mode trains it on the CPU, on digits."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["recipe"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    log = (out / "recipe-gpu_slow_trial.log").read_text()
+    assert "status: completed" in log and "final {'train_seconds'" in log
+
+
+def test_the_study_summary_splits_the_compute(tmp_path):
+    """gpu_summary's "where the compute went", read from a scripted study's trials: wall seconds split
+    into training (compile shown apart, as part of it: a compiled trial's first step), evaluation,
+    set-up and the rest."""
+    import sys
+
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_summary
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from tests.support.fake_study import fake_storage
+
+    path = fake_storage(tmp_path / "study.journal")
+    from effsearch.search.store.storage import open_url
+
+    study = optuna.load_study(study_name="fake", storage=open_url(str(path)))
+    # wall 100 = train 60 (compile 20 of it) + eval 10 + set-up 5 + 25 other
+    study.add_trial(
+        create_trial(
+            state=TrialState.PRUNED,
+            user_attrs={
+                "wall_seconds": 100.0,
+                "train_seconds": 60.0,
+                "compile_seconds": 20.0,
+                "eval_seconds": 10.0,
+                "setup_seconds": 5.0,
+            },
+        )
+    )
+    split = gpu_summary.compute_split(study.get_trials())
+    assert split == (
+        "compute 100 s: training 60 s (60%; compile 20 s of it), evaluation 10 s (10%), "
+        "set-up 5 s (5%), other 25 s (25%)"
+    )
+    assert gpu_summary.compute_split([]) == "compute: none recorded"

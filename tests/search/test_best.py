@@ -1,0 +1,170 @@
+"""`effsearch best`: each pick on a study made of given values; the YAML trains as it is."""
+
+import json
+import re
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState, create_trial
+
+from effsearch.cli import main
+from effsearch.config import TrainConfig
+from effsearch.search.results import best
+from effsearch.search.store.storage import open_url
+from tests.support.fake_study import POINTS, add, config
+from tests.support.tiny_study import built_study
+
+# -- best --------------------------------------------------------------------------
+
+
+def best_(storage_path, out, pick, study="fake") -> int:
+    return main(["best", study, "--storage", str(storage_path), "--pick", pick, "-o", str(out)])
+
+
+@pytest.mark.parametrize(
+    "pick,trial",
+    [
+        ("knee", 2),
+        ("fastest", 1),
+        ("most-accurate", 3),
+        ("fastest-above:0.9", 2),
+        ("fastest-above:0.94", 0),
+        # the baseline (trial 0) is at 0.95: 0.02 below lets trial 2 (0.93) in
+        ("fastest-within:0.02", 2),
+        ("fastest-within:0.019", 0),
+    ],
+)
+def test_each_pick_writes_that_trial_s_config(storage_path, tmp_path, pick, trial):
+    out = tmp_path / "best.yaml"
+    assert best_(storage_path, out, pick) == 0
+    assert TrainConfig.from_yaml(out).hash() == config(trial).hash()
+    text = out.read_text()
+    head = text[: text.index("\ndataset:")].splitlines()
+    assert all(line.startswith("#") for line in head)
+    head = "\n".join(head)
+    assert f"--pick {pick}: trial {trial} of study 'fake'" in head and str(storage_path) in head
+    assert f"test accuracy {POINTS[trial][1] - 0.01:.4f}" in head and "torch 2.7.0" in head
+    assert "mosaicml) 0.32.1" in head and "exported 20" in head
+
+
+def test_only_trials_that_reached_the_target_count(storage_path, tmp_path, capsys):
+    assert best_(storage_path, tmp_path / "a.yaml", "fastest-above:0.999") == 1
+    assert "no trial of study 'fake' satisfies --pick fastest-above:0.999" in capsys.readouterr().err
+    for pick in ("fastest", "knee", "fastest-above:0.5"):
+        assert best_(storage_path, tmp_path / "a.yaml", pick, study="misses") == 1
+    assert not (tmp_path / "a.yaml").exists()
+    assert best_(storage_path, tmp_path / "b.yaml", "most-accurate", study="misses") == 0
+    assert TrainConfig.from_yaml(tmp_path / "b.yaml").hash() == config(1).hash()
+
+
+@pytest.mark.parametrize(
+    "pick",
+    [
+        "slowest",
+        "fastest-above",
+        "fastest-above:",
+        "fastest-above:x",
+        "fastest-above:95",
+        "fastest-above:0",
+        "Knee",
+        "fastest-within:1",
+        "fastest-within:-0.01",
+        "fastest-within:one",
+    ],
+)
+def test_a_bad_pick_exits_2_before_the_study_is_opened(tmp_path, capsys, pick):
+    assert best_(tmp_path / "none.journal", tmp_path / "b.yaml", pick, study="nope") == 2
+    err = capsys.readouterr().err
+    assert "--pick" in err and "Traceback" not in err
+    assert ("fastest-within:0.01" if "within:" in pick else "fastest-above:0.95") in err
+
+
+def test_fastest_within_needs_a_baseline(tmp_path, capsys):
+    storage_path = tmp_path / "nobase.journal"
+    storage = open_url(str(storage_path))
+    study = optuna.create_study(study_name="nobase", storage=storage, directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    add(study, 1, 2.0, 0.8)
+    assert best_(storage_path, tmp_path / "b.yaml", "fastest-within:0.01", study="nobase") == 2
+    err = capsys.readouterr().err
+    assert "fastest-within" in err and "'nobase' has none" in err and "Traceback" not in err
+    assert not (tmp_path / "b.yaml").exists()
+
+
+def test_an_unknown_study_lists_the_studies_there(storage_path, tmp_path, capsys):
+    assert best_(storage_path, tmp_path / "b.yaml", "knee", study="nope") == 2  # bad input
+    err = capsys.readouterr().err
+    assert "no study 'nope'" in err and "(studies there: fake, misses)" in err
+    assert not (tmp_path / "b.yaml").exists()
+
+
+def test_the_knee_is_farthest_above_the_line_between_the_ends():
+    assert best.knee([(1, 0.5), (2, 0.9), (10, 0.95)]) == 1
+    assert best.knee([(1, 0.5), (9, 0.6), (10, 0.95)]) == 0  # a convex front: no knee, nearest the ideal
+    assert best.knee([(1, 0.5), (2, 0.6)]) == 0  # two ends: the faster
+    assert best.knee([(3, 0.9)]) == 0
+
+
+def test_the_header_hides_a_password(storage_path):
+    study = optuna.load_study(study_name="fake", storage=open_url(str(storage_path)))
+    text = best.header(study, "postgresql://me:secret@db/x", study.trials[2], "knee", "b.yaml")
+    assert "secret" not in text and "postgresql://me:***@db/x" in text
+
+
+def test_best_yaml_trains_as_it_is(tmp_path_factory, tmp_path):
+    """The round trip on a real study: `effsearch train best.yaml` trains the trial's config."""
+    path = built_study(tmp_path_factory)
+    assert main(["best", str(path), "--pick", "most-accurate", "-o", str(tmp_path / "best.yaml")]) == 0
+    study = optuna.load_study(study_name="tiny", storage=open_url(str(path.with_suffix(".journal"))))
+    trial = best.pick(study, "most-accurate")
+    trained = TrainConfig.from_dict(yaml.safe_load(trial.user_attrs["config"]))
+    assert TrainConfig.from_yaml(tmp_path / "best.yaml").hash() == trained.hash()
+    assert main(["train", str(tmp_path / "best.yaml"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert TrainConfig.from_dict(result["config"]).hash() == trained.hash()
+
+
+def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path, capsys):
+    """Phase 2 with ``seeds: 2``: the fastest single seed is a lucky draw. A (1.0 s and 5.0 s)
+    means 3.0 s, B (2.5 s twice) 2.5 s, C's second seed missed, D's diverged: B is the fastest,
+    C and D no hit."""
+    from effsearch.search.results import report
+    from effsearch.search.store import queries
+    from tests.support.fake_study import add
+
+    storage = open_url(str(tmp_path / "s.journal"))
+    study = optuna.create_study(study_name="seeds", storage=storage, directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    add(study, 0, 10.0, 0.95, baseline=True)
+    for n, tta, acc, tune in [
+        (1, 1.0, 0.80, 7),
+        (2, 5.0, 0.84, 7),
+        (3, 2.5, 0.85, 8),
+        (4, 2.5, 0.87, 8),
+        (5, 0.5, 0.90, 9),
+        (6, None, 0.70, 9),
+    ]:
+        add(study, n, tta, acc, tune_trial=tune, confirm_seed=n % 2)
+    # D: the fastest seed of all, but its other seed diverged: a miss, not a pick
+    add(study, 7, 0.3, 0.96, tune_trial=10, confirm_seed=0)
+    study.add_trial(
+        create_trial(state=TrialState.FAIL, user_attrs={"status": "diverged", "tune_trial": 10, "confirm_seed": 1})
+    )
+    out = tmp_path / "best.yaml"
+    assert best_(tmp_path / "s.journal", out, "fastest", study="seeds") == 0
+    assert TrainConfig.from_yaml(out).hash() == config(3).hash()
+    head = out.read_text()
+    assert "trial 3 of study 'seeds', the mean of its 2 seeds (trials 3, 4)" in head
+    assert "final_accuracy 0.8600" in head and "4.00x the baseline" in head
+    front = queries.front(optuna.load_study(study_name="seeds", storage=storage))
+    assert [(t.number, t.values) for t in front] == [(3, [2.5, 0.86]), (0, [10.0, 0.95])]
+    assert front[0].user_attrs["seed_trials"] == [3, 4] and front[0].user_attrs["time_to_target"] == 2.5
+    table = report.status_table(
+        optuna.load_study(study_name="seeds", storage=storage), ["time_to_accuracy", "final_accuracy"]
+    )
+    assert re.search(r"\n3\+4 +COMPLETE +2\.50 +0\.8600 +4\.00x", table[table.index("Pareto front") :])
+    # the export names the seeds behind a front row
+    assert main(["export", "seeds", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "f.json")]) == 0
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert [(r["trial"], r["seed_trials"]) for r in rows] == [(3, [3, 4]), (0, None)]

@@ -1,0 +1,44 @@
+"""Plain helpers the tests import (fixtures stay in conftest.py)."""
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+# A stratified part of Fashion-MNIST the repository carries (tests/data/make_fashion_mnist.py).
+TEST_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def tiny(**overrides) -> dict:
+    """A raw TrainConfig dict that trains in about a second on CPU."""
+    d = {
+        "dataset": {"name": "synthetic", "synthetic_size": 160, "val_fraction": 0.2, "crop_padding": 0},
+        "model": {"name": "tiny-cnn", "width": 8},
+        "epochs": 2,
+        "batch_size": 32,
+        "optimizer": {"name": "sgd", "lr": 0.05},
+        "schedule": {"name": "constant"},
+        "device": "cpu",
+        "target_accuracy": 0.5,
+    }
+    for key, value in overrides.items():
+        node = d
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return d
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def missing_system_package(what: str, package: str):
+    """A test needing a system package: skipped on a developer's machine without it, failed in CI."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} not found (CI must `apt-get install -y {package}`)")
+    pytest.skip(f"{what} not found (apt-get install -y {package})")

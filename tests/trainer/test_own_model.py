@@ -1,0 +1,398 @@
+"""Your own model: torchvision:, timm: and import-path models train, the rules about structure read
+the model as built (not its name), CORDS takes a plain nn.Module's embedding from its final
+linear layer, and every bad model is exit code 2 naming the field, with nothing written."""
+
+import json
+
+import pytest
+import yaml
+
+from effsearch import cli
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.sources import facts
+
+MODELS_PY = '''
+import torch.nn as nn
+
+
+def block(cin, cout):
+    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+
+def cnn(num_classes, in_channels, width=8):
+    """A plain nn.Module (the built-in tiny CNN's layout): no CORDS interface, a final linear layer."""
+    return nn.Sequential(*block(in_channels, width), nn.MaxPool2d(2), *block(width, 2 * width), nn.MaxPool2d(2),
+                         *block(2 * width, 4 * width), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+                         nn.Linear(4 * width, num_classes))
+
+
+def no_bn(num_classes, in_channels):
+    return nn.Sequential(nn.Conv2d(in_channels, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(4, num_classes))
+
+
+def conv_head(num_classes, in_channels):
+    """Ends in a convolution, not a linear layer: no embedding for CORDS."""
+    return nn.Sequential(nn.Conv2d(in_channels, num_classes, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+def raises(num_classes, in_channels):
+    raise RuntimeError("out of coffee")
+
+
+def not_a_module(num_classes, in_channels):
+    return "a string"
+
+
+def wrong_width(num_classes, in_channels):
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes + 3))
+
+
+def needs_kwarg(num_classes, in_channels, depth):
+    return cnn(num_classes, in_channels, width=depth)
+'''
+
+IMPORT_FAILS_PY = "import a_module_nobody_has\n"
+
+
+@pytest.fixture
+def models(tmp_path, monkeypatch):
+    """A module of model factories in a folder on the path (spawned children inherit sys.path)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "own_test_models.py").write_text(MODELS_PY)
+    (code / "broken_models.py").write_text(IMPORT_FAILS_PY)
+    monkeypatch.syspath_prepend(str(code))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write_config(folder, **changes) -> str:
+    cfg = {
+        "dataset": {"name": "synthetic", "synthetic_size": 96},
+        "epochs": 1,
+        "batch_size": 32,
+        "target_accuracy": 0.2,
+        "device": "cpu",
+    }
+    for key, value in changes.items():
+        node = cfg
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+    path = folder / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def train(folder, capsys, **changes):
+    out = folder / "run"
+    code = cli.main(["train", write_config(folder, **changes), "--out", str(out), "--quiet"])
+    captured = capsys.readouterr()
+    result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else None
+    return code, captured.err, result
+
+
+def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(models, capsys):
+    code, err, result = train(
+        models,
+        capsys,
+        **{
+            "model.name": "own_test_models:cnn",
+            "epochs": 3,
+            "selection.strategy": "gradmatch-pb",
+            "selection.fraction": 0.5,
+            "selection.select_every": 1,
+        },
+    )
+    assert code == 0, err
+    assert result["status"] == "completed"
+    # GradMatch chose subsets from the model's embeddings (epochs 2 and 3), not only the random first one.
+    assert max(p["selections"] for p in result["history"]) >= 2
+    assert result["final"]["selection_seconds"] > 0
+
+
+def test_the_embedding_is_the_input_of_the_final_linear_layer(models):
+    import own_test_models
+    import torch
+
+    from effsearch.trainer.data.selection import ModelView
+
+    net = own_test_models.cnn(5, 3).eval()
+    view = ModelView(net)
+    x = torch.randn(4, 3, 12, 12)
+    out, emb = view(x, last=True)
+    assert view.get_embedding_dim() == 32 and emb.shape == (4, 32)  # 4 x width 8
+    assert torch.allclose(net[-1](emb), out)  # the final layer applied to the embedding gives the logits
+
+
+def test_torchvision_resnet18_trains_on_one_channel_images_repeated_to_three(models, capsys):
+    code, err, result = train(
+        models, capsys, **{"model.name": "torchvision:resnet18", "dataset.name": "digits", "dataset.data_fraction": 0.1}
+    )
+    assert code == 0, err
+    assert result["status"] == "completed"
+    assert "repeated to the 3 channels" in result["final"]["input_adapted"]
+    assert "note: the dataset's 1-channel images are repeated" in err
+
+
+def test_a_timm_model_trains(models, capsys):
+    pytest.importorskip("timm", reason="the timm extra (`uv sync --extra timm`); CI installs every extra")
+    code, err, result = train(models, capsys, **{"model.name": "timm:resnet10t"})
+    assert code == 0, err
+    assert result["status"] == "completed"
+
+
+def test_model_kwargs_reach_the_factory(models, capsys):
+    code, err, result = train(
+        models, capsys, **{"model.name": "own_test_models:needs_kwarg", "model.kwargs": {"depth": 6}}
+    )
+    assert code == 0, err
+    # width 6: three convolutions (3->6->12->24), their batch norms, a linear layer 24->10
+    assert result["final"]["params"] == 3 * 6 * 9 + 6 * 12 * 9 + 12 * 24 * 9 + 2 * (6 + 12 + 24) + 24 * 10 + 10
+
+
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"model.name": "nomodule:cnn"}, "model.name", "no module named 'nomodule'"),
+        ({"model.name": "own_test_models:nothing"}, "model.name", "has no attribute 'nothing'"),
+        ({"model.name": "broken_models:cnn"}, "model.name", "a_module_nobody_has"),
+        ({"model.name": "own_test_models:raises"}, "model.name", "RuntimeError: out of coffee"),
+        ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
+        ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
+        ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
+        (
+            {"model.name": "own_test_models:cnn", "model.width": 16, "model.kwargs": {"width": 4}},
+            "model.width",
+            "given twice",
+        ),
+        ({"model.name": "own_test_models:no_bn", "model.width": 8}, "model.width", "takes no width argument"),
+        ({"model.name": "torchvision:resnet18", "model.width": 8}, "model.width", "takes its size from its name"),
+        ({"model.name": "torchvision:resnet_nineteen"}, "model.name", "torchvision has no model 'resnet_nineteen'"),
+        ({"model.name": "tiny-cnn", "model.kwargs": {"depth": 3}}, "model.kwargs", "takes none"),
+        ({"model.name": "my models:cnn"}, "model.name", "must be a built-in model"),
+        (
+            {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
+            "algorithms.ghost_batchnorm",
+            "needs a model with batch norm layers",
+        ),
+        (
+            {"model.name": "torchvision:resnet18", "algorithms": {"stochastic_depth": {}}},
+            "algorithms.stochastic_depth",
+            "needs a model with bottleneck blocks",
+        ),
+        (
+            {
+                "model.name": "own_test_models:conv_head",
+                "selection.strategy": "craig-pb",
+                "selection.fraction": 0.5,
+                "selection.select_every": 1,
+                "epochs": 2,
+            },
+            "selection.strategy",
+            "does not end in one",
+        ),
+    ],
+)
+def test_a_bad_model_is_exit_2_naming_the_field_and_writes_nothing(models, capsys, changes, field, words):
+    code, err, result = train(models, capsys, **changes)
+    assert code == 2, err
+    assert f"{field}:" in err and words in err, err
+    assert "Traceback" not in err
+    assert result is None and not (models / "run").exists()
+
+
+def test_a_timm_name_without_the_extra_names_the_extra(models, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "timm", None)  # `import timm` raises ImportError
+    code, err, _ = train(models, capsys, **{"model.name": "timm:resnet10t"})
+    assert code == 2 and "model.name:" in err and "optional extra timm" in err
+
+
+def test_the_probe_reads_the_model_as_built_and_the_rules_follow_it(models):
+    from effsearch.trainer.probe import probe
+
+    cfg = TrainConfig.from_dict({"model": {"name": "torchvision:resnet50"}})
+    assert facts(cfg.to_dict()["model"]) is None  # not probed: the structure rules wait
+    found = probe(cfg.model)
+    assert found.bottleneck and found.batchnorm and found.downsamples and found.final_linear
+    assert found.in_channels == 3 and found.params > 20_000_000  # built on the meta device: no memory
+    TrainConfig.from_dict({"model": {"name": "torchvision:resnet50"}, "algorithms": {"stochastic_depth": {}}})
+    probe(TrainConfig.from_dict({"model": {"name": "own_test_models:no_bn"}}).model)
+    with pytest.raises(ConfigError, match="algorithms.ghost_batchnorm: needs a model with batch norm"):
+        TrainConfig.from_dict({"model": {"name": "own_test_models:no_bn"}, "algorithms": {"ghost_batchnorm": {}}})
+
+
+def study_file(folder, base_model: dict, **keys) -> str:
+    # The plain CNN reaches 0.8 on these 512 images in 3 epochs (about 2 s on a CPU core).
+    study = {
+        "name": "own",
+        "base": {
+            "dataset": {"name": "synthetic", "synthetic_size": 512},
+            "model": base_model,
+            "epochs": 3,
+            "batch_size": 32,
+            "optimizer": {"lr": 0.05},
+            "target_accuracy": 0.4,
+            "device": "cpu",
+        },
+        "n_trials": 3,
+        "max_slowdown": None,
+        **keys,
+    }
+    path = folder / "own.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return str(path)
+
+
+def test_space_show_and_the_space_read_the_probed_model(models, capsys):
+    import optuna
+
+    from effsearch.config.machine import Machine
+    from effsearch.search.study.studyfile import load
+
+    path = study_file(models, {"name": "own_test_models:conv_head"})
+    assert cli.main(["space", "show", path, "--all"]) == 0
+    shown = capsys.readouterr().out
+    line = next(x for x in shown.splitlines() if x.startswith("algorithms.stochastic_depth "))
+    assert "n/a" in line and "has no bottleneck blocks" in line
+    strategies = next(x for x in shown.splitlines() if x.startswith("selection.strategy "))
+    assert "random" in strategies and "gradmatch" not in strategies and "craig" not in strategies
+    spec = load(path, machine=Machine(cores=1))
+    study = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    for i in range(60):
+        trial = study.ask()
+        cfg = spec.space.config(trial)
+        assert "stochastic_depth" not in cfg.algorithms
+        assert cfg.selection.strategy in ("full", "random", "random-online")
+        study.tell(trial, [float(i), 0.5])
+
+
+def test_a_warm_start_the_model_cannot_take_is_refused_when_the_study_loads(models, capsys):
+    path = study_file(models, {"name": "own_test_models:no_bn"}, warm_start=[{"algorithms": {"ghost_batchnorm": {}}}])
+    assert cli.main(["space", "show", path]) == 2
+    err = capsys.readouterr().err
+    assert "warm_start[0].algorithms.ghost_batchnorm: needs a model with batch norm" in err
+
+
+def pattern_folder(root, per_class: int = 60):
+    """An image folder of three learnable classes (stripes across, stripes down, checks), 16 px, grey."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[:16, :16]
+    for name, pattern in {"across": (y // 2) % 2, "down": (x // 2) % 2, "checks": ((x // 4) + (y // 4)) % 2}.items():
+        folder = root / name
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.clip(pattern * 160 + 40 + rng.normal(0, 50, (16, 16)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{i}.png")
+    return root
+
+
+PLUGIN_PY = """
+import os
+import pathlib
+
+# Each process that imports the plugin leaves its pid: the test counts them.
+pathlib.Path(os.environ["PLUGIN_MARKS"], str(os.getpid())).touch()
+"""
+
+
+@pytest.mark.slow
+def test_a_two_worker_study_on_an_importable_model_imports_its_plugin_in_every_worker(models, capsys, monkeypatch):
+    (models / "code" / "myplugin.py").write_text(PLUGIN_PY)
+    marks = models / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("PLUGIN_MARKS", str(marks))
+    monkeypatch.delenv("EFFSEARCH_PLUGINS", raising=False)
+    path = study_file(models, {"name": "own_test_models:cnn"}, plugins=["myplugin"], n_trials=4)
+    study = yaml.safe_load(open(path))
+    study["base"]["dataset"] = {"name": "imagefolder", "path": str(pattern_folder(models / "images"))}
+    study["base"]["target_accuracy"] = 0.5
+    open(path, "w").write(yaml.safe_dump(study))
+    code = cli.main(["run", path, "--workers", "2"])
+    err = capsys.readouterr().err
+    assert code == 0, err[-3000:]
+    import optuna
+
+    from effsearch.search.results.lookup import open_study
+
+    study, _ = open_study(path)
+    states = [t.state for t in study.trials]
+    assert len(states) == 4 and all(s == optuna.trial.TrialState.COMPLETE for s in states), states
+    assert study.trials[0].user_attrs["reached_target"] is True  # the baseline learned the folder
+    assert len(list(marks.iterdir())) >= 3  # this process and both workers imported it
+
+
+def test_a_plugin_that_does_not_import_is_exit_2_naming_the_field(models, capsys):
+    path = study_file(models, {"name": "tiny-cnn"}, plugins=["no_such_plugin"])
+    assert cli.main(["space", "show", path]) == 2
+    err = capsys.readouterr().err
+    assert "plugins[0]: no module named 'no_such_plugin'" in err
+    assert cli.main(["train", write_config(models), "--plugin", "no_such_plugin"]) == 2
+    assert "plugins[0]: no module named 'no_such_plugin'" in capsys.readouterr().err
+
+
+def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):
+    import effsearch
+
+    study = effsearch.run_study(
+        {
+            "name": "api",
+            "base": {
+                "dataset": {"name": "synthetic", "synthetic_size": 512},
+                "model": {"name": "own_test_models:cnn"},
+                "epochs": 3,
+                "batch_size": 32,
+                "optimizer": {"lr": 0.05},
+                "target_accuracy": 0.4,
+                "device": "cpu",
+            },
+            "n_trials": 3,
+            "max_slowdown": None,
+        },
+        quiet=True,
+    )
+    assert study.study_name == "api" and len(study.trials) == 3
+    rows = effsearch.pareto_front(study)
+    assert rows and all(r["reached_target"] for r in rows)
+    again = effsearch.load_study("api", storage=str(models / "api.journal"))  # the journal beside the cwd
+    assert effsearch.pareto_front(again) == rows
+    cfg = effsearch.best_config(study, pick="fastest")
+    assert isinstance(cfg, TrainConfig) and cfg.model.name == "own_test_models:cnn"
+    assert cfg.to_dict() == yaml.safe_load(study.trials[rows[0]["trial"]].user_attrs["config"])
+    with pytest.raises(effsearch.NothingToPick):
+        effsearch.best_config(study, pick="fastest-above:1.0")
+    with pytest.raises(ConfigError, match="--pick"):
+        effsearch.best_config(study, pick="fastest-above:2")
+    result = effsearch.train(cfg, overrides=["epochs=1"], progress=False)
+    assert result.status == "completed" and result.config["epochs"] == 1
+
+
+def test_the_python_api_raises_where_the_cli_exits(models):
+    import effsearch
+
+    with pytest.raises(ConfigError, match="model.name: no module named 'nomodule'"):
+        effsearch.train({"model": {"name": "nomodule:cnn"}, "dataset": {"name": "synthetic"}}, progress=False)
+    with pytest.raises(ConfigError, match="n_trials"):
+        effsearch.run_study({"base": {"dataset": {"name": "digits"}}, "n_trials": -1}, quiet=True)
+    with pytest.raises(effsearch.StudyFailed, match="could not do its work"):
+        effsearch.run_study(
+            {
+                "name": "broken",
+                "base": {
+                    "dataset": {"name": "synthetic", "synthetic_size": 96},
+                    "model": {"name": "own_test_models:cnn"},
+                    "epochs": 1,
+                    "device": "cpu",
+                },
+                "n_trials": 2,
+                "timeout": 0.001,
+            },
+            quiet=True,
+        )

@@ -1,0 +1,326 @@
+"""Datasets of the user's own (``effsearch/trainer/data/userdata.py``): an image folder, an .npz, a
+saved Hugging Face dataset and a callable load with the right shapes, classes, channels and
+stratified splits; an imagefolder's decoded images are cached on disk; a run trains on one
+(also through FFCV); and every bad input is exit code 2 naming the field, with no traceback.
+
+Every input is made here, small (3 classes of 12x12 images); nothing reads the network or ../shared.
+"""
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.trainer.data import memory
+from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.datasets import DataMissing
+from tests.support.helpers import tiny
+
+
+def write_images(folder: Path, classes=("a", "b", "c"), count=12, size=(12, 12), mode="RGB", seed=0) -> Path:
+    """``count`` PNGs per class folder: a class colour plus noise (learnable, not trivial)."""
+    rng = np.random.default_rng(seed)
+    for k, name in enumerate(classes):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            shape = (size[1], size[0]) + ((3,) if mode == "RGB" else ())
+            pixels = np.clip(40 + 80 * k + rng.normal(0, 30, shape), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / name / f"{i}.png")  # L or RGB, from the shape
+    return folder
+
+
+def cfg_of(dataset: dict, **over) -> TrainConfig:
+    raw = tiny(**over)
+    raw["dataset"] = {"crop_padding": 0, **dataset}
+    return TrainConfig.from_dict(raw)
+
+
+def load(dataset: dict, root=None) -> D.Splits:
+    D._CACHE.clear()  # the process cache would hide what the disk cache does
+    return D.load_splits(cfg_of(dataset), root)
+
+
+def stratified(y: torch.Tensor, classes: int) -> bool:
+    counts = torch.bincount(y, minlength=classes)
+    return int(counts.max() - counts.min()) <= 1
+
+
+def test_imagefolder_loads_stratified_and_caches_the_decoded_images_on_disk(tmp_path, monkeypatch):
+    root = write_images(tmp_path / "pets")
+    s = load({"name": "imagefolder", "path": str(root)})
+    assert s.train_x.dtype == torch.uint8 and s.channels == 3 and s.num_classes == 3
+    assert s.train_x.shape[1:] == (3, 12, 12)
+    assert len(s.test_y) == 8 and len(s.val_y) + len(s.train_y) == 28  # test_fraction 0.2 of 36
+    assert all(stratified(y, 3) for y in (s.train_y, s.val_y, s.test_y))
+    # Pixel-exact: every image is one of the files, under its class folder's label.
+    files = {
+        bytes(np.asarray(Image.open(p)).transpose(2, 0, 1).tobytes()): "abc".index(p.parent.name)
+        for p in root.glob("*/*.png")
+    }
+    for x, y in zip(torch.cat([s.train_x, s.val_x, s.test_x]), torch.cat([s.train_y, s.val_y, s.test_y])):
+        assert files[bytes(x.numpy().tobytes())] == int(y)
+    cache = D.data_dir() / "imagefolder-cache"
+    (key,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert sorted(p.name for p in key.iterdir()) == ["meta.json", "train_x.npy", "train_y.npy"]
+
+    # A second load reads the cache: it never opens an image.
+    def no_decoding(*_a, **_k):
+        raise AssertionError("decoded again")
+
+    with monkeypatch.context() as m:
+        m.setattr(Image, "open", no_decoding)
+        again = load({"name": "imagefolder", "path": str(root)})
+        assert torch.equal(again.train_x, s.train_x) and torch.equal(again.test_y, s.test_y)
+        # A touched file changes the key: the images are decoded again (here: refused, so seen).
+        os.utime(root / "a" / "0.png", ns=(1, 1))
+        with pytest.raises(ConfigError, match="decoded again"):
+            load({"name": "imagefolder", "path": str(root)})
+    write_images(root, classes=("a",), count=13, seed=1)  # and one more image, a/12.png
+    grown = load({"name": "imagefolder", "path": str(root)})
+    assert len(grown.train_y) + len(grown.val_y) + len(grown.test_y) == 37
+    assert [p.name for p in cache.iterdir() if not p.name.startswith(".")] != [key.name]  # the stale one went
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 1
+
+
+def test_imagefolder_channels_sizes_and_train_val_test_folders(tmp_path):
+    gray = write_images(tmp_path / "gray", mode="L")
+    s = load({"name": "imagefolder", "path": str(gray)})
+    assert s.channels == 1 and s.train_x.shape[1:] == (1, 12, 12)
+    # One colour image among grayscale ones: all decoded as RGB. Mixed sizes: image_size resizes.
+    write_images(gray, classes=("b",), count=1, size=(20, 16), mode="RGB", seed=2)
+    s = load({"name": "imagefolder", "path": str(gray), "image_size": 10})
+    assert s.channels == 3 and s.train_x.shape[1:] == (3, 10, 10)
+    # train/ val/ test/: the given validation and test folders are used as they are.
+    split = tmp_path / "split"
+    write_images(split / "train", count=8)
+    write_images(split / "val", count=2, seed=3)
+    write_images(split / "test", classes=("a", "c"), count=3, seed=4)
+    s = load({"name": "imagefolder", "path": str(split), "val_fraction": 0.3})
+    assert torch.bincount(s.train_y).tolist() == [8, 8, 8]
+    assert torch.bincount(s.val_y).tolist() == [2, 2, 2] and torch.bincount(s.test_y).tolist() == [3, 0, 3]
+    val = {np.asarray(Image.open(p)).transpose(2, 0, 1).tobytes() for p in (split / "val").glob("*/*.png")}
+    assert {x.numpy().tobytes() for x in s.val_x} == val
+    assert len(load({"name": "imagefolder", "path": str(split), "val_subset": 0.5}).val_y) == 3
+
+
+def test_a_data_folder_that_cannot_be_written_decodes_in_memory(tmp_path):
+    root = write_images(tmp_path / "pets")
+    blocked = tmp_path / "data-is-a-file"
+    blocked.write_text("")
+    with pytest.warns(UserWarning, match="decoding them in memory"):
+        s = load({"name": "imagefolder", "path": str(root)}, blocked)
+    assert len(s.train_y) + len(s.val_y) + len(s.test_y) == 36 and s.channels == 3
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW", "NHW"])
+def test_npz_layouts(tmp_path, layout):
+    rng = np.random.default_rng(0)
+    shape = {"NHWC": (12, 12, 3), "NCHW": (3, 12, 12), "NHW": (12, 12)}[layout]
+    x = rng.integers(0, 256, (60, *shape), dtype=np.uint8)
+    y = np.arange(60) % 4
+    np.savez(tmp_path / "d.npz", x_train=x[:40], y_train=y[:40], x_test=x[40:], y_test=y[40:])
+    s = load({"name": "npz", "path": str(tmp_path / "d.npz"), "val_fraction": 0.2})
+    channels = 1 if layout == "NHW" else 3
+    assert s.train_x.shape[1:] == (channels, 12, 12) and s.num_classes == 4
+    assert len(s.train_y) == 32 and len(s.val_y) == 8 and len(s.test_y) == 20
+    assert stratified(s.val_y, 4)
+    first = torch.from_numpy(x[0] if layout == "NCHW" else x[0].transpose(2, 0, 1) if layout == "NHWC" else x[0][None])
+    assert any(torch.equal(first, im) for im in torch.cat([s.train_x, s.val_x]))
+
+
+def test_a_callable_returns_the_arrays(tmp_path, monkeypatch):
+    (tmp_path / "mydata.py").write_text(
+        textwrap.dedent("""
+        import numpy as np, torch
+
+        def as_mapping():
+            x = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (50, 10, 10, 3), dtype=np.uint8))
+            y = torch.arange(50) % 5
+            return {"x_train": x[:40], "y_train": y[:40], "x_test": x[40:], "y_test": y[40:]}
+
+        def as_tuple():
+            d = as_mapping()
+            return d["x_train"].numpy(), d["y_train"].numpy(), d["x_test"].numpy(), d["y_test"].numpy()
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a = load({"name": "mydata:as_mapping", "val_fraction": 0.25})
+    b = load({"name": "mydata:as_tuple", "val_fraction": 0.25})
+    assert a.train_x.shape == (30, 3, 10, 10) and a.num_classes == 5 and len(a.test_y) == 10
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.val_y, b.val_y) and stratified(a.val_y, 5)
+
+
+def test_hf_dataset_saved_to_disk(tmp_path):
+    datasets = pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+
+    def rows(n, seed):
+        r = np.random.default_rng(seed)
+        return {
+            "img": [Image.fromarray(r.integers(0, 256, (12, 12), dtype=np.uint8)) for _ in range(n)],
+            "y": [i % 3 for i in range(n)],
+        }
+
+    datasets.Dataset.from_dict(rows(30, 1)).save_to_disk(str(tmp_path / "plain"))
+    s = load({"name": "hf", "path": str(tmp_path / "plain"), "image_column": "img", "label_column": "y"})
+    assert s.channels == 1 and s.num_classes == 3 and len(s.test_y) == 6 and stratified(s.test_y, 3)
+    assert list((D.data_dir() / "hf-cache").glob("*/train_x.npy"))
+    both = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict(rows(24, 2)), "validation": datasets.Dataset.from_dict(rows(6, 3))}
+    )
+    both.save_to_disk(str(tmp_path / "dict"))
+    s = load({"name": "hf", "path": str(tmp_path / "dict"), "image_column": "img", "label_column": "y"})
+    assert len(s.val_y) == 6 and len(s.train_y) + len(s.test_y) == 24  # validation given, test carved
+
+
+def run_cli(tmp_path, capsys, dataset: dict, **over) -> tuple[int, str]:
+    from effsearch.cli import main
+
+    raw = tiny(**over)
+    raw["dataset"] = {"crop_padding": 0, **dataset}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    D._CACHE.clear()
+    code = main(["train", str(path), "--out", str(tmp_path / "run")])
+    return code, capsys.readouterr().err
+
+
+def test_train_on_an_imagefolder_from_the_cli(tmp_path, capsys):
+    root = write_images(tmp_path / "pets")
+    code, err = run_cli(tmp_path, capsys, {"name": "imagefolder", "path": str(root)}, epochs=1, batch_size=8)
+    assert code == 0, err
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "completed" and len(result["history"]) == 1
+
+
+def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(B, tmp_path):
+    from effsearch.trainer.training import train
+
+    root = write_images(tmp_path / "pets")
+    cfg = cfg_of({"name": "imagefolder", "path": str(root)}, epochs=1, batch_size=8, loader="ffcv")
+    D._CACHE.clear()
+    result = train(cfg, progress=False)
+    assert result.status == "completed", result.reason
+    (folder,) = (D.data_dir() / "ffcv").iterdir()
+    assert folder.name.startswith("imagefolder-pets-") and list(folder.glob("*/train.beton"))
+    names = {
+        B.dataset_folder(cfg_of({"name": n, "path": p}))
+        for n, p in [
+            ("imagefolder", str(root)),
+            ("imagefolder", str(tmp_path)),
+            ("pkg.mod:make", None),
+            ("npz", "x.npz"),
+        ]
+    }
+    assert len(names) == 4 and not any(c in n for n in names for c in ":/")
+    assert B.dataset_folder(cfg_of({"name": "digits"})) == "digits"
+
+
+def _bad_images(tmp_path):
+    root = write_images(tmp_path / "pets")
+    (root / "b" / "broken.png").write_bytes(b"not a png")
+    return {"name": "imagefolder", "path": str(root)}
+
+
+def _npz(tmp_path, **change):
+    x = np.zeros((30, 12, 12, 3), np.uint8)
+    arrays = {"x_train": x[:20], "y_train": np.arange(20) % 3, "x_test": x[20:], "y_test": np.arange(10) % 3}
+    arrays.update(change)
+    np.savez(tmp_path / "d.npz", **{k: v for k, v in arrays.items() if v is not None})
+    return {"name": "npz", "path": str(tmp_path / "d.npz")}
+
+
+def _module(tmp_path, monkeypatch, body):
+    (tmp_path / "baddata.py").write_text(textwrap.dedent(body))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("baddata", None)
+    return {"name": "baddata:make"}
+
+
+def _no_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` raises ImportError
+    (tmp_path / "saved").mkdir()
+    return {"name": "hf", "path": str(tmp_path / "saved")}
+
+
+def _too_big(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "memory_limit", lambda: 1000)
+    return {"name": "imagefolder", "path": str(write_images(tmp_path / "pets"))}
+
+
+BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a phrase of the message)
+    "no path": (lambda t, m: {"name": "imagefolder"}, "dataset.path", "set it"),
+    "path missing": (lambda t, m: {"name": "npz", "path": str(t / "nowhere.npz")}, "dataset.path", "does not exist"),
+    "no class folders": (
+        lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2) / "a")},
+        "dataset.path",
+        "no class folders",
+    ),
+    "one class": (
+        lambda t, m: {"name": "imagefolder", "path": str(write_images(t / "p", ("a",), 2))},
+        "dataset.path",
+        "one class folder",
+    ),
+    "corrupt image": (lambda t, m: _bad_images(t), "dataset.path", "broken.png"),
+    "mixed sizes": (
+        lambda t, m: {
+            "name": "imagefolder",
+            "path": str(write_images(write_images(t / "p"), ("c",), 1, size=(16, 16), seed=1)),
+        },
+        "dataset.image_size",
+        "16x16",
+    ),
+    "npz array missing": (lambda t, m: _npz(t, y_test=None), "dataset.path", "'y_test'"),
+    "npz negative label": (lambda t, m: _npz(t, y_train=np.arange(20) % 3 - 1), "dataset.path", "label -1"),
+    "npz label out of range": (lambda t, m: _npz(t, y_test=np.arange(10) % 5), "dataset.path", "go up to 4"),
+    "npz labels not integers": (lambda t, m: _npz(t, y_train=np.arange(20) / 2), "dataset.path", "integers"),
+    "npz bad shape": (
+        lambda t, m: _npz(t, x_train=np.zeros((20, 12, 12, 5), np.uint8)),
+        "dataset.path",
+        "(20, 12, 12, 5)",
+    ),
+    "npz lengths differ": (lambda t, m: _npz(t, y_train=np.arange(19) % 3), "dataset.path", "19 labels"),
+    "missing extra": (_no_extra, "dataset.name", "uv sync --extra hf"),
+    "callable raises": (
+        lambda t, m: _module(t, m, "def make():\n    raise OSError('disk on fire')\n"),
+        "dataset.name",
+        "OSError: disk on fire",
+    ),
+    "callable returns junk": (
+        lambda t, m: _module(t, m, "def make():\n    return 42\n"),
+        "dataset.name",
+        "returned int 42",
+    ),
+    "too big for memory": (_too_big, "dataset.image_size", "lower dataset.image_size"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_exit_2_naming_the_field(case, tmp_path, monkeypatch, capsys):
+    make, field, phrase = BAD[case]
+    code, err = run_cli(tmp_path, capsys, make(tmp_path, monkeypatch))
+    assert code == 2, err
+    assert f"{field}:" in err and phrase in err, err
+    assert "Traceback" not in err and not (tmp_path / "run" / "result.json").exists()
+
+
+def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
+    import torchvision
+
+    def offline(*_a, **_k):
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz\nmore lines")
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", offline)
+    with pytest.raises(
+        DataMissing,
+        match=r"could not be downloaded \(RuntimeError: Error downloading "
+        r"train-images-idx3-ubyte.gz\)",
+    ):
+        load({"name": "fashion-mnist"}, tmp_path)
