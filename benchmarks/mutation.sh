@@ -8,7 +8,7 @@
 # the project's .venv (torch, Composer, Optuna), so it runs the tests in-process and forks a child
 # per mutant. It runs in a copy of the working tree ($MUTATION_DIR), never in the checkout: mutmut
 # writes its mutated copy under mutants/. Prints killed / total per module at the end
-# (benchmarks/mutation_scores.py; "pruner (rungs)" is pruner.py's pure rung functions).
+# (benchmarks/mutation_scores.py; "pruners (rungs)" is MO-ASHA's and SlowStop's pure rung functions).
 # MUTATION_JOBS: mutants at a time (2); MUTATION_DEBUG=1: mutmut prints each pytest command and its output.
 # Exit status: mutmut's (a failed clean run or stats collection is not a score).
 set -euo pipefail

@@ -3,9 +3,10 @@
     python benchmarks/mutation_scores.py [MUTANTS_DIR] [--survivors]
 
 A timeout counts as killed (the mutant made a test hang: caught); "no tests" (no selected test
-calls the function) and "suspicious" count as not killed. ``pruner (rungs)`` is the part of
-pruner.py that is pure rung arithmetic: RungPoint, predicted_time, MOASHAPruner's checks, rungs,
-rung_of, decide, keep_by_accuracy and _time_label, and SlowStop.mark (the rest reads a study)."""
+calls the function) and "suspicious" count as not killed. ``pruners (rungs)`` is the part of
+pruners/moasha.py and pruners/slowstop.py that is pure rung arithmetic: RungPoint, predicted_time,
+MOASHAPruner's checks, rungs, rung_of, decide, keep_by_accuracy and _time_label, and SlowStop.mark
+(the rest reads a study)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def groups(key: str) -> list[str]:
     module = key.split(".x")[0].replace("effsearch.", "").replace(".__init__", "")
     function = key[len(key.split(".x")[0]) + 1 :]
     out = [module]
-    if module == "search.pruner" and function.startswith(RUNG_FUNCTIONS):
-        out.append("search.pruner (rungs)")
+    if module in ("search.pruners.moasha", "search.pruners.slowstop") and function.startswith(RUNG_FUNCTIONS):
+        out.append("search.pruners (rungs)")
     return out
 
 

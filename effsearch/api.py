@@ -34,7 +34,7 @@ from effsearch.config.imports import import_plugins
 if TYPE_CHECKING:
     import optuna
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
     from effsearch.trainer.result import RunResult
 
 

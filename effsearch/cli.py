@@ -95,7 +95,7 @@ def _cmd_run(args) -> int:
 def _cmd_status(args) -> int:
     from effsearch.search.results import report
     from effsearch.search.results.lookup import open_study
-    from effsearch.search.store.storage import redact
+    from effsearch.search.store.urls import redact
 
     study, storage_url = open_study(args.study, args.storage)
     name = study.study_name
@@ -126,7 +126,7 @@ def _cmd_export(args) -> int:
     fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
     check_output(args.out, "-o", folder=False)
     from effsearch.search.results.lookup import open_study
-    from effsearch.search.store.storage import redact
+    from effsearch.search.store.urls import redact
 
     study, storage_url = open_study(args.study, args.storage)
     tune_name = study.user_attrs.get("tune_study")  # a tuning phase: its compute starts in phase 1

@@ -56,10 +56,11 @@ from effsearch.config.schema import (
     ScheduleConfig,
     SelectionConfig,
     SparsityConfig,
-    TrainConfig,
+    TrainFields,
     effective_batch,
     select_every,
 )
+from effsearch.config.trainconfig import TrainConfig
 
 __all__ = [
     "BACKENDS",
@@ -101,6 +102,7 @@ __all__ = [
     "SelectionConfig",
     "SparsityConfig",
     "TrainConfig",
+    "TrainFields",
     "effective_batch",
     "select_every",
 ]

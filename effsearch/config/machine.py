@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from effsearch.config.fields import ConfigError
 
 if TYPE_CHECKING:
-    from effsearch.config.schema import TrainConfig
+    from effsearch.config.schema import TrainFields
 
 INSTALL_HINT = (
     "install the system libraries and the extra: `sudo apt-get install -y pkg-config "
@@ -121,7 +121,7 @@ def under_torchrun() -> bool:
 # -- the rules that need the machine ----------------------------------------------
 
 
-def resolve_device(cfg: TrainConfig) -> str:
+def resolve_device(cfg: TrainFields) -> str:
     """The device ``cfg`` runs on here ("cpu" or "cuda"); refuses what this machine cannot do."""
     import torch
 
@@ -147,7 +147,7 @@ def require_ffcv() -> None:
         )
 
 
-def check_processes(cfg: TrainConfig, device: str) -> None:
+def check_processes(cfg: TrainFields, device: str) -> None:
     """Processes this machine can hold: one per CPU core (gloo) or per GPU (NCCL)."""
     d = cfg.distributed
     if under_torchrun():
@@ -182,13 +182,13 @@ def check_processes(cfg: TrainConfig, device: str) -> None:
         raise ConfigError("distributed.backend", "'nccl' needs CUDA devices; this run is on the CPU")
 
 
-def backend(cfg: TrainConfig, device: str) -> str:
+def backend(cfg: TrainFields, device: str) -> str:
     """The process group's backend: ``auto`` is NCCL on CUDA, gloo on the CPU."""
     b = cfg.distributed.backend
     return ("nccl" if device == "cuda" else "gloo") if b == "auto" else b
 
 
-def check_runnable(cfg: TrainConfig) -> str:
+def check_runnable(cfg: TrainFields) -> str:
     """Rules that need the machine (device, precision, installed extras, processes). Returns the device."""
     device = resolve_device(cfg)
     if cfg.loader == "ffcv":

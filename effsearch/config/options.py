@@ -141,6 +141,15 @@ class SubsetTuning:
 TUNING: dict[str, type] = {"none": NoOptions, "subset": SubsetTuning}
 
 
+def check_tuning(tuning: dict) -> dict:
+    """Check (the field machinery, effsearch.config.options) and fill defaults; ``{"name": "none"}``
+    passes through."""
+    if tuning["name"] == "none":
+        return tuning
+    given = check_options(SubsetTuning, {k: v for k, v in tuning.items() if k != "name"}, "tuning", "subset")
+    return {**defaults(SubsetTuning), "name": tuning["name"], **given}
+
+
 # -- the study's own ----------------------------------------------------------------------------
 
 
@@ -170,7 +179,7 @@ class StudyNumbers:
     )
     # 4: beyond what a user of a time-to-target search would pick, and rare where trials behave (3 of
     # 546 random quickstart configurations trained 3x the baseline's time to target); on a GPU one
-    # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruners.pruner.SlowStop).
+    # compile trial took 208 s of a 240 s study, 30x the baseline (effsearch.search.pruners.slowstop.SlowStop).
     max_slowdown: float | None = spec(
         4.0,
         low=1,

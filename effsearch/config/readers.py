@@ -16,41 +16,42 @@ from typing import Any, cast
 from effsearch.config.algorithms import ALGORITHMS, parse_time
 from effsearch.config.choices import GREEDY
 from effsearch.config.fields import get_path
+from effsearch.config.schema import TrainFields
 from effsearch.config.sources import ModelFacts, facts
 
-# The schema's default of every field a predicate (or the space) reads, for a raw dict that lacks
-# it: a level the space has not built yet. config/schema.py declares them; this module cannot
-# import it (the schema validates with the rules, which read these), so tests/config/test_rules.py holds this table
-# equal to the schema's, and holds that no reader here or in the space types a default of its own.
-DEFAULTS: dict[str, Any] = {
-    "dataset.name": "digits",
-    "dataset.path": None,
-    "model.name": "tiny-cnn",
-    "model.width": 0,
-    "epochs": 5,
-    "optimizer.name": "sgd",
-    "optimizer.fused": None,
-    "schedule.name": "cosine",
-    "schedule.milestones": [0.5, 0.75],
-    "sparsity.target": 0.0,
-    "sparsity.schedule": "polynomial",
-    "sparsity.start": 0.1,
-    "sparsity.end": 0.75,
-    "selection.strategy": "full",
-    "selection.fraction": 1.0,
-    "selection.select_every": None,
-    "selection.kappa": 0.0,
-    "selection.greedy": "auto",
-    "loader": "torch",
-    "precision": "fp32",
-    "compile": False,
-    "device": "auto",
-    "distributed.processes": 1,
-    "distributed.backend": "auto",
-    "distributed.compression.method": "none",
-    "distributed.compression.granularity": "layerwise",
-    "distributed.compression.error_feedback": False,
-}
+# The fields a predicate (or the space) reads from a raw dict that may lack them (a level the space
+# has not built yet); where it does, ``value`` reads the schema's default, taken from the schema itself.
+READ_FIELDS = (
+    "dataset.name",
+    "dataset.path",
+    "model.name",
+    "model.width",
+    "epochs",
+    "optimizer.name",
+    "optimizer.fused",
+    "schedule.name",
+    "schedule.milestones",
+    "sparsity.target",
+    "sparsity.schedule",
+    "sparsity.start",
+    "sparsity.end",
+    "selection.strategy",
+    "selection.fraction",
+    "selection.select_every",
+    "selection.kappa",
+    "selection.greedy",
+    "loader",
+    "precision",
+    "compile",
+    "device",
+    "distributed.processes",
+    "distributed.backend",
+    "distributed.compression.method",
+    "distributed.compression.granularity",
+    "distributed.compression.error_feedback",
+)
+_SCHEMA = TrainFields().to_dict()
+DEFAULTS: dict[str, Any] = {path: get_path(_SCHEMA, path) for path in READ_FIELDS}
 
 
 def value(cfg: dict, path: str) -> Any:

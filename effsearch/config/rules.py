@@ -60,7 +60,7 @@ from effsearch.config.readers import (
 from effsearch.config.sources import FILE_DATASETS, dataset_kind, model_kind
 
 if TYPE_CHECKING:
-    from effsearch.config.schema import TrainConfig
+    from effsearch.config.schema import TrainFields
 
 Pred = Callable[[dict], bool]
 
@@ -497,7 +497,7 @@ def check(cfg: dict, rules: list[Rule] | None = None) -> None:
             raise rule.error(cfg)
 
 
-def validate(cfg: TrainConfig) -> None:
+def validate(cfg: TrainFields) -> None:
     """Algorithm names and parameters, then every rule, on a TrainConfig."""
     check_algorithms(cfg.algorithms)
     check(cfg.to_dict())

@@ -1,9 +1,9 @@
-"""TrainConfig: the one currency between studies, the trainer and export.
+"""The TrainConfig's fields: a tree of plain dataclasses, each field's constraints declared once
+(``spec``), and their YAML dump.
 
-A tree of dataclasses, loaded from and dumped to YAML. Every field is checked on
-load (``effsearch.config.fields``), then every rule across fields
-(``effsearch.config.rules``); errors name the file, the dotted field and what is
-allowed (exit code 2 in the CLI), in the spirit of scikit-learn's parameter validation.
+A leaf: it imports no rule. ``effsearch.config.trainconfig.TrainConfig`` builds one from a mapping or
+a YAML file, checking every field (``effsearch.config.fields``) and then every rule across fields
+(``effsearch.config.rules``); ``effsearch.config.readers`` reads its defaults from here.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from effsearch.config import rules
 from effsearch.config.choices import (
     BACKENDS,
     COMPILE_MODES,
@@ -35,7 +33,7 @@ from effsearch.config.choices import (
     SELECTIONS,
     SPARSITY_SCHEDULES,
 )
-from effsearch.config.fields import SEED_MAX, ConfigError, apply_override, build, overridden, read_yaml, set_path, spec
+from effsearch.config.fields import SEED_MAX, spec
 from effsearch.config.sources import check_dataset_name, check_model_name
 
 
@@ -217,7 +215,9 @@ class DistributedConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainFields:
+    """Every field of a training run; ``TrainConfig`` (config/trainconfig.py) is this, built and checked."""
+
     dataset: DatasetConfig = spec(factory=DatasetConfig)
     model: ModelConfig = spec(factory=ModelConfig)
     epochs: float = spec(5, low=0.0, high=10_000, low_open=True, help="training budget in epochs")
@@ -275,41 +275,14 @@ class TrainConfig:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-    @classmethod
-    def from_dict(cls, data: Any, source: str | None = None) -> TrainConfig:
-        try:
-            cfg = build(cls, data, "")
-            rules.validate(cfg)
-        except ConfigError as e:
-            if source:
-                raise e.with_source(source) from None  # the same error, naming its source
-            raise
-        return cfg
-
-    @classmethod
-    def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
-        data = read_yaml(path)
-        keys = [apply_override(data, item) for item in overrides or []]
-        try:
-            return cls.from_dict(data)
-        except ConfigError as e:  # a value --set gave is the flag's error, not the file's
-            raise e.with_source("--set" if overridden(e, keys) else str(path)) from None
-
     def dump(self, path: str | Path, header: str = "") -> None:
         text = self.to_yaml()
         if header:
             text = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines()) + text
         Path(path).write_text(text)
 
-    def replace(self, **dotted: Any) -> TrainConfig:
-        """Copy with dotted keys replaced, validated: ``cfg.replace(**{"optimizer.lr": 0.1})``."""
-        data = self.to_dict()
-        for key, value in dotted.items():
-            set_path(data, key, value)
-        return TrainConfig.from_dict(data)
 
-
-def effective_batch(cfg: TrainConfig) -> int:
+def effective_batch(cfg: TrainFields) -> int:
     """Samples per optimizer step: batch_size x accumulate x processes (the lr rule reads this)."""
     return cfg.batch_size * cfg.accumulate * cfg.distributed.processes
 
@@ -317,7 +290,7 @@ def effective_batch(cfg: TrainConfig) -> int:
 SELECT_EVERY = 5  # CORDS's default period, in epochs
 
 
-def select_every(cfg: TrainConfig) -> int:
+def select_every(cfg: TrainFields) -> int:
     """``selection.select_every`` with null resolved: 5 epochs, held below the epochs (at least 1)
     so that a strategy which looks at the model selects at least once before training ends."""
     every = cfg.selection.select_every

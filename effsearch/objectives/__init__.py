@@ -30,6 +30,24 @@ from effsearch.config import ConfigError
 if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
 
+__all__ = [
+    "DEFAULT",
+    "NEEDS",
+    "OBJECTIVES",
+    "Objective",
+    "check",
+    "constraints",
+    "directions",
+    "final_accuracy",
+    "miss_constraint",
+    "model_size",
+    "quantized_size",
+    "shortfall",
+    "time_to_accuracy",
+    "train_time",
+    "values",
+]
+
 
 def time_to_accuracy(result: RunResult) -> float:
     """Train seconds to the target; for a miss, the train seconds it ran (marked infeasible)."""

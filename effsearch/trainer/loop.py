@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from effsearch.config import TrainConfig
     from effsearch.trainer.composer.model import EffModel
     from effsearch.trainer.data.splits import BatchAugment
+    from effsearch.trainer.hooks import RunHooks
     from effsearch.trainer.parallel.compression import HookState
     from effsearch.trainer.parallel.distributed import Context
     from effsearch.trainer.result import RunResult
-    from effsearch.trainer.training import RunHooks
 
 # Evaluation batches, by device. On a GPU large: no gradients, few launches. On a CPU 128: at
 # 1,024 the activations spill out of cache and an image costs 1.5-2.4x as much to score (tiny CNN

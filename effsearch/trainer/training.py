@@ -14,7 +14,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -26,8 +26,9 @@ from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable
 from effsearch.config.sources import model_kind
 from effsearch.trainer.data import splits as D
+from effsearch.trainer.hooks import EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
-from effsearch.trainer.result import EvalPoint, RunResult, hold_ctrl_c, time_to_target, versions
+from effsearch.trainer.result import RunResult, hold_ctrl_c, time_to_target, versions
 
 if TYPE_CHECKING:
     import os
@@ -39,13 +40,6 @@ if TYPE_CHECKING:
     from effsearch.trainer.loop import Loop
     from effsearch.trainer.parallel.distributed import Context
     from effsearch.trainer.techniques.sparsity import GradualMagnitudePruning
-
-# on_eval(point) -> a reason to stop the run early (e.g. the study's pruner), or None.
-EvalHook = Callable[[EvalPoint], "str | None"]
-# settle(epoch, train_seconds, upper) -> True: the point's decision is the same at any validation
-# accuracy up to ``upper`` (stop scoring it); False: it needs the whole set; None: no decision of
-# the hook's here (the trainer's own rule: below the target, or the target already reached).
-SettleHook = Callable[[float, float, float], "bool | None"]
 
 
 def build_optimizer(
@@ -94,31 +88,6 @@ def build_optimizer(
     return DecoupledSGDW(
         params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, nesterov=o.nesterov and o.momentum > 0
     )
-
-
-@dataclass(frozen=True)
-class RunHooks:
-    """What a caller asks of one run besides its config: a study's pruner and rungs, or a
-    user's progress bar. ``eval_at``: epochs at which to evaluate besides every
-    ``cfg.eval_every`` (a study's pruner asks for its rungs); ``eval_after``: train seconds, the
-    same (a time rung; data-parallel: rank 0's clock). ``test`` False: no test accuracy (a tuning
-    phase's subset model, whose test score nobody reads). ``settle``: score each evaluation point
-    on as much of the validation set as its decision needs (True: the trainer's own rule; a
-    SettleHook: the study's pruner first; ``loop.py``); False: every point on the whole set
-    (``effsearch train``: the user's curve is exact). ``callbacks``: Composer callbacks that see
-    every event (the tests' probes)."""
-
-    progress: bool = False
-    on_eval: EvalHook | None = None
-    eval_at: tuple[float, ...] = ()
-    eval_after: tuple[float, ...] = ()
-    settle: SettleHook | bool = False
-    test: bool = True
-    callbacks: tuple = ()
-
-    def quiet(self) -> RunHooks:
-        """Ranks 1..N-1 of a data-parallel run: they train alongside rank 0 and report nothing."""
-        return dataclasses.replace(self, progress=False, on_eval=None, settle=False)
 
 
 def train(

@@ -119,7 +119,7 @@ class LossThenPred(Rule):
     lenient cut there should keep them and stop most trials at a third of the 1/9 cost."""
 
     def __init__(self, eta1: float = 3.0, eta2: float = 3.0):
-        from effsearch.search.pruners.pruner import MOASHAPruner
+        from effsearch.search.pruners import MOASHAPruner
 
         super().__init__("pred", 1 / 9, eta=9)  # one rung at 1/9 ...
         # ... keeping 1/eta2
@@ -170,7 +170,7 @@ class TimeRule(Rule):
     def play(
         self, run: Run, target: float, pools: dict, n: int, may_prune: bool = True, until: int = N_GRID - 1
     ) -> int | None:
-        from effsearch.search.pruners.pruner import RungPoint
+        from effsearch.search.pruners import RungPoint
 
         if self.T is None:
             self.fallback.settle = self.settle

@@ -33,7 +33,7 @@ class Rule:
     """
 
     def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int | None = None):
-        from effsearch.search.pruners.pruner import MOASHAPruner
+        from effsearch.search.pruners import MOASHAPruner
 
         knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
         self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
@@ -123,7 +123,7 @@ class Rule:
         return keep
 
     def point(self, run: Run, k: int, target: float):
-        from effsearch.search.pruners.pruner import RungPoint
+        from effsearch.search.pruners import RungPoint
 
         first = self.early[0] if self.early else 0  # the run's first evaluation
         reached = next((run.t_at(j) for j in range(first, k + 1) if run.acc_at(j) >= target), None)

@@ -132,7 +132,7 @@ class Run:
     def extrapolated_ttt(self, k: int, target: float, first: int = 0) -> float:
         """Time to target so far, or predicted from the curve as the product's pruner predicts it.
         ``first``: the run's first evaluation (a negative position if it had rungs before the ninths)."""
-        from effsearch.search.pruners.pruner import predicted_time
+        from effsearch.search.pruners import predicted_time
 
         for j in range(first, k + 1):
             if self.acc_at(j) >= target:

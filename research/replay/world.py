@@ -85,7 +85,7 @@ class World:
     def slow_limit(self, base_ttt: float | None) -> float | None:
         """max_slowdown's mark (train seconds) for a search whose baseline reached the target in
         ``base_ttt``, by the product's rule (``SlowStop.mark``); None: no limit."""
-        from effsearch.search.pruners.pruner import SlowStop
+        from effsearch.search.pruners import SlowStop
 
         return SlowStop.mark(self.max_slowdown, base_ttt) if self.max_slowdown and base_ttt is not None else None
 

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 
 import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
-from effsearch.search.pruners.pruner import NoPruner
+from effsearch.search.pruners import NoPruner
 from effsearch.search.run import objective, runner, workers
 from effsearch.search.store.heartbeat import requeue_dead_local, worker_id
 from effsearch.search.store.storage import CONFIG_HASH_KEY, DUPLICATE_KEY, WORKER_KEY, open_storage, open_url

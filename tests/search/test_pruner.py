@@ -9,7 +9,7 @@ import pytest
 
 from effsearch.config import ConfigError
 from effsearch.search.pareto import crowding, fronts, hypervolume_2d, rank
-from effsearch.search.pruners.pruner import MOASHAPruner, RungPoint, RungTracker
+from effsearch.search.pruners import MOASHAPruner, RungPoint, RungTracker
 from effsearch.trainer.result import EvalPoint
 
 
@@ -136,7 +136,7 @@ def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
 
 
 def test_predicted_time_extends_the_last_slope_and_caps_a_flat_curve():
-    from effsearch.search.pruners.pruner import predicted_time
+    from effsearch.search.pruners import predicted_time
 
     # 0.5 -> 0.7 in 10 s: 0.02 a second, 0.2 short of 0.9: 10 s more.
     assert predicted_time(20, 0.7, 0.5, 0.9, (10, 0.5)) == pytest.approx(30)
@@ -174,7 +174,7 @@ def test_tracker_ranks_on_the_predicted_time(tmp_path):
 
 
 def test_rank_option_is_checked():
-    from effsearch.search.pruners.pruner import make_pruner
+    from effsearch.search.pruners import make_pruner
 
     with pytest.raises(ConfigError, match="rank"):
         make_pruner({"name": "moasha", "rank": "fastest"})
@@ -185,7 +185,7 @@ def test_default_judges_the_first_trial_against_the_baseline():
     """By default (``min_trials`` 2) the baseline's rung point, recorded though it is never pruned,
     is enough of a peer: a trial the baseline beats at the first rung stops there. At 4 it
     would have run on to the end, as the first trials at every rung did in the replay."""
-    from effsearch.search.pruners.pruner import make_pruner
+    from effsearch.search.pruners import make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
     pruner = make_pruner({"name": "moasha"}, study).pruner
@@ -221,7 +221,7 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     """clock: time. Before the baseline has a time to target: budget rungs. After: one rung at
     time_fraction of it, accuracy ranked, the baseline's accuracy there (from its curve) a peer;
     a run whose budget ends before the rung is never judged."""
-    from effsearch.search.pruners.pruner import make_pruner
+    from effsearch.search.pruners import make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
     sp = make_pruner({"name": "moasha", "clock": "time", "eta": 2, "time_fraction": 0.25}, study)
@@ -266,7 +266,7 @@ def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time(
     """pruner: {name: moasha} judges each trial at a share of its own epochs: the time rung
     (clock: time) ranks on early speed alone and lost the accurate recipes end to end
     (docs/results.md, earlier studies)."""
-    from effsearch.search.pruners.pruner import make_pruner
+    from effsearch.search.pruners import make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
     sp = make_pruner({"name": "moasha"}, study)
@@ -315,7 +315,7 @@ def test_slow_stop_ends_a_trial_short_of_the_target_past_the_limit():
     seconds) stops there; one that has reached the target runs on; the baseline and warm starts have
     no limit; before the baseline has a time to target, nobody has one. The inner pruner still sees
     every point first (its rung records are the others' peers)."""
-    from effsearch.search.pruners.pruner import NoPruner, SlowStop
+    from effsearch.search.pruners import NoPruner, SlowStop
 
     seen = []
 
@@ -367,7 +367,7 @@ def test_slow_stop_ends_a_trial_short_of_the_target_past_the_limit():
 
 def test_slow_stop_leaves_a_second_past_a_tiny_baseline_time():
     """A baseline at 0.05 s to target: 4x is 0.2 s, timing noise; the limit is a second past it."""
-    from effsearch.search.pruners.pruner import NoPruner, SlowStop
+    from effsearch.search.pruners import NoPruner, SlowStop
 
     study = optuna.create_study(directions=["minimize", "maximize"])
     stop = SlowStop(NoPruner(), 4.0, study)
@@ -396,7 +396,7 @@ def test_a_rung_point_survives_the_storage_round_trip():
 
 
 def test_predicted_time_at_the_target_and_over_a_short_step():
-    from effsearch.search.pruners.pruner import predicted_time
+    from effsearch.search.pruners import predicted_time
 
     assert predicted_time(20, 0.9, 0.5, 0.9, (10, 0.5)) == 20  # exactly at the target: reached
     # 0.1 -> 0.3 in half a second: 0.4 a second, 0.2 short of 0.5: half a second more.

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.config import TrainConfig
-from effsearch.search.pruners.pruner import NoPruner, SlowStop
+from effsearch.search.pruners import NoPruner, SlowStop
 from effsearch.search.run import objective, workers
 from effsearch.search.store import queries
 from effsearch.search.store.heartbeat import requeue_dead_local

@@ -390,6 +390,7 @@ def test_digits_and_fashion_mnist_load(fashion_dir):
 
 
 def test_val_subset_evaluates_a_stratified_part_of_the_same_validation_split(fashion_dir):
+    from effsearch.config.options import check_tuning
     from effsearch.search.study import phases
 
     full = TrainConfig.from_dict(tiny(**{"dataset": {"name": "fashion-mnist", "data_fraction": 0.05}}))
@@ -401,9 +402,9 @@ def test_val_subset_evaluates_a_stratified_part_of_the_same_validation_split(fas
     whole = {bytes(x.numpy()) for x in a.val_x}
     assert all(bytes(x.numpy()) in whole for x in b.val_x)  # a part of the same split, not new images
     # The tuning phase's val_subset is what phase 1 trains with; phase 2 evaluates the whole split.
-    tuning = phases.check({"name": "subset", "data_fraction": 0.2, "val_subset": 0.25})
+    tuning = check_tuning({"name": "subset", "data_fraction": 0.2, "val_subset": 0.25})
     assert phases.shrink(full, tuning).dataset.val_subset == 0.25
-    assert phases.shrink(full, phases.check({"name": "subset"})).dataset.val_subset == 1.0
+    assert phases.shrink(full, check_tuning({"name": "subset"})).dataset.val_subset == 1.0
 
 
 def test_missing_data_names_the_folder(tmp_path):

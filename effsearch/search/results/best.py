@@ -36,7 +36,7 @@ from effsearch.search.results import cost, report
 from effsearch.search.store import queries
 from effsearch.search.store.queries import objectives_of
 from effsearch.search.store.record import Recorded
-from effsearch.search.store.storage import redact
+from effsearch.search.store.urls import redact
 from effsearch.search.study import phases
 from effsearch.trainer.result import speedup
 

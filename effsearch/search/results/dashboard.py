@@ -14,8 +14,8 @@ from typing import TextIO
 from effsearch.config import ConfigError, read_yaml
 from effsearch.config.fields import quote
 from effsearch.search.results import lookup
-from effsearch.search.store import storage as S
-from effsearch.search.store.storage import redact
+from effsearch.search.store import urls
+from effsearch.search.store.urls import redact
 from effsearch.search.study.studyfile import MINIMAL_STUDY, locate
 
 STUDY_SUFFIXES = (".yaml", ".yml")
@@ -29,8 +29,8 @@ class Target:
 
 
 def study_artifacts(path: Path, storage: str) -> Path | None:
-    """The artifact folder of a study file (storage.artifact_dir, as the runner's)."""
-    return S.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
+    """The artifact folder of a study file (urls.artifact_dir, as the runner's)."""
+    return urls.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
 
 
 def is_storage(arg: str) -> bool:
@@ -51,12 +51,12 @@ def resolve(arg: str, storage_flag: str | None, artifact_dir: str | None) -> Tar
             raise ConfigError(
                 "--storage", f"{arg!r} is already a storage; give a study name with --storage, or the storage alone"
             )
-        url = S.storage_url(arg)
-        return Target(url, None, given or S.artifact_dir(None, None, url))
+        url = urls.storage_url(arg)
+        return Target(url, None, given or urls.artifact_dir(None, None, url))
     name, url = locate(arg, storage_flag)
     path = _study_path(arg)
     if given is None:
-        given = study_artifacts(path, url) if path else S.artifact_dir(None, None, url)
+        given = study_artifacts(path, url) if path else urls.artifact_dir(None, None, url)
     return Target(url, name, given)
 
 

@@ -38,7 +38,8 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
     ConfigError naming ``where``. Nothing is created or written."""
     import optuna
 
-    from effsearch.search.store.storage import open_url, redact, sqlite_path, why
+    from effsearch.search.store.storage import open_url, why
+    from effsearch.search.store.urls import redact, sqlite_path
 
     db = sqlite_path(url)
     if ("://" not in url and not Path(url).is_file()) or (db is not None and not db.is_file()):
@@ -72,7 +73,8 @@ def check_database(url: str, where: str) -> None:
     """Refuse a database server's database without Optuna's tables, before Optuna creates them."""
     import sqlalchemy
 
-    from effsearch.search.store.storage import rdb_url, redact, why
+    from effsearch.search.store.storage import why
+    from effsearch.search.store.urls import rdb_url, redact
 
     try:
         # A host that drops packets: fail in seconds, not minutes (as storage's own connection).
@@ -100,7 +102,7 @@ def _check_tables(tables: set[str], shown: str, where: str) -> None:
 def check_name(storage: BaseStorage, name: str, url: str) -> None:
     import optuna
 
-    from effsearch.search.store.storage import redact
+    from effsearch.search.store.urls import redact
 
     names = optuna.get_all_study_names(storage)
     if name not in names:

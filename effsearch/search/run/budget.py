@@ -18,7 +18,7 @@ from effsearch.search.study import phases
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
 
 class StopAtTotal:

@@ -28,7 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
-from effsearch.search.pruners.pruner import SlowStop, make_pruner
+from effsearch.search.pruners import SlowStop, make_pruner
 from effsearch.search.results import report
 from effsearch.search.run import warmstart
 from effsearch.search.store import queries, record
@@ -59,7 +59,7 @@ from effsearch.trainer.result import speedup
 if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
     from effsearch.trainer.result import RunResult
 
 

@@ -17,7 +17,7 @@ from effsearch.search.study import phases
 if TYPE_CHECKING:
     import optuna
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
 
 class Progress:
@@ -113,7 +113,7 @@ def warm_line(spec: StudySpec) -> list[str]:
 
 def dashboard_hint(spec: StudySpec) -> str:
     """The command that serves this study; ``--artifact-dir`` only for a folder that is there."""
-    from effsearch.search.store.storage import rdb_url, redact
+    from effsearch.search.store.urls import rdb_url, redact
 
     storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
     there = spec.artifacts is not None and spec.artifacts.is_dir()

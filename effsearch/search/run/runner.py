@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
 
 class BaselineBroken(Exception):

@@ -25,7 +25,7 @@ from effsearch.search.store.storage import WARM_CONFIG_KEY, WARM_KEY, storage_er
 if TYPE_CHECKING:
     from optuna.trial import BaseTrial
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
 
 def enqueue(spec: StudySpec, study: optuna.Study) -> list[str]:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from optuna.trial import FrozenTrial
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
 
 WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from optuna.trial import BaseTrial, FrozenTrial, TrialState
 
 from effsearch.config import TrainConfig
-from effsearch.config.options import SubsetTuning, check_options, defaults
+from effsearch.config.options import SubsetTuning, defaults
 from effsearch.search.store import record
 from effsearch.search.store.storage import (
     BASELINE_KEY,
@@ -38,21 +38,10 @@ from effsearch.search.store.storage import (
 if TYPE_CHECKING:
     import optuna
 
-    from effsearch.search.study.studyfile import StudySpec
+    from effsearch.search.study.spec import StudySpec
 
-# Options of `tuning: {name: subset, ...}`: declared and checked in effsearch.config.options.
-OPTIONS = SubsetTuning
-DEFAULTS = defaults(SubsetTuning)
+DEFAULTS = defaults(SubsetTuning)  # `tuning: {name: subset, ...}`'s (effsearch.config.options)
 TUNE_SUFFIX = "-tune"
-
-
-def check(tuning: dict) -> dict:
-    """Check (the field machinery, effsearch.config.options) and fill defaults; ``{"name": "none"}``
-    passes through."""
-    if tuning["name"] == "none":
-        return tuning
-    given = check_options(SubsetTuning, {k: v for k, v in tuning.items() if k != "name"}, "tuning", "subset")
-    return {**DEFAULTS, "name": tuning["name"], **given}
 
 
 def enabled(spec: StudySpec) -> bool:

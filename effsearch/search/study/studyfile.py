@@ -43,7 +43,6 @@ the current folder and in the study file's folder.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,10 +52,11 @@ from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
-from effsearch.config.options import StudyNumbers, check_heartbeat, check_named
+from effsearch.config.options import StudyNumbers, check_heartbeat, check_named, check_tuning
 from effsearch.config.sources import model_kind
-from effsearch.search.store.storage import artifact_dir, as_url, file_storage, is_rdb_url, redact
-from effsearch.search.study import phases, recipes
+from effsearch.search.store.urls import artifact_dir, as_url, file_storage
+from effsearch.search.study import recipes
+from effsearch.search.study.spec import StudySpec
 
 if TYPE_CHECKING:
     from effsearch.config.machine import Machine
@@ -117,47 +117,6 @@ KEY_HELP = {
 # Options each sampler, pruner and tuning phase takes from the study file (the rest stay
 # their defaults), declared and checked in effsearch.config.options.
 SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
-
-
-@dataclass
-class StudySpec:
-    name: str
-    source: str  # the file, for messages
-    storage: str  # an RDB URL or a journal file path
-    artifacts: Path
-    base: TrainConfig
-    baseline: TrainConfig
-    objectives: tuple[str, ...]
-    space: Any  # effsearch.spaces.Space
-    sampler: dict  # {"name": ..., **options}
-    n_trials: int | None
-    timeout: float | None
-    seed: int
-    workers: int
-    pruner: dict
-    tuning: dict
-    heartbeat: dict
-    failure_limit: int = 3
-    dedupe: bool = True
-    max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruners.pruner)
-    budget: float | None = None  # compute seconds (effsearch.search.run.budget)
-    warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
-    raw: dict = field(default_factory=dict)
-    path: Path | None = None
-    storage_field: str = "storage"  # what messages about the storage name: --storage or the file's key
-    phase: str = "search"  # "tune" / "confirm" with a tuning phase (effsearch.search.study.phases)
-    notes: list = field(default_factory=list)  # what the run's header says (recipes skipped)
-
-    @property
-    def is_rdb(self) -> bool:
-        return is_rdb_url(self.storage)
-
-    @property
-    def directions(self) -> list[str]:
-        return O.directions(self.objectives)
-
-    def storage_label(self) -> str:
-        return redact(self.storage)
 
 
 def load(
@@ -226,7 +185,7 @@ def _load(
     space = Space.build(base, raw.get("space"), machine)
     sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
     pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    tuning = phases.check(check_named(raw.get("tuning", "none"), "tuning", TUNING))
+    tuning = check_tuning(check_named(raw.get("tuning", "none"), "tuning", TUNING))
     _check_confirm_seeds(base, tuning)
     numbers = _numbers(
         raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag

@@ -48,7 +48,6 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -59,6 +58,7 @@ from composer.core import Algorithm, Event
 from effsearch.config import WEIGHTED_SELECTIONS, ConfigError, select_every
 from effsearch.trainer.data import cords_compat
 from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.sampler import SubsetSampler
 
 if TYPE_CHECKING:
     from composer.core import State
@@ -96,33 +96,6 @@ class SelectionError(RuntimeError):
 
 
 # -- the loader side ------------------------------------------------------------
-
-
-class SubsetSampler(torch.utils.data.Sampler):
-    """Serves ``per_epoch`` indices an epoch: of the current subset, or (warm start,
-    before any subset) the next part of a stream of full-data permutations."""
-
-    def __init__(self, n: int, per_epoch: int, seed: int) -> None:
-        self.n, self.per_epoch = n, per_epoch
-        self.gen = torch.Generator()
-        self.gen.manual_seed(seed + 1009)
-        self.subset: torch.Tensor | None = None
-        self._stream = torch.empty(0, dtype=torch.long)
-
-    def set_subset(self, indices: torch.Tensor) -> None:
-        self.subset = indices.to(torch.long)
-
-    def __len__(self) -> int:
-        return self.per_epoch if self.subset is None else min(len(self.subset), self.per_epoch)
-
-    def __iter__(self) -> Iterator[int]:
-        if self.subset is None:
-            while len(self._stream) < self.per_epoch:
-                self._stream = torch.cat([self._stream, torch.randperm(self.n, generator=self.gen)])
-            out, self._stream = self._stream[: self.per_epoch], self._stream[self.per_epoch :]
-        else:
-            out = self.subset[torch.randperm(len(self.subset), generator=self.gen)][: self.per_epoch]
-        return iter(out.tolist())
 
 
 class NormalizedImages(torch.utils.data.Dataset):

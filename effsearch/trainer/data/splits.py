@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from effsearch.config import DatasetConfig, TrainConfig
-    from effsearch.trainer.data.selection import SubsetSampler
+    from effsearch.trainer.data.sampler import SubsetSampler
 
 
 class DiskImages:

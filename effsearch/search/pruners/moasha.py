@@ -1,13 +1,4 @@
-"""One pruning module: the study pruner a study file's ``pruner:`` names, and MO-ASHA.
-
-Optuna's own pruning (``trial.report`` / ``should_prune``) is not implemented for
-multi-objective studies, so a study pruner here is effsearch's object. The
-objective calls ``begin(trial, cfg)`` before a trial trains, then the trainer
-calls ``on_eval(trial, point)`` at every evaluation (its ``on_eval`` hook); a
-returned reason stops the run at that evaluation and the trial ends as PRUNED,
-keeping its curve and the reason.
-
-Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
+"""Multi-objective successive halving (MO-ASHA, Schmucker et al. 2021).
 
 Optuna cannot prune multi-objective studies (``Trial.report`` raises), so
 effsearch decides itself. Rungs sit at geometric fractions of the epoch budget
@@ -54,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING
 
 from effsearch.config.options import MOASHAOptions, check_options
 from effsearch.trainer.result import EvalPoint
@@ -64,42 +55,6 @@ if TYPE_CHECKING:
     from optuna.trial import BaseTrial
 
     from effsearch.config import TrainConfig
-
-
-class StudyPruner(Protocol):
-    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
-        """A trial is about to train ``cfg``; ``may_prune`` is False for the baseline and warm starts."""
-
-    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
-        """``point``: the trainer's evaluation. A reason stops the trial."""
-
-    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
-        """Epochs at which the trainer must evaluate ``cfg`` besides every ``eval_every``."""
-
-    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
-        """Train seconds at which the trainer must evaluate ``cfg`` (its first step at or past each)."""
-
-    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
-        """A point at ``epoch`` / ``seconds`` whose accuracy is at most ``upper`` so far (part of the
-        validation set scored): True if this pruner's decision there is already made, False if it
-        needs the whole set, None if the point is no decision of this pruner's."""
-
-
-class NoPruner:
-    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
-        return None
-
-    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
-        return ()
-
-    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
-        return ()
-
-    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
-        return None
-
-    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
-        return None
 
 
 class MOASHAStudyPruner:
@@ -162,85 +117,6 @@ class MOASHAStudyPruner:
         if self.tracker is not None and self.tracker.time_rung is not None:
             return (self.tracker.time_rung[0],)
         return ()
-
-
-class SlowStop:
-    """Any study pruner, plus a time limit: a trial still short of the target once it has trained
-    ``factor`` x the study baseline's time to target (train seconds, compile time included) is
-    stopped there. Its time to target would be more than ``factor`` x the baseline's, which no
-    one running this tool wants; on an H200 one compile + SAM + ghost-BN trial spent 208 s of a
-    240 s study before its first rung (the baseline reached the target in 6.8 s). No limit until
-    the baseline has a time to target; never for the baseline or a warm start.
-
-    The limit is at least ``FLOOR`` seconds past the baseline's time: a baseline that reaches the
-    target in 0.05 s puts 4x at 0.2 s, inside a loaded machine's timing noise (a test study's trial
-    measured 0.18 s once and was stopped as too slow on a busy CI machine)."""
-
-    FLOOR = 1.0  # train seconds; no real recipe's time to target is measured this finely
-
-    def __init__(self, inner: StudyPruner, factor: float, study: optuna.Study | None) -> None:
-        self.inner, self.factor, self.study = inner, factor, study
-        self._base_tta: float | None = None
-        self.trial: int | None = None
-        self.limit: float | None = None
-        self.target, self.reached = 1.0, False
-
-    @classmethod
-    def mark(cls, factor: float, tta: float) -> float:
-        """The train seconds past which a trial short of the target stops, for a baseline time to
-        target ``tta`` (the replay benchmark applies the same rule)."""
-        return max(factor * tta, tta + cls.FLOOR)
-
-    def base_tta(self) -> float | None:
-        if self._base_tta is None and self.study is not None:
-            from effsearch.search.store.queries import baseline_time_to_target
-
-            self._base_tta = baseline_time_to_target(self.study)
-        return self._base_tta
-
-    def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
-        self.inner.begin(trial, cfg, may_prune=may_prune)
-        tta = self.base_tta() if may_prune else None
-        self.trial, self.limit = trial.number, (self.mark(self.factor, tta) if tta else None)
-        self.target, self.reached = cfg.target_accuracy, False
-
-    def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
-        return self.inner.eval_at(cfg)
-
-    def eval_after(self, cfg: TrainConfig) -> tuple[float, ...]:
-        return self.inner.eval_after(cfg) + ((self.limit,) if self.limit else ())
-
-    def _over(self, trial: BaseTrial, seconds: float) -> bool:
-        return self.limit is not None and trial.number == self.trial and not self.reached and seconds >= self.limit
-
-    def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
-        reason = self.inner.on_eval(trial, point)  # first: a rung's point is recorded for the others
-        if reason or trial.number != self.trial:
-            return reason
-        if point.val_accuracy >= self.target:
-            self.reached = True
-        if self._over(trial, point.train_seconds):
-            limit, base = cast(float, self.limit), cast(float, self.base_tta())  # both set: _over holds
-            return (
-                f"stopped after {point.train_seconds:.1f} train seconds without reaching the target: "
-                f"more than {limit / base:.3g}x the baseline's time to target "
-                f"({base:.2f}s; max_slowdown in the study file)"
-            )
-        return None
-
-    def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
-        if self._over(trial, seconds) and upper < self.target:
-            return True  # stopped whatever the rest of the validation set says
-        return self.inner.settle(trial, epoch, seconds, upper)
-
-
-def make_pruner(spec: dict, study: optuna.Study | None = None) -> StudyPruner:
-    """The pruner a study file names (``{"name": ..., knobs}``); bad knobs are a ConfigError."""
-    if spec.get("name", "none") == "none":
-        return NoPruner()
-    knobs = check_options(MOASHAOptions, {k: v for k, v in spec.items() if k != "name"}, "pruner", "moasha")
-    pruner = MOASHAPruner(**knobs)
-    return MOASHAStudyPruner(pruner, study)
 
 
 @dataclass
