@@ -65,11 +65,11 @@ def main() -> int:
     from ffcv.transforms import RandomHorizontalFlip, RandomTranslate, ToTensor, ToTorchImage
 
     from effsearch.config import TrainConfig
-    from effsearch.trainer.data import splits as D
+    from effsearch.trainer.data.splits import BatchAugment, load_splits, make_loader
 
     emit(what="import", seconds=import_s, torch_threads=torch.get_num_threads(), cpus=os.cpu_count())
     cfg = TrainConfig.from_yaml(ROOT / "configs" / "fashion-mnist-baseline.yaml", ["device=cpu"])
-    splits = D.load_splits(cfg, args.data_dir)
+    splits = load_splits(cfg, args.data_dir)
     n, bs = len(splits.train_y), cfg.batch_size
     tmp = Path(tempfile.mkdtemp(prefix="ffcv-bench-"))
     prep = B.ensure_betons(cfg, splits, folder=tmp / "betons", force=True)
@@ -86,9 +86,9 @@ def main() -> int:
     emit(what="new Loader (construct + compile)", first=compile_s[0], second=compile_s[1])
 
     mean, std = splits.mean, splits.std
-    aug = D.BatchAugment(mean, std, "cpu", flip=True, crop_padding=2, train=True)
-    norm = D.BatchAugment(mean, std, "cpu", flip=False, crop_padding=0, train=True)
-    torch_loader = D.make_loader(splits.train_x, splits.train_y, bs, shuffle=True, seed=0)
+    aug = BatchAugment(mean, std, "cpu", flip=True, crop_padding=2, train=True)
+    norm = BatchAugment(mean, std, "cpu", flip=False, crop_padding=0, train=True)
+    torch_loader = make_loader(splits.train_x, splits.train_y, bs, shuffle=True, seed=0)
     t = time.perf_counter()
     native = Loader(
         str(hwc),

@@ -38,10 +38,10 @@ CHILD = """
 import json, sys, time
 import PIL.Image, sklearn.model_selection  # imported by load_splits: not what is timed
 from effsearch.config import TrainConfig
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import load_splits
 cfg = TrainConfig.from_dict({"dataset": {"name": "imagefolder", "path": sys.argv[1]}})
 t = time.perf_counter()
-s = D.load_splits(cfg, sys.argv[2])
+s = load_splits(cfg, sys.argv[2])
 print(json.dumps({"seconds": time.perf_counter() - t, "train": len(s.train_y), "val": len(s.val_y),
                   "test": len(s.test_y), "shape": list(s.train_x.shape[1:])}))
 """

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from effsearch.config import TrainConfig
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import BatchAugment, Splits, load_splits, to_device
 from effsearch.trainer.models import build_model
 from effsearch.trainer.techniques.schedule import factors
 from effsearch.trainer.training import train
@@ -54,7 +54,7 @@ def _now(cuda: bool) -> float:
     return time.perf_counter()
 
 
-def plain_loop(cfg: TrainConfig, splits: D.Splits, device: str) -> tuple[float, int]:
+def plain_loop(cfg: TrainConfig, splits: Splits, device: str) -> tuple[float, int]:
     """A hand-written loop (airbench's habits): data on the device, one gather per batch, fused
     optimizer on CUDA, no host sync until the end. Returns (seconds, steps)."""
     cuda = device == "cuda"
@@ -69,7 +69,7 @@ def plain_loop(cfg: TrainConfig, splits: D.Splits, device: str) -> tuple[float, 
     n, b = len(y_all), cfg.batch_size
     steps = max(1, round(cfg.epochs * math.ceil(n / b)))
     lrs = factors(cfg.schedule, steps)
-    aug = D.BatchAugment(splits.mean, splits.std, device, flip=False, crop_padding=cfg.dataset.crop_padding, train=True)
+    aug = BatchAugment(splits.mean, splits.std, device, flip=False, crop_padding=cfg.dataset.crop_padding, train=True)
     dtype = torch.bfloat16 if cfg.precision == "amp_bf16" else None
     model.train()
     t = _now(cuda)
@@ -117,8 +117,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     cfg = TrainConfig.from_dict(recipe(args.device, args.tiny, args.epochs))
-    splits = D.load_splits(cfg, args.data_dir)
-    on_device = D.to_device(splits, args.device)
+    splits = load_splits(cfg, args.data_dir)
+    on_device = to_device(splits, args.device)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(
         f"device: {name}; {len(splits.train_y)} training images, {cfg.epochs:g} epochs, batch {cfg.batch_size}, "

@@ -47,16 +47,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     from effsearch.search.study import studyfile
-    from effsearch.trainer.data import splits as D
+    from effsearch.trainer import training
+    from effsearch.trainer.data.splits import load_splits
     from effsearch.trainer.training import train
-
-    load_splits = D.load_splits
 
     def small_test(cfg, root=None):
         s = load_splits(cfg, root)
         return dataclasses.replace(s, test_x=s.test_x[:1000], test_y=s.test_y[:1000])
 
-    D.load_splits = small_test  # the trainer looks it up on the module at each run
+    training.load_splits = small_test  # the trainer looks it up in its module at each run
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = studyfile.load(STUDY)

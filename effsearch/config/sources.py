@@ -27,8 +27,6 @@ FILE_DATASETS = ("imagefolder", "npz", "hf")  # read from dataset.path
 # ``package.module:callable`` (dotted names on both sides of one colon).
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 LIBRARY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-# An optional extra that brings a library, by the module it installs.
-EXTRAS = {"timm": "timm", "datasets": "hf"}
 
 
 def model_kind(name: str) -> str:

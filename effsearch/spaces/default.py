@@ -15,8 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from effsearch import config as C
-from effsearch.config import TrainConfig, readers
+from effsearch.config import COMPILE_MODES, COMPRESSIONS, MODEL_SELECTIONS, MODEL_WIDTHS, TrainConfig, readers
 from effsearch.config.choices import GRANULARITIES, LOADERS, NO_FEEDBACK, OPTIMIZERS, SCHEDULES, SPARSITY_SCHEDULES
 from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
@@ -59,7 +58,7 @@ def _select_every_setter(cfg: dict, every: int) -> None:
     # Without a warm start (int(kappa * epochs) == 0) a model-based strategy must get to
     # select before training ends (config's rule): hold select_every below the budget.
     epochs = float(cfg["epochs"])
-    model_based = get_path(cfg, "selection.strategy") in C.MODEL_SELECTIONS
+    model_based = get_path(cfg, "selection.strategy") in MODEL_SELECTIONS
     if model_based and int(readers.value(cfg, "selection.kappa") * epochs) == 0:
         every = max(1, min(every, math.ceil(epochs) - 1))
     set_path(cfg, "selection.select_every", every)
@@ -79,7 +78,7 @@ def batch_sizes(base: int) -> tuple:
 def widths(base: TrainConfig) -> tuple:
     """Half, the base and double the base width; a model not built in has no default width to scale
     (its own size is in its name or model.kwargs), so only the base's value."""
-    w = base.model.width or C.MODEL_WIDTHS.get(base.model.name, 0)
+    w = base.model.width or MODEL_WIDTHS.get(base.model.name, 0)
     return tuple(sorted({max(4, w // 2), w, 2 * w})) if w else (base.model.width,)
 
 
@@ -157,7 +156,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "compile_mode",
             "system",
             "cat",
-            choices=C.COMPILE_MODES,
+            choices=COMPILE_MODES,
             when=lambda cfg: bool(cfg.get("compile")),
             when_text="compile on",
             parents=("compile",),
@@ -187,7 +186,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "distributed.compression.method",
             "distributed",
             "cat",
-            choices=C.COMPRESSIONS,
+            choices=COMPRESSIONS,
             **gated("distributed.compression.method"),
             off="none",
             setter=_method_setter,
@@ -427,7 +426,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "cat",
             choices=STRATEGIES
             if e >= 2 and not no_embedding
-            else tuple(x for x in STRATEGIES if x not in C.MODEL_SELECTIONS),
+            else tuple(x for x in STRATEGIES if x not in MODEL_SELECTIONS),
             **gated("selection.strategy"),
             off="full",
             setter=_selection_setter,

@@ -25,7 +25,7 @@ from effsearch.config import ConfigError, TrainConfig, effective_batch, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import check_runnable
 from effsearch.config.sources import model_kind
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import BatchAugment, DeviceBatches, Splits, load_splits, make_loader, to_device
 from effsearch.trainer.hooks import EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import RunResult, hold_ctrl_c, time_to_target, versions
@@ -134,7 +134,7 @@ def _train(
     hooks: RunHooks,
 ) -> RunResult:
     t_start = time.perf_counter()
-    splits = D.load_splits(cfg, data_root)
+    splits = load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
     result = RunResult(
         status="failed",
@@ -186,7 +186,7 @@ class Prepared:
     loop: Loop
     gmp: GradualMagnitudePruning | None
     selection: SubsetSelection | None
-    splits: D.Splits  # on the run's device
+    splits: Splits  # on the run's device
     train_loader: Any
 
     @property
@@ -199,7 +199,7 @@ class Prepared:
 
 def prepare(
     cfg: TrainConfig,
-    splits: D.Splits,
+    splits: Splits,
     device: str,
     result: RunResult,
     hooks: RunHooks | None = None,
@@ -218,7 +218,7 @@ def prepare(
         hooks = dataclasses.replace(hooks, callbacks=(*hooks.callbacks, *callbacks))
     _quiet_composer()
     t_setup = time.perf_counter()
-    splits = D.to_device(splits, device)
+    splits = to_device(splits, device)
     model = _build_model(cfg, splits, device, result)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms, gmp = _algorithms(cfg, selection)
@@ -249,7 +249,7 @@ def _quiet_composer() -> None:
     _restore_ctrl_c()
 
 
-def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunResult | None = None) -> EffModel:
+def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResult | None = None) -> EffModel:
     """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``. A model not
     built in is checked on a batch shaped like the data, adapted to its channels (the note goes
     into the result), and the rules about structure are checked on its probed facts."""
@@ -269,10 +269,10 @@ def _build_model(cfg: TrainConfig, splits: D.Splits, device: str, result: RunRes
     return EffModel(module, splits.num_classes).to(device)
 
 
-def _augment(cfg: TrainConfig, splits: D.Splits, device: str, dist: Context, train: bool) -> D.BatchAugment:
+def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train: bool) -> BatchAugment:
     """Batch augmentation on the device; each rank draws its own flips and crops."""
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
-    return D.BatchAugment(
+    return BatchAugment(
         splits.mean,
         splits.std,
         device,
@@ -309,7 +309,7 @@ def _algorithms(
 
 def _fit(
     cfg: TrainConfig,
-    splits: D.Splits,
+    splits: Splits,
     device: str,
     result: RunResult,
     hooks: RunHooks,
@@ -369,7 +369,7 @@ def _restore_ctrl_c() -> None:
 
 def _train_loader(
     cfg: TrainConfig,
-    splits: D.Splits,
+    splits: Splits,
     device: str,
     data_root: str | os.PathLike | None = None,
     dist: Context | None = None,
@@ -397,7 +397,7 @@ def _train_loader(
         return make_selection(cfg, splits, device, dist)
     plan = plan_selection(cfg, splits)
     drop_last = drop_last or _lone_last(len(plan.sampler), cfg.batch_size, dist.world)
-    batches = D.DeviceBatches(
+    batches = DeviceBatches(
         splits.train_x,
         splits.train_y,
         cfg.batch_size,
@@ -413,15 +413,15 @@ def _train_loader(
 
 
 def _full_data_loader(
-    cfg: TrainConfig, splits: D.Splits, device: str, dist: Context, per_image: bool, drop_last: bool
+    cfg: TrainConfig, splits: Splits, device: str, dist: Context, per_image: bool, drop_last: bool
 ) -> Any:
     """Every training image each epoch: a DataLoader on the host for per-image transforms, else
     batches sliced from tensors on the device (this rank's share)."""
     if per_image:
-        return D.make_loader(
+        return make_loader(
             splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True, seed=cfg.seed, drop_last=drop_last
         )
-    return D.DeviceBatches(
+    return DeviceBatches(
         splits.train_x,
         splits.train_y,
         cfg.batch_size,

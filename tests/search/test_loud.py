@@ -202,13 +202,13 @@ def test_a_missing_optuna_dashboard_is_an_error_not_a_skipped_note(monkeypatch):
 def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_path, monkeypatch, capsys):
     """The .beton files go beside the dataset; where that cannot be written they go to the
     per-user cache, and the warning names the folder and why (it had been silent)."""
-    from effsearch.trainer.data import splits as D
+    from effsearch.trainer.data.splits import load_splits
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the data folder should be")
     cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 64}))
-    splits = D.load_splits(cfg)
+    splits = load_splits(cfg)
     first = B.ensure_betons(cfg, splits, data_root=blocker)
     again = B.ensure_betons(cfg, splits, data_root=blocker, force=True)
     assert first.folder.is_relative_to(tmp_path / "cache") and first.written

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import load_splits
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.techniques.kfac import KFACSGD
 from effsearch.trainer.training import build_optimizer, prepare, train
@@ -103,7 +103,7 @@ def test_kfac_captures_only_on_update_steps_and_trains():
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3, "epochs": 3}))
     result = train(cfg, progress=False)
     assert result.status == "completed" and result.final.val_accuracy > 0.3  # 10 classes: chance is 0.1
-    run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
+    run = prepare(cfg, load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
     opt = run.loop.optimizer
     assert isinstance(opt, KFACSGD) and opt.handles  # armed for the first step only
     run.fit()
@@ -243,7 +243,7 @@ def test_fused_runs_on_cpu_where_torch_has_it_and_the_lr_rule_reads_the_effectiv
 def test_accumulation_steps_once_per_k_micro_batches_with_one_steps_gradient(monkeypatch):
     """accumulate=2 at batch 16 takes the gradient a batch of 32 would (BatchNorm aside: eval mode)."""
     cfg = TrainConfig.from_dict(tiny(**{"accumulate": 2, "batch_size": 16, "epochs": 1}))
-    run = prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
+    run = prepare(cfg, load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict()))
     loop = run.loop
     assert loop.bpe == 4  # 128 images, micro-batches of 16, 2 a step
     loop.model.module.eval()  # BatchNorm's batch statistics would differ between micro-batches
@@ -293,7 +293,7 @@ def test_quantization_lets_no_warning_through():
     from effsearch.trainer.models import build_model
     from effsearch.trainer.techniques import quantize
 
-    splits = D.load_splits(TrainConfig.from_dict(tiny()))
+    splits = load_splits(TrainConfig.from_dict(tiny()))
     net = build_model("resnet9", 3, 10, 4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -306,7 +306,7 @@ def test_quantization_works_on_the_resnets():
     from effsearch.trainer.techniques import quantize
 
     cfg = TrainConfig.from_dict(tiny())
-    splits = D.load_splits(cfg)
+    splits = load_splits(cfg)
     for name in ("resnet9", "resnet20", "resnet-bottleneck"):
         net = build_model(name, 3, 10, 4)
         f = quantize.measure(net, splits)

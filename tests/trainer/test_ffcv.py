@@ -17,7 +17,7 @@ import yaml
 
 import effsearch.trainer
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import data_dir, load_splits
 from tests.support.helpers import tiny
 
 
@@ -46,7 +46,7 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(B
     assert main(["data", "prepare", "fashion-mnist", "--data-dir", str(fashion_dir), "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().err
     cfg = TrainConfig.from_dict({"dataset": {"name": "fashion-mnist"}})
-    splits = D.load_splits(cfg, fashion_dir)
+    splits = load_splits(cfg, fashion_dir)
     arrays = {
         "train": (splits.train_x, splits.train_y),
         "val": (splits.val_x, splits.val_y),
@@ -74,13 +74,13 @@ def test_prepare_round_trips_fashion_mnist_pixel_exact_and_notices_stale_files(B
     with open(out / "val.beton", "ab") as f:
         f.write(b"x")
     other = TrainConfig.from_dict({"dataset": {"name": "fashion-mnist", "split_seed": 1}})
-    assert "val.beton has" in B.stale_reason(out, B.expected_meta(other, D.load_splits(other, fashion_dir)))
+    assert "val.beton has" in B.stale_reason(out, B.expected_meta(other, load_splits(other, fashion_dir)))
 
 
 @pytest.mark.timeout(300)
 def test_subset_loader_serves_exactly_the_chosen_samples_with_their_weights(B, F, tmp_path):
     cfg = TrainConfig.from_dict(tiny(**{"dataset.synthetic_size": 400}))  # 3x16x16, 320 train images
-    splits = D.load_splits(cfg)
+    splits = load_splits(cfg)
     info = B.ensure_betons(cfg, splits, folder=tmp_path / "b")
     assert info.written and not B.ensure_betons(cfg, splits, folder=tmp_path / "b").written
     with pytest.raises(RuntimeError, match="writing"):  # a failing writer raises, it does not hang
@@ -147,7 +147,7 @@ def test_ffcv_run_completes_timed_and_sees_the_torch_batches(F, tmp_path):
     assert f.train_seconds > 0 and f.setup_seconds > 0 and len(ffcv_run.history) == 3
     assert (tmp_path / "ffcv" / "result.json").is_file()
     # The run wrote its .beton files next to the dataset first.
-    assert list((D.data_dir() / "ffcv" / "synthetic").glob("*/train.beton"))
+    assert list((data_dir() / "ffcv" / "synthetic").glob("*/train.beton"))
     # Same order, same augmentation: the same training, up to float rounding.
     for a, b in zip(ffcv_run.history, torch_run.history):
         assert a.val_loss == pytest.approx(b.val_loss, rel=1e-4, abs=1e-5)
@@ -179,7 +179,7 @@ def test_ffcv_run_with_cords_selection(F):
     )
     served = Served()
     result = RunResult(status="running", config=cfg.to_dict())
-    run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[served])
+    run = prepare(cfg, load_splits(cfg), "cpu", result, callbacks=[served])
     assert isinstance(run.train_loader, F.FFCVTrainLoader) and run.selection.dataset is run.train_loader
     run.fit()
     assert run.selection.selections == 3

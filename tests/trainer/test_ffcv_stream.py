@@ -9,7 +9,7 @@ import yaml
 
 from effsearch.config import TrainConfig
 from effsearch.trainer.data import memory
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import _CACHE, DiskImages, load_splits
 
 
 def colour_folder(root, per_class: int = 40, side: int = 24):
@@ -45,11 +45,11 @@ def config(folder, tmp_path, loader: str) -> TrainConfig:
 def test_the_training_split_stays_on_disk_and_ffcv_streams_it_jpeg_compressed(B, F, tmp_path, monkeypatch):
     folder = colour_folder(tmp_path / "images")
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
-    D._CACHE.clear()
-    splits = D.load_splits(config(folder, tmp_path, "ffcv"))
-    assert splits.streamed and isinstance(splits.train_x, D.DiskImages)
+    _CACHE.clear()
+    splits = load_splits(config(folder, tmp_path, "ffcv"))
+    assert splits.streamed and isinstance(splits.train_x, DiskImages)
     assert splits.train_x.shape == (len(splits.train_y), 3, 24, 24)
-    in_memory = D.load_splits(config(folder, tmp_path, "torch"))
+    in_memory = load_splits(config(folder, tmp_path, "torch"))
     assert not in_memory.streamed
     # The same images either way: rows read from the disk cache are the pixels the torch path holds.
     assert np.array_equal(splits.train_x[np.arange(5)].numpy(), in_memory.train_x[:5].numpy())
@@ -77,9 +77,9 @@ def test_a_folder_larger_than_memory_trains_with_ffcv_and_is_refused_without(F, 
 
     folder = colour_folder(tmp_path / "images")
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
-    D._CACHE.clear()
-    D.load_splits(config(folder, tmp_path, "torch"))  # decode once into the disk cache
-    D._CACHE.clear()
+    _CACHE.clear()
+    load_splits(config(folder, tmp_path, "torch"))  # decode once into the disk cache
+    _CACHE.clear()
     # Memory for the validation and test images, not for the training ones (120 images of 3x24x24).
     monkeypatch.setattr(memory, "memory_limit", lambda: 60 * 3 * 24 * 24)
     cfg = tmp_path / "c.yaml"
@@ -100,9 +100,9 @@ def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(B, tmp
     data = tmp_path / "data"
     assert main(["data", "prepare", "imagefolder", "--path", str(folder), "--data-dir", str(data)]) == 0
     assert "wrote" in capsys.readouterr().err
-    D._CACHE.clear()
+    _CACHE.clear()
     cfg = config(folder, tmp_path, "ffcv")
-    prepared = B.ensure_betons(cfg, D.load_splits(cfg, data), data_root=data)
+    prepared = B.ensure_betons(cfg, load_splits(cfg, data), data_root=data)
     assert not prepared.written  # up to date: the run's split settings are the command's defaults
     assert main(["data", "prepare", "imagefolder", "--data-dir", str(data)]) == 2
     assert "dataset.path:" in capsys.readouterr().err

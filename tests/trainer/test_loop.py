@@ -11,7 +11,7 @@ from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.machine import resolve_device
 from effsearch.trainer import loop as L
 from effsearch.trainer.composer import events as E
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import DeviceBatches, load_splits
 from effsearch.trainer.result import EvalPoint, RunResult, time_to_target
 from effsearch.trainer.training import prepare, train
 from tests.support.helpers import tiny
@@ -19,7 +19,7 @@ from tests.support.helpers import tiny
 
 def prepared(overrides):
     cfg = TrainConfig.from_dict(tiny(**overrides))
-    return prepare(cfg, D.load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict())), cfg
+    return prepare(cfg, load_splits(cfg), "cpu", RunResult(status="running", config=cfg.to_dict())), cfg
 
 
 VARIANTS = {  # parameters that change which events an algorithm matches
@@ -198,14 +198,14 @@ def test_compile_refuses_algorithms_that_change_batch_shapes():
 def test_device_batches_serve_every_sample_once_an_epoch_with_weights():
     x = torch.arange(10, dtype=torch.uint8).view(10, 1, 1, 1)
     y = torch.arange(10)
-    b = D.DeviceBatches(x, y, 4, seed=0, device="cpu")
+    b = DeviceBatches(x, y, 4, seed=0, device="cpu")
     assert len(b) == 3 and len(b.dataset) == 10
     assert sorted(torch.cat([yb for _, yb in b]).tolist()) == list(range(10))
-    dropped = D.DeviceBatches(x, y, 4, seed=0, device="cpu", drop_last=True)
+    dropped = DeviceBatches(x, y, 4, seed=0, device="cpu", drop_last=True)
     assert len(dropped) == 2 and [len(yb) for _, yb in dropped] == [4, 4]
     w = torch.zeros(10)
     sampler = [7, 3, 5]
-    weighted = D.DeviceBatches(x, y, 2, seed=0, device="cpu", sampler=sampler, weights=w)
+    weighted = DeviceBatches(x, y, 2, seed=0, device="cpu", sampler=sampler, weights=w)
     w[[7, 3, 5]] = torch.tensor([0.7, 0.3, 0.5])  # written in place, as the selection does
     got = {int(yy): float(ww) for _, yb, wb in weighted for yy, ww in zip(yb, wb)}
     assert got == pytest.approx({7: 0.7, 3: 0.3, 5: 0.5})

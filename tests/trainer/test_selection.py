@@ -18,7 +18,7 @@ from effsearch.config import SELECTIONS, WEIGHTED_SELECTIONS, ConfigError, Train
 from effsearch.trainer.composer.model import EffModel
 from effsearch.trainer.data import cords_compat
 from effsearch.trainer.data import selection as S
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import load_splits
 from effsearch.trainer.models import build_model
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.training import prepare, train
@@ -43,7 +43,7 @@ def sel(strategy, fraction=0.3, **more):
 def built(raw, callbacks=()):
     cfg = TrainConfig.from_dict(raw)
     result = RunResult(status="running", config=cfg.to_dict())
-    run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=list(callbacks))
+    run = prepare(cfg, load_splits(cfg), "cpu", result, callbacks=list(callbacks))
     run.fit()
     run.loop.finish()
     return run, result, cfg
@@ -277,7 +277,7 @@ def test_selective_backprop_trains_with_an_unweighted_strategy():
 
 def test_glister_greedy_default_works_where_cords_stochastic_fails():
     cfg = TrainConfig.from_dict(sel("glister-pb", **{"selection.greedy": "stochastic"}))
-    splits = D.load_splits(cfg)
+    splits = load_splits(cfg)
     with pytest.raises(
         ConfigError,
         match="selection.greedy: 'stochastic' cannot run glister-pb.*Sample larger than population.*'naive' or 'auto'",
@@ -297,7 +297,7 @@ def test_glister_greedy_default_works_where_cords_stochastic_fails():
 def test_craig_supervised_refuses_data_it_cannot_hold():
     cfg = TrainConfig.from_dict(sel("craig", **{"dataset.synthetic_size": 12_600, "dataset.val_fraction": 0.1}))
     with pytest.raises(ConfigError, match="'craig' .* dense .* Use craig-pc or craig-pb"):
-        S.make_selection(cfg, D.load_splits(cfg), "cpu")
+        S.make_selection(cfg, load_splits(cfg), "cpu")
 
 
 def test_a_failure_inside_cords_names_the_strategy(monkeypatch):

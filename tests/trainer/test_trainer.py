@@ -10,8 +10,8 @@ import torch
 from composer.core import Callback
 
 from effsearch.config import TrainConfig
-from effsearch.trainer.data import splits as D
 from effsearch.trainer.data.datasets import LOADERS
+from effsearch.trainer.data.splits import load_splits, random_crop
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.training import prepare, train
 from tests.support.helpers import tiny
@@ -37,7 +37,7 @@ def built(overrides, fit=True):
     cfg = TrainConfig.from_dict(tiny(**overrides))
     probe = Probe()
     result = RunResult(status="running", config=cfg.to_dict())
-    run = prepare(cfg, D.load_splits(cfg), "cpu", result, callbacks=[probe])
+    run = prepare(cfg, load_splits(cfg), "cpu", result, callbacks=[probe])
     if fit:
         run.fit()
     return run, probe, cfg
@@ -370,7 +370,7 @@ def test_every_model_has_the_cords_interface():
 
 def test_digits_and_fashion_mnist_load(fashion_dir):
     cfg = TrainConfig.from_dict(tiny(**{"dataset": {"name": "digits", "val_fraction": 0.2}}))
-    s = D.load_splits(cfg)
+    s = load_splits(cfg)
     assert s.train_x.dtype == torch.uint8 and s.train_x.shape[-1] == 32
     assert len(s.val_y) == pytest.approx(0.2 * (len(s.val_y) + len(s.train_y)), abs=2)
     # Training and validation partition the source's training set, no image in both: train_index
@@ -382,7 +382,7 @@ def test_digits_and_fashion_mnist_load(fashion_dir):
     assert s.train_y.tolist() == source_y[train].tolist()
     assert len(s.val_y) == len(rest) and s.val_y.tolist() == source_y[rest].tolist()
     cfg = TrainConfig.from_dict(tiny(**{"dataset": {"name": "fashion-mnist", "data_fraction": 0.05}}))
-    s = D.load_splits(cfg, fashion_dir)
+    s = load_splits(cfg, fashion_dir)
     assert s.train_x.shape[1:] == (1, 28, 28)
     assert len(s.train_y) == 0.05 * 3600  # 4,000 training images, 400 of them for validation
     assert torch.bincount(s.train_y).tolist() == [18] * 10  # stratified
@@ -395,7 +395,7 @@ def test_val_subset_evaluates_a_stratified_part_of_the_same_validation_split(fas
 
     full = TrainConfig.from_dict(tiny(**{"dataset": {"name": "fashion-mnist", "data_fraction": 0.05}}))
     part = full.replace(**{"dataset.val_subset": 0.2})
-    a, b = D.load_splits(full, fashion_dir), D.load_splits(part, fashion_dir)
+    a, b = load_splits(full, fashion_dir), load_splits(part, fashion_dir)
     assert len(a.val_y) == 400 and len(b.val_y) == 80
     assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_y, b.test_y)  # only validation shrinks
     assert torch.bincount(b.val_y).tolist() == [8] * 10  # stratified
@@ -412,13 +412,13 @@ def test_missing_data_names_the_folder(tmp_path):
 
     cfg = TrainConfig.from_dict(tiny(**{"dataset.name": "fashion-mnist"}))
     with pytest.raises(ConfigError, match=f"Fashion-MNIST not found in {tmp_path}"):
-        D.load_splits(cfg, tmp_path)
+        load_splits(cfg, tmp_path)
 
 
 def test_random_crop_is_a_shifted_window():
     x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
     g = torch.Generator().manual_seed(0)
-    y = D.random_crop(x, 2, g)
+    y = random_crop(x, 2, g)
     assert y.shape == x.shape
     padded = torch.nn.functional.pad(x, (2, 2, 2, 2), mode="reflect")
     for i in range(2):

@@ -20,8 +20,8 @@ from PIL import Image
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data import memory
-from effsearch.trainer.data import splits as D
 from effsearch.trainer.data.datasets import DataMissing
+from effsearch.trainer.data.splits import _CACHE, Splits, data_dir, load_splits
 from tests.support.helpers import tiny
 
 
@@ -43,9 +43,9 @@ def cfg_of(dataset: dict, **over) -> TrainConfig:
     return TrainConfig.from_dict(raw)
 
 
-def load(dataset: dict, root=None) -> D.Splits:
-    D._CACHE.clear()  # the process cache would hide what the disk cache does
-    return D.load_splits(cfg_of(dataset), root)
+def load(dataset: dict, root=None) -> Splits:
+    _CACHE.clear()  # the process cache would hide what the disk cache does
+    return load_splits(cfg_of(dataset), root)
 
 
 def stratified(y: torch.Tensor, classes: int) -> bool:
@@ -67,7 +67,7 @@ def test_imagefolder_loads_stratified_and_caches_the_decoded_images_on_disk(tmp_
     }
     for x, y in zip(torch.cat([s.train_x, s.val_x, s.test_x]), torch.cat([s.train_y, s.val_y, s.test_y])):
         assert files[bytes(x.numpy().tobytes())] == int(y)
-    cache = D.data_dir() / "imagefolder-cache"
+    cache = data_dir() / "imagefolder-cache"
     (key,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
     assert sorted(p.name for p in key.iterdir()) == ["meta.json", "train_x.npy", "train_y.npy"]
 
@@ -171,7 +171,7 @@ def test_hf_dataset_saved_to_disk(tmp_path):
     datasets.Dataset.from_dict(rows(30, 1)).save_to_disk(str(tmp_path / "plain"))
     s = load({"name": "hf", "path": str(tmp_path / "plain"), "image_column": "img", "label_column": "y"})
     assert s.channels == 1 and s.num_classes == 3 and len(s.test_y) == 6 and stratified(s.test_y, 3)
-    assert list((D.data_dir() / "hf-cache").glob("*/train_x.npy"))
+    assert list((data_dir() / "hf-cache").glob("*/train_x.npy"))
     both = datasets.DatasetDict(
         {"train": datasets.Dataset.from_dict(rows(24, 2)), "validation": datasets.Dataset.from_dict(rows(6, 3))}
     )
@@ -187,7 +187,7 @@ def run_cli(tmp_path, capsys, dataset: dict, **over) -> tuple[int, str]:
     raw["dataset"] = {"crop_padding": 0, **dataset}
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(raw))
-    D._CACHE.clear()
+    _CACHE.clear()
     code = main(["train", str(path), "--out", str(tmp_path / "run")])
     return code, capsys.readouterr().err
 
@@ -205,10 +205,10 @@ def test_ffcv_trains_on_an_imagefolder_in_a_folder_of_its_own(B, tmp_path):
 
     root = write_images(tmp_path / "pets")
     cfg = cfg_of({"name": "imagefolder", "path": str(root)}, epochs=1, batch_size=8, loader="ffcv")
-    D._CACHE.clear()
+    _CACHE.clear()
     result = train(cfg, progress=False)
     assert result.status == "completed", result.reason
-    (folder,) = (D.data_dir() / "ffcv").iterdir()
+    (folder,) = (data_dir() / "ffcv").iterdir()
     assert folder.name.startswith("imagefolder-pets-") and list(folder.glob("*/train.beton"))
     names = {
         B.dataset_folder(cfg_of({"name": n, "path": p}))

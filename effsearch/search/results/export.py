@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from optuna import Study
 
 FORMATS = ("csv", "json", "yaml", "html", "png")
-PLOTS = ("front", "anytime")  # what png and html draw; csv writes the anytime curve's points too
 SUFFIXES = {
     ".csv": "csv",
     ".json": "json",

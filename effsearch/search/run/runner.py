@@ -48,9 +48,9 @@ def preflight(spec: StudySpec, data_root: str | Path | None, warm: bool = True) 
     try:
         if warm:
             return workers.warm_up(cfg, data_root)
-        from effsearch.trainer.data import splits as D
+        from effsearch.trainer.data.splits import load_splits
 
-        D.load_splits(cfg, data_root)
+        load_splits(cfg, data_root)
         return None
     except ConfigError as e:  # the data is missing: it is the study's base config that names it
         raise ConfigError(f"base.{e.field}" if e.field else "base", e.message, spec.source) from None

@@ -65,11 +65,11 @@ def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
     the baseline every speed-up is read against. It doubles as the check that the baseline's
     config runs at all. Returns the seconds it took.
     """
-    from effsearch.trainer.data import splits as D
+    from effsearch.trainer.data.splits import load_splits
     from effsearch.trainer.training import train
 
     t = time.perf_counter()
-    n_train = len(D.load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
+    n_train = len(load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
     epochs = min(float(cfg.epochs), WARM_UP_BATCHES * cfg.batch_size / max(1, n_train))
     try:
         short = cfg.replace(epochs=epochs, eval_every=epochs)

@@ -39,7 +39,7 @@ import torch
 
 from effsearch.config.machine import require_ffcv
 from effsearch.config.sources import dataset_kind
-from effsearch.trainer.data import splits as D
+from effsearch.trainer.data.splits import DiskImages, Splits, data_dir
 
 if TYPE_CHECKING:
     from effsearch.config import DatasetConfig, TrainConfig
@@ -95,7 +95,7 @@ def dataset_folder(cfg: TrainConfig) -> str:
 
 def default_folder(cfg: TrainConfig, data_root: str | os.PathLike | None = None) -> Path:
     """Where runs look for (and write) the .beton files: next to the dataset."""
-    return D.data_dir(data_root) / "ffcv" / dataset_folder(cfg) / split_key(cfg)
+    return data_dir(data_root) / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
 def _fallback_folder(cfg: TrainConfig) -> Path:
@@ -103,15 +103,15 @@ def _fallback_folder(cfg: TrainConfig) -> Path:
     return Path(base) / "effsearch" / "ffcv" / dataset_folder(cfg) / split_key(cfg)
 
 
-def _digest(x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> str:
+def _digest(x: torch.Tensor | DiskImages, y: torch.Tensor) -> str:
     h = hashlib.sha256()
     # A split left on disk is named by its cache and rows (reading every pixel would read it all).
-    h.update(x.identity().encode() if isinstance(x, D.DiskImages) else np.ascontiguousarray(x.numpy()).data)
+    h.update(x.identity().encode() if isinstance(x, DiskImages) else np.ascontiguousarray(x.numpy()).data)
     h.update(np.ascontiguousarray(y.numpy().astype(np.int64)).data)
     return h.hexdigest()
 
 
-def _arrays(splits: D.Splits) -> dict[str, tuple[torch.Tensor | D.DiskImages, torch.Tensor]]:
+def _arrays(splits: Splits) -> dict[str, tuple[torch.Tensor | DiskImages, torch.Tensor]]:
     return {
         "train": (splits.train_x, splits.train_y),
         "val": (splits.val_x, splits.val_y),
@@ -119,7 +119,7 @@ def _arrays(splits: D.Splits) -> dict[str, tuple[torch.Tensor | D.DiskImages, to
     }
 
 
-def expected_meta(cfg: TrainConfig, splits: D.Splits) -> dict:
+def expected_meta(cfg: TrainConfig, splits: Splits) -> dict:
     """What ``meta.json`` must say for the files to serve ``cfg``'s splits."""
     d = cfg.dataset
     return {
@@ -169,18 +169,18 @@ def stale_reason(folder: str | os.PathLike, expected: dict) -> str | None:
     return None
 
 
-def train_encoding(x: torch.Tensor | D.DiskImages) -> str:
+def train_encoding(x: torch.Tensor | DiskImages) -> str:
     """How a split's images are stored: a streamed RGB split JPEG-compressed (quality 90, FFCV's
     own writer: a folder larger than memory is read from disk compressed), else raw uint8."""
-    return "jpg" if isinstance(x, D.DiskImages) and x.shape[1] == 3 else "raw"
+    return "jpg" if isinstance(x, DiskImages) and x.shape[1] == 3 else "raw"
 
 
 class _Indexed:
     """What ffcv's writer reads: (image, label, index) per position; a split on disk is read a
     row at a time (H,W,C for a JPEG field)."""
 
-    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor) -> None:
-        self.disk = isinstance(x, D.DiskImages)
+    def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor) -> None:
+        self.disk = isinstance(x, DiskImages)
         self.hwc = train_encoding(x) == "jpg"
         self.x: Any = x if self.disk else np.ascontiguousarray(x.numpy())  # type: ignore[union-attr]
         self.y = y.numpy().astype(np.int64)
@@ -193,9 +193,7 @@ class _Indexed:
         return (np.ascontiguousarray(image.transpose(1, 2, 0)) if self.hwc else image), int(self.y[i]), int(i)
 
 
-def write_beton(
-    path: str | os.PathLike, x: torch.Tensor | D.DiskImages, y: torch.Tensor, progress: bool = False
-) -> None:
+def write_beton(path: str | os.PathLike, x: torch.Tensor | DiskImages, y: torch.Tensor, progress: bool = False) -> None:
     """Write one split (uint8 N,C,H,W images, labels) as a .beton with an ``index`` field.
 
     ffcv's writer forks worker processes; here its one worker runs as a thread
@@ -275,7 +273,7 @@ _warned: set[str] = set()
 
 def ensure_betons(
     cfg: TrainConfig,
-    splits: D.Splits,
+    splits: Splits,
     folder: str | os.PathLike | None = None,
     data_root: str | os.PathLike | None = None,
     force: bool = False,
@@ -314,7 +312,7 @@ def ensure_betons(
 
 
 def _in_the_cache(
-    cfg: TrainConfig, splits: D.Splits, folder: Path, error: OSError, force: bool, progress: bool
+    cfg: TrainConfig, splits: Splits, folder: Path, error: OSError, force: bool, progress: bool
 ) -> Prepared:
     """``ensure_betons`` in the per-user cache, when ``folder`` (beside the dataset) cannot be written."""
     fallback = _fallback_folder(cfg)
@@ -330,7 +328,7 @@ def _in_the_cache(
     return dataclasses.replace(prepared, instead_of=why)
 
 
-def _write_folder(folder: Path, expected: dict, splits: D.Splits, progress: bool) -> None:
+def _write_folder(folder: Path, expected: dict, splits: Splits, progress: bool) -> None:
     """Write ``splits``' files and their ``meta.json`` into a temporary folder, then rename it to
     ``folder`` (the caller holds the lock)."""
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"

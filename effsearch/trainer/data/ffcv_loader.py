@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from effsearch.config.machine import require_ffcv
-from effsearch.trainer.data import splits as D
 from effsearch.trainer.data.betons import Prepared, ensure_betons, train_encoding
+from effsearch.trainer.data.splits import Splits
 
 if TYPE_CHECKING:
     from effsearch.config import TrainConfig
@@ -278,7 +278,7 @@ class FFCVTrainLoader:
 
 def make_train_loader(
     cfg: TrainConfig,
-    splits: D.Splits,
+    splits: Splits,
     device: str,
     data_root: str | os.PathLike | None = None,
     dist: Context | None = None,

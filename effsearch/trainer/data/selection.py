@@ -57,8 +57,8 @@ from composer.core import Algorithm, Event
 
 from effsearch.config import WEIGHTED_SELECTIONS, ConfigError, select_every
 from effsearch.trainer.data import cords_compat
-from effsearch.trainer.data import splits as D
 from effsearch.trainer.data.sampler import SubsetSampler
+from effsearch.trainer.data.splits import DiskImages, Splits, TensorImages, make_loader
 
 if TYPE_CHECKING:
     from composer.core import State
@@ -102,7 +102,7 @@ class NormalizedImages(torch.utils.data.Dataset):
     """What CORDS iterates: normalised float images and labels, one item at a time
     (its per-class loaders collate items with PyTorch's default collate)."""
 
-    def __init__(self, x: torch.Tensor | D.DiskImages, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> None:
+    def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> None:
         self.x, self.y = x, y
         self.mean, self.std = mean.view(-1, 1, 1), std.view(-1, 1, 1)
 
@@ -249,7 +249,7 @@ class SubsetSelection(Algorithm):
     def __init__(
         self,
         cfg: TrainConfig,
-        splits: D.Splits,
+        splits: Splits,
         device: str,
         dataset: Any,
         sampler: SubsetSampler,
@@ -464,14 +464,14 @@ class SelectionPlan:
     greedy: str | None
 
     def selection(
-        self, cfg: TrainConfig, splits: D.Splits, device: str, dataset: Any, dist: Context | None = None
+        self, cfg: TrainConfig, splits: Splits, device: str, dataset: Any, dist: Context | None = None
     ) -> SubsetSelection:
         """The algorithm, for the loader built on this plan (``dataset``: whatever holds its
         ``weights``)."""
         return SubsetSelection(cfg, splits, device, dataset, self.sampler, self.budget, self.greedy, dist=dist)
 
 
-def plan_selection(cfg: TrainConfig, splits: D.Splits) -> SelectionPlan:
+def plan_selection(cfg: TrainConfig, splits: Splits) -> SelectionPlan:
     """Check ``cfg.selection`` against the data and make its sampler and weights."""
     sel = cfg.selection
     if sel.strategy not in VARIANTS:
@@ -498,10 +498,10 @@ def plan_selection(cfg: TrainConfig, splits: D.Splits) -> SelectionPlan:
 
 
 def make_selection(
-    cfg: TrainConfig, splits: D.Splits, device: str, dist: Context | None = None
+    cfg: TrainConfig, splits: Splits, device: str, dist: Context | None = None
 ) -> tuple[DataLoader, SubsetSelection]:
     """A torch DataLoader fed by ``cfg.selection`` and the algorithm that chooses its subsets."""
     plan = plan_selection(cfg, splits)
-    loader = D.make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=plan.sampler)
-    cast(D.TensorImages, loader.dataset).weights = plan.weights
+    loader = make_loader(splits.train_x, splits.train_y, cfg.batch_size, shuffle=False, sampler=plan.sampler)
+    cast(TensorImages, loader.dataset).weights = plan.weights
     return loader, plan.selection(cfg, splits, device, loader.dataset, dist)

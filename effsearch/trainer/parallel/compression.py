@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     Finish = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (averaged, local) -> the bucket's result
     Hook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 
-OWN_HOOKS = ("topk", "randomk", "threshold", "terngrad", "qsgd")
-
 
 @dataclass
 class HookState:

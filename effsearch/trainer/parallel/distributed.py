@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from effsearch.trainer.composer.model import EffModel
     from effsearch.trainer.parallel.compression import HookState
 
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
 
 @dataclass
 class Context:
