@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-import effsearch.trainer
+import effsearch.trainer.data
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data.splits import data_dir, load_splits
 from tests.support.helpers import tiny
@@ -27,8 +27,8 @@ def test_ffcv_missing_is_refused_with_the_install_line(monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "ffcv", None)  # `import ffcv` raises ImportError
     for name in ("ffcv_loader", "betons"):  # both import ffcv
-        monkeypatch.delitem(sys.modules, f"effsearch.trainer.{name}", raising=False)
-        monkeypatch.delattr(effsearch.trainer, name, raising=False)
+        monkeypatch.delitem(sys.modules, f"effsearch.trainer.data.{name}", raising=False)
+        monkeypatch.delattr(effsearch.trainer.data, name, raising=False)
     threads = torch.get_num_threads()
     with pytest.raises(ConfigError) as err:
         check_runnable(TrainConfig.from_dict(tiny(loader="ffcv")))
