@@ -62,7 +62,28 @@ def B():
     return _needs_ffcv("betons")
 
 
+# The rooms of tests/, one marker each, so a contributor runs one room: `pytest -m trainer` (or the
+# folder, `pytest tests/trainer`); -m "not research" leaves out the replay's tests.
+ROOMS = {
+    "config": "config/: TrainConfig, its fields and rules",
+    "spaces": "spaces/: the search space",
+    "objectives": "objectives/: a RunResult's values",
+    "trainer": "trainer/: one training run (data, models, algorithms, parallel, techniques)",
+    "search": "search/: studies (store, study files, pruners, the run loop, results)",
+    "e2e": "end to end: the commands and documents as a user runs them",
+    "meta": "the project itself: architecture, docs, install, the test guard",
+    "research": "research/: the search-efficiency replay and its recorders",
+}
+
+
 def pytest_configure(config):
-    # The replay's and its recorders' tests (research/): research code beside the product, which a
-    # contributor to effsearch itself may deselect with -m "not research".
-    config.addinivalue_line("markers", "research: tests of research/ (the search-efficiency replay and its recorders)")
+    for room, what in ROOMS.items():
+        config.addinivalue_line("markers", f"{room}: tests of {what}")
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        room = Path(item.fspath).relative_to(here).parts[0]
+        if room in ROOMS:
+            item.add_marker(getattr(pytest.mark, room))

@@ -10,8 +10,6 @@ from research.replay.candidates import LossThenPred, MultiMetricRule, TimeRule
 from research.replay.rules import OracleRule, Rule, grid_index
 from research.replay.run import EARLY, LOSS_CAP, N_GRID, Run, Settle, grid_run, loss_points
 
-pytestmark = pytest.mark.research
-
 
 def run(reach_at: int | None, final: float):
     """A run on the 1/9 grid: 1 s a ninth, 0.5 accuracy until ``reach_at`` (0.96 from there)."""
