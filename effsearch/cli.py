@@ -10,6 +10,7 @@ from pathlib import Path
 
 from effsearch.api import check_output
 from effsearch.config import ConfigError
+from effsearch.search.store.attrs import OBJECTIVES_KEY, TARGET_KEY, TUNE_STUDY_KEY
 
 EXIT_BAD_INPUT = 2
 
@@ -99,8 +100,8 @@ def _cmd_status(args) -> int:
 
     study, storage_url = open_study(args.study, args.storage)
     name = study.study_name
-    objectives = study.user_attrs.get("objectives") or [f"objective {i}" for i in range(len(study.directions))]
-    target = study.user_attrs.get("target_accuracy")
+    objectives = study.user_attrs.get(OBJECTIVES_KEY) or [f"objective {i}" for i in range(len(study.directions))]
+    target = study.user_attrs.get(TARGET_KEY)
     print(
         f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
         + (f"; target val accuracy {target:g}" if target is not None else "")
@@ -129,7 +130,7 @@ def _cmd_export(args) -> int:
     from effsearch.search.store.urls import redact
 
     study, storage_url = open_study(args.study, args.storage)
-    tune_name = study.user_attrs.get("tune_study")  # a tuning phase: its compute starts in phase 1
+    tune_name = study.user_attrs.get(TUNE_STUDY_KEY)  # a tuning phase: its compute starts in phase 1
     tune = open_study(tune_name, storage_url)[0] if tune_name else None
     n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all, tune=tune, plot=args.plot)
     what = (

@@ -17,7 +17,9 @@ from typing import Any
 from effsearch import objectives as O
 from effsearch.config import TrainConfig, options
 from effsearch.config.fields import type_name
+from effsearch.search.pruners import PRUNER_OPTIONS
 from effsearch.search.study import studyfile
+from effsearch.search.study.samplers import SAMPLER_OPTIONS
 
 
 def _type(tp: Any) -> str:
@@ -129,8 +131,8 @@ def render() -> str:
         "",
         f"Objectives: {', '.join(O.OBJECTIVES)}.",
         "",
-        *_named("samplers", "sampler", options.SAMPLERS),
-        *_named("pruners", "pruner", options.PRUNERS),
+        *_named("samplers", "sampler", SAMPLER_OPTIONS),
+        *_named("pruners", "pruner", PRUNER_OPTIONS),
         *_named("tuning phases", "tuning", options.TUNING),
         "### `heartbeat`: lost trials",
         "",

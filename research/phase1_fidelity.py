@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 def confirmed(confirm, base_tune) -> dict[int, float]:
     """Phase 2's full-data time to target (first seed) by phase-1 trial number; the baseline's
     under phase 1's baseline."""
-    from effsearch.search.store.storage import BASELINE_KEY
+    from effsearch.search.store.attrs import BASELINE_KEY
 
     full: dict[int, float] = {}  # tune trial number -> full-data time to target (first seed)
     first_seed: dict[int, int] = {}
@@ -110,7 +110,8 @@ def main() -> None:
     import optuna
 
     from effsearch.search.results.lookup import open_study
-    from effsearch.search.store.storage import BASELINE_KEY, open_url
+    from effsearch.search.store.attrs import BASELINE_KEY
+    from effsearch.search.store.storage import open_url
     from effsearch.search.study.phases import TUNE_SUFFIX
 
     confirm, url = open_study(args.study, args.storage)

@@ -3,8 +3,10 @@ same coercion: the sampler's, the pruner's, the tuning phase's, the heartbeat an
 study's own numbers. Errors name the dotted field and what is allowed.
 
 A named option (``sampler: tpe`` or ``{name: nsga2, population_size: 20}``) is checked
-against the option dataclass of its name; only the options the file gives are kept, the
-rest stay their library's defaults (the defaults here are what ``effsearch`` passes).
+against the option dataclass of its name (the samplers' and pruners' registries say which:
+``effsearch.search.study.samplers.SAMPLERS``, ``effsearch.search.pruners.PRUNERS``) and becomes
+a ``Named``: the name and that dataclass, the defaults filled (they are what ``effsearch`` passes;
+where it has no reason of its own they are the library's).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from effsearch.config.fields import SEED_MAX, ConfigError, coerce, quote, spec
 
@@ -20,6 +22,22 @@ from effsearch.config.fields import SEED_MAX, ConfigError, coerce, quote, spec
 @dataclass
 class NoOptions:
     pass
+
+
+Options = TypeVar("Options")
+
+
+@dataclass(frozen=True)
+class Named(Generic[Options]):
+    """An option a study file names: ``name`` and its ``options``, the option dataclass of that
+    name with the file's values and the defaults for the rest."""
+
+    name: str
+    options: Options
+
+    def knobs(self) -> dict[str, Any]:
+        """The options as a mapping, those that are None (left to their library) left out."""
+        return {k: v for k, v in dataclasses.asdict(self.options).items() if v is not None}  # type: ignore[call-overload]
 
 
 # -- samplers (Optuna's; effsearch.search.study.samplers) ----------------------------------------
@@ -51,15 +69,6 @@ class NSGAOptions:
 @dataclass
 class GPOptions:
     n_startup_trials: int = spec(10, low=0, help="random trials before the Gaussian process models the history")
-
-
-SAMPLERS: dict[str, type] = {
-    "tpe": TPEOptions,
-    "nsga2": NSGAOptions,
-    "nsga3": NSGAOptions,
-    "gp": GPOptions,
-    "random": NoOptions,
-}
 
 
 # -- pruners -----------------------------------------------------------------------------------
@@ -109,9 +118,6 @@ class MOASHAOptions:
     )
 
 
-PRUNERS: dict[str, type] = {"none": NoOptions, "moasha": MOASHAOptions}
-
-
 # -- the tuning phase (effsearch.search.study.phases) ------------------------------------------------
 
 
@@ -141,13 +147,10 @@ class SubsetTuning:
 TUNING: dict[str, type] = {"none": NoOptions, "subset": SubsetTuning}
 
 
-def check_tuning(tuning: dict) -> dict:
-    """Check (the field machinery, effsearch.config.options) and fill defaults; ``{"name": "none"}``
-    passes through."""
-    if tuning["name"] == "none":
-        return tuning
-    given = check_options(SubsetTuning, {k: v for k, v in tuning.items() if k != "name"}, "tuning", "subset")
-    return {**defaults(SubsetTuning), "name": tuning["name"], **given}
+def check_tuning(value: Any, field_name: str = "tuning") -> SubsetTuning | None:
+    """The study file's ``tuning``, checked, defaults filled; None: no tuning phase (``none``)."""
+    named = check_named(value, field_name, TUNING)
+    return None if named.name == "none" else named.options
 
 
 # -- the study's own ----------------------------------------------------------------------------
@@ -218,8 +221,9 @@ def defaults(cls: type[Any]) -> dict:
     return {k: v for k, v in dataclasses.asdict(cls()).items() if v is not None}
 
 
-def check_named(value: Any, field_name: str, table: dict[str, type]) -> dict:
-    """``name`` or ``{name: ..., option: value}``, checked against ``table`` (name -> options)."""
+def check_named(value: Any, field_name: str, table: dict[str, type]) -> Named[Any]:
+    """``name`` or ``{name: ..., option: value}``, checked against ``table`` (name -> its option
+    dataclass); the options the mapping does not give are that dataclass's defaults."""
     if isinstance(value, str) or value is None:
         value = {"name": value or "none"}
     if not isinstance(value, dict) or "name" not in value:
@@ -231,10 +235,10 @@ def check_named(value: Any, field_name: str, table: dict[str, type]) -> dict:
             f"unknown {field_name} {quote(name)}; allowed: {', '.join(table)}",
         )
     options = check_options(table[name], {k: v for k, v in value.items() if k != "name"}, field_name, name)
-    return {"name": name, **options}
+    return Named(name, table[name](**options))
 
 
-def check_heartbeat(value: Any, field_name: str = "heartbeat") -> dict:
+def check_heartbeat(value: Any, field_name: str = "heartbeat") -> Heartbeat:
     """The heartbeat mapping, defaults filled: grace_period is 3 x interval unless given, and at
     least the interval (a shorter grace would call every live worker dead)."""
     hb = value or {}
@@ -248,4 +252,4 @@ def check_heartbeat(value: Any, field_name: str = "heartbeat") -> dict:
             f"{field_name}.grace_period",
             f"must be >= {out['interval']:g} (heartbeat.interval); got {quote(out['grace_period'])}",
         )
-    return {"interval": out["interval"], "grace_period": out["grace_period"], "max_retry": out["max_retry"]}
+    return Heartbeat(interval=out["interval"], grace_period=out["grace_period"], max_retry=out["max_retry"])

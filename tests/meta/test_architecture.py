@@ -263,3 +263,74 @@ def test_every_package_says_what_it_is_and_exports(mod):
         if name not in defined and not (here / f"{name}.py").exists() and not (here / name).is_dir()
     ]
     assert not missing, f"{mod}.__all__ names what it neither defines, imports nor holds: {missing}"
+
+
+# The trial record's keys are its stored format: each is a named constant in search/store/attrs.py,
+# so a reader and a writer cannot drift apart by a typo, and renaming one is a change in one place.
+SETTERS = {"set_user_attr": 0, "set_trial_user_attr": 1, "set_study_user_attr": 1}
+
+
+def _bare(node: ast.AST | None) -> bool:
+    """A string literal or an f-string: a key spelled in place, not named."""
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def bare_attribute_keys(tree: ast.AST) -> list[int]:
+    """Lines passing a bare string key to set_user_attr / user_attrs.get / user_attrs[...] (and
+    ``in``, ``user_attrs=`` mappings), through a name bound to some ``X.user_attrs`` too."""
+    aliases = {
+        t.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "user_attrs"
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def attrs(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "user_attrs") or (
+            isinstance(node, ast.Name) and node.id in aliases
+        )
+
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            at = SETTERS.get(node.func.attr)
+            if at is not None and len(node.args) > at and _bare(node.args[at]):
+                bad.append(node.lineno)
+            if node.func.attr in ("get", "pop") and attrs(node.func.value) and node.args and _bare(node.args[0]):
+                bad.append(node.lineno)
+            for kw in node.keywords:
+                if kw.arg == "user_attrs" and isinstance(kw.value, ast.Dict) and any(map(_bare, kw.value.keys)):
+                    bad.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and attrs(node.value) and _bare(node.slice):
+            bad.append(node.lineno)
+        elif isinstance(node, ast.Compare) and _bare(node.left) and attrs(node.comparators[0]):
+            bad.append(node.lineno)
+    return bad
+
+
+def test_no_module_names_a_trial_attribute_by_a_bare_string():
+    bad = [
+        f"{mod}:{line}"
+        for mod, path in MODULES.items()
+        for line in bare_attribute_keys(ast.parse(path.read_text(), str(path)))
+    ]
+    assert not bad, f"name the key in effsearch/search/store/attrs.py: {bad}"
+
+
+def test_the_bare_key_check_sees_each_form():
+    seen = bare_attribute_keys(
+        ast.parse(
+            "t.set_user_attr('reason', 1)\n"
+            "s._storage.set_trial_user_attr(i, 'status', 2)\n"
+            "t.user_attrs.get('seed_trials')\n"
+            "t.user_attrs[f'rung_{k}']\n"
+            "'baseline' in t.user_attrs\n"
+            "study.enqueue_trial({}, user_attrs={'tune_trial': 1})\n"
+            "a = t.user_attrs\n"
+            "a.get('reason')\n"
+            "t.set_user_attr(REASON_KEY, 1)\n"
+            "t.user_attrs.get(rung_key(k))\n"
+        )
+    )
+    assert seen == [1, 2, 3, 4, 5, 6, 8], seen

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from effsearch import reference
 from effsearch.config import TrainConfig, options
+from effsearch.search.pruners import PRUNER_OPTIONS
 from effsearch.search.study import studyfile
+from effsearch.search.study.samplers import SAMPLER_OPTIONS
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "fields.md"
 
@@ -34,8 +36,8 @@ def test_every_field_and_key_has_a_row_with_its_help():
         TrainConfig,
         options.StudyNumbers,
         options.Heartbeat,
-        *options.SAMPLERS.values(),
-        *options.PRUNERS.values(),
+        *SAMPLER_OPTIONS.values(),
+        *PRUNER_OPTIONS.values(),
         *options.TUNING.values(),
     ]
     for cls in classes:

@@ -10,6 +10,7 @@ from optuna.trial import TrialState, create_trial
 
 from effsearch.cli import main
 from effsearch.search.results import best, cost
+from effsearch.search.store.attrs import TUNE_COMPUTE_KEY
 from effsearch.search.store.storage import open_url
 from tests.support.fake_study import POINTS, add, config
 
@@ -52,7 +53,7 @@ def test_the_cost_is_compute_in_baseline_runs_and_the_pick_pays_back_after_compu
 
 def test_phase_1s_compute_counts_in_phase_2s_cost(storage_path):
     study = study_of(storage_path)
-    study.set_user_attr(cost.TUNE_COMPUTE_KEY, 100.0)
+    study.set_user_attr(TUNE_COMPUTE_KEY, 100.0)
     c = best.cost_of(study)
     assert c.compute == pytest.approx(COMPUTE + 100.0)
     assert c.baseline_runs == pytest.approx((COMPUTE + 100.0) / 12.0)

@@ -15,8 +15,9 @@ import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.search.pruners import NoPruner
 from effsearch.search.run import objective, runner, workers
+from effsearch.search.store.attrs import CONFIG_HASH_KEY, DUPLICATE_KEY, WORKER_KEY
 from effsearch.search.store.heartbeat import requeue_dead_local, worker_id
-from effsearch.search.store.storage import CONFIG_HASH_KEY, DUPLICATE_KEY, WORKER_KEY, open_storage, open_url
+from effsearch.search.store.storage import open_storage, open_url
 from effsearch.search.study import studyfile
 from tests.search.test_phases import scripted_train
 from tests.support.tiny_study import study_file
@@ -128,7 +129,7 @@ def _two_workers(tmp_path, monkeypatch):
 def _worker(spec, name, errors):
     """One worker's Objective on its own study object, running one trial, in a thread."""
     study = optuna.load_study(study_name=spec.name, storage=open_storage(spec))
-    reap = lambda: requeue_dead_local(study, 1, spec.heartbeat["grace_period"])  # noqa: E731
+    reap = lambda: requeue_dead_local(study, 1, spec.heartbeat.grace_period)  # noqa: E731
     obj = objective.Objective(spec, study, None, reap=reap)
 
     def run():

@@ -17,10 +17,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from effsearch.config.options import Heartbeat
 from effsearch.search.run import workers
 from effsearch.search.run.budget import StopAtTotal
-from effsearch.search.store.heartbeat import HEARTBEAT_KEY, requeue_dead_local
-from effsearch.search.store.storage import WORKER_KEY, open_url
+from effsearch.search.store.attrs import HEARTBEAT_KEY, WORKER_KEY
+from effsearch.search.store.heartbeat import requeue_dead_local
+from effsearch.search.store.storage import open_url
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine delays both the beats and the checks)
@@ -30,7 +32,8 @@ GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine del
 WORKER = """
 import sys, time, optuna
 from effsearch.search.store.heartbeat import JournalHeartbeat, worker_id
-from effsearch.search.store.storage import WORKER_KEY, open_url, trial_id
+from effsearch.search.store.attrs import WORKER_KEY
+from effsearch.search.store.storage import open_url, trial_id
 study = optuna.load_study(study_name="s", storage=open_url(sys.argv[1]))
 trial = study.ask()
 trial.suggest_float("x", 0, 1)
@@ -114,7 +117,7 @@ def test_a_surviving_worker_goes_on_to_run_the_hung_worker_s_trial(two_workers):
     (``wait_for_others``), and once one's worker stops beating it is failed and queued again, and
     the survivor goes on (True) to run it; it does not wait for the hung worker until its timeout."""
     study, (hung, hung_trial), _ = two_workers
-    spec = SimpleNamespace(is_rdb=False, timeout=600, heartbeat={"interval": 1, "grace_period": GRACE, "max_retry": 1})
+    spec = SimpleNamespace(is_rdb=False, timeout=600, heartbeat=Heartbeat(interval=1, grace_period=GRACE, max_retry=1))
     # True: it goes on because the hung trial was queued again (at its timeout it returns False).
     assert workers.wait_for_others(spec, study, StopAtTotal(2), time.time()) is True
     t = study.get_trials()

@@ -16,7 +16,8 @@ from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search.run import warmstart, workers
 from effsearch.search.store import record, storage
-from effsearch.search.store.storage import WALL_KEY, open_url
+from effsearch.search.store.attrs import WALL_KEY
+from effsearch.search.store.storage import open_url
 from effsearch.trainer.techniques.kfac import KFACSGD
 from tests.search.test_phases import scripted_train
 from tests.support.helpers import tiny

@@ -174,21 +174,21 @@ def test_tracker_ranks_on_the_predicted_time(tmp_path):
 
 
 def test_rank_option_is_checked():
-    from effsearch.search.pruners import make_pruner
+    from effsearch.search.pruners import check_pruner, make_pruner
 
     with pytest.raises(ConfigError, match="rank"):
-        make_pruner({"name": "moasha", "rank": "fastest"})
-    assert make_pruner({"name": "moasha", "rank": "predicted"}).pruner.rank == "predicted"
+        make_pruner(check_pruner({"name": "moasha", "rank": "fastest"}))
+    assert make_pruner(check_pruner({"name": "moasha", "rank": "predicted"})).pruner.rank == "predicted"
 
 
 def test_default_judges_the_first_trial_against_the_baseline():
     """By default (``min_trials`` 2) the baseline's rung point, recorded though it is never pruned,
     is enough of a peer: a trial the baseline beats at the first rung stops there. At 4 it
     would have run on to the end, as the first trials at every rung did in the replay."""
-    from effsearch.search.pruners import make_pruner
+    from effsearch.search.pruners import check_pruner, make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
-    pruner = make_pruner({"name": "moasha"}, study).pruner
+    pruner = make_pruner(check_pruner({"name": "moasha"}), study).pruner
     assert pruner.min_trials == 2
     base = study.ask()
     assert (
@@ -221,10 +221,10 @@ def test_time_rung_keeps_the_most_accurate_at_equal_seconds_with_the_baseline_as
     """clock: time. Before the baseline has a time to target: budget rungs. After: one rung at
     time_fraction of it, accuracy ranked, the baseline's accuracy there (from its curve) a peer;
     a run whose budget ends before the rung is never judged."""
-    from effsearch.search.pruners import make_pruner
+    from effsearch.search.pruners import check_pruner, make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
-    sp = make_pruner({"name": "moasha", "clock": "time", "eta": 2, "time_fraction": 0.25}, study)
+    sp = make_pruner(check_pruner({"name": "moasha", "clock": "time", "eta": 2, "time_fraction": 0.25}), study)
     cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
     base = study.ask()
     base.set_user_attr("baseline", True)
@@ -266,10 +266,10 @@ def test_the_default_clock_is_the_budget_rung_even_once_the_baseline_has_a_time(
     """pruner: {name: moasha} judges each trial at a share of its own epochs: the time rung
     (clock: time) ranks on early speed alone and lost the accurate recipes end to end
     (docs/results.md, earlier studies)."""
-    from effsearch.search.pruners import make_pruner
+    from effsearch.search.pruners import check_pruner, make_pruner
 
     study = optuna.create_study(directions=["minimize", "maximize"])
-    sp = make_pruner({"name": "moasha"}, study)
+    sp = make_pruner(check_pruner({"name": "moasha"}), study)
     cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.9})()
     base = study.ask()
     base.set_user_attr("baseline", True)

@@ -71,3 +71,26 @@ def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypat
     assert len(trials) == 9 and all(t.state == TrialState.COMPLETE for t in trials)
     assert any(proposed), proposed
     assert len({tuple(sorted(t.params.items())) for t in trials}) > 5  # not one point again and again
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_every_registered_sampler_builds_with_its_options_and_optunas_defaults():
+    """SAMPLERS is the one registry: each name a study file may give is checked into its option
+    dataclass and builds its Optuna sampler. The defaults are passed explicitly, so where effsearch
+    has no reason of its own (all but TPE's) they must be Optuna's, or a study file that names no
+    option would change with this table."""
+    import dataclasses
+    import inspect
+
+    from effsearch.config.options import TPEOptions
+
+    assert set(samplers.SAMPLERS) == {"tpe", "nsga2", "nsga3", "gp", "random"}
+    for name, kind in samplers.SAMPLERS.items():
+        named = samplers.check_sampler(name)
+        assert named.name == name and type(named.options) is kind.options
+        built = samplers.make_sampler(named, 0).sampler
+        if kind.options is TPEOptions:
+            continue
+        defaults = inspect.signature(type(built)).parameters
+        for key, value in dataclasses.asdict(named.options).items():
+            assert defaults[key].default == value, (name, key)

@@ -105,7 +105,7 @@ def test_the_quantized_study_measures_int8_size():
     assert spec.objectives == ("time_to_accuracy", "final_accuracy", "quantized_size")
     assert spec.directions == ["minimize", "maximize", "minimize"]
     assert spec.base.quantize == "int8" and spec.baseline.quantize == "int8"
-    assert "sparsity.target" in spec.space.active and spec.sampler["name"] == "nsga2"
+    assert "sparsity.target" in spec.space.active and spec.sampler.name == "nsga2"
 
 
 def test_space_show_lists_conditions(tmp_path, capsys):
@@ -223,3 +223,30 @@ def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, ca
     if "://" in storage and "malformed" not in words:
         assert main(["status", "t", "--storage", storage]) == 2
         assert "--storage: " in capsys.readouterr().err
+
+
+def test_a_checked_study_holds_typed_options(tmp_path):
+    """The options a study file names arrive as their dataclasses, defaults filled; no tuning phase is None."""
+    from effsearch.config.machine import Machine
+    from effsearch.config.options import Heartbeat, MOASHAOptions, SubsetTuning, TPEOptions
+    from effsearch.search.study import phases, studyfile
+
+    base = {"dataset": {"name": "digits"}}
+    plain = studyfile.from_mapping({"base": base}, tmp_path / "plain.yaml", machine=Machine())
+    assert plain.tuning is None and not phases.enabled(plain)
+    assert plain.sampler.name == "tpe" and plain.sampler.options == TPEOptions()
+    assert plain.pruner.name == "none" and plain.heartbeat == Heartbeat(interval=30, grace_period=90, max_retry=3)
+    given = {
+        "pruner": {"name": "moasha", "eta": 3},
+        "tuning": {"name": "subset", "top_k": 2},
+        "heartbeat": {"interval": 5},
+    }
+    spec = studyfile.from_mapping({"base": base, **given}, tmp_path / "typed.yaml", machine=Machine())
+    assert spec.pruner.options == MOASHAOptions(eta=3.0)
+    assert spec.tuning == SubsetTuning(top_k=2) and phases.enabled(spec)
+    assert spec.heartbeat.grace_period == 15
+    # Phase 2's study keeps the options in the format studies written before have (export reads it).
+    stored = phases.stored_tuning(spec.tuning)
+    assert list(stored) == ["data_fraction", "epochs_fraction", "val_subset", "top_k", "seeds", "name"]
+    assert stored["top_k"] == 2 and stored["name"] == "subset"
+    assert phases.stored_tuning(SubsetTuning(target_accuracy=0.5))["target_accuracy"] == 0.5

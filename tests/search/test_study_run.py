@@ -133,8 +133,8 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
 
 
 def test_a_dead_local_worker_s_trial_is_requeued(tmp_path):
+    from effsearch.search.store.attrs import WORKER_KEY
     from effsearch.search.store.heartbeat import worker_id
-    from effsearch.search.store.storage import WORKER_KEY
 
     storage = open_url(str(tmp_path / "s.journal"))
     study = optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])
@@ -254,7 +254,7 @@ def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_
 
 
 def test_workers_with_the_same_study_seed_draw_different_configs_and_one_worker_reproduces():
-    from effsearch.search.study.samplers import make_sampler
+    from effsearch.search.study.samplers import check_sampler, make_sampler
 
     def draw(studies, n):
         out = []
@@ -271,13 +271,20 @@ def test_workers_with_the_same_study_seed_draw_different_configs_and_one_worker_
         optuna.create_study(study_name="s", storage=storage, directions=["minimize", "maximize"])
         # Two processes (machines) on one study, both seeded from the study file's seed 0.
         two = [
-            optuna.load_study(study_name="s", storage=storage, sampler=make_sampler({"name": name}, 0))
+            optuna.load_study(study_name="s", storage=storage, sampler=make_sampler(check_sampler(name), 0))
             for _ in range(2)
         ]
         got = draw(two, 12)
         assert len(set(got)) == 12, name
         one = [
-            draw([optuna.create_study(directions=["minimize", "maximize"], sampler=make_sampler({"name": name}, 0))], 8)
+            draw(
+                [
+                    optuna.create_study(
+                        directions=["minimize", "maximize"], sampler=make_sampler(check_sampler(name), 0)
+                    )
+                ],
+                8,
+            )
             for _ in range(2)
         ]
         assert one[0] == one[1], name

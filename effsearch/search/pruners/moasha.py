@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from effsearch.config.options import MOASHAOptions, check_options
+from effsearch.search.store.attrs import HISTORY_KEY, TIME_RUNG_KEY, TIME_TO_TARGET_KEY, rung_key
 from effsearch.trainer.result import EvalPoint
 
 if TYPE_CHECKING:
@@ -78,13 +79,13 @@ class MOASHAStudyPruner:
             from effsearch.search.store.queries import baseline_trial
 
             base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-            tta = base.user_attrs.get("time_to_target") if base is not None else None
+            tta = base.user_attrs.get(TIME_TO_TARGET_KEY) if base is not None else None
             if tta:
                 assert base is not None  # a time to target is a baseline's
                 mark = self.pruner.time_fraction * tta
-                hist = base.user_attrs.get("history") or []
+                hist = base.user_attrs.get(HISTORY_KEY) or []
                 p = next((p for p in hist if p.get("train_seconds", 0.0) >= mark), None)
-                own = TIME_KEY in base.user_attrs
+                own = TIME_RUNG_KEY in base.user_attrs
                 self._time_rung = (mark, None if own or p is None else float(p["val_accuracy"]))
         return self._time_rung
 
@@ -154,7 +155,6 @@ def predicted_time(
 
 
 _DEFAULT = MOASHAOptions()  # the one home of the defaults (a study file's and this class's)
-TIME_KEY = "rung_time"  # a trial's point at the time rung: [train seconds, val accuracy]
 
 
 class MOASHAPruner:
@@ -220,7 +220,7 @@ class MOASHAPruner:
     ) -> str | None:
         """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
         ``may_prune`` False (the baseline) the point is recorded for the others only."""
-        key = f"rung_{k}"
+        key = rung_key(k)
         if key in getattr(trial, "user_attrs", {}):
             return None  # decided before (a retried or resumed trial keeps its first verdict)
         trial.set_user_attr(key, me.to_attr())
@@ -264,9 +264,9 @@ class MOASHAPruner:
     ) -> str | None:
         """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
         None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
-        if TIME_KEY in getattr(trial, "user_attrs", {}):
+        if TIME_RUNG_KEY in getattr(trial, "user_attrs", {}):
             return None  # decided before (a retried or resumed trial keeps its first verdict)
-        trial.set_user_attr(TIME_KEY, [seconds, accuracy])
+        trial.set_user_attr(TIME_RUNG_KEY, [seconds, accuracy])
         if not may_prune:
             return None
         peers = self.time_peers(study, trial, base_accuracy)
@@ -280,7 +280,7 @@ class MOASHAPruner:
 
     def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_accuracy: float | None) -> list[float]:
         """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
-        peers = [float(v[1]) for v in self.peers(study, trial, TIME_KEY)]
+        peers = [float(v[1]) for v in self.peers(study, trial, TIME_RUNG_KEY)]
         return peers + ([base_accuracy] if base_accuracy is not None else [])
 
     def _time_label(self, me: RungPoint) -> str:
@@ -333,21 +333,26 @@ class RungTracker:
             return False
         if self.time_rung is not None:
             s, base_accuracy = self.time_rung
-            if "time" in self.seen or seconds < s or epoch / self.budget >= 0.99 or TIME_KEY in self.trial.user_attrs:
+            if (
+                "time" in self.seen
+                or seconds < s
+                or epoch / self.budget >= 0.99
+                or TIME_RUNG_KEY in self.trial.user_attrs
+            ):
                 return None
-            return not self.pruner.keep_by_accuracy(upper, self._read(TIME_KEY, base_accuracy))
+            return not self.pruner.keep_by_accuracy(upper, self._read(TIME_RUNG_KEY, base_accuracy))
         k = self._rung(epoch)
-        if k is None or f"rung_{k}" in self.trial.user_attrs:
+        if k is None or rung_key(k) in self.trial.user_attrs:
             return None
         me = self._point(epoch, seconds, upper, self.previous)
-        return not self.pruner.decide(me, [RungPoint.from_attr(v) for v in self._read(f"rung_{k}")])
+        return not self.pruner.decide(me, [RungPoint.from_attr(v) for v in self._read(rung_key(k))])
 
     def _read(self, key: str, base_accuracy: float | None = None) -> list:
         """The peers at ``key``, read once for all the questions about one point."""
         if self._peers is None or self._peers[0] != key:
             peers = (
                 self.pruner.time_peers(self.study, self.trial, base_accuracy)
-                if key == TIME_KEY
+                if key == TIME_RUNG_KEY
                 else self.pruner.peers(self.study, self.trial, key)
             )
             self._peers = (key, peers)

@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.search.store import queries
-from effsearch.search.store.storage import DUPLICATE_KEY, WALL_KEY
+from effsearch.search.store.attrs import (
+    DUPLICATE_KEY,
+    FAILED_SEEDS_KEY,
+    SEED_TRIALS_KEY,
+    TUNE_TRIAL_KEY,
+    TUNING_KEY,
+    WALL_KEY,
+)
 from effsearch.search.study import phases
 from effsearch.trainer.result import speedup
 
@@ -52,9 +59,9 @@ def _best(
         if t.state != TrialState.COMPLETE or DUPLICATE_KEY in t.user_attrs:
             continue
         if (
-            t.user_attrs.get("tune_trial") is not None
-            and len(t.user_attrs.get("seed_trials") or [t.number]) < seeds
-            and not t.user_attrs.get("failed_seed_trials")
+            t.user_attrs.get(TUNE_TRIAL_KEY) is not None
+            and len(t.user_attrs.get(SEED_TRIALS_KEY) or [t.number]) < seeds
+            and not t.user_attrs.get(FAILED_SEEDS_KEY)
         ):
             continue  # a pick whose other seeds are still to run
         _, acc, hit = queries.measures(t, objectives)
@@ -74,7 +81,7 @@ def curve(study: Study, tune_study: Study | None = None, within: float = WITHIN)
     trials = study.get_trials(deepcopy=False)
     base = queries.baseline_trial(trials)
     unit = base.user_attrs.get(WALL_KEY) if base is not None else None
-    seeds = int((study.user_attrs.get("tuning") or {}).get("seeds") or 1)
+    seeds = int((study.user_attrs.get(TUNING_KEY) or {}).get("seeds") or 1)
     points, compute, phase1_end = [], 0.0, None
 
     def add(

@@ -34,6 +34,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.search import pareto
 from effsearch.search.results import cost, report
 from effsearch.search.store import queries
+from effsearch.search.store.attrs import CONFIRM_STUDY_KEY, FULL_CONFIG_KEY, SEED_TRIALS_KEY, WARM_KEY
 from effsearch.search.store.queries import objectives_of
 from effsearch.search.store.record import Recorded
 from effsearch.search.store.urls import redact
@@ -148,7 +149,7 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
             queries.seconds_to_target(queries.baseline_trial(study.get_trials(deepcopy=False))), a.time_to_target
         )
     )
-    seeds = trial.user_attrs.get("seed_trials")
+    seeds = trial.user_attrs.get(SEED_TRIALS_KEY)
     recipe = queries.best_recipe(study.get_trials(deepcopy=False))
     over = speedup(queries.seconds_to_target(recipe), a.time_to_target) if recipe is not None else None
     lines = [
@@ -159,7 +160,7 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
         + (f"; test accuracy {test:.4f}" if test is not None else "")
         + (f"; {sp:.2f}x the baseline" if sp else "")
         + (
-            f"; {over:.2f}x the best known recipe ({recipe.user_attrs['warm_start']}, trial {recipe.number})"
+            f"; {over:.2f}x the best known recipe ({recipe.user_attrs[WARM_KEY]}, trial {recipe.number})"
             if over and recipe is not None
             else ""
         ),
@@ -170,10 +171,10 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
         f"exported {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
     ]
     lines += cost.of(study, trial, pick_text).lines()
-    if trial.user_attrs.get("full_config"):  # a tuning-phase trial trained a shrunk config
+    if trial.user_attrs.get(FULL_CONFIG_KEY):  # a tuning-phase trial trained a shrunk config
         lines.append(
             f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
-            f"{study.user_attrs.get('confirm_study') or 'NAME'!r}"
+            f"{study.user_attrs.get(CONFIRM_STUDY_KEY) or 'NAME'!r}"
         )
     lines.append(f"train it: effsearch train {out}")
     return "\n".join(lines)

@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING, cast
 
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
-from effsearch.search.store.storage import WALL_KEY
+from effsearch.search.store.attrs import TUNE_COMPUTE_KEY, WALL_KEY
 
 if TYPE_CHECKING:
     from optuna import Study
     from optuna.trial import FrozenTrial
 
-# On phase 2's study: phase 1's compute seconds (phase 1 is finished when phase 2 starts).
-TUNE_COMPUTE_KEY = "tune_compute"
 DEFAULT_PICK = "knee"  # `effsearch best`'s default
 
 

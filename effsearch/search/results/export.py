@@ -23,6 +23,14 @@ from effsearch.config import ConfigError
 from effsearch.search.results import anytime, report
 from effsearch.search.results.best import cost_of
 from effsearch.search.store import queries
+from effsearch.search.store.attrs import (
+    SEED_TRIALS_KEY,
+    TARGET_KEY,
+    TUNE_STUDY_KEY,
+    TUNE_TRIAL_KEY,
+    TUNING_KEY,
+    WARM_KEY,
+)
 from effsearch.search.store.queries import objectives_of
 from effsearch.search.store.record import Recorded
 from effsearch.trainer.result import clean, speedup
@@ -83,12 +91,10 @@ def row(
             "speedup": sp if sp is not None else speedup(queries.seconds_to_target(base), tta),
             # Over the fastest named recipe that reached the target (queries.best_recipe): None without one.
             "speedup_over_recipe": speedup(queries.seconds_to_target(recipe), tta),
-            "warm_start": trial.user_attrs.get("warm_start"),
+            "warm_start": trial.user_attrs.get(WARM_KEY),
             "train_seconds": a.train_seconds,
-            "tune_trial": trial.user_attrs.get(
-                "tune_trial"
-            ),  # phase 2 of a tuning phase: the phase-1 trial it confirms
-            "seed_trials": trial.user_attrs.get("seed_trials"),  # a front row confirmed with several seeds: their mean
+            "tune_trial": trial.user_attrs.get(TUNE_TRIAL_KEY),  # phase 2: the phase-1 trial it confirms
+            "seed_trials": trial.user_attrs.get(SEED_TRIALS_KEY),  # a front row of several seeds: their mean
             "summary": report.summary(cfg) if cfg else "",
             "params": dict(trial.params),
         }
@@ -105,7 +111,7 @@ def rows(study: Study, all_trials: bool = False) -> list[dict]:
     pareto = queries.front(study)
     if not all_trials:
         return [row(t, objectives, base, None, recipe) for t in pareto]
-    on = {n for t in pareto for n in (t.user_attrs.get("seed_trials") or [t.number])}
+    on = {n for t in pareto for n in (t.user_attrs.get(SEED_TRIALS_KEY) or [t.number])}
     return [row(t, objectives, base, t.number in on, recipe) for t in trials if t.state == TrialState.COMPLETE]
 
 
@@ -120,7 +126,7 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
         "storage": storage_label,
         "objectives": objectives_of(study),
         "directions": [d.name.lower() for d in study.directions],
-        "target_accuracy": study.user_attrs.get("target_accuracy"),
+        "target_accuracy": study.user_attrs.get(TARGET_KEY),
         "baseline_trial": base.number if base else None,
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
@@ -140,7 +146,7 @@ def _recipe_facts(trial: FrozenTrial | None) -> dict | None:
         return None
     return {
         "trial": trial.number,
-        "recipe": trial.user_attrs.get("warm_start"),
+        "recipe": trial.user_attrs.get(WARM_KEY),
         "time_to_target": Recorded.of(trial).time_to_target,
     }
 
@@ -149,12 +155,12 @@ def tuning_phase(study: Study) -> dict | None:
     """For phase 2 of a tuning phase: phase 1's study and how well it predicted this one."""
     from effsearch.search.study import phases
 
-    tune = study.user_attrs.get("tune_study")
+    tune = study.user_attrs.get(TUNE_STUDY_KEY)
     if not tune:
         return None
     return {
         "tune_study": tune,
-        "settings": study.user_attrs.get("tuning"),
+        "settings": study.user_attrs.get(TUNING_KEY),
         "rank_correlation": phases.correlation(study, objectives_of(study)),
     }
 

@@ -12,8 +12,16 @@ from typing import TYPE_CHECKING, cast
 from optuna.trial import TrialState
 
 from effsearch.search.store import queries
+from effsearch.search.store.attrs import (
+    BASELINE_KEY,
+    DUPLICATE_KEY,
+    FAIL_REASON_KEY,
+    REASON_KEY,
+    SEED_TRIALS_KEY,
+    STATUS_KEY,
+    WARM_KEY,
+)
 from effsearch.search.store.record import Recorded
-from effsearch.search.store.storage import BASELINE_KEY, DUPLICATE_KEY, STATUS_KEY, WARM_KEY
 from effsearch.spaces.space import format_table
 from effsearch.trainer.result import speedup
 
@@ -87,7 +95,7 @@ def trial_line(
     elif same_as is not None:
         what = f"the same error as trial {same_as}"
     else:
-        what = (trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason") or "")[:300]
+        what = (trial.user_attrs.get(REASON_KEY) or trial.system_attrs.get(FAIL_REASON_KEY) or "")[:300]
     cfg = queries.config_of(trial)
     tag = (
         " baseline"
@@ -150,7 +158,7 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         f"Pareto front ({len(pareto)} trial{'s' if len(pareto) != 1 else ''}"
         + (
             "; a+b: the mean of trials a and b, one config's seeds"
-            if any(t.user_attrs.get("seed_trials") for t in pareto)
+            if any(t.user_attrs.get(SEED_TRIALS_KEY) for t in pareto)
             else ""
         )
         + "):",
@@ -182,7 +190,7 @@ def table_row(
     tail = (
         summary(cfg)
         if cfg and t.state == TrialState.COMPLETE
-        else (t.user_attrs.get("reason") or t.system_attrs.get("fail_reason") or (summary(cfg) if cfg else ""))
+        else (t.user_attrs.get(REASON_KEY) or t.system_attrs.get(FAIL_REASON_KEY) or (summary(cfg) if cfg else ""))
     )
     if DUPLICATE_KEY in t.user_attrs:
         tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
@@ -191,7 +199,7 @@ def table_row(
         state += "*"
     r = Recorded.of(t)
     test, train = r.test_accuracy, r.train_seconds
-    seeds = t.user_attrs.get("seed_trials")  # a front point: the mean of these trials' seeds
+    seeds = t.user_attrs.get(SEED_TRIALS_KEY)  # a front point: the mean of these trials' seeds
     label = "+".join(map(str, seeds)) if seeds else t.number
     return (
         [label, state]

@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from effsearch.search.store import queries
-from effsearch.search.store.storage import BASELINE_KEY, STATUS_KEY, WALL_KEY
+from effsearch.search.store.attrs import BASELINE_KEY, REASON_KEY, STATUS_KEY, TRAIN_SECONDS_KEY, WALL_KEY
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -61,16 +61,16 @@ def reserve(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
     base = queries.baseline_trial(trials)
     if base is None or not base.user_attrs.get(WALL_KEY):
         return 0.0
-    t = spec.tuning
+    t = phases.tuning_of(spec)
 
     def full_data(trial: FrozenTrial) -> float:
         wall = trial.user_attrs.get(WALL_KEY) or 0.0
-        train = min(trial.user_attrs.get("train_seconds") or wall, wall)
-        return train / (t["data_fraction"] * t["epochs_fraction"]) + wall - train
+        train = min(trial.user_attrs.get(TRAIN_SECONDS_KEY) or wall, wall)
+        return train / (t.data_fraction * t.epochs_fraction) + wall - train
 
-    picks = [full_data(p) for p in phases.top_k(trials, spec.directions, t["top_k"])]
-    picks += [full_data(base)] * (t["top_k"] - len(picks))
-    return full_data(base) + t["seeds"] * sum(picks)
+    picks = [full_data(p) for p in phases.top_k(trials, spec.directions, t.top_k)]
+    picks += [full_data(base)] * (t.top_k - len(picks))
+    return full_data(base) + t.seeds * sum(picks)
 
 
 # Phase 1 may always spend this share of the budget, whatever phase 2's reserve says. Phase 2
@@ -168,7 +168,7 @@ def repeated_failure(
     last = sorted(done, key=lambda t: (t.datetime_complete or t.datetime_start, t.number))[-limit:]
     if len(last) < limit or any(t.user_attrs.get(STATUS_KEY) not in ERROR_STATUSES for t in last):
         return None
-    reasons = {t.user_attrs.get("reason") for t in last}
+    reasons = {t.user_attrs.get(REASON_KEY) for t in last}
     return (reasons.pop(), sorted(t.number for t in last)) if len(reasons) == 1 else None
 
 

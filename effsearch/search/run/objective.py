@@ -32,16 +32,24 @@ from effsearch.search.pruners import SlowStop, make_pruner
 from effsearch.search.results import report
 from effsearch.search.run import warmstart
 from effsearch.search.store import queries, record
-from effsearch.search.store.heartbeat import JournalHeartbeat, worker_id
-from effsearch.search.store.storage import (
+from effsearch.search.store.attrs import (
+    ARTIFACT_ERROR_KEY,
     BASELINE_KEY,
     CONFIG_HASH_KEY,
+    CONFIG_KEY,
     COUNTED_FAIL,
     DEDUPE_NOTE_KEY,
     DUPLICATE_KEY,
+    FULL_CONFIG_KEY,
+    NOTE_ERROR_KEY,
+    REASON_KEY,
     STATUS_KEY,
+    WAITED_FOR_KEY,
     WALL_KEY,
     WORKER_KEY,
+)
+from effsearch.search.store.heartbeat import JournalHeartbeat, worker_id
+from effsearch.search.store.storage import (
     artifact_problem,
     constraints_of,
     finished_elsewhere,
@@ -200,8 +208,8 @@ class Objective:
         were written before it was taken over)."""
         self.dropped = trial.number
         retry = retries_of(self.study, trial.number)
-        lost = stored.user_attrs.get("reason") or (
-            f"its worker sent no heartbeat for {self.spec.heartbeat['grace_period']:g} s"
+        lost = stored.user_attrs.get(REASON_KEY) or (
+            f"its worker sent no heartbeat for {self.spec.heartbeat.grace_period:g} s"
         )
         again = f"queued again as trial {retry[0]}" if retry else "not queued again (heartbeat.max_retry)"
         did = "finished training it" if self._trained else "was training it"
@@ -234,15 +242,15 @@ class Objective:
         if is_baseline and self._other_baseline(trial):
             trial.set_user_attr(STATUS_KEY, "duplicate")
             trial.set_user_attr(
-                "reason", "a second baseline, queued by another worker starting at the same moment; not run"
+                REASON_KEY, "a second baseline, queued by another worker starting at the same moment; not run"
             )
             raise TrialFailed("duplicate baseline")
         warm, full, cfg = self._configs(trial, is_baseline)
         config_yaml = cfg.to_yaml()
-        trial.set_user_attr("config", config_yaml)
+        trial.set_user_attr(CONFIG_KEY, config_yaml)
         trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
         if cfg != full:
-            trial.set_user_attr("full_config", full.to_yaml())
+            trial.set_user_attr(FULL_CONFIG_KEY, full.to_yaml())
         # Never pruned (their rung points still count): the baseline, the yardstick, and a warm
         # start, a recipe the user queued to be trained as given. With rungs evaluated where they
         # sit, the quickstart's own warm start (2.3x the baseline) is at chance at 1/9 and was stopped.
@@ -334,13 +342,13 @@ class Objective:
         """The trial's files in the artifact store; why it has none is its ``artifact_error``
         (printed once: a full disk or a broken install fails every trial alike)."""
         if self.store is None:
-            trial.set_user_attr("artifact_error", f"no artifact folder: {self.no_store}")
+            trial.set_user_attr(ARTIFACT_ERROR_KEY, f"no artifact folder: {self.no_store}")
             return
         try:
             record.upload_files(trial, self.store, result, config_yaml)
         except Exception as e:  # noqa: BLE001 - recorded and warned of: a full disk must not cost the trial
             why = f"{type(e).__name__}: {e}"
-            trial.set_user_attr("artifact_error", why[:2000])
+            trial.set_user_attr(ARTIFACT_ERROR_KEY, why[:2000])
             self._warn(
                 "files",
                 f"trial {trial.number}'s files (learning curve, config, result.json) were not "
@@ -353,7 +361,7 @@ class Objective:
             record.save_note(trial, text)
         except Exception as e:  # noqa: BLE001 - recorded and warned of: a note must not cost the study a trial
             why = f"{type(e).__name__}: {e}"
-            trial.set_user_attr("note_error", why[:2000])
+            trial.set_user_attr(NOTE_ERROR_KEY, why[:2000])
             self._warn(
                 "note",
                 f"trial {trial.number}'s dashboard note was not saved: {why}; each trial "
@@ -410,7 +418,7 @@ class Objective:
         they are then. Its worker's death fails it (``reap``); past the bound this trial trains too."""
         started = time.monotonic()
         limit = self._wait_limit()
-        poll = min(2.0, self.spec.heartbeat["interval"])
+        poll = min(2.0, self.spec.heartbeat.interval)
         while True:
             if self.reap is not None:
                 self.reap()
@@ -419,7 +427,7 @@ class Objective:
             waited = time.monotonic() - started
             if now.state != TrialState.RUNNING:
                 trial.set_user_attr(
-                    "waited_for",
+                    WAITED_FOR_KEY,
                     {"trial": other.number, "seconds": round(waited, 1), "its_end": now.state.name.lower()},
                 )
                 return same
@@ -447,7 +455,7 @@ class Objective:
         failed = [t for t in same if t.state == TrialState.FAIL]
         if failed:
             last = failed[-1]
-            why = last.user_attrs.get("reason") or last.user_attrs.get(STATUS_KEY) or "no reason recorded"
+            why = last.user_attrs.get(REASON_KEY) or last.user_attrs.get(STATUS_KEY) or "no reason recorded"
             _set_remark(
                 trial,
                 f"trial {last.number} had this same config and failed ({why[:300]}); trained "
@@ -464,18 +472,18 @@ class Objective:
         if constraints:
             set_constraints(trial, constraints)
         pruned = original.state == TrialState.PRUNED
-        waited = trial.user_attrs.get("waited_for")
+        waited = trial.user_attrs.get(WAITED_FOR_KEY)
         self._status_note(
             trial,
             f"duplicate of trial {n}" + (" (pruned)" if pruned else ""),
             f"trial {n} trained this same config (hash {original.user_attrs[CONFIG_HASH_KEY]})"
             + (f", waited for {waited['seconds']:g} s as it ran on another worker" if waited else "")
             + "; its result is answered from storage, not trained again"
-            + (f": pruned as it was ({original.user_attrs.get('reason') or 'pruned'})" if pruned else "")
+            + (f": pruned as it was ({original.user_attrs.get(REASON_KEY) or 'pruned'})" if pruned else "")
             + " (`dedupe: false` in the study file re-trains)",
         )
         if pruned:
-            raise optuna.TrialPruned(original.user_attrs.get("reason") or f"pruned, as trial {n} was")
+            raise optuna.TrialPruned(original.user_attrs.get(REASON_KEY) or f"pruned, as trial {n} was")
         return list(original.values)
 
     def _other_baseline(self, trial: optuna.Trial) -> bool:
@@ -491,7 +499,7 @@ class Objective:
 
     def _fail(self, trial: optuna.Trial, status: str, reason: str) -> NoReturn:
         trial.set_user_attr(STATUS_KEY, status)
-        trial.set_user_attr("reason", reason[:2000])
+        trial.set_user_attr(REASON_KEY, reason[:2000])
         if status != "diverged":  # a diverged trial has its full note (curve, config) already
             self._status_note(trial, status, reason)
         raise TrialFailed(reason)

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from optuna.trial import FrozenTrial, TrialState
 
-from effsearch.config.options import PRUNERS, NoOptions, defaults
 from effsearch.search.results import report
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
+from effsearch.search.store.attrs import REASON_KEY
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class Progress:
             (t for t in trials if t.state.is_finished() and t.number not in self.seen), key=lambda t: t.number
         ):
             self.seen.add(t.number)
-            reason = t.user_attrs.get("reason") if t.state == TrialState.FAIL else None
+            reason = t.user_attrs.get(REASON_KEY) if t.state == TrialState.FAIL else None
             same = self.errors.get(reason) if reason else None
             if reason and same is None:
                 self.errors[reason] = t.number
@@ -64,7 +64,7 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
     pr = spec.pruner
     # Every knob the pruner runs with, defaults included: a default that changed (min_trials 4 -> 2)
     # shows in the header, not only in the release notes.
-    knobs = {**defaults(PRUNERS.get(pr["name"], NoOptions)), **{k: v for k, v in pr.items() if k != "name"}}
+    knobs = pr.knobs()
     pruner = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in knobs.items())
     phase = {"tune": "phase 1 of 2 (tune): ", "confirm": "phase 2 of 2 (confirm): "}.get(spec.phase, "")
     return "\n".join(
@@ -75,11 +75,11 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
             f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
             f"(effsearch space show {spec.source})",
-            f"  sampler    {spec.sampler['name']}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
+            f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
             if spec.phase != "confirm"
-            else f"  trials     the baseline and phase 1's top {spec.tuning['top_k']} x {spec.tuning['seeds']} seed(s), "
+            else f"  trials     the baseline and phase 1's top {phases.tuning_of(spec).top_k} x {phases.tuning_of(spec).seeds} seed(s), "
             f"queued; {spec.workers} worker(s); {budget}{timeout}",
-            f"  pruner     {pr['name']}"
+            f"  pruner     {pr.name}"
             + (f" ({pruner})" if pruner else "")
             + (
                 f"; a trial short of the target at {spec.max_slowdown:g}x the baseline's time to target stops"

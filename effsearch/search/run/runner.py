@@ -18,13 +18,21 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search.results import best, cost, report
+from effsearch.search.results import best, report
 from effsearch.search.run import warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.run.progress import dashboard_hint, header
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
+from effsearch.search.store.attrs import (
+    BASELINE_KEY,
+    OBJECTIVES_KEY,
+    STUDY_FILE_KEY,
+    TARGET_KEY,
+    TUNE_COMPUTE_KEY,
+    TUNE_TRIAL_KEY,
+)
 from effsearch.search.store.heartbeat import requeue_dead_local
-from effsearch.search.store.storage import BASELINE_KEY, check_storage, open_storage
+from effsearch.search.store.storage import check_storage, open_storage
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -71,7 +79,7 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
     """Create the study (or check the stored one matches) and queue the baseline and the warm starts once."""
     if spec.name in optuna.get_all_study_names(storage):
         study = optuna.load_study(study_name=spec.name, storage=storage)
-        stored = study.user_attrs.get("objectives")
+        stored = study.user_attrs.get(OBJECTIVES_KEY)
         if (stored and list(stored) != list(spec.objectives)) or [
             d.name.lower() for d in study.directions
         ] != spec.directions:
@@ -90,11 +98,11 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
             directions=spec.directions,  # type: ignore[arg-type]  # Optuna's words
             load_if_exists=True,
         )
-        study.set_user_attr("objectives", list(spec.objectives))
-        study.set_user_attr("target_accuracy", phases.trial_config(spec, spec.base).target_accuracy)
+        study.set_user_attr(OBJECTIVES_KEY, list(spec.objectives))
+        study.set_user_attr(TARGET_KEY, phases.trial_config(spec, spec.base).target_accuracy)
         from effsearch.search.study.studyfile import dump
 
-        study.set_user_attr("study_file", dump(spec))
+        study.set_user_attr(STUDY_FILE_KEY, dump(spec))
     if study.metric_names is None:  # the dashboard's axes read these instead of "Objective 0"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -139,7 +147,7 @@ def run(
     tune_study = optuna.load_study(study_name=tune.name, storage=storage)
     picked = phases.queue_confirm(spec, tune_study, study)
     # Phase 1 is over: its compute is part of what the confirmed front cost (search.cost).
-    study.set_user_attr(cost.TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
+    study.set_user_attr(TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
     print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n", file=out)
     code = run_phase(confirm, data_root, out, t0, study)
     text = phases.describe(study, spec.objectives)
@@ -159,7 +167,7 @@ def run_phase(
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
-    lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat["max_retry"])
+    lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat.max_retry)
     print_opening(spec, study, out, lost, warm)
     budget = StopAtBudget(spec, storage)
     if StopAtTotal(spec.n_trials).reached(study):
@@ -212,7 +220,7 @@ def print_summary(
         print("\n".join(best.cost_of(study).lines()), file=out)
     # Phase 1's picks still queued; a queued trial of no pick (phase 2's baseline, queued again
     # after Ctrl-C or a lost worker; one a user enqueued) is not one of them.
-    queued = (t.user_attrs.get("tune_trial") for t in trials if t.state == TrialState.WAITING)
+    queued = (t.user_attrs.get(TUNE_TRIAL_KEY) for t in trials if t.state == TrialState.WAITING)
     unrun: list[int] = sorted({n for n in queued if n is not None})
     if spec.phase == "confirm" and unrun and budget.reached(study):
         print(

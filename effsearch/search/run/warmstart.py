@@ -20,7 +20,8 @@ import yaml
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.fields import load_yaml, read_text
 from effsearch.search.store import record
-from effsearch.search.store.storage import WARM_CONFIG_KEY, WARM_KEY, storage_errors, why
+from effsearch.search.store.attrs import FULL_CONFIG_KEY, WARM_CONFIG_KEY, WARM_KEY
+from effsearch.search.store.storage import storage_errors, why
 
 if TYPE_CHECKING:
     from optuna.trial import BaseTrial
@@ -64,7 +65,7 @@ def front_configs(study: optuna.Study) -> list[tuple[str, TrainConfig]]:
         ) from None
     out = []
     for t in queries.front(study, trials):
-        cfg = record.stored_config(t, "full_config") or record.stored_config(t)
+        cfg = record.stored_config(t, FULL_CONFIG_KEY) or record.stored_config(t)
         if cfg is not None:
             out.append((f"{study.study_name} trial {t.number}", cfg))
     return out

@@ -29,11 +29,9 @@ from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeate
 from effsearch.search.run.objective import Objective, TrialFailed
 from effsearch.search.run.progress import Progress
 from effsearch.search.store import queries
+from effsearch.search.store.attrs import COUNTED_FAIL, RETRY_HISTORY_KEY, RETRY_OF_KEY, STATUS_KEY, WORKER_KEY
 from effsearch.search.store.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
 from effsearch.search.store.storage import (
-    COUNTED_FAIL,
-    STATUS_KEY,
-    WORKER_KEY,
     artifact_store,
     has_note,
     mark_failed,
@@ -85,7 +83,7 @@ def requeue_interrupted(study: optuna.Study) -> None:
     """Trials this process lost to Ctrl-C (or SIGTERM) go back to the queue, so a rerun resumes them."""
     me = worker_id()
     trials = study.get_trials(deepcopy=False)
-    queued = {t.user_attrs.get("retry_of") for t in trials}
+    queued = {t.user_attrs.get(RETRY_OF_KEY) for t in trials}
     for t in trials:
         if t.user_attrs.get(WORKER_KEY) != me or t.number in queued:
             continue
@@ -137,7 +135,7 @@ def work(
     if warm:
         warm_up_or_warn(spec, index, data_root)
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
-    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat["interval"])
+    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat.interval)
     objective = Objective(
         spec, study, artifact_store(spec), data_root, heartbeat=beat, reap=lambda: reap_dead(spec, study)
     )
@@ -261,7 +259,7 @@ def reap_dead(spec: StudySpec, study: optuna.Study) -> list[int]:
     """Fail (and queue again) the trials of workers that are gone."""
     hb = spec.heartbeat
     if not spec.is_rdb:
-        return requeue_dead_local(study, hb["max_retry"], hb["grace_period"])
+        return requeue_dead_local(study, hb.max_retry, hb.grace_period)
     # Optuna's heartbeats: fail_stale_trials fails them, RetryHeartbeatStaleTrialCallback queues the retry.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -283,10 +281,10 @@ def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
         if has_note(study, t):
             continue
         w = t.user_attrs.get(WORKER_KEY) or {}
-        retry = [x.number for x in trials if t.number in x.system_attrs.get("retry_history", ())]
+        retry = [x.number for x in trials if t.number in x.system_attrs.get(RETRY_HISTORY_KEY, ())]
         reason = (
             f"its worker ({w.get('host')} pid {w.get('pid')}) stopped sending heartbeats for "
-            f"{spec.heartbeat['grace_period']} s" + (f"; queued again as trial {retry[0]}" if retry else "")
+            f"{spec.heartbeat.grace_period} s" + (f"; queued again as trial {retry[0]}" if retry else "")
         )
         try:
             save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
@@ -303,7 +301,7 @@ def wait_for_others(spec: StudySpec, study: optuna.Study, stop: StopAtTotal, sta
     """The study has n_trials counting the ones running elsewhere: wait until they end. True when
     one of them died (its worker's heartbeat stopped or its process is gone) and was queued again,
     so this worker should go on and run it; False when the study is complete (or time is up)."""
-    poll = min(2.0, spec.heartbeat["interval"])
+    poll = min(2.0, spec.heartbeat.interval)
     while True:
         reap_dead(spec, study)
         c = queries.counts(study.get_trials(deepcopy=False))

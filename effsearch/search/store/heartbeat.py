@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState
 
-from effsearch.search.store.storage import WORKER_KEY, mark_failed, requeue, save_note_by_id, storage_errors, why
+from effsearch.search.store.attrs import HEARTBEAT_KEY, RETRY_HISTORY_KEY, WORKER_KEY
+from effsearch.search.store.storage import mark_failed, requeue, save_note_by_id, storage_errors, why
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -49,9 +50,6 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
-
-
-HEARTBEAT_KEY = "effsearch:heartbeat"  # system attr of a RUNNING trial on a journal file: time.time()
 
 
 class JournalHeartbeat:
@@ -135,7 +133,7 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
             mark_failed(study, t, "lost", reason)
         except optuna.exceptions.UpdateFinishedTrialError:  # another process got there first
             continue
-        if len(t.system_attrs.get("retry_history", [])) < max_retry:
+        if len(t.system_attrs.get(RETRY_HISTORY_KEY, [])) < max_retry:
             requeue(study, t, reason)
             reason += f"; queued again as trial {len(study.get_trials(deepcopy=False)) - 1}"
         try:

@@ -15,16 +15,18 @@ from typing import TYPE_CHECKING
 import yaml
 from optuna.trial import TrialState
 
-from effsearch.search.store.record import Recorded
-from effsearch.search.store.storage import (
+from effsearch.search.store.attrs import (
     BASELINE_KEY,
+    CONFIG_KEY,
     COUNTED_FAIL,
     DUPLICATE_KEY,
+    OBJECTIVES_KEY,
     STATUS_KEY,
+    TIME_TO_TARGET_KEY,
     WARM_KEY,
-    storage_errors,
-    why,
 )
+from effsearch.search.store.record import Recorded
+from effsearch.search.store.storage import storage_errors, why
 
 if TYPE_CHECKING:
     import optuna
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 
 
 def objectives_of(study: optuna.Study) -> list[str]:
-    return list(study.user_attrs.get("objectives") or [f"objective_{i}" for i in range(len(study.directions))])
+    return list(study.user_attrs.get(OBJECTIVES_KEY) or [f"objective_{i}" for i in range(len(study.directions))])
 
 
 def measures(trial: FrozenTrial, objectives: list[str]) -> tuple[float, float, bool]:
@@ -72,7 +74,7 @@ def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
 
 
 def config_of(trial: BaseTrial) -> dict | None:
-    text = trial.user_attrs.get("config")
+    text = trial.user_attrs.get(CONFIG_KEY)
     try:
         return yaml.safe_load(text) if text else None
     except yaml.YAMLError:
@@ -103,7 +105,7 @@ def baseline_trial(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
 def baseline_time_to_target(study: optuna.Study) -> float | None:
     """The study's completed baseline's time to target (None: none yet, or it missed)."""
     base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    return base.user_attrs.get("time_to_target") if base is not None else None
+    return base.user_attrs.get(TIME_TO_TARGET_KEY) if base is not None else None
 
 
 def front(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> list[FrozenTrial]:

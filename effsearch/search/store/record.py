@@ -19,33 +19,32 @@ import optuna
 import yaml
 
 from effsearch.config import TrainConfig
-from effsearch.search.store.storage import BASELINE_KEY, STATUS_KEY
+from effsearch.search.store.attrs import (
+    BASELINE_KEY,
+    CONFIG_KEY,
+    DEVICE_KEY,
+    FINAL_KEYS,
+    HISTORY_KEY,
+    KFAC_KEY,
+    REACHED_KEY,
+    REASON_KEY,
+    SPEEDUP_KEY,
+    STATUS_KEY,
+    TARGET_KEY,
+    TEST_ACCURACY_KEY,
+    TIME_TO_TARGET_KEY,
+    TRAIN_SECONDS_KEY,
+    VAL_ACCURACY_KEY,
+    VERSIONS_KEY,
+)
 from effsearch.trainer.result import RunResult, clean
 
 if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore
     from optuna.trial import BaseTrial, FrozenTrial
 
-FINAL_KEYS = (
-    "val_accuracy",
-    "val_loss",
-    "test_accuracy",
-    "train_seconds",
-    "eval_seconds",
-    "setup_seconds",
-    "compile_seconds",
-    "steps",
-    "target_crossed_at",
-    "data_seconds",
-    "selection_seconds",
-    "sparsity",
-    "nonzero_params",
-    "nonzero_param_bytes",
-)
-
 
 NAN = float("nan")
-KFAC_KEY = "kfac_fallbacks"  # Final.extra and user attr: K-FAC's layers and steps that took plain SGD
 
 
 def _or(value: Any, default: Any) -> Any:
@@ -75,21 +74,21 @@ class Recorded:
         a = trial.user_attrs
         return cls(
             status=a.get(STATUS_KEY),
-            reason=a.get("reason"),
+            reason=a.get(REASON_KEY),
             baseline=bool(a.get(BASELINE_KEY)),
-            reached_target=a.get("reached_target"),
-            time_to_target=a.get("time_to_target"),
-            target_accuracy=a.get("target_accuracy"),
-            speedup=a.get("speedup"),
-            val_accuracy=a.get("val_accuracy"),
-            test_accuracy=a.get("test_accuracy"),
-            train_seconds=a.get("train_seconds"),
-            device=a.get("device"),
-            versions=a.get("versions") or {},
+            reached_target=a.get(REACHED_KEY),
+            time_to_target=a.get(TIME_TO_TARGET_KEY),
+            target_accuracy=a.get(TARGET_KEY),
+            speedup=a.get(SPEEDUP_KEY),
+            val_accuracy=a.get(VAL_ACCURACY_KEY),
+            test_accuracy=a.get(TEST_ACCURACY_KEY),
+            train_seconds=a.get(TRAIN_SECONDS_KEY),
+            device=a.get(DEVICE_KEY),
+            versions=a.get(VERSIONS_KEY) or {},
         )
 
 
-def stored_config(trial: BaseTrial, key: str = "config") -> TrainConfig | None:
+def stored_config(trial: BaseTrial, key: str = CONFIG_KEY) -> TrainConfig | None:
     """The TrainConfig a trial attribute holds as YAML (None: the trial has none)."""
     text = trial.user_attrs.get(key)
     if not text:
@@ -105,14 +104,14 @@ def set_attrs(trial: BaseTrial, attrs: dict) -> None:
 # What result_attrs writes: a duplicate config's trial copies these from the trial that trained it.
 RESULT_KEYS = (
     STATUS_KEY,
-    "reason",
-    "reached_target",
-    "time_to_target",
-    "target_accuracy",
-    "history",
-    "device",
-    "versions",
-    "speedup",
+    REASON_KEY,
+    REACHED_KEY,
+    TIME_TO_TARGET_KEY,
+    TARGET_KEY,
+    HISTORY_KEY,
+    DEVICE_KEY,
+    VERSIONS_KEY,
+    SPEEDUP_KEY,
     KFAC_KEY,
 ) + FINAL_KEYS
 
@@ -126,14 +125,14 @@ def result_attrs(result: RunResult, speedup: float | None) -> dict:
     f = result.final
     attrs = {
         STATUS_KEY: result.status,
-        "reason": result.reason,
-        "reached_target": result.reached_target,
-        "time_to_target": result.time_to_target,
-        "target_accuracy": result.target_accuracy,
-        "history": [p.to_dict() for p in result.history],
-        "device": result.device,
-        "versions": result.versions,
-        "speedup": speedup,
+        REASON_KEY: result.reason,
+        REACHED_KEY: result.reached_target,
+        TIME_TO_TARGET_KEY: result.time_to_target,
+        TARGET_KEY: result.target_accuracy,
+        HISTORY_KEY: [p.to_dict() for p in result.history],
+        DEVICE_KEY: result.device,
+        VERSIONS_KEY: result.versions,
+        SPEEDUP_KEY: speedup,
     }
     attrs.update({k: getattr(f, k) for k in FINAL_KEYS if getattr(f, k) is not None})
     if KFAC_KEY in f.extra:

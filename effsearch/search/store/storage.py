@@ -31,6 +31,21 @@ from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAIN
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
+from effsearch.search.store.attrs import (
+    BASELINE_KEY,
+    CONFIRM_CONFIG_KEY,
+    CONFIRM_SEED_KEY,
+    FAILED_TRIAL_KEY,
+    REASON_KEY,
+    RETRY_HISTORY_KEY,
+    RETRY_OF_KEY,
+    RETRY_REASON_KEY,
+    STATUS_KEY,
+    TUNE_TRIAL_KEY,
+    TUNE_VALUES_KEY,
+    WARM_CONFIG_KEY,
+    WARM_KEY,
+)
 from effsearch.search.store.urls import rdb_url, sqlite_path
 
 if TYPE_CHECKING:
@@ -39,20 +54,8 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
     from sqlalchemy.engine import Dialect
 
+    from effsearch.config.options import Heartbeat
     from effsearch.search.study.spec import StudySpec
-
-WORKER_KEY = "worker"  # user attr: {"host", "pid"} of the process running the trial
-STATUS_KEY = "status"  # user attr: effsearch's word for how the trial ended
-# Statuses of a trial that failed for a reason of its own (counted, never retried); a lost worker's
-# or an interrupted trial is queued again instead.
-COUNTED_FAIL = ("failed", "diverged", "invalid")
-BASELINE_KEY = "baseline"
-CONFIG_HASH_KEY = "config_hash"  # user attr: TrainConfig.hash() of what the trial trains (or would have)
-WALL_KEY = "wall_seconds"  # user attr: the whole trial (set-up, training, evaluation), what a budget counts
-WARM_KEY = "warm_start"  # user attr: which warm start a queued trial is (search.warmstart)
-WARM_CONFIG_KEY = "warm_config"  # user attr: the config YAML that warm start trains
-DUPLICATE_KEY = "duplicate_of"  # user attr: the trial whose result a duplicate config was answered with
-DEDUPE_NOTE_KEY = "dedupe_note"  # user attr: why a config trained before trains again (it failed, or ran on)
 
 
 def _where(spec: StudySpec) -> str:
@@ -115,22 +118,22 @@ def _open_storage(spec: StudySpec, heartbeat: bool) -> BaseStorage:
     return _connect(spec.storage)
 
 
-def _connect(url: str, heartbeat: dict | None = None) -> BaseStorage:
+def _connect(url: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
     """The one place a storage object is made: an RDB URL (with Optuna's heartbeats when
     ``heartbeat`` gives their settings) or a journal file."""
     if "://" not in url:
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
         return JournalStorage(JournalFileBackend(url))
-    kwargs = {}
-    if heartbeat:
+    kwargs: dict[str, Any] = {}
+    if heartbeat is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             kwargs = dict(
-                heartbeat_interval=heartbeat["interval"],
-                grace_period=heartbeat["grace_period"],
+                heartbeat_interval=heartbeat.interval,
+                grace_period=heartbeat.grace_period,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                    max_retry=heartbeat["max_retry"]
+                    max_retry=heartbeat.max_retry
                 ),
             )
     # pool_pre_ping: a pooled connection the server closed (a restart) is replaced before use.
@@ -279,20 +282,28 @@ def _check_folder(path: Path, spec: StudySpec) -> None:
 
 
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
-KEEP_ON_RETRY = (BASELINE_KEY, "tune_trial", "tune_values", "confirm_seed", "confirm_config", WARM_KEY, WARM_CONFIG_KEY)
+KEEP_ON_RETRY = (
+    BASELINE_KEY,
+    TUNE_TRIAL_KEY,
+    TUNE_VALUES_KEY,
+    CONFIRM_SEED_KEY,
+    CONFIRM_CONFIG_KEY,
+    WARM_KEY,
+    WARM_CONFIG_KEY,
+)
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Queue ``trial``'s parameters again as a WAITING trial (as Optuna's retry callback does)."""
-    history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
+    history = list(trial.system_attrs.get(RETRY_HISTORY_KEY, [])) + [trial.number]
     keep = {k: v for k, v in trial.user_attrs.items() if k in KEEP_ON_RETRY}
     study.add_trial(
         optuna.trial.create_trial(
             state=TrialState.WAITING,
             params=trial.params,
             distributions=trial.distributions,
-            user_attrs={**keep, "retry_of": trial.number, "retry_reason": reason},
-            system_attrs={"failed_trial": history[0], "retry_history": history},
+            user_attrs={**keep, RETRY_OF_KEY: trial.number, RETRY_REASON_KEY: reason},
+            system_attrs={FAILED_TRIAL_KEY: history[0], RETRY_HISTORY_KEY: history},
         )
     )
 
@@ -338,7 +349,7 @@ def finished_elsewhere(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
 
 def retries_of(study: optuna.Study, number: int) -> list[int]:
     """The numbers of the trials queued to retry trial ``number`` (``requeue``, Optuna's retry callback)."""
-    return [t.number for t in study.get_trials(deepcopy=False) if number in t.system_attrs.get("retry_history", ())]
+    return [t.number for t in study.get_trials(deepcopy=False) if number in t.system_attrs.get(RETRY_HISTORY_KEY, ())]
 
 
 def mark_failed(study: optuna.Study, trial: FrozenTrial, status: str, reason: str | None = None) -> None:
@@ -347,7 +358,7 @@ def mark_failed(study: optuna.Study, trial: FrozenTrial, status: str, reason: st
     tid = trial._trial_id
     study._storage.set_trial_user_attr(tid, STATUS_KEY, status)
     if reason is not None:
-        study._storage.set_trial_user_attr(tid, "reason", reason)
+        study._storage.set_trial_user_attr(tid, REASON_KEY, reason)
     study._storage.set_trial_state_values(tid, TrialState.FAIL)
 
 
@@ -369,7 +380,7 @@ def retry_history(trial: optuna.Trial | FrozenTrial) -> list[int]:
         if isinstance(trial, optuna.trial.FrozenTrial)
         else trial.storage.get_trial_system_attrs(trial._trial_id)
     )
-    return list(attrs.get("retry_history", ()))
+    return list(attrs.get(RETRY_HISTORY_KEY, ()))
 
 
 def has_note(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> bool:

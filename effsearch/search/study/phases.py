@@ -24,42 +24,73 @@ from typing import TYPE_CHECKING, Any
 from optuna.trial import BaseTrial, FrozenTrial, TrialState
 
 from effsearch.config import TrainConfig
-from effsearch.config.options import SubsetTuning, defaults
+from effsearch.config.options import Named, NoOptions, SubsetTuning
 from effsearch.search.store import record
-from effsearch.search.store.storage import (
+from effsearch.search.store.attrs import (
     BASELINE_KEY,
     CONFIG_HASH_KEY,
-    CONSTRAINTS_KEY,
+    CONFIRM_CONFIG_KEY,
+    CONFIRM_SEED_KEY,
+    CONFIRM_STUDY_KEY,
     COUNTED_FAIL,
+    FAILED_SEEDS_KEY,
+    FULL_CONFIG_KEY,
+    PHASE_KEY,
+    REACHED_KEY,
+    SEED_TRIALS_KEY,
+    SPEEDUP_KEY,
     STATUS_KEY,
+    TEST_ACCURACY_KEY,
+    TIME_TO_TARGET_KEY,
+    TRAIN_SECONDS_KEY,
+    TUNE_STUDY_KEY,
+    TUNE_TRIAL_KEY,
+    TUNE_VALUES_KEY,
+    TUNING_KEY,
+    VAL_ACCURACY_KEY,
     WALL_KEY,
 )
+from effsearch.search.store.storage import CONSTRAINTS_KEY
 
 if TYPE_CHECKING:
     import optuna
 
     from effsearch.search.study.spec import StudySpec
 
-DEFAULTS = defaults(SubsetTuning)  # `tuning: {name: subset, ...}`'s (effsearch.config.options)
 TUNE_SUFFIX = "-tune"
 
 
 def enabled(spec: StudySpec) -> bool:
-    return spec.tuning["name"] != "none"
+    return spec.tuning is not None
 
 
-def shrink(cfg: TrainConfig, tuning: dict) -> TrainConfig:
+def tuning_of(spec: StudySpec) -> SubsetTuning:
+    """The study's tuning options (a study with a tuning phase: ``enabled``)."""
+    if spec.tuning is None:
+        raise ValueError(f"study {spec.name!r} has no tuning phase")
+    return spec.tuning
+
+
+def shrink(cfg: TrainConfig, tuning: SubsetTuning) -> TrainConfig:
     """A phase-1 config: a subset of the training data, a share of the epochs (and of the
     validation split)."""
-    changes = {"dataset.data_fraction": cfg.dataset.data_fraction * tuning["data_fraction"]}
-    if tuning.get("val_subset", 1.0) < 1:
-        changes["dataset.val_subset"] = cfg.dataset.val_subset * tuning["val_subset"]
-    if tuning["epochs_fraction"] < 1:
-        epochs = cfg.epochs * tuning["epochs_fraction"]
+    changes: dict[str, Any] = {"dataset.data_fraction": cfg.dataset.data_fraction * tuning.data_fraction}
+    if tuning.val_subset < 1:
+        changes["dataset.val_subset"] = cfg.dataset.val_subset * tuning.val_subset
+    if tuning.epochs_fraction < 1:
+        epochs = cfg.epochs * tuning.epochs_fraction
         changes["epochs"] = max(1, round(epochs)) if float(cfg.epochs).is_integer() else epochs
-    if "target_accuracy" in tuning:
-        changes["target_accuracy"] = tuning["target_accuracy"]
+    if tuning.target_accuracy is not None:
+        changes["target_accuracy"] = tuning.target_accuracy
     return cfg.replace(**changes)
+
+
+def stored_tuning(tuning: SubsetTuning) -> dict:
+    """The tuning options as phase 2's study keeps them (``TUNING_KEY``), in the order studies
+    written before have them: the options that are set, the name, then a phase-1 target."""
+    knobs = Named("subset", tuning).knobs()
+    target = knobs.pop("target_accuracy", None)
+    return {**knobs, "name": "subset", **({"target_accuracy": target} if target is not None else {})}
 
 
 def tune_spec(spec: StudySpec) -> StudySpec:
@@ -69,14 +100,14 @@ def tune_spec(spec: StudySpec) -> StudySpec:
 
 def confirm_spec(spec: StudySpec) -> StudySpec:
     """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned."""
-    t = spec.tuning
+    t = tuning_of(spec)
     return dataclasses.replace(
         spec,
         phase="confirm",
-        n_trials=1 + t["top_k"] * t["seeds"],
+        n_trials=1 + t.top_k * t.seeds,
         timeout=None,
-        pruner={"name": "none"},
-        sampler={"name": "random"},
+        pruner=Named("none", NoOptions()),
+        sampler=Named("random", NoOptions()),
     )
 
 
@@ -86,7 +117,7 @@ def phase_spec(spec: StudySpec, phase: str) -> StudySpec:
 
 def trial_config(spec: StudySpec, cfg: TrainConfig) -> TrainConfig:
     """What a trial of this phase trains, given the full-data config it sampled."""
-    return shrink(cfg, spec.tuning) if spec.phase == "tune" else cfg
+    return shrink(cfg, tuning_of(spec)) if spec.phase == "tune" else cfg
 
 
 # -- picking and queueing phase 2 -----------------------------------------------------
@@ -103,7 +134,7 @@ def top_k(trials: Sequence[FrozenTrial], directions: Sequence[str], k: int) -> l
     pool = [
         t
         for t in trials
-        if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY) and t.user_attrs.get("full_config")
+        if t.state == TrialState.COMPLETE and not t.user_attrs.get(BASELINE_KEY) and t.user_attrs.get(FULL_CONFIG_KEY)
     ]
     # Trials that reached the target first (a miss is infeasible), then misses by their shortfall.
     shortfall = [sum(max(0.0, c) for c in t.constraints.values()) for t in pool]
@@ -114,7 +145,7 @@ def top_k(trials: Sequence[FrozenTrial], directions: Sequence[str], k: int) -> l
     # would be confirmed twice; the next best takes its place.
     picked, seen = [], set()
     for i in order:
-        key = pool[i].user_attrs.get(CONFIG_HASH_KEY) or pool[i].user_attrs["full_config"]
+        key = pool[i].user_attrs.get(CONFIG_HASH_KEY) or pool[i].user_attrs[FULL_CONFIG_KEY]
         if key not in seen:
             seen.add(key)
             picked.append(pool[i])
@@ -123,10 +154,10 @@ def top_k(trials: Sequence[FrozenTrial], directions: Sequence[str], k: int) -> l
 
 def queue_confirm(spec: StudySpec, tune_study: optuna.Study, study: optuna.Study) -> list[int]:
     """Enqueue phase 2 once (a rerun adds only what is missing); returns the tune trial numbers."""
-    t = spec.tuning
-    picked = top_k(tune_study.get_trials(deepcopy=False), spec.directions, t["top_k"])
+    t = tuning_of(spec)
+    picked = top_k(tune_study.get_trials(deepcopy=False), spec.directions, t.top_k)
     have = {
-        (x.user_attrs.get("tune_trial"), x.user_attrs.get("confirm_seed"))
+        (x.user_attrs.get(TUNE_TRIAL_KEY), x.user_attrs.get(CONFIRM_SEED_KEY))
         for x in study.get_trials(deepcopy=False)
         if x.state != TrialState.FAIL
     }
@@ -135,32 +166,32 @@ def queue_confirm(spec: StudySpec, tune_study: optuna.Study, study: optuna.Study
     # the study is for. A Fashion-MNIST study queued the accurate end of the front second: a GLISTER
     # recipe took 457 s on the full data, and the budget was gone before a 3.5x pick ran.
     for p in sorted(picked, key=lambda p: p.user_attrs.get(WALL_KEY) or 0.0):
-        for s in range(t["seeds"]):
+        for s in range(t.seeds):
             seed = spec.base.seed + s
             if (p.number, seed) in have:
                 continue
             study.enqueue_trial(
                 dict(p.params),
                 user_attrs={
-                    "tune_trial": p.number,
-                    "tune_values": list(p.values),
-                    "confirm_seed": seed,
-                    "confirm_config": p.user_attrs["full_config"],
+                    TUNE_TRIAL_KEY: p.number,
+                    TUNE_VALUES_KEY: list(p.values),
+                    CONFIRM_SEED_KEY: seed,
+                    CONFIRM_CONFIG_KEY: p.user_attrs[FULL_CONFIG_KEY],
                 },
                 skip_if_exists=False,
             )
-    study.set_user_attr("phase", "confirm")
-    study.set_user_attr("tune_study", tune_study.study_name)
-    study.set_user_attr("tuning", dict(t))
-    tune_study.set_user_attr("phase", "tune")
-    tune_study.set_user_attr("confirm_study", study.study_name)
+    study.set_user_attr(PHASE_KEY, "confirm")
+    study.set_user_attr(TUNE_STUDY_KEY, tune_study.study_name)
+    study.set_user_attr(TUNING_KEY, stored_tuning(t))
+    tune_study.set_user_attr(PHASE_KEY, "tune")
+    tune_study.set_user_attr(CONFIRM_STUDY_KEY, study.study_name)
     return [p.number for p in picked]
 
 
 def confirm_config(trial: BaseTrial) -> TrainConfig | None:
     """The config a queued phase-2 trial re-runs (the tune trial's, on full data, with its seed)."""
-    cfg = record.stored_config(trial, "confirm_config")
-    return None if cfg is None else cfg.replace(seed=trial.user_attrs["confirm_seed"])
+    cfg = record.stored_config(trial, CONFIRM_CONFIG_KEY)
+    return None if cfg is None else cfg.replace(seed=trial.user_attrs[CONFIRM_SEED_KEY])
 
 
 def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -178,7 +209,7 @@ def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     groups: dict[int, list] = {}
     failed: dict[int, list] = {}
     for t in trials:
-        tune = t.user_attrs.get("tune_trial")
+        tune = t.user_attrs.get(TUNE_TRIAL_KEY)
         if tune is None:
             continue
         if t.state == TrialState.COMPLETE:
@@ -194,19 +225,19 @@ def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
         m = copy.deepcopy(ts[0])
         m.values = [fmean(t.values[i] for t in ts) for i in range(len(ts[0].values))]
         a = m.user_attrs
-        hits = [t.user_attrs.get("reached_target") for t in ts]
-        a["reached_target"] = None if None in hits else all(hits)
-        for key in ("time_to_target", "val_accuracy", "test_accuracy", "train_seconds"):
+        hits = [t.user_attrs.get(REACHED_KEY) for t in ts]
+        a[REACHED_KEY] = None if None in hits else all(hits)
+        for key in (TIME_TO_TARGET_KEY, VAL_ACCURACY_KEY, TEST_ACCURACY_KEY, TRAIN_SECONDS_KEY):
             xs = [t.user_attrs.get(key) for t in ts]
             a[key] = None if None in xs else fmean(xs)
-        a.pop("speedup", None)  # the mean's is the baseline's time over the mean time (computed when read)
-        a["seed_trials"] = [t.number for t in ts]
+        a.pop(SPEEDUP_KEY, None)  # the mean's is the baseline's time over the mean time (computed when read)
+        a[SEED_TRIALS_KEY] = [t.number for t in ts]
         cs = [t.system_attrs.get(CONSTRAINTS_KEY) for t in ts]
         if all(cs):
             m.system_attrs[CONSTRAINTS_KEY] = [max(c[i] for c in cs) for i in range(len(cs[0]))]
         if bad:
-            a["reached_target"] = False
-            a["failed_seed_trials"] = bad
+            a[REACHED_KEY] = False
+            a[FAILED_SEEDS_KEY] = bad
             m.system_attrs[CONSTRAINTS_KEY] = [max(c, 1.0) for c in m.system_attrs.get(CONSTRAINTS_KEY) or [0.0]]
         merged[ts[0].number] = m
         merged.update({t.number: None for t in ts[1:]})
@@ -221,11 +252,11 @@ def pairs(study: optuna.Study) -> list[tuple[list, list]]:
     by_tune: dict[int, list] = {}
     tune_values = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        n = t.user_attrs.get("tune_trial")
+        n = t.user_attrs.get(TUNE_TRIAL_KEY)
         if n is None:
             continue
         by_tune.setdefault(n, []).append(t.values)
-        tune_values[n] = t.user_attrs["tune_values"]
+        tune_values[n] = t.user_attrs[TUNE_VALUES_KEY]
     return [
         (tune_values[n], [sum(v[i] for v in vs) / len(vs) for i in range(len(vs[0]))])
         for n, vs in sorted(by_tune.items())
@@ -257,7 +288,7 @@ def _num(x: Any) -> float | None:
 
 def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
     """Lines for `effsearch status`: the tune study and how well it predicted this one."""
-    tune = study.user_attrs.get("tune_study")
+    tune = study.user_attrs.get(TUNE_STUDY_KEY)
     if not tune:
         return None
     corr = correlation(study, objectives)
@@ -276,12 +307,12 @@ def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
 
 
 def summary(spec: StudySpec) -> str:
-    t = spec.tuning
+    t = tuning_of(spec)
     name = spec.name.removesuffix(TUNE_SUFFIX) if spec.phase == "tune" else spec.name
-    target = f", target {t['target_accuracy']:g}" if "target_accuracy" in t else ""
-    val = f", {t['val_subset']:g} of the validation split" if t.get("val_subset", 1.0) < 1 else ""
+    target = f", target {t.target_accuracy:g}" if t.target_accuracy is not None else ""
+    val = f", {t.val_subset:g} of the validation split" if t.val_subset < 1 else ""
     return (
-        f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t['data_fraction']:g} of the data, "
-        f"{t['epochs_fraction']:g} of the epochs{val}{target}; phase 2 ({name}): baseline + top "
-        f"{t['top_k']} x {t['seeds']} seed(s) on the full data"
+        f"phase 1 ({name}{TUNE_SUFFIX}): {spec.n_trials} trials on {t.data_fraction:g} of the data, "
+        f"{t.epochs_fraction:g} of the epochs{val}{target}; phase 2 ({name}): baseline + top "
+        f"{t.top_k} x {t.seeds} seed(s) on the full data"
     )

@@ -1,4 +1,5 @@
-"""Optuna samplers by the names study files use.
+"""Optuna samplers by the names study files use: ``SAMPLERS``, the one registry (a name, the
+option dataclass its study-file options are checked against, and how it is built).
 
 TPE is the default: it handles this mixed, conditional space (``group=True``
 splits it into the subspaces that occur together) and, with the constant liar,
@@ -15,15 +16,15 @@ still reproduces its trials.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
 
-from effsearch.config.options import TPEOptions
+from effsearch.config.options import GPOptions, Named, NoOptions, NSGAOptions, TPEOptions, check_named
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -80,27 +81,47 @@ class PerTrialSeed(BaseSampler):
         self.sampler.reseed_rng()
 
 
-def make_sampler(spec: dict, seed: int) -> BaseSampler:
+def _tpe(options: TPEOptions, seed: int) -> BaseSampler:
+    kw = asdict(options)
+    if not kw["multivariate"]:
+        kw["group"] = False  # group needs multivariate
+    return optuna.samplers.TPESampler(seed=seed, **kw)
+
+
+@dataclass(frozen=True)
+class SamplerKind:
+    """A sampler a study file may name: the option dataclass its options are checked against
+    (``effsearch.config.options``) and ``build(options, seed)``."""
+
+    options: type
+    build: Callable[[Any, int], BaseSampler]
+
+
+# The one registry of samplers: a new one is a row here and its option dataclass in config/options.py.
+SAMPLERS: dict[str, SamplerKind] = {
+    "tpe": SamplerKind(TPEOptions, _tpe),
+    "nsga2": SamplerKind(NSGAOptions, lambda o, seed: optuna.samplers.NSGAIISampler(seed=seed, **asdict(o))),
+    "nsga3": SamplerKind(NSGAOptions, lambda o, seed: optuna.samplers.NSGAIIISampler(seed=seed, **asdict(o))),
+    "gp": SamplerKind(
+        GPOptions, lambda o, seed: optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **asdict(o))
+    ),
+    "random": SamplerKind(NoOptions, lambda o, seed: optuna.samplers.RandomSampler(seed=seed)),
+}
+
+
+SAMPLER_OPTIONS = {
+    name: kind.options for name, kind in SAMPLERS.items()
+}  # what a study file's options are checked against
+
+
+def check_sampler(value: Any, field_name: str = "sampler") -> Named[Any]:
+    """A study file's ``sampler`` (a name, or a mapping with ``name`` and options), checked."""
+    return check_named(value, field_name, SAMPLER_OPTIONS)
+
+
+def make_sampler(sampler: Named[Any], seed: int) -> BaseSampler:
     """The study file's sampler, its random stream derived per trial from ``seed`` (PerTrialSeed)."""
-    return PerTrialSeed(_make(spec, seed), seed)
-
-
-def _make(spec: dict, seed: int) -> BaseSampler:
-    name = spec["name"]
-    opts = {k: v for k, v in spec.items() if k != "name"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if name == "tpe":
-            kw = {**asdict(TPEOptions()), **opts}
-            if not kw["multivariate"]:
-                kw["group"] = False  # group needs multivariate
-            return optuna.samplers.TPESampler(seed=seed, **kw)
-        if name == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed, **opts)
-        if name == "nsga3":
-            return optuna.samplers.NSGAIIISampler(seed=seed, **opts)
-        if name == "gp":
-            return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **opts)
-        if name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"unknown sampler {name!r}")
+        built = SAMPLERS[sampler.name].build(sampler.options, seed)
+    return PerTrialSeed(built, seed)

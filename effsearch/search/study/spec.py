@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
-from effsearch.config.options import StudyNumbers
+from effsearch.config.options import Heartbeat, Named, StudyNumbers, SubsetTuning
 from effsearch.search.store.urls import is_rdb_url, redact
 
 if TYPE_CHECKING:
@@ -26,17 +26,17 @@ class StudySpec:
     baseline: TrainConfig
     objectives: tuple[str, ...]
     space: Space
-    sampler: dict  # {"name": ..., **options}
+    sampler: Named  # the sampler's name and options (search/study/samplers.py: SAMPLERS)
     n_trials: int | None
     timeout: float | None
     seed: int
     workers: int
-    pruner: dict
-    tuning: dict
-    heartbeat: dict
+    pruner: Named  # the study pruner's name and options (search/pruners: PRUNERS)
+    tuning: SubsetTuning | None  # None: no tuning phase (search/study/phases.py)
+    heartbeat: Heartbeat
     failure_limit: int = 3
     dedupe: bool = True
-    max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruners.pruner)
+    max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruners.slowstop)
     budget: float | None = None  # compute seconds (effsearch.search.run.budget)
     warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -52,10 +52,12 @@ from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
-from effsearch.config.options import StudyNumbers, check_heartbeat, check_named, check_tuning
+from effsearch.config.options import StudyNumbers, SubsetTuning, check_heartbeat, check_tuning
 from effsearch.config.sources import model_kind
+from effsearch.search.pruners import check_pruner
 from effsearch.search.store.urls import artifact_dir, as_url, file_storage
 from effsearch.search.study import recipes
+from effsearch.search.study.samplers import check_sampler
 from effsearch.search.study.spec import StudySpec
 
 if TYPE_CHECKING:
@@ -113,10 +115,6 @@ KEY_HELP = {
     "heartbeat": "{interval, grace_period, max_retry}: a dead worker's trial is retried",
     "plugins": "modules imported first, here and in every worker and rank (runs their code)",
 }
-
-# Options each sampler, pruner and tuning phase takes from the study file (the rest stay
-# their defaults), declared and checked in effsearch.config.options.
-SAMPLERS, PRUNERS, TUNING = options.SAMPLERS, options.PRUNERS, options.TUNING
 
 
 def load(
@@ -183,9 +181,9 @@ def _load(
     from effsearch.spaces.space import Space
 
     space = Space.build(base, raw.get("space"), machine)
-    sampler = check_named(raw.get("sampler", "tpe"), "sampler", SAMPLERS)
-    pruner = check_named(raw.get("pruner", "none"), "pruner", PRUNERS)
-    tuning = check_tuning(check_named(raw.get("tuning", "none"), "tuning", TUNING))
+    sampler = check_sampler(raw.get("sampler", "tpe"))
+    pruner = check_pruner(raw.get("pruner", "none"))
+    tuning = check_tuning(raw.get("tuning", "none"))
     _check_confirm_seeds(base, tuning)
     numbers = _numbers(
         raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag
@@ -338,11 +336,13 @@ def _check_workers(workers: int, machine: Any, field_name: str) -> None:
         )
 
 
-def _check_confirm_seeds(base: TrainConfig, tuning: dict) -> None:
+def _check_confirm_seeds(base: TrainConfig, tuning: SubsetTuning | None) -> None:
     """Phase 2 trains each pick with seeds base.seed + 0..seeds-1 (effsearch.search.study.phases): the
     last must be a seed too, or phase 2 fails after phase 1's whole search."""
-    seeds = cast(int, tuning.get("seeds"))  # set (phases.check's defaults) where the name is not none
-    if tuning["name"] != "none" and base.seed + seeds - 1 > SEED_MAX:
+    if tuning is None:
+        return
+    seeds = tuning.seeds
+    if base.seed + seeds - 1 > SEED_MAX:
         raise ConfigError(
             "tuning.seeds",
             f"phase 2 trains each pick with seeds base.seed + 0..{seeds - 1}, past "
