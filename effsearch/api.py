@@ -5,6 +5,11 @@ Each function raises (``ConfigError`` for bad input, with the message the CLI pr
 and never exits the process; the ``effsearch`` command is a thin layer over these.
 torch, Composer and Optuna are imported when a function is called, not on ``import effsearch``.
 
+What the library says besides a run's progress (a warning: a note that could not be saved, a
+storage connection lost and retried) goes to the ``effsearch`` logger (a child logger per
+module); configure it as any Python logging, e.g. ``logging.basicConfig(level=logging.INFO)``.
+Optuna's own logging is left as it is.
+
 A config or study that names code by import path (``model.name: mypkg.models:small_cnn``,
 ``plugins:``) runs that code, as a Python script would.
 
@@ -18,32 +23,63 @@ Example (the embedded ``digits`` data, a few seconds on a CPU)::
 
 from __future__ import annotations
 
-import collections
 import copy
-import io
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from effsearch.config import ConfigError, TrainConfig, apply_override
 from effsearch.config.imports import import_plugins
+from effsearch.search.run.errors import StudyFailed
+from effsearch.search.study.spec import StudySpec
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
-    from effsearch.search.study.spec import StudySpec
     from effsearch.trainer.result import RunResult
 
-
-class StudyFailed(RuntimeError):
-    """A study that could not do its work (the CLI's exit code 1): the message holds why."""
+__all__ = [
+    "Exported",
+    "NothingToPick",
+    "Picked",
+    "StudyFailed",
+    "best_config",
+    "check_output",
+    "export",
+    "load_config",
+    "load_study",
+    "pareto_front",
+    "run_study",
+    "status",
+    "study_spec",
+    "train",
+    "write_best",
+]
 
 
 class NothingToPick(LookupError):
     """No trial of the study satisfies the pick (e.g. none reached the target)."""
+
+
+class Exported(NamedTuple):
+    """What ``export`` wrote: the study's name, the rows (or points) and the format."""
+
+    study: str
+    rows: int
+    format: str
+
+
+class Picked(NamedTuple):
+    """The trial a pick chose (``write_best``): its study, number, the pick as text and its config."""
+
+    study: str
+    trial: int
+    pick: str
+    config: TrainConfig
 
 
 def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -80,10 +116,9 @@ def train(
     ``out_dir``: also write ``out_dir/result.json``. ``plugins``: modules to import first (and in
     every data-parallel process). With ``distributed.processes`` N > 1 it starts N-1 processes.
 
-    >>> r = effsearch.train({"dataset": {"name": "digits"}, "epochs": 1, "target_accuracy": 0.5},
-    ...                     progress=False)
-    >>> r.final.val_accuracy > 0.5
-    True
+    >>> r = effsearch.train({"dataset": {"name": "digits"}, "epochs": 1}, progress=False)
+    >>> r.status, len(r.history), 0.0 <= r.final.val_accuracy <= 1.0
+    ('completed', 1, True)
     """
     import_plugins(list(plugins))
     cfg = load_config(spec, overrides)
@@ -137,8 +172,20 @@ def study_spec(study: Mapping[str, Any] | str | Path, *, folder: str | Path | No
     return studyfile.from_mapping(dict(study), where / f"{name}.yaml", source="study mapping", **flags)
 
 
+def _as_spec(study: StudySpec | Mapping[str, Any] | str | Path, folder: str | Path | None, **flags: Any) -> StudySpec:
+    """``study`` checked into a StudySpec; a StudySpec is run as it is (``flags``: none given)."""
+    if not isinstance(study, StudySpec):
+        return study_spec(study, folder=folder, **flags)
+    given = sorted(k for k, v in flags.items() if v is not None)
+    if given:
+        raise ConfigError(
+            given[0], "a StudySpec runs as it was checked; give the study file or mapping to change its values"
+        )
+    return study
+
+
 def run_study(
-    study: Mapping[str, Any] | str | Path,
+    study: StudySpec | Mapping[str, Any] | str | Path,
     *,
     n_trials: int | None = None,
     timeout: float | None = None,
@@ -151,14 +198,18 @@ def run_study(
     folder: str | Path | None = None,
     out: TextIO | None = None,
     quiet: bool = False,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], Any]] = (),
 ) -> optuna.Study:
     """Run (or resume) a study and return it as an ``optuna.Study`` (with a tuning phase: the
-    confirmed phase, study NAME). Progress lines go to ``out`` (default stderr) unless ``quiet``.
+    confirmed phase, study NAME). Progress lines go to ``out`` (default stderr); ``quiet``: none.
 
-    ``study``: a study file, or a mapping of its keys (``{"base": {...}, "n_trials": 20}``; its
-    journal goes to ``folder``, default the current folder). The keyword arguments replace the
-    study's own values, as the command's flags do. Raises ``StudyFailed`` when the study could
-    not do its work, ``ConfigError`` on bad input, ``KeyboardInterrupt`` after Ctrl-C.
+    ``study``: a study file, a mapping of its keys (``{"base": {...}, "n_trials": 20}``; its
+    journal goes to ``folder``, default the current folder), or a checked ``StudySpec``
+    (``study_spec``). The keyword arguments replace the study's own values, as the command's flags
+    do (not a StudySpec's: it runs as checked). ``callbacks``: each called with (study, trial)
+    after a trial finishes, as Optuna's ``optimize`` calls its own (with several workers, in this
+    process as it sees the trial end). Raises ``StudyFailed`` when the study could not do its work,
+    ``ConfigError`` on bad input, ``KeyboardInterrupt`` after Ctrl-C.
 
     >>> study = effsearch.run_study({"name": "demo", "base": {"dataset": {"name": "digits"}, "epochs": 1},
     ...                              "n_trials": 3}, quiet=True)           # doctest: +SKIP
@@ -167,9 +218,7 @@ def run_study(
     """
     t0 = time.time()
     import_plugins(list(plugins))
-    spec = study_spec(
-        study, folder=folder, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget
-    )
+    spec = _as_spec(study, folder, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget)
     if warm_start:
         from effsearch.search.run.warmstart import with_front_of
 
@@ -177,20 +226,20 @@ def run_study(
             spec = with_front_of(spec, str(earlier))
     from effsearch.search.run.runner import run
 
-    tail = _Tail(io.StringIO() if quiet else (out or sys.stderr))
-    code = run(spec, data_root=data_dir, out=cast(TextIO, tail), t0=t0)  # a text stream
-    if code == 130:
-        raise KeyboardInterrupt
-    if code != 0:
-        raise StudyFailed(f"study {spec.name!r} could not do its work:\n" + tail.text())
+    run(spec, data_root=data_dir, out=None if quiet else (out or sys.stderr), t0=t0, callbacks=callbacks)
     return load_study(spec.name, spec.storage)
 
 
 def load_study(study: str | Path, storage: str | None = None) -> optuna.Study:
     """An existing study: its study file, or its name with ``storage`` (a URL or journal file)."""
+    return _opened(study, storage)[0]
+
+
+def _opened(study: str | Path, storage: str | None) -> tuple[optuna.Study, str]:
+    """(the study, its storage URL) from a study file or a name with ``storage``."""
     from effsearch.search.results.lookup import open_study
 
-    return open_study(str(study), storage)[0]
+    return open_study(str(study), storage)
 
 
 def _study(study: optuna.Study | str | Path) -> optuna.Study:
@@ -206,6 +255,19 @@ def pareto_front(study: optuna.Study | str | Path, all_trials: bool = False) -> 
     return export.rows(_study(study), all_trials=all_trials)
 
 
+def _pick(study: optuna.Study, pick: str) -> tuple[FrozenTrial, str]:
+    """The trial ``pick`` chooses and the pick as text; NothingToPick when none satisfies it."""
+    from effsearch.search.results import best
+
+    kind, acc = best.parse_pick(pick)
+    trial = best.pick(study, kind, acc)
+    text = best.describe(kind, acc)
+    if trial is None:
+        why = "" if kind == "most-accurate" else " among the trials that reached the target"
+        raise NothingToPick(f"no trial of study {study.study_name!r} satisfies --pick {text}{why}")
+    return trial, text
+
+
 def best_config(study: optuna.Study | str | Path, pick: str = "knee") -> TrainConfig:
     """The TrainConfig of the trial ``pick`` chooses (``knee``, ``fastest``, ``most-accurate``,
     ``fastest-above:ACC``, ``fastest-within:D``, as ``effsearch best --pick``); train it with
@@ -213,28 +275,77 @@ def best_config(study: optuna.Study | str | Path, pick: str = "knee") -> TrainCo
     from effsearch.search.results import best
     from effsearch.search.store import queries
 
-    kind, acc = best.parse_pick(pick)
-    s = _study(study)
-    trial = best.pick(s, kind, acc)
-    if trial is None:
-        raise NothingToPick(f"no trial of study {s.study_name!r} satisfies --pick {best.describe(kind, acc)}")
+    best.parse_pick(pick)  # a bad pick is bad input before the storage is opened
+    trial, _ = _pick(_study(study), pick)
     return TrainConfig.from_dict(queries.config_of(trial))
 
 
-class _Tail(io.TextIOBase):
-    """Writes through to ``out`` and keeps the last lines (a failed study's reason)."""
+def write_best(study: str | Path, out: str | Path, *, pick: str = "knee", storage: str | None = None) -> Picked:
+    """Write the TrainConfig of the trial ``pick`` chooses to the YAML file ``out``, headed by
+    where it came from (what `effsearch best` writes; `effsearch train FILE` trains it). ``study``:
+    a study file, or its name with ``storage``. Raises ``NothingToPick`` when no trial satisfies it."""
+    from effsearch.search.results import best
 
-    def __init__(self, out: TextIO, keep: int = 30):
-        self.out = out
-        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+    best.parse_pick(pick)
+    check_output(out, "out", folder=False)
+    opened, url = _opened(study, storage)
+    trial, text = _pick(opened, pick)
+    cfg = best.write(opened, url, trial, text, out)
+    return Picked(opened.study_name, trial.number, text, cfg)
 
-    def write(self, text: str) -> int:
-        self.out.write(text)
-        self.lines.extend(line for line in text.splitlines() if line.strip())
-        return len(text)
 
-    def flush(self) -> None:
-        self.out.flush()
+def status(study: str | Path, storage: str | None = None, *, front_only: bool = False) -> str:
+    """What `effsearch status` shows: where the study lives, the table of its trials (``front_only``:
+    of its Pareto front), what it cost, and with a tuning phase how well phase 1 predicted phase 2.
+    ``study``: a study file, or its name with ``storage``."""
+    from effsearch.search.results import best, report
+    from effsearch.search.store.attrs import OBJECTIVES_KEY, TARGET_KEY
+    from effsearch.search.store.urls import redact
+    from effsearch.search.study import phases
 
-    def text(self) -> str:
-        return "\n".join(self.lines)
+    opened, url = _opened(study, storage)
+    objectives = opened.user_attrs.get(OBJECTIVES_KEY) or [f"objective {i}" for i in range(len(opened.directions))]
+    target = opened.user_attrs.get(TARGET_KEY)
+    lines = [
+        f"study {opened.study_name!r} in {redact(url)}: objectives {', '.join(objectives)}"
+        + (f"; target val accuracy {target:g}" if target is not None else ""),
+        report.status_table(opened, objectives, show_all=not front_only),
+        "\n" + "\n".join(best.cost_of(opened).lines()),
+    ]
+    warning = report.baseline_warning(opened.get_trials(deepcopy=False))
+    if warning:
+        lines.append(f"\nwarning: {warning}")
+    linked = phases.describe(opened, objectives)  # with a tuning phase: how well phase 1 predicted it
+    if linked:
+        lines.append("\n" + linked)
+    return "\n".join(lines)
+
+
+def export(
+    study: str | Path,
+    out: str | Path,
+    *,
+    storage: str | None = None,
+    format: str | None = None,
+    all_trials: bool = False,
+    plot: str = "front",
+) -> Exported:
+    """Write the study's Pareto front (``all_trials``: every complete trial, with ``on_front``;
+    ``plot="anytime"``: the anytime curve) to ``out`` as csv, json, yaml, html or png (``format``,
+    default: from the suffix of ``out``), as `effsearch export` does. ``study``: a study file, or its
+    name with ``storage``."""
+    from effsearch.search.results.export import FORMATS, format_of, write
+    from effsearch.search.store.attrs import TUNE_STUDY_KEY
+    from effsearch.search.store.urls import redact
+
+    if format is not None and format not in FORMATS:
+        raise ConfigError("format", f"must be one of {', '.join(FORMATS)}; got {format!r}")
+    if plot not in ("front", "anytime"):
+        raise ConfigError("plot", f"must be front or anytime; got {plot!r}")
+    fmt = format_of(out, format)  # bad input is answered before the storage is opened
+    check_output(out, "out", folder=False)
+    opened, url = _opened(study, storage)
+    tune_name = opened.user_attrs.get(TUNE_STUDY_KEY)  # a tuning phase: its compute starts in phase 1
+    tune = _opened(tune_name, url)[0] if tune_name else None
+    rows = write(opened, redact(url), out, fmt, all_trials=all_trials, tune=tune, plot=plot)
+    return Exported(opened.study_name, rows, fmt)

@@ -1,18 +1,72 @@
-"""The ``effsearch`` command line. Heavy imports (torch, Composer, Optuna) stay
-inside the commands so that ``--help`` and bad input answer at once."""
+"""The ``effsearch`` command line: it parses arguments, calls ``effsearch.api``, prints, and maps
+errors to exit codes (0 done, 1 the work failed, 2 bad input, 130 Ctrl-C). What the library logs
+(the ``effsearch`` logger) it prints to stderr as it always printed it. Heavy imports (torch,
+Composer, Optuna) stay inside the commands so that ``--help`` and bad input answer at once."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from effsearch.api import check_output
 from effsearch.config import ConfigError
-from effsearch.search.store.attrs import OBJECTIVES_KEY, TARGET_KEY, TUNE_STUDY_KEY
 
 EXIT_BAD_INPUT = 2
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to sys.stderr as it is at each record (a caller may have replaced it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+class _Said(logging.Formatter):
+    """A record as the command says it: a warning as ``warning: ...``, anything else as its message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return f"warning: {text}" if record.levelno == logging.WARNING else text
+
+
+@contextlib.contextmanager
+def console() -> Iterator[None]:
+    """The ``effsearch`` logger printed to stderr from INFO up, for one command (then as it was)."""
+    logger = logging.getLogger("effsearch")
+    handler = _Stderr()
+    handler.setFormatter(_Said("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """Optuna's errors only, for a command that reads or runs a study (its per-trial INFO lines
+    would repeat effsearch's own); its verbosity as it was afterwards."""
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
 
 
 def _cmd_train(args) -> int:
@@ -74,18 +128,19 @@ def _cmd_run(args) -> int:
 
     # Everything is checked before the storage is opened: a bad file writes nothing.
     try:
-        api.run_study(
-            args.study,
-            storage=args.storage,
-            n_trials=args.n_trials,
-            timeout=args.timeout,
-            workers=args.workers,
-            budget=args.budget,
-            data_dir=args.data_dir,
-            warm_start=args.warm_start or (),
-            plugins=args.plugin,
-            out=sys.stderr,
-        )
+        with quiet_optuna():
+            api.run_study(
+                args.study,
+                storage=args.storage,
+                n_trials=args.n_trials,
+                timeout=args.timeout,
+                workers=args.workers,
+                budget=args.budget,
+                data_dir=args.data_dir,
+                warm_start=args.warm_start or (),
+                plugins=args.plugin,
+                out=sys.stderr,
+            )
     except api.StudyFailed:  # why is already printed, in the run's own lines
         return 1
     except KeyboardInterrupt:
@@ -94,45 +149,21 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_status(args) -> int:
-    from effsearch.search.results import report
-    from effsearch.search.results.lookup import open_study
-    from effsearch.search.store.urls import redact
+    from effsearch import api
 
-    study, storage_url = open_study(args.study, args.storage)
-    name = study.study_name
-    objectives = study.user_attrs.get(OBJECTIVES_KEY) or [f"objective {i}" for i in range(len(study.directions))]
-    target = study.user_attrs.get(TARGET_KEY)
-    print(
-        f"study {name!r} in {redact(storage_url)}: objectives {', '.join(objectives)}"
-        + (f"; target val accuracy {target:g}" if target is not None else "")
-    )
-    print(report.status_table(study, objectives, show_all=not args.front))
-    from effsearch.search.results import best
-
-    print("\n" + "\n".join(best.cost_of(study).lines()))
-    warning = report.baseline_warning(study.get_trials(deepcopy=False))
-    if warning:
-        print(f"\nwarning: {warning}")
-    from effsearch.search.study import phases
-
-    linked = phases.describe(study, objectives)  # with a tuning phase: how well phase 1 predicted it
-    if linked:
-        print("\n" + linked)
+    with quiet_optuna():
+        print(api.status(args.study, args.storage, front_only=args.front))
     return 0
 
 
 def _cmd_export(args) -> int:
-    from effsearch.search.results import export
+    from effsearch import api
 
-    fmt = export.format_of(args.out, args.format)  # bad input is answered before the storage is opened
     check_output(args.out, "-o", folder=False)
-    from effsearch.search.results.lookup import open_study
-    from effsearch.search.store.urls import redact
-
-    study, storage_url = open_study(args.study, args.storage)
-    tune_name = study.user_attrs.get(TUNE_STUDY_KEY)  # a tuning phase: its compute starts in phase 1
-    tune = open_study(tune_name, storage_url)[0] if tune_name else None
-    n = export.write(study, redact(storage_url), args.out, fmt, all_trials=args.all, tune=tune, plot=args.plot)
+    with quiet_optuna():
+        done = api.export(
+            args.study, args.out, storage=args.storage, format=args.format, all_trials=args.all, plot=args.plot
+        )
     what = (
         "points of the anytime curve"
         if args.plot == "anytime"
@@ -140,27 +171,24 @@ def _cmd_export(args) -> int:
         if args.all
         else "trials on the Pareto front"
     )
-    print(f"effsearch export: {n} {what} of study {study.study_name!r} -> {args.out} ({fmt})", file=sys.stderr)
+    print(
+        f"effsearch export: {done.rows} {what} of study {done.study!r} -> {args.out} ({done.format})", file=sys.stderr
+    )
     return 0
 
 
 def _cmd_best(args) -> int:
-    from effsearch.search.results import best
+    from effsearch import api
 
-    kind, acc = best.parse_pick(args.pick)
     check_output(args.out, "-o", folder=False)
-    from effsearch.search.results.lookup import open_study
-
-    study, storage_url = open_study(args.study, args.storage)
-    trial = best.pick(study, kind, acc)
-    text = best.describe(kind, acc)
-    if trial is None:
-        why = "" if kind == "most-accurate" else " among the trials that reached the target"
-        print(f"effsearch best: no trial of study {study.study_name!r} satisfies --pick {text}{why}", file=sys.stderr)
+    try:
+        with quiet_optuna():
+            picked = api.write_best(args.study, args.out, pick=args.pick, storage=args.storage)
+    except api.NothingToPick as e:
+        print(f"effsearch best: {e}", file=sys.stderr)
         return 1
-    best.write(study, storage_url, trial, text, args.out)
     print(
-        f"effsearch best: trial {trial.number} ({text}) -> {args.out}; train it with `effsearch train {args.out}`",
+        f"effsearch best: trial {picked.trial} ({picked.pick}) -> {args.out}; train it with `effsearch train {args.out}`",
         file=sys.stderr,
     )
     return 0
@@ -170,16 +198,17 @@ def _cmd_dashboard(args) -> int:
     from effsearch.search.results import dashboard
 
     dashboard.check_port(args.port)
-    target = dashboard.resolve(args.study, args.storage, args.artifact_dir)
-    return dashboard.serve(target, args.host, args.port)
+    with quiet_optuna():
+        target = dashboard.resolve(args.study, args.storage, args.artifact_dir)
+        return dashboard.serve(target, args.host, args.port)
 
 
 def _cmd_space_show(args) -> int:
+    from effsearch import api
     from effsearch.config.imports import import_plugins
-    from effsearch.search.study.studyfile import load
 
     import_plugins(args.plugin)
-    spec = load(args.study)
+    spec = api.study_spec(args.study)
     space = spec.space
     print(
         f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
@@ -417,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with console():
+            return args.func(args)
     except ConfigError as e:  # bad input, a study or storage that is not there among it
         print(f"effsearch: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

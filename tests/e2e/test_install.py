@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,8 @@ def test_the_readme_installs_effsearch_beside_an_environment_torch_without_touch
     dist, env = tmp_path / "dist", tmp_path / "env"
     run([uv, "build", "--wheel", "--out-dir", dist, ROOT], env=offline)
     (wheel,) = dist.glob("effsearch-*.whl")
+    with zipfile.ZipFile(wheel) as z:  # PEP 561: type checkers read the installed package's annotations
+        assert "effsearch/py.typed" in z.namelist()
     # The user's environment: the lock's torch and torchvision with what they need, nothing else.
     torch, vision = locked("torch"), locked("torchvision")
     run([uv, "venv", "--python", sys.executable, env], env=offline)

@@ -3,6 +3,7 @@ with a warning printed once and recorded where the user looks (the header, a tri
 attributes, result.json). A scripted trainer stands in for training where only the study's
 bookkeeping is under test."""
 
+import logging
 import sys
 
 import optuna
@@ -83,7 +84,14 @@ def _always_fails(M, *a, **k):
     raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
 
 
-def test_kfac_counts_its_fallbacks_to_plain_sgd_and_warns_once(monkeypatch, capsys):
+def warnings_logged(caplog) -> str:
+    """What effsearch logged as warnings (its ``effsearch`` logger; the command prints them as ``warning: ...``)."""
+    return "\n".join(
+        r.getMessage() for r in caplog.records if r.name.startswith("effsearch") and r.levelno == logging.WARNING
+    )
+
+
+def test_kfac_counts_its_fallbacks_to_plain_sgd_and_warns_once(monkeypatch, caplog):
     torch.manual_seed(0)
     lin = torch.nn.Linear(5, 3)
     x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
@@ -95,11 +103,11 @@ def test_kfac_counts_its_fallbacks_to_plain_sgd_and_warns_once(monkeypatch, caps
         opt.step()
     got = opt.fallbacks()
     assert got["failed_decompositions"] == 3 and got["plain_steps"] == 3 and got["layers"] == ["Linear"]
-    err = capsys.readouterr().err
-    assert err.count("warning: K-FAC") == 1 and "plain SGD" in err, err
+    said = warnings_logged(caplog)
+    assert said.count("K-FAC") == 1 and "plain SGD" in said, said
 
 
-def test_kfac_counts_a_shape_mismatch(capsys):
+def test_kfac_counts_a_shape_mismatch(caplog):
     torch.manual_seed(0)
     lin = torch.nn.Linear(5, 3)
     x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
@@ -113,14 +121,14 @@ def test_kfac_counts_a_shape_mismatch(capsys):
     opt.step()
     got = opt.fallbacks()
     assert got["shape_mismatches"] == 1 and got["plain_steps"] == 1 and got["layers"] == ["Linear"]
-    assert "warning: K-FAC" in capsys.readouterr().err
+    assert "K-FAC" in warnings_logged(caplog)
 
 
-def test_a_kfac_run_records_its_fallbacks_in_the_result(monkeypatch, capsys):
+def test_a_kfac_run_records_its_fallbacks_in_the_result(monkeypatch, caplog):
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3}))
     clean = trainer_run.train(cfg, progress=False)
     assert "kfac_fallbacks" not in clean.final.extra  # a run that never fell back says nothing
-    assert "K-FAC" not in capsys.readouterr().err
+    assert "K-FAC" not in warnings_logged(caplog)
     monkeypatch.setattr(torch.linalg, "eigh", _always_fails)
     result = trainer_run.train(cfg, progress=False)
     got = result.final.extra["kfac_fallbacks"]
@@ -128,7 +136,7 @@ def test_a_kfac_run_records_its_fallbacks_in_the_result(monkeypatch, capsys):
     assert result.to_dict()["final"]["kfac_fallbacks"] == got  # in result.json
     assert record.result_attrs(result, None)["kfac_fallbacks"] == got  # in the trial's attributes
     assert "plain SGD" in record.note_text(1, result, "summary", None, False)  # and its note
-    assert capsys.readouterr().err.count("warning: K-FAC") == 1
+    assert warnings_logged(caplog).count("K-FAC") == 1
 
 
 # -- wall seconds --------------------------------------------------------------------------------
@@ -162,7 +170,7 @@ def test_wall_seconds_that_cannot_be_written_fail_the_run(tmp_path, scripted, mo
 
 
 # -- a worker's warm-up --------------------------------------------------------------------------
-def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, capsys):
+def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, caplog):
     from effsearch.search.run import runner
     from effsearch.search.study import studyfile
 
@@ -177,8 +185,8 @@ def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, cap
     spec = studyfile.load(study_file(tmp_path, 2))
     runner.ensure_study(spec, storage.open_storage(spec))
     assert workers.work(spec, warm=True) == "done"
-    err = capsys.readouterr().err
-    assert calls and err.count("warm-up") == 1 and "RuntimeError: no kernel for this op (simulated)" in err, err
+    said = warnings_logged(caplog)  # the worker's warnings, as logged
+    assert calls and said.count("warm-up") == 1 and "RuntimeError: no kernel for this op (simulated)" in said, said
 
 
 # -- required dependencies ---------------------------------------------------------------------
@@ -200,7 +208,7 @@ def test_a_missing_optuna_dashboard_is_an_error_not_a_skipped_note(monkeypatch):
 
 
 # -- FFCV's .beton folder ----------------------------------------------------------------------------
-def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_path, monkeypatch, capsys):
+def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_path, monkeypatch, caplog):
     """The .beton files go beside the dataset; where that cannot be written they go to the
     per-user cache, and the warning names the folder and why (it had been silent)."""
     from effsearch.trainer.data.splits import load_splits
@@ -214,6 +222,6 @@ def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_pa
     again = B.ensure_betons(cfg, splits, data_root=blocker, force=True)
     assert first.folder.is_relative_to(tmp_path / "cache") and first.written
     assert str(blocker) in first.instead_of and again.instead_of == first.instead_of
-    err = capsys.readouterr().err
-    assert err.count("warning: cannot write the .beton files") == 1 and str(blocker) in err, err
-    assert str(first.folder) in err
+    said = warnings_logged(caplog)
+    assert said.count("cannot write the .beton files") == 1 and str(blocker) in said, said
+    assert str(first.folder) in said

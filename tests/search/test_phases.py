@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.options import SubsetTuning
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import phases, studyfile
 from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
@@ -339,7 +340,9 @@ def test_phase_2_queues_its_picks_cheapest_first():
         )
     confirm = optuna.create_study(directions=["minimize", "maximize"])
     spec = type(
-        "Spec", (), {"tuning": {"top_k": 3, "seeds": 1}, "directions": ["minimize", "maximize"], "base": TrainConfig()}
+        "Spec",
+        (),
+        {"tuning": SubsetTuning(top_k=3, seeds=1), "directions": ["minimize", "maximize"], "base": TrainConfig()},
     )()
     picked = phases.queue_confirm(spec, tune, confirm)
     assert sorted(picked) == [0, 1, 2]  # which configurations: unchanged
@@ -363,7 +366,7 @@ def test_phase_2_s_reserve_costs_each_pick_at_its_own_phase_1_cost():
         "Spec",
         (),
         {
-            "tuning": {"top_k": 2, "seeds": 1, "data_fraction": 0.5, "epochs_fraction": 1.0},
+            "tuning": SubsetTuning(top_k=2, seeds=1, data_fraction=0.5, epochs_fraction=1.0),
             "directions": ["minimize", "maximize"],
         },
     )()

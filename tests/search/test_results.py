@@ -216,14 +216,15 @@ class _Study:
         raise self.error
 
 
-def test_the_front_names_a_storage_error_and_lets_bugs_raise(capsys):
+def test_the_front_names_a_storage_error_and_lets_bugs_raise(caplog):
     from sqlalchemy.exc import OperationalError
 
     from effsearch.search.store import queries
 
     assert queries.front(_Study(OperationalError("SELECT", {}, Exception("server closed the connection")))) == []
-    err = capsys.readouterr().err
-    assert "cannot read the Pareto front of study 's'" in err and "server closed the connection" in err
+    said = [r.getMessage() for r in caplog.records if r.name == "effsearch.search.store.queries"]
+    assert len(said) == 1 and "cannot read the Pareto front of study 's'" in said[0], said
+    assert "server closed the connection" in said[0] and caplog.records[-1].levelname == "WARNING"
     with pytest.raises(TypeError):
         queries.front(_Study(TypeError("a bug")))
 

@@ -36,7 +36,6 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
     """A reading storage (storage.open_url) that must already exist and be a study storage: a
     missing one is StudyNotFound, one that is not a study storage or cannot be opened a
     ConfigError naming ``where``. Nothing is created or written."""
-    import optuna
 
     from effsearch.search.store.storage import open_url, why
     from effsearch.search.store.urls import redact, sqlite_path
@@ -48,7 +47,6 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
         check_sqlite(db, where)
     elif "://" in url:
         check_database(url, where)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         return open_url(url)
     except Exception as e:  # a server that is down, a bad database file

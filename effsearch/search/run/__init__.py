@@ -5,8 +5,9 @@ trial, when to stop, what is printed, the warm starts queued after the baseline.
 - ``workers``: the processes that run trials on the study's storage;
 - ``objective``: one trial sampled, trained under the pruner, recorded and scored;
 - ``budget``: when a worker stops (trials, compute, repeated errors);
-- ``progress``: the header and the line per finished trial;
+- ``progress``: what a run shows (``Report``: the header, a line per finished trial, the table, the summary);
+- ``errors``: ``StudyFailed``, what a run raises when it cannot do its work;
 - ``warmstart``: configurations queued after the baseline and trained as given.
 """
 
-__all__ = ["budget", "objective", "progress", "runner", "warmstart", "workers"]
+__all__ = ["budget", "errors", "objective", "progress", "runner", "warmstart", "workers"]

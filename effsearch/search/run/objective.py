@@ -17,7 +17,7 @@ worker resumes: ``TrialTakenOver``, said once on stderr and in the trial's note.
 from __future__ import annotations
 
 import gc
-import sys
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +69,9 @@ if TYPE_CHECKING:
 
     from effsearch.search.study.spec import StudySpec
     from effsearch.trainer.result import RunResult
+
+
+log = logging.getLogger(__name__)
 
 
 clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
@@ -234,7 +237,7 @@ class Objective:
             )
         except storage_errors() as e:
             text += f"; its note could not be saved: {why(e)}"
-        print(f"warning: {text}", file=sys.stderr, flush=True)
+        log.warning("%s", text)
         return TrialTakenOver(text)
 
     def _run(self, trial: optuna.Trial) -> list[float]:
@@ -369,10 +372,10 @@ class Objective:
             )
 
     def _warn(self, kind: str, text: str) -> None:
-        """``warning: text`` on stderr, the first time this worker meets ``kind``."""
+        """``text`` as a warning, the first time this worker meets ``kind``."""
         if kind not in self.warned:
             self.warned.add(kind)
-            print(f"warning: {text}", file=sys.stderr, flush=True)
+            log.warning("%s", text)
 
     # -- no configuration trained twice ------------------------------------------------------
     def _trained_before(self, trial: optuna.Trial, config_hash: str, prunable: bool) -> FrozenTrial | None:

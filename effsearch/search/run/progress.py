@@ -1,32 +1,101 @@
-"""What `effsearch run` prints: the header, one line per finished trial, the dashboard hint."""
+"""What `effsearch run` shows (README, "What the quickstart prints"): the header, one line per
+finished trial, the phase's table and summary, written by ``Report`` to the stream it is given
+(none: nothing is shown). The runner decides; this module only renders."""
 
 from __future__ import annotations
 
-import sys
+import copy
 import time
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from optuna.trial import FrozenTrial, TrialState
 
-from effsearch.search.results import report
+from effsearch.search.results import best, report
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
-from effsearch.search.store.attrs import REASON_KEY
+from effsearch.search.store.attrs import REASON_KEY, TUNE_TRIAL_KEY
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
     import optuna
 
+    from effsearch.search.run.budget import StopAtBudget
     from effsearch.search.study.spec import StudySpec
+
+# What Optuna's ``optimize`` calls after a trial: (study, the finished trial).
+Callback = Callable[["optuna.Study", FrozenTrial], Any]
+
+
+class Report:
+    """The lines of a run, written to ``out`` (None: a quiet run shows nothing)."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+
+    def line(self, text: str = "", flush: bool = False) -> None:
+        if self.out is not None:
+            print(text, file=self.out, flush=flush)
+
+    def opening(self, spec: StudySpec, study: optuna.Study, lost: list[int], warm: float | None, batches: int) -> None:
+        """What a phase says before its first trial: the header, the study file's notes, the
+        warm-up (``batches`` of the baseline's config), lost trials."""
+        self.line(header(spec, study))
+        for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
+            self.line(f"  note       {note}")
+        if warm is not None:
+            self.line(
+                f"  warm-up    the baseline's config ran {batches} batches untimed ({warm:.1f} s), so the "
+                "first timed trial is not this process's first run",
+                flush=True,
+            )
+        if lost:
+            self.line(f"  re-queued trials {lost}: their worker process is gone")
+
+    def table(self, spec: StudySpec, study: optuna.Study) -> None:
+        self.line("")
+        self.line(report.status_table(study, spec.objectives, show_all=False))
+
+    def summary(self, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], budget: StopAtBudget) -> None:
+        """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
+        self.line(
+            f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
+            + (
+                f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left"
+                if spec.budget
+                else ""
+            )
+        )
+        if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
+            self.line("\n".join(best.cost_of(study).lines()))
+        # Phase 1's picks still queued; a queued trial of no pick (phase 2's baseline, queued again
+        # after Ctrl-C or a lost worker; one a user enqueued) is not one of them.
+        queued = (t.user_attrs.get(TUNE_TRIAL_KEY) for t in trials if t.state == TrialState.WAITING)
+        unrun: list[int] = sorted({n for n in queued if n is not None})
+        if spec.phase == "confirm" and unrun and budget.reached(study):
+            self.line(
+                f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
+                "spent; raise --budget and run again to confirm them"
+            )
+        warning = report.baseline_warning(trials)
+        if warning:
+            self.line(f"\nwarning: {warning}")
+        self.line(f"\ndashboard: {dashboard_hint(spec)}")
 
 
 class Progress:
-    """One line per finished trial, with the study's standing."""
+    """One line per finished trial, with the study's standing; ``callbacks`` are called with
+    (study, trial) for each, as Optuna's ``optimize`` calls its own."""
 
     def __init__(
-        self, spec: StudySpec, study: optuna.Study, out: TextIO | None = None, t0: float | None = None
+        self,
+        spec: StudySpec,
+        study: optuna.Study,
+        out: Report | None = None,
+        t0: float | None = None,
+        callbacks: Sequence[Callback] = (),
     ) -> None:
-        self.spec, self.out = spec, out or sys.stderr
+        self.spec, self.report, self.callbacks = spec, out or Report(None), list(callbacks)
         self.t0 = t0 if t0 is not None else time.time()
         self.seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
         self.errors: dict[str, int] = {}  # error text -> the first trial that printed it
@@ -44,13 +113,14 @@ class Progress:
             same = self.errors.get(reason) if reason else None
             if reason and same is None:
                 self.errors[reason] = t.number
-            print(
+            self.report.line(
                 report.trial_line(
                     t, self.spec.objectives, trials, study, self.spec.n_trials, time.time() - self.t0, same_as=same
                 ),
-                file=self.out,
                 flush=True,
             )
+            for callback in self.callbacks:
+                callback(study, copy.deepcopy(t))  # theirs to keep: the cached trial is not
 
 
 def header(spec: StudySpec, study: optuna.Study) -> str:

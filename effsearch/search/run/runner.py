@@ -1,36 +1,29 @@
 """`effsearch run`: a study (or its two phases) from the pre-flight to the final table.
 
 The jobs live beside it: ``objective.py`` (one trial), ``workers.py`` (the processes
-that run trials), ``budget.py`` (when to stop), ``progress.py`` (what is printed).
-The main process prints one line per finished trial and the Pareto front at the end.
+that run trials), ``budget.py`` (when to stop), ``progress.py`` (what is shown: the main
+process's ``Report``, one line per finished trial and the Pareto front at the end).
+A run that cannot do its work raises ``StudyFailed``; Ctrl-C, ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
 
 import datetime
-import sys
 import time
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search.results import best, report
 from effsearch.search.run import warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
-from effsearch.search.run.progress import dashboard_hint, header
+from effsearch.search.run.errors import StudyFailed
+from effsearch.search.run.progress import Callback, Progress, Report
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
-from effsearch.search.store.attrs import (
-    BASELINE_KEY,
-    OBJECTIVES_KEY,
-    STUDY_FILE_KEY,
-    TARGET_KEY,
-    TUNE_COMPUTE_KEY,
-    TUNE_TRIAL_KEY,
-)
+from effsearch.search.store.attrs import BASELINE_KEY, OBJECTIVES_KEY, STUDY_FILE_KEY, TARGET_KEY, TUNE_COMPUTE_KEY
 from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import check_storage, open_storage
 from effsearch.search.study import phases
@@ -115,32 +108,36 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
 
 
 def run(
-    spec: StudySpec, data_root: str | Path | None = None, out: TextIO | None = None, t0: float | None = None
-) -> int:
-    """Run (or resume) a study, with its tuning phase if it has one; returns the exit code:
-    0 done, 1 the study (or a phase) could not do its work, 130 after Ctrl-C. Bad input (a
-    storage that cannot be opened, missing data) raises ConfigError (exit code 2).
-    ``t0``: when the command started."""
-    out = out or sys.stderr
+    spec: StudySpec,
+    data_root: str | Path | None = None,
+    out: TextIO | None = None,
+    t0: float | None = None,
+    callbacks: Sequence[Callback] = (),
+) -> None:
+    """Run (or resume) a study, with its tuning phase if it has one, showing its progress on ``out``
+    (None: nothing). Raises ``StudyFailed`` when the study (or a phase) could not do its work,
+    ``KeyboardInterrupt`` after Ctrl-C (finished trials kept, the running ones queued again), and
+    ``ConfigError`` on bad input (a storage that cannot be opened, missing data). ``t0``: when the
+    command started. ``callbacks``: each called with (study, trial) after a trial finishes."""
+    report = Report(out)
     t0 = t0 or time.time()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
         warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root)
     except BaselineBroken as e:
-        print(
+        fail(
+            report,
+            spec,
             f"effsearch run: the baseline's config ({spec.source}: base, baseline) does not train: {e}\n"
             "  (found by a few batches of it before the first trial; nothing was run)",
-            file=out,
         )
-        return 1
     if not phases.enabled(spec):
-        return run_phase(spec, data_root, out, t0, warm=warm)
+        run_phase(spec, data_root, report, t0, warm=warm, callbacks=callbacks)
+        return
     tune = phases.tune_spec(spec)
-    code = run_phase(tune, data_root, out, t0, warm=warm)
-    if code:
-        if code == 1:
-            print("phase 2 (confirm) not started: phase 1 did not finish its work", file=out)
-        return code
+    try:
+        run_phase(tune, data_root, report, t0, warm=warm, callbacks=callbacks)
+    except StudyFailed as e:
+        fail(report, spec, "phase 2 (confirm) not started: phase 1 did not finish its work", str(e))
     storage = open_storage(spec)
     confirm = phases.confirm_spec(spec)
     study = ensure_study(confirm, storage)
@@ -148,114 +145,76 @@ def run(
     picked = phases.queue_confirm(spec, tune_study, study)
     # Phase 1 is over: its compute is part of what the confirmed front cost (search.cost).
     study.set_user_attr(TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
-    print(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n", file=out)
-    code = run_phase(confirm, data_root, out, t0, study)
-    text = phases.describe(study, spec.objectives)
-    if text:
-        print("\n" + text, file=out)
-    return code
+    report.line(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n")
+    try:
+        run_phase(confirm, data_root, report, t0, study, callbacks=callbacks)
+    finally:
+        text = phases.describe(study, spec.objectives)
+        if text:
+            report.line("\n" + text)
+
+
+def fail(report: Report, spec: StudySpec, why: str, before: str = "") -> NoReturn:
+    """Show ``why`` and raise it as StudyFailed (``before``: what an earlier phase failed with). An
+    empty ``why``: a worker stopped the study on an error it logged, as it happened."""
+    if why:
+        report.line(why)
+    reason = why.strip() or "a worker stopped it on an error it logged (the 'effsearch' logger)"
+    raise StudyFailed(f"study {spec.name!r} could not do its work: " + (f"{before}\n{reason}" if before else reason))
 
 
 def run_phase(
     spec: StudySpec,
     data_root: str | Path | None,
-    out: TextIO,
+    report: Report,
     t0: float,
     study: optuna.Study | None = None,
     warm: float | None = None,
-) -> int:
+    callbacks: Sequence[Callback] = (),
+) -> None:
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat.max_retry)
-    print_opening(spec, study, out, lost, warm)
+    report.opening(spec, study, lost, warm, WARM_UP_BATCHES)
     budget = StopAtBudget(spec, storage)
     if StopAtTotal(spec.n_trials).reached(study):
-        print(f"the study already has {spec.n_trials} trials; raise --n-trials to run more", file=out)
+        report.line(f"the study already has {spec.n_trials} trials; raise --n-trials to run more")
         outcome = "done"
     elif budget.reached(study):
-        print(
-            f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more", file=out
-        )
+        report.line(f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more")
         outcome = "done"
-    elif spec.workers == 1:
-        outcome = work(spec, 0, data_root, progress=True, out=out, t0=t0, since=t0, warm=False)
     else:
-        outcome = run_workers(spec, study, data_root, out, t0)
-    print("", file=out)
-    print(report.status_table(study, spec.objectives, show_all=False), file=out)
+        progress = Progress(spec, study, report, t0, callbacks)
+        if spec.workers == 1:
+            outcome = work(spec, 0, data_root, progress=progress, since=t0, warm=False)
+        else:
+            outcome = run_workers(spec, study, data_root, progress, t0)
+    report.table(spec, study)
     trials = study.get_trials(deepcopy=False)
-    print_summary(spec, study, trials, budget, out)
-    return exit_code(spec, study, trials, outcome, out, t0)
-
-
-def print_opening(spec: StudySpec, study: optuna.Study, out: TextIO, lost: list[int], warm: float | None) -> None:
-    """What a phase says before its first trial: the header, the study file's notes, the warm-up, lost trials."""
-    print(header(spec, study), file=out)
-    for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
-        print(f"  note       {note}", file=out)
-    if warm is not None:
-        print(
-            f"  warm-up    the baseline's config ran {WARM_UP_BATCHES} batches untimed ({warm:.1f} s), so the "
-            "first timed trial is not this process's first run",
-            file=out,
-            flush=True,
-        )
-    if lost:
-        print(f"  re-queued trials {lost}: their worker process is gone", file=out)
-
-
-def print_summary(
-    spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], budget: StopAtBudget, out: TextIO
-) -> None:
-    """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
-    print(
-        f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
-        + (
-            f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left" if spec.budget else ""
-        ),
-        file=out,
-    )
-    if spec.phase != "tune":  # phase 1's baseline is a subset's: its runs are not the user's unit
-        print("\n".join(best.cost_of(study).lines()), file=out)
-    # Phase 1's picks still queued; a queued trial of no pick (phase 2's baseline, queued again
-    # after Ctrl-C or a lost worker; one a user enqueued) is not one of them.
-    queued = (t.user_attrs.get(TUNE_TRIAL_KEY) for t in trials if t.state == TrialState.WAITING)
-    unrun: list[int] = sorted({n for n in queued if n is not None})
-    if spec.phase == "confirm" and unrun and budget.reached(study):
-        print(
-            f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
-            "spent; raise --budget and run again to confirm them",
-            file=out,
-        )
-    warning = report.baseline_warning(trials)
-    if warning:
-        print(f"\nwarning: {warning}", file=out)
-    print(f"\ndashboard: {dashboard_hint(spec)}", file=out)
-
-
-def exit_code(
-    spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], outcome: str, out: TextIO, t0: float
-) -> int:
-    """The phase's exit code (0 done, 1 it could not do its work, 130 Ctrl-C), saying why when not 0."""
+    report.summary(spec, study, trials, budget)
     if outcome == "interrupted":
-        print("interrupted: finished trials are kept; run the same command again to resume", file=out)
-        return 130
+        report.line("interrupted: finished trials are kept; run the same command again to resume")
+        raise KeyboardInterrupt
+    why = failure(spec, study, trials, outcome, t0)
+    if why is not None:
+        fail(report, spec, why)
+
+
+def failure(spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], outcome: str, t0: float) -> str | None:
+    """Why the phase could not do its work, as shown (None: it did)."""
     why = starved(spec, study)
     if why:
-        print(f"\n{why}", file=out)
-        return 1
+        return f"\n{why}"
     hit = repeated_failure(study, spec.failure_limit, datetime.datetime.fromtimestamp(t0))
-    if outcome == "failed" or hit:
-        if hit:
-            reason, numbers = hit
-            print(
-                f"\neffsearch run: stopped: trials {', '.join(map(str, numbers))} failed with the same error "
-                f"(failure_limit: {spec.failure_limit}):\n  {reason}",
-                file=out,
-            )
-        return 1
+    if hit:
+        reason, numbers = hit
+        return (
+            f"\neffsearch run: stopped: trials {', '.join(map(str, numbers))} failed with the same error "
+            f"(failure_limit: {spec.failure_limit}):\n  {reason}"
+        )
+    if outcome == "failed":  # a worker stopped the study on an error it logged (search/run/workers.py)
+        return ""
     if not any(t.state == TrialState.COMPLETE for t in trials):
-        print(f"\neffsearch run: study {spec.name!r} has no completed trial", file=out)
-        return 1
-    return 0
+        return f"\neffsearch run: study {spec.name!r} has no completed trial"
+    return None

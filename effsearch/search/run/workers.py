@@ -11,6 +11,7 @@ puts its own running trial back in the queue.
 from __future__ import annotations
 
 import datetime
+import logging
 import multiprocessing
 import os
 import signal
@@ -18,8 +19,9 @@ import sys
 import threading
 import time
 import warnings
+from logging.handlers import QueueHandler, QueueListener
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import optuna
 from optuna.trial import TrialState
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
     from effsearch.search.study.spec import StudySpec
 
+
+log = logging.getLogger(__name__)
 
 WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
 
@@ -113,16 +117,15 @@ def work(
     spec: StudySpec,
     index: int = 0,
     data_root: str | Path | None = None,
-    progress: bool = False,
-    out: TextIO | None = None,
-    t0: float | None = None,
+    progress: Progress | None = None,
     since: float | None = None,
     warm: bool = True,
 ) -> str:
     """One worker: run trials until the study has n_trials, the timeout passes, the budget is
     spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
 
-    ``since``: when the command started (the failure limit counts this run's trials only).
+    ``progress``: shows each finished trial (the main process's worker); ``since``: when the
+    command started (the failure limit counts this run's trials only).
     """
     quiet_and_share_cores(spec)
     started = time.time()
@@ -147,10 +150,10 @@ def work(
         lambda study, trial: mark_lost(spec, study),
         lambda study, trial: study.stop() if objective.uncounted else None,
     ]
-    if progress:
-        callbacks.append(Progress(spec, study, out, t0))
+    if progress is not None:
+        callbacks.append(progress)
     try:
-        return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started, out)
+        return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
         requeue_interrupted(study)
         return "interrupted"
@@ -160,8 +163,7 @@ def work(
 
 
 def quiet_and_share_cores(spec: StudySpec) -> None:
-    """This worker process's settings: Optuna's errors only, and its share of the cores."""
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    """This worker's settings: no warnings of Optuna's experimental features, and its share of the cores."""
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if spec.workers > 1:
         import torch
@@ -184,7 +186,6 @@ def run_trials(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]],
     stops: Stops,
     started: float,
-    out: TextIO | None,
 ) -> str:
     """``study.optimize`` until one of ``stops`` or the timeout ends the worker: "done" or "failed"."""
     stop, budget, failures = stops
@@ -196,11 +197,7 @@ def run_trials(
         if failures.hit:
             return "failed"
         if objective.uncounted:
-            print(
-                f"effsearch run: stopped: {objective.uncounted}; the compute budget would not see it",
-                file=out or sys.stderr,
-                flush=True,
-            )
+            log.error("effsearch run: stopped: %s; the compute budget would not see it", objective.uncounted)
             return "failed"
         if budget.reached(study):
             break
@@ -246,12 +243,13 @@ def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -
     first timed trial then pays the process's first-run costs)."""
     try:
         warm_up(phases.trial_config(spec, spec.baseline), data_root)
-    except Exception as e:  # noqa: BLE001 - printed with its cause; the trials that follow record their own
-        print(
-            f"warning: worker {index}: the warm-up run of the baseline's config failed ({type(e).__name__}: "
-            f"{e}); its first trial's time includes this process's first-run costs",
-            file=sys.stderr,
-            flush=True,
+    except Exception as e:  # noqa: BLE001 - logged with its cause; the trials that follow record their own
+        log.warning(
+            "worker %d: the warm-up run of the baseline's config failed (%s: %s); its first trial's time "
+            "includes this process's first-run costs",
+            index,
+            type(e).__name__,
+            e,
         )
 
 
@@ -289,11 +287,7 @@ def mark_lost(spec: StudySpec, study: optuna.Study) -> list[int]:
         try:
             save_note_by_id(study, t, f"### Trial {t.number}: lost\n\n{reason}")
         except storage_errors() as e:  # the note is all a heartbeat-failed trial has: say it is missing
-            print(
-                f"warning: cannot write the note of trial {t.number} (lost: {reason}): {why(e)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.warning("cannot write the note of trial %d (lost: %s): %s", t.number, reason, why(e))
     return [t.number for t in lost]
 
 
@@ -317,12 +311,33 @@ def wait_for_others(spec: StudySpec, study: optuna.Study, stop: StopAtTotal, sta
 WORKER_EXIT = {"done": 0, "failed": 1, "interrupted": 130}
 
 
+class WorkerSetup(NamedTuple):
+    """What a worker process takes from the main one besides its study: where its log records go
+    (the main process hands them to its own handlers, whatever they are), from which level, and
+    Optuna's verbosity there (a spawned process starts with Python's defaults)."""
+
+    logs: Any  # a multiprocessing queue
+    level: int
+    optuna_verbosity: int
+
+
 def _worker_main(
-    raw: dict, path: str, source: str, overrides: dict, index: int, data_root: str | Path | None, since: float
+    raw: dict,
+    path: str,
+    source: str,
+    overrides: dict,
+    index: int,
+    data_root: str | Path | None,
+    since: float,
+    setup: WorkerSetup,
 ) -> None:
     from effsearch.config.imports import import_plugins
     from effsearch.search.study.studyfile import from_mapping
 
+    logger = logging.getLogger("effsearch")
+    logger.addHandler(QueueHandler(setup.logs))
+    logger.setLevel(setup.level)
+    optuna.logging.set_verbosity(setup.optuna_verbosity)  # this process's own: as the main process has it
     try:
         import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS); the study's own come with from_mapping
         phase = overrides.pop("phase")
@@ -333,9 +348,15 @@ def _worker_main(
         sys.exit(130)
 
 
-def run_workers(
-    spec: StudySpec, study: optuna.Study, data_root: str | Path | None, out: TextIO, t0: float | None = None
-) -> str:
+class _Relay(logging.Handler):
+    """A worker's log record, handled in the main process as if logged there."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(record.name).handle(record)
+
+
+def start_workers(spec: StudySpec, data_root: str | Path | None, since: float, setup: WorkerSetup) -> list:
+    """``spec.workers`` worker processes on the study, started."""
     ctx = multiprocessing.get_context("spawn")  # fork after torch/CUDA is unsafe
     overrides = {
         "storage": spec.storage,
@@ -345,24 +366,45 @@ def run_workers(
         "workers": spec.workers,
         "phase": spec.phase,
     }
-    since = t0 or time.time()
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since),
+            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since, setup),
             name=f"effsearch-worker-{i}",
         )
         for i in range(spec.workers)
     ]
     for p in procs:
         p.start()
-    progress = Progress(spec, study, out, t0)
+    return procs
+
+
+def run_workers(
+    spec: StudySpec, study: optuna.Study, data_root: str | Path | None, progress: Progress, t0: float | None = None
+) -> str:
+    """Run the study in ``spec.workers`` processes, ``progress`` showing their trials as they
+    finish; returns "done", "failed" or "interrupted"."""
+    logs = multiprocessing.get_context("spawn").Queue()
+    listener = QueueListener(logs, _Relay())
+    listener.start()
+    level = logging.getLogger("effsearch").getEffectiveLevel()
+    try:
+        procs = start_workers(
+            spec, data_root, t0 or time.time(), WorkerSetup(logs, level, optuna.logging.get_verbosity())
+        )
+        return watch(procs, study, progress)
+    finally:
+        listener.stop()  # after the workers: their last records are handled first
+
+
+def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
+    """Poll the workers until they end; on Ctrl-C wait for them to record their trials."""
     try:
         while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
             time.sleep(2.0)
             progress.poll(study)
     except KeyboardInterrupt:
-        print("\nstopping: waiting for the workers to record their trials...", file=out, flush=True)
+        progress.report.line("\nstopping: waiting for the workers to record their trials...", flush=True)
         for p in procs:
             p.join(timeout=120)
             if p.is_alive():
@@ -372,7 +414,7 @@ def run_workers(
     progress.poll(study)
     bad = [p.exitcode for p in procs if p.exitcode not in (0, 1, 130)]
     if bad:  # killed; the survivors re-ran its trial (wait_for_others)
-        print(f"warning: {len(bad)} worker(s) exited with codes {bad}", file=out)
+        log.warning("%d worker(s) exited with codes %s", len(bad), bad)
     if any(p.exitcode == 130 for p in procs):
         return "interrupted"
     return "failed" if any(p.exitcode == 1 for p in procs) else "done"

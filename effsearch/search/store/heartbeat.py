@@ -9,9 +9,9 @@ went stale (``requeue_dead_local``). RDB storages use Optuna's own heartbeats in
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -27,6 +27,9 @@ from effsearch.search.store.storage import mark_failed, requeue, save_note_by_id
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
+
+
+log = logging.getLogger(__name__)
 
 _WORKER_TOKEN = uuid.uuid4().hex[:12]  # one per process: host and pid alone repeat across machines and reboots
 
@@ -77,11 +80,10 @@ class JournalHeartbeat:
             pass
         except storage_errors() as e:  # a stale stamp gets this trial re-queued elsewhere: say why, once
             if not self.failed:
-                print(
-                    f"warning: cannot stamp the running trial's heartbeat ({why(e)}); other workers may "
-                    "take it for lost and queue it again",
-                    file=sys.stderr,
-                    flush=True,
+                log.warning(
+                    "cannot stamp the running trial's heartbeat (%s); other workers may take it for lost "
+                    "and queue it again",
+                    why(e),
                 )
             self.failed = True
 

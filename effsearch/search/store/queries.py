@@ -7,8 +7,8 @@ status`` answers in a second or two.
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,9 @@ from effsearch.search.store.storage import storage_errors, why
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import BaseTrial, FrozenTrial
+
+
+log = logging.getLogger(__name__)
 
 
 def objectives_of(study: optuna.Study) -> list[str]:
@@ -120,7 +123,7 @@ def front(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> l
         trials = study.get_trials(deepcopy=False) if trials is None else trials
         directions = study.directions
     except storage_errors() as e:
-        print(f"warning: cannot read the Pareto front of study {study.study_name!r}: {why(e)}", file=sys.stderr)
+        log.warning("cannot read the Pareto front of study %r: %s", study.study_name, why(e))
         return []
     # A duplicate (answered with an earlier trial's result) is that trial's point again. A miss
     # is infeasible (its constraint), as in Optuna's best_trials.

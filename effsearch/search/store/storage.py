@@ -18,7 +18,7 @@ those whose worker is gone (search/store/heartbeat.py).
 from __future__ import annotations
 
 import functools
-import sys
+import logging
 import threading
 import time
 import warnings
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 
     from effsearch.config.options import Heartbeat
     from effsearch.search.study.spec import StudySpec
+
+
+log = logging.getLogger(__name__)
 
 
 def _where(spec: StudySpec) -> str:
@@ -174,11 +177,11 @@ _cut_warned = threading.Event()  # a lost connection is said once a process (a h
 def _warn_cut(e: BaseException) -> None:
     if not _cut_warned.is_set():
         _cut_warned.set()
-        print(
-            f"warning: lost the storage's connection ({why(e)}); reconnecting, waiting up to "
-            f"{RECONNECT_SECONDS:g} s for the server, and trying the call again",
-            file=sys.stderr,
-            flush=True,
+        log.warning(
+            "lost the storage's connection (%s); reconnecting, waiting up to %g s for the server, "
+            "and trying the call again",
+            why(e),
+            RECONNECT_SECONDS,
         )
 
 

@@ -22,10 +22,10 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
-import sys
 import threading
 import time
 import traceback
@@ -43,6 +43,8 @@ from effsearch.trainer.data.splits import DiskImages, Splits, data_dir
 
 if TYPE_CHECKING:
     from effsearch.config import DatasetConfig, TrainConfig
+
+log = logging.getLogger(__name__)
 
 # A ConfigError with the install line when ffcv or its compiled parts do not import (torch's
 # thread count, which importing ffcv sets to one, is put back); the names below then import.
@@ -319,11 +321,7 @@ def _in_the_cache(
     why = f"{folder.parent}: {error.strerror or error}"
     if why not in _warned:  # once a process: every trial of a study meets it alike
         _warned.add(why)
-        print(
-            f"warning: cannot write the .beton files beside the dataset ({why}); writing them to {fallback} instead",
-            file=sys.stderr,
-            flush=True,
-        )
+        log.warning("cannot write the .beton files beside the dataset (%s); writing them to %s instead", why, fallback)
     prepared = ensure_betons(cfg, splits, fallback, force=force, progress=progress)
     return dataclasses.replace(prepared, instead_of=why)
 

@@ -21,12 +21,12 @@ step in ``update_every``; the other steps pay two small matrix products per laye
 
 A layer with no decomposition to use (none has solved yet) or one for another shape takes
 its plain gradient on that step: ``fallbacks()`` counts them for the run's result, and the
-first is printed as a warning, since a run that is mostly plain SGD is not K-FAC's measure.
+first is logged as a warning, since a run that is mostly plain SGD is not K-FAC's measure.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from torch.optim.optimizer import ParamsT
 
     _Module = torch.nn.Linear | torch.nn.Conv2d  # the layers K-FAC preconditions
+
+
+log = logging.getLogger(__name__)
 
 
 def _cov(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -155,11 +158,7 @@ class KFACSGD(torch.optim.SGD):
         ]
         dist = torch.distributed.is_available() and torch.distributed.is_initialized()
         if grouped and not (dist and torch.distributed.get_rank() != 0):
-            print(
-                f"warning: K-FAC does not precondition grouped convolutions; {', '.join(grouped)} train with plain SGD",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.warning("K-FAC does not precondition grouped convolutions; %s train with plain SGD", ", ".join(grouped))
 
     def _arm(self) -> None:
         # The model's order, not a set's: a set of modules iterates by address, which differs
@@ -254,16 +253,15 @@ class KFACSGD(torch.optim.SGD):
         return g
 
     def _warn(self, cause: str) -> None:
-        """The first fallback of this run, printed (rank 0 only); the rest are counted in silence."""
+        """The first fallback of this run, logged (rank 0 only); the rest are counted in silence."""
         dist = torch.distributed.is_available() and torch.distributed.is_initialized()
         if self.warned or (dist and torch.distributed.get_rank() != 0):
             return
         self.warned = True
-        print(
-            f"warning: K-FAC: {cause}; such layers train with plain SGD until a decomposition solves "
+        log.warning(
+            "K-FAC: %s; such layers train with plain SGD until a decomposition solves "
             "(counted in the result as kfac_fallbacks)",
-            file=sys.stderr,
-            flush=True,
+            cause,
         )
 
     def _fits(self, layer: _Layer, grad: torch.Tensor) -> bool:

@@ -1,0 +1,106 @@
+"""The library raises and logs; the command maps. ``run_study`` shows nothing when quiet, takes a
+checked StudySpec, calls Optuna-style callbacks, raises ``StudyFailed`` instead of returning an
+exit code, and leaves Optuna's logging as its user set it; what a worker process logs reaches the
+main process's handlers. A scripted trainer stands in for training."""
+
+import logging
+import os
+
+import optuna
+import pytest
+from optuna.trial import FrozenTrial, TrialState
+
+import effsearch
+import effsearch.trainer.training as trainer_run
+from effsearch.cli import main
+from effsearch.config import ConfigError
+from effsearch.search.run import runner, workers
+from effsearch.search.store import record
+from effsearch.search.study import studyfile
+from tests.search.test_phases import scripted_train
+from tests.support.tiny_study import study_file
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    monkeypatch.setattr(trainer_run, "train", scripted_train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+
+
+def test_a_quiet_run_prints_nothing_and_logs_its_warnings(tmp_path, scripted, monkeypatch, capsys, caplog):
+    """A note that cannot be saved is a warning; the library used to print it on stderr whatever
+    ``quiet`` said. Now it is logged (once) and a quiet run prints nothing of its own."""
+
+    def refuse(trial, text):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(record, "save_note", refuse)
+    study = effsearch.run_study(study_file(tmp_path, 3), quiet=True)
+    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3
+    shown = capsys.readouterr()
+    assert shown.out == "" and shown.err == "", shown
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("effsearch") and r.levelno == logging.WARNING]
+    assert len(said) == 1 and "dashboard note was not saved" in said[0] and "disk full" in said[0], said
+
+
+def test_run_study_runs_a_studyspec_and_calls_back_after_each_trial(tmp_path, scripted):
+    spec = effsearch.study_spec(study_file(tmp_path, 3))
+    assert isinstance(spec, effsearch.StudySpec)
+    seen = []
+    study = effsearch.run_study(spec, quiet=True, callbacks=[lambda s, t: seen.append((s, t))])
+    assert sorted(t.number for _, t in seen) == [0, 1, 2]
+    assert all(isinstance(s, optuna.Study) and s.study_name == "tiny" for s, _ in seen)
+    assert all(isinstance(t, FrozenTrial) and t.state.is_finished() for _, t in seen)
+    assert [t.number for t in study.trials] == [0, 1, 2]
+    with pytest.raises(ConfigError, match="n_trials: a StudySpec runs as it was checked"):
+        effsearch.run_study(spec, n_trials=5, quiet=True)
+
+
+def test_the_runner_raises_where_the_command_exits_1(tmp_path, monkeypatch, capsys):
+    """runner.run returned exit codes, which the API turned back into exceptions from the last
+    printed lines; now it raises StudyFailed with the reason, and the command maps it to 1."""
+
+    def broken(cfg, **kw):
+        raise RuntimeError("no kernel for this op (simulated)")
+
+    monkeypatch.setattr(trainer_run, "train", broken)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    path = study_file(tmp_path, 6, failure_limit=2)
+    with pytest.raises(effsearch.StudyFailed) as e:
+        runner.run(studyfile.load(path))
+    assert "could not do its work" in str(e.value) and "failed with the same error" in str(e.value)
+    assert "no kernel for this op" in str(e.value)
+    assert capsys.readouterr().err == ""  # no stream given: the run showed nothing
+    assert main(["run", str(path)]) == 1
+    assert "failed with the same error" in capsys.readouterr().err
+
+
+def test_optunas_logging_is_left_as_its_user_set_it(tmp_path, scripted, capsys):
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.DEBUG)
+    try:
+        path = study_file(tmp_path, 2)
+        effsearch.run_study(path, quiet=True)
+        assert optuna.logging.get_verbosity() == optuna.logging.DEBUG
+        assert main(["status", str(path)]) == 0  # the command quiets Optuna for itself, then puts it back
+        assert optuna.logging.get_verbosity() == optuna.logging.DEBUG
+    finally:
+        optuna.logging.set_verbosity(before)
+
+
+PLUGIN = """
+import logging, os
+logging.getLogger("effsearch.plugin").warning("imported in process %d", os.getpid())
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_process_logs_to_the_main_process_s_handlers(tmp_path, caplog):
+    """Worker processes start bare (spawn): their records go back to the main process and are
+    handled there, where the command (or the caller) set logging up. The plugin logs once per
+    process that imports it: the main one and each worker."""
+    (tmp_path / "loudplugin.py").write_text(PLUGIN)
+    path = study_file(tmp_path, 2, workers=2, plugins=["loudplugin"])
+    effsearch.run_study(path, quiet=True)
+    processes = {r.process for r in caplog.records if r.name == "effsearch.plugin"}
+    assert os.getpid() in processes and len(processes) == 3, processes
