@@ -23,6 +23,7 @@ from effsearch.search.run.budget import StopAtTotal
 from effsearch.search.store.attrs import HEARTBEAT_KEY, WORKER_KEY
 from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import open_url
+from tests.support.helpers import logged_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine delays both the beats and the checks)
@@ -178,7 +179,10 @@ def train(cfg, **kw):
             time.sleep(0.05)
     return scripted_train(cfg, **kw)
 trainer_run.train = train
-sys.exit(workers.WORKER_EXIT[workers.work(studyfile.load(sys.argv[1]), warm=False)])
+from effsearch.cli import console, quiet_optuna
+with console(), quiet_optuna():  # as a worker of the command's: its logs printed, Optuna's errors only
+    code = workers.WORKER_EXIT[workers.work(studyfile.load(sys.argv[1]), warm=False)]
+sys.exit(code)
 """
 
 
@@ -250,7 +254,7 @@ def _in_process_study(tmp_path, monkeypatch, train, **changes):
 
 
 @pytest.mark.parametrize("rdb", [False, True], ids=["journal", "sqlite"])
-def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, capsys, rdb):
+def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, caplog, rdb):
     """Taken over while it trains, the worker learns it at its next write (the pruner's rung
     record): the training stops there, dropped, and the worker runs the retry. An RDB storage
     (Optuna's heartbeats) refuses the write the same way."""
@@ -272,12 +276,12 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
         **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}),
     )
     assert workers.work(spec, warm=False) == "done"
-    err = capsys.readouterr().err
+    err = logged_warnings(caplog)
     t = study.get_trials()
     assert taken == [0] and [x.state for x in t[:2]] == [TrialState.FAIL, TrialState.COMPLETE] and len(t) == 3
     assert t[2].state in (TrialState.COMPLETE, TrialState.PRUNED)  # the study's second trial, which MO-ASHA may stop
     assert "rung_0" not in t[0].user_attrs and "wall_seconds" not in t[0].user_attrs  # nothing written after
-    assert err.count("warning:") == 1 and "was training it" in err and "queued again as trial 1" in err, err
+    assert len(err.splitlines()) == 1 and "was training it" in err and "queued again as trial 1" in err, err
     assert "not counted" in err, err
     assert spent(t) == t[1].user_attrs["wall_seconds"] + t[2].user_attrs["wall_seconds"]
     attrs = study._storage.get_study_system_attrs(study._study_id)  # optuna-dashboard keeps notes there
@@ -285,7 +289,7 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
     assert "no heartbeat for 9 s (simulated)" in note and "dropped its result" in note, note
 
 
-def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_its_end(tmp_path, monkeypatch, capsys):
+def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_its_end(tmp_path, monkeypatch, caplog):
     """Taken over between its last write (its wall seconds) and Optuna's tell: the tell raises
     "Cannot tell a FAIL trial"; the worker drops it and goes on. Its wall seconds were written
     before it was lost: they count, once."""
@@ -303,10 +307,10 @@ def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_
     monkeypatch.setattr(objective.Objective, "_record_wall", record_wall)
     spec, study = _in_process_study(tmp_path, monkeypatch, scripted_train)
     assert workers.work(spec, warm=False) == "done"
-    err = capsys.readouterr().err
+    err = logged_warnings(caplog)
     t = study.get_trials()
     assert taken == [0] and [x.state for x in t] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
-    assert err.count("warning:") == 1 and "finished training it" in err and "written before, count" in err, err
+    assert len(err.splitlines()) == 1 and "finished training it" in err and "written before, count" in err, err
     assert spent(t) == sum(x.user_attrs["wall_seconds"] for x in t)
 
 
@@ -326,7 +330,7 @@ def test_a_failure_that_is_not_a_take_over_still_stops_the_worker(tmp_path, monk
         workers.work(spec, warm=False)
 
 
-def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypatch, caplog):
     """Ctrl-C while training a trial the others took over: the worker drops the trial and
     stops as interrupted (it does not take the refused tell for a reason to go on)."""
 
@@ -338,4 +342,4 @@ def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypat
     assert workers.work(spec, warm=False) == "interrupted"
     t = study.get_trials()
     assert [x.state for x in t] == [TrialState.FAIL, TrialState.WAITING] and t[0].user_attrs["status"] == "lost"
-    assert capsys.readouterr().err.count("warning:") == 1
+    assert len(logged_warnings(caplog).splitlines()) == 1

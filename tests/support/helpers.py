@@ -42,3 +42,11 @@ def missing_system_package(what: str, package: str):
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{what} not found (CI must `apt-get install -y {package}`)")
     pytest.skip(f"{what} not found (apt-get install -y {package})")
+
+
+def logged_warnings(caplog) -> str:
+    """What effsearch logged as warnings (its ``effsearch`` logger), one a line: the command prints
+    each as ``warning: ...``; a library call (no command) leaves them to logging."""
+    return "\n".join(
+        r.getMessage() for r in caplog.records if r.name.startswith("effsearch") and r.levelname == "WARNING"
+    )
