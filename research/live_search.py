@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--tune-target", type=float, default=0.4)
     ap.add_argument("--out", type=Path, default=Path("runs/live-search"))
     args = ap.parse_args()
+    from effsearch.search.run.errors import StudyFailed
     from effsearch.search.run.runner import run
     from effsearch.search.store.storage import open_url
     from effsearch.search.study import studyfile
@@ -73,10 +74,11 @@ def main() -> None:
     for path in (nsga, eff):
         t = time.perf_counter()
         with open(args.out / f"{path.stem}.log", "w") as log:
-            code = run(studyfile.load(path), out=log)
+            try:
+                run(studyfile.load(path), out=log)
+            except StudyFailed as e:
+                sys.exit(f"{path}: {e}; see {args.out / (path.stem + '.log')}")
         wall[path.stem] = time.perf_counter() - t
-        if code:
-            sys.exit(f"{path} ended with code {code}; see {args.out / (path.stem + '.log')}")
 
     def load(name, path):
         return optuna.load_study(study_name=name, storage=open_url(str(path.with_suffix(".journal"))))

@@ -91,19 +91,19 @@ class World:
 
 
 def make_sampler(m: Method, seed: int):
+    from effsearch.config.options import GPOptions, Named, NoOptions, NSGAOptions, TPEOptions
     from effsearch.search.study.samplers import make_sampler as product
 
     if m.sampler in ("random", "rows"):
-        return product({"name": "random"}, seed)
+        return product(Named("random", NoOptions()), seed)
     if m.sampler == "tpe":
         opts = dict(m.tpe or {})
-        if "gamma" in opts:
-            opts["gamma"] = GAMMAS[opts["gamma"]]
-        return product({"name": "tpe", "n_startup_trials": m.n_startup, **opts}, seed)
+        extra = {"gamma": GAMMAS[opts.pop("gamma")]} if "gamma" in opts else {}  # not a study file's option
+        return product(Named("tpe", TPEOptions(n_startup_trials=m.n_startup, **opts)), seed, **extra)
     if m.sampler == "nsga2":
-        return product({"name": "nsga2", "population_size": 16}, seed)
+        return product(Named("nsga2", NSGAOptions(population_size=16)), seed)
     if m.sampler == "gp":
-        return product({"name": "gp", "n_startup_trials": m.n_startup}, seed)
+        return product(Named("gp", GPOptions(n_startup_trials=m.n_startup)), seed)
     if m.sampler == "qmc":
         return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
     raise ValueError(m.sampler)

@@ -81,31 +81,36 @@ class PerTrialSeed(BaseSampler):
         self.sampler.reseed_rng()
 
 
-def _tpe(options: TPEOptions, seed: int) -> BaseSampler:
+def _tpe(options: TPEOptions, seed: int, **extra: Any) -> BaseSampler:
     kw = asdict(options)
     if not kw["multivariate"]:
         kw["group"] = False  # group needs multivariate
-    return optuna.samplers.TPESampler(seed=seed, **kw)
+    return optuna.samplers.TPESampler(seed=seed, **kw, **extra)
 
 
 @dataclass(frozen=True)
 class SamplerKind:
     """A sampler a study file may name: the option dataclass its options are checked against
-    (``effsearch.config.options``) and ``build(options, seed)``."""
+    (``effsearch.config.options``) and ``build(options, seed, **extra)``."""
 
     options: type
-    build: Callable[[Any, int], BaseSampler]
+    build: Callable[..., BaseSampler]
 
 
 # The one registry of samplers: a new one is a row here and its option dataclass in config/options.py.
 SAMPLERS: dict[str, SamplerKind] = {
     "tpe": SamplerKind(TPEOptions, _tpe),
-    "nsga2": SamplerKind(NSGAOptions, lambda o, seed: optuna.samplers.NSGAIISampler(seed=seed, **asdict(o))),
-    "nsga3": SamplerKind(NSGAOptions, lambda o, seed: optuna.samplers.NSGAIIISampler(seed=seed, **asdict(o))),
-    "gp": SamplerKind(
-        GPOptions, lambda o, seed: optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **asdict(o))
+    "nsga2": SamplerKind(
+        NSGAOptions, lambda o, seed, **kw: optuna.samplers.NSGAIISampler(seed=seed, **asdict(o), **kw)
     ),
-    "random": SamplerKind(NoOptions, lambda o, seed: optuna.samplers.RandomSampler(seed=seed)),
+    "nsga3": SamplerKind(
+        NSGAOptions, lambda o, seed, **kw: optuna.samplers.NSGAIIISampler(seed=seed, **asdict(o), **kw)
+    ),
+    "gp": SamplerKind(
+        GPOptions,
+        lambda o, seed, **kw: optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **asdict(o), **kw),
+    ),
+    "random": SamplerKind(NoOptions, lambda o, seed, **kw: optuna.samplers.RandomSampler(seed=seed, **kw)),
 }
 
 
@@ -119,9 +124,11 @@ def check_sampler(value: Any, field_name: str = "sampler") -> Named[Any]:
     return check_named(value, field_name, SAMPLER_OPTIONS)
 
 
-def make_sampler(sampler: Named[Any], seed: int) -> BaseSampler:
-    """The study file's sampler, its random stream derived per trial from ``seed`` (PerTrialSeed)."""
+def make_sampler(sampler: Named[Any], seed: int, **extra: Any) -> BaseSampler:
+    """The study file's sampler, its random stream derived per trial from ``seed`` (PerTrialSeed).
+    ``extra``: the Optuna sampler's own arguments beyond a study file's options (the replay's
+    variants: TPE's ``gamma``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        built = SAMPLERS[sampler.name].build(sampler.options, seed)
+        built = SAMPLERS[sampler.name].build(sampler.options, seed, **extra)
     return PerTrialSeed(built, seed)
