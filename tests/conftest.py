@@ -31,6 +31,23 @@ def _no_network_data_dir(tmp_path, monkeypatch):
     os.environ.setdefault("TQDM_DISABLE", "1")
 
 
+@pytest.fixture
+def scripted(monkeypatch):
+    """Trials train with tests/support/scripted.py's ``scripted_train`` (EFFSEARCH_TRAIN_FN names it,
+    here and in the worker processes a run starts); ``scripted(fn)`` makes this process's trials
+    train with ``fn`` instead. The warm-up calls it too (once per process, a few batches' config)."""
+    from tests.support import scripted as support
+
+    monkeypatch.setenv(support.TRAIN_FN_ENV, support.TRAIN_FN)
+
+    def use(fn):
+        support.Scripted.fn = fn
+        return fn
+
+    yield use
+    support.Scripted.fn = support.scripted_train
+
+
 @pytest.fixture(scope="module")
 def storage_path(tmp_path_factory):
     """A journal with the given-values studies of tests/support/fake_study.py."""

@@ -11,7 +11,6 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.search.pruners import NoPruner
 from effsearch.search.run import objective, runner, workers
@@ -19,7 +18,7 @@ from effsearch.search.store.attrs import CONFIG_HASH_KEY, DUPLICATE_KEY, WORKER_
 from effsearch.search.store.heartbeat import requeue_dead_local, worker_id
 from effsearch.search.store.storage import open_storage, open_url
 from effsearch.search.study import studyfile
-from tests.search.test_phases import scripted_train
+from tests.support.scripted import Scripted, scripted_train
 from tests.support.tiny_study import study_file
 
 SPACE = {"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}}  # two configs: repeats certain
@@ -36,7 +35,7 @@ def note_of(path, trial) -> str:
 
 
 @pytest.fixture
-def trained(monkeypatch):
+def trained(scripted, monkeypatch):
     """The config hash of every run the scripted trainer plays, in order."""
     runs = []
 
@@ -44,8 +43,8 @@ def trained(monkeypatch):
         runs.append(cfg.hash())
         return scripted_train(cfg, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `runs` counts trials only
+    scripted(train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)  # `runs` counts trials only
     return runs
 
 
@@ -75,8 +74,8 @@ def test_a_duplicate_of_a_pruned_trial_is_pruned_at_its_rung_without_training(tm
     assert len(trained) == len(set(trained))  # no config trained twice
 
 
-def test_a_duplicate_of_a_failed_trial_trains_again_and_says_so(tmp_path, trained, monkeypatch):
-    real = trainer_run.train
+def test_a_duplicate_of_a_failed_trial_trains_again_and_says_so(tmp_path, trained, scripted):
+    real = Scripted.fn  # ``trained``'s, which counts the runs
 
     def flaky(cfg, *args, **kwargs):
         if cfg.batch_size == 64 and not flaky.failed:
@@ -85,7 +84,7 @@ def test_a_duplicate_of_a_failed_trial_trains_again_and_says_so(tmp_path, traine
         return real(cfg, *args, **kwargs)
 
     flaky.failed = False
-    monkeypatch.setattr(trainer_run, "train", flaky)
+    scripted(flaky)
     path = study_file(tmp_path, 6, space=SPACE)
     assert main(["run", str(path)]) == 0
     trials = trials_of(path)
@@ -104,7 +103,7 @@ def test_a_duplicate_of_a_failed_trial_trains_again_and_says_so(tmp_path, traine
 
 
 # -- a duplicate of a trial another worker is running ------------------------------------------------
-def _two_workers(tmp_path, monkeypatch):
+def _two_workers(tmp_path, monkeypatch, scripted):
     """A study whose baseline is done and two trials of one config queued (batch size 64), and a
     trainer that holds the first run of that config until ``release`` is set."""
     release, started = threading.Event(), threading.Event()
@@ -115,8 +114,8 @@ def _two_workers(tmp_path, monkeypatch):
             assert release.wait(60)
         return scripted_train(cfg, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    scripted(train)  # the Objectives below take it too (EFFSEARCH_TRAIN_FN)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = study_file(tmp_path, 1, space=SPACE, heartbeat={"interval": 1, "grace_period": 1, "max_retry": 1})
     assert main(["run", str(path)]) == 0  # the baseline
     spec = studyfile.load(path)
@@ -143,8 +142,8 @@ def _worker(spec, name, errors):
     return study, thread
 
 
-def test_a_duplicate_of_a_running_trial_waits_and_is_answered_when_it_ends(tmp_path, monkeypatch):
-    spec, release, started = _two_workers(tmp_path, monkeypatch)
+def test_a_duplicate_of_a_running_trial_waits_and_is_answered_when_it_ends(tmp_path, monkeypatch, scripted):
+    spec, release, started = _two_workers(tmp_path, monkeypatch, scripted)
     errors = []
     study, a = _worker(spec, "a", errors)
     assert started.wait(30)  # a trains trial 1 (held)
@@ -170,8 +169,8 @@ def test_a_duplicate_of_a_running_trial_waits_and_is_answered_when_it_ends(tmp_p
     assert t[2].user_attrs["waited_for"]["trial"] == 1 and t[2].user_attrs["waited_for"]["its_end"] == "complete"
 
 
-def test_a_duplicate_trains_when_the_trial_it_waits_for_loses_its_worker(tmp_path, monkeypatch):
-    spec, release, started = _two_workers(tmp_path, monkeypatch)
+def test_a_duplicate_trains_when_the_trial_it_waits_for_loses_its_worker(tmp_path, monkeypatch, scripted):
+    spec, release, started = _two_workers(tmp_path, monkeypatch, scripted)
     errors = []
     study, a = _worker(spec, "a", errors)
     assert started.wait(30)

@@ -24,6 +24,7 @@ from effsearch.search.store.attrs import HEARTBEAT_KEY, WORKER_KEY
 from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import open_url
 from tests.support.helpers import logged_warnings
+from tests.support.scripted import scripted_train
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 6.0  # seconds; the workers beat every 0.2 s (wide: a loaded machine delays both the beats and the checks)
@@ -166,10 +167,10 @@ def test_this_process_never_judges_its_own_trial(tmp_path):
 LATE_WORKER = """
 import sys, time
 from pathlib import Path
-import effsearch.trainer.training as trainer_run
+from effsearch.cli import console, quiet_optuna
 from effsearch.search.study import studyfile
 from effsearch.search.run import workers
-from tests.search.test_phases import scripted_train
+from tests.support.scripted import scripted_train
 go, calls = Path(sys.argv[2]), []
 def train(cfg, **kw):
     calls.append(cfg)
@@ -178,10 +179,8 @@ def train(cfg, **kw):
         while not go.exists():
             time.sleep(0.05)
     return scripted_train(cfg, **kw)
-trainer_run.train = train
-from effsearch.cli import console, quiet_optuna
 with console(), quiet_optuna():  # as a worker of the command's: its logs printed, Optuna's errors only
-    code = workers.WORKER_EXIT[workers.work(studyfile.load(sys.argv[1]), warm=False)]
+    code = workers.WORKER_EXIT[workers.work(studyfile.load(sys.argv[1]), warm=False, train_fn=train)]
 sys.exit(code)
 """
 
@@ -241,25 +240,23 @@ def _take_over_running(study):
     return t.number
 
 
-def _in_process_study(tmp_path, monkeypatch, train, **changes):
-    import effsearch.trainer.training as trainer_run
+def _in_process_study(tmp_path, **changes):
+    """A tiny study's spec and study, its baseline queued; a test's worker runs it (``workers.work``)."""
     from effsearch.search.run import runner
     from effsearch.search.store.storage import open_storage
     from effsearch.search.study import studyfile
     from tests.support.tiny_study import study_file
 
-    monkeypatch.setattr(trainer_run, "train", train)
     spec = studyfile.load(study_file(tmp_path, 2, **changes))
     return spec, runner.ensure_study(spec, open_storage(spec))
 
 
 @pytest.mark.parametrize("rdb", [False, True], ids=["journal", "sqlite"])
-def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, monkeypatch, caplog, rdb):
+def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, caplog, rdb):
     """Taken over while it trains, the worker learns it at its next write (the pruner's rung
     record): the training stops there, dropped, and the worker runs the retry. An RDB storage
     (Optuna's heartbeats) refuses the write the same way."""
     from effsearch.search.run.budget import spent
-    from tests.search.test_phases import scripted_train
 
     taken = []
 
@@ -270,12 +267,10 @@ def test_a_trial_taken_over_mid_training_is_dropped_at_its_next_write(tmp_path, 
 
     spec, study = _in_process_study(
         tmp_path,
-        monkeypatch,
-        train,
         pruner={"name": "moasha", "min_trials": 2},
         **({"storage": f"sqlite:///{tmp_path / 'tiny.db'}"} if rdb else {}),
     )
-    assert workers.work(spec, warm=False) == "done"
+    assert workers.work(spec, warm=False, train_fn=train) == "done"
     err = logged_warnings(caplog)
     t = study.get_trials()
     assert taken == [0] and [x.state for x in t[:2]] == [TrialState.FAIL, TrialState.COMPLETE] and len(t) == 3
@@ -295,7 +290,6 @@ def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_
     before it was lost: they count, once."""
     from effsearch.search.run import objective
     from effsearch.search.run.budget import spent
-    from tests.search.test_phases import scripted_train
 
     real, taken = objective.Objective._record_wall, []
 
@@ -305,8 +299,8 @@ def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_
             taken.append(_take_over_running(self.study))
 
     monkeypatch.setattr(objective.Objective, "_record_wall", record_wall)
-    spec, study = _in_process_study(tmp_path, monkeypatch, scripted_train)
-    assert workers.work(spec, warm=False) == "done"
+    spec, study = _in_process_study(tmp_path)
+    assert workers.work(spec, warm=False, train_fn=scripted_train) == "done"
     err = logged_warnings(caplog)
     t = study.get_trials()
     assert taken == [0] and [x.state for x in t] == [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
@@ -317,20 +311,18 @@ def test_a_trial_taken_over_after_its_last_write_is_dropped_when_optuna_refuses_
 def test_a_failure_that_is_not_a_take_over_still_stops_the_worker(tmp_path, monkeypatch):
     """The worker drops only what the others took over: any other error out of a trial's
     recording still ends the worker with it."""
-    from tests.search.test_phases import scripted_train
-
     # The timeout: a worker that took the error for a take-over would go on failing trials forever.
-    spec, study = _in_process_study(tmp_path, monkeypatch, scripted_train, timeout=30)
+    spec, study = _in_process_study(tmp_path, timeout=30)
 
     def broken(*args, **kwargs):
         raise ValueError("a bug in recording (simulated)")
 
     monkeypatch.setattr(workers.Objective, "_record_wall", broken)
     with pytest.raises(ValueError, match="simulated"):
-        workers.work(spec, warm=False)
+        workers.work(spec, warm=False, train_fn=scripted_train)
 
 
-def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypatch, caplog):
+def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, caplog):
     """Ctrl-C while training a trial the others took over: the worker drops the trial and
     stops as interrupted (it does not take the refused tell for a reason to go on)."""
 
@@ -338,8 +330,8 @@ def test_ctrl_c_in_a_trial_taken_over_still_stops_the_worker(tmp_path, monkeypat
         _take_over_running(study)
         raise KeyboardInterrupt
 
-    spec, study = _in_process_study(tmp_path, monkeypatch, train)
-    assert workers.work(spec, warm=False) == "interrupted"
+    spec, study = _in_process_study(tmp_path)
+    assert workers.work(spec, warm=False, train_fn=train) == "interrupted"
     t = study.get_trials()
     assert [x.state for x in t] == [TrialState.FAIL, TrialState.WAITING] and t[0].user_attrs["status"] == "lost"
     assert len(logged_warnings(caplog).splitlines()) == 1

@@ -1,7 +1,7 @@
 """The library raises and logs; the command maps. ``run_study`` shows nothing when quiet, takes a
 checked StudySpec, calls Optuna-style callbacks, raises ``StudyFailed`` instead of returning an
 exit code, and leaves Optuna's logging as its user set it; what a worker process logs reaches the
-main process's handlers. A scripted trainer stands in for training."""
+main process's handlers. Trials train with tests/support/scripted.py's stand-in (``scripted``)."""
 
 import logging
 import os
@@ -11,20 +11,13 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 import effsearch
-import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.config import ConfigError
-from effsearch.search.run import runner, workers
+from effsearch.search.run import runner
 from effsearch.search.store import record
 from effsearch.search.study import studyfile
-from tests.search.test_phases import scripted_train
+from tests.support.scripted import scripted_train
 from tests.support.tiny_study import study_file
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
 
 
 def test_a_quiet_run_prints_nothing_and_logs_its_warnings(tmp_path, scripted, monkeypatch, capsys, caplog):
@@ -56,21 +49,22 @@ def test_run_study_runs_a_studyspec_and_calls_back_after_each_trial(tmp_path, sc
         effsearch.run_study(spec, n_trials=5, quiet=True)
 
 
-def test_the_runner_raises_where_the_command_exits_1(tmp_path, monkeypatch, capsys):
+def test_the_runner_raises_where_the_command_exits_1(tmp_path, scripted, capsys):
     """runner.run returned exit codes, which the API turned back into exceptions from the last
     printed lines; now it raises StudyFailed with the reason, and the command maps it to 1."""
 
     def broken(cfg, **kw):
+        if kw.get("on_eval") is None:  # the pre-flight's warm-up: the baseline's config trains
+            return scripted_train(cfg, **kw)
         raise RuntimeError("no kernel for this op (simulated)")
 
-    monkeypatch.setattr(trainer_run, "train", broken)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
     path = study_file(tmp_path, 6, failure_limit=2)
     with pytest.raises(effsearch.StudyFailed) as e:
-        runner.run(studyfile.load(path))
+        runner.run(studyfile.load(path), train_fn=broken)  # injected: nothing of effsearch's is patched
     assert "could not do its work" in str(e.value) and "failed with the same error" in str(e.value)
     assert "no kernel for this op" in str(e.value)
     assert capsys.readouterr().err == ""  # no stream given: the run showed nothing
+    scripted(broken)  # the command takes its train function from EFFSEARCH_TRAIN_FN
     assert main(["run", str(path)]) == 1
     assert "failed with the same error" in capsys.readouterr().err
 
@@ -95,7 +89,7 @@ logging.getLogger("effsearch.plugin").warning("imported in process %d", os.getpi
 
 
 @pytest.mark.slow
-def test_a_worker_process_logs_to_the_main_process_s_handlers(tmp_path, caplog):
+def test_a_worker_process_logs_to_the_main_process_s_handlers(tmp_path, scripted, caplog):
     """Worker processes start bare (spawn): their records go back to the main process and are
     handled there, where the command (or the caller) set logging up. The plugin logs once per
     process that imports it: the main one and each worker."""

@@ -3,7 +3,6 @@ with a warning printed once and recorded where the user looks (the header, a tri
 attributes, result.json). A scripted trainer stands in for training where only the study's
 bookkeeping is under test."""
 
-import logging
 import sys
 
 import optuna
@@ -20,15 +19,8 @@ from effsearch.search.store import record, storage
 from effsearch.search.store.attrs import WALL_KEY
 from effsearch.search.store.storage import open_url
 from effsearch.trainer.techniques.kfac import KFACSGD
-from tests.search.test_phases import scripted_train
-from tests.support.helpers import tiny
+from tests.support.helpers import logged_warnings, tiny
 from tests.support.tiny_study import study_file
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
 
 
 def trials_of(path, name="tiny"):
@@ -84,13 +76,6 @@ def _always_fails(M, *a, **k):
     raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
 
 
-def warnings_logged(caplog) -> str:
-    """What effsearch logged as warnings (its ``effsearch`` logger; the command prints them as ``warning: ...``)."""
-    return "\n".join(
-        r.getMessage() for r in caplog.records if r.name.startswith("effsearch") and r.levelno == logging.WARNING
-    )
-
-
 def test_kfac_counts_its_fallbacks_to_plain_sgd_and_warns_once(monkeypatch, caplog):
     torch.manual_seed(0)
     lin = torch.nn.Linear(5, 3)
@@ -103,7 +88,7 @@ def test_kfac_counts_its_fallbacks_to_plain_sgd_and_warns_once(monkeypatch, capl
         opt.step()
     got = opt.fallbacks()
     assert got["failed_decompositions"] == 3 and got["plain_steps"] == 3 and got["layers"] == ["Linear"]
-    said = warnings_logged(caplog)
+    said = logged_warnings(caplog)
     assert said.count("K-FAC") == 1 and "plain SGD" in said, said
 
 
@@ -121,14 +106,14 @@ def test_kfac_counts_a_shape_mismatch(caplog):
     opt.step()
     got = opt.fallbacks()
     assert got["shape_mismatches"] == 1 and got["plain_steps"] == 1 and got["layers"] == ["Linear"]
-    assert "K-FAC" in warnings_logged(caplog)
+    assert "K-FAC" in logged_warnings(caplog)
 
 
 def test_a_kfac_run_records_its_fallbacks_in_the_result(monkeypatch, caplog):
     cfg = TrainConfig.from_dict(tiny(**{"optimizer.name": "kfac-sgd", "optimizer.kfac_update_every": 3}))
     clean = trainer_run.train(cfg, progress=False)
     assert "kfac_fallbacks" not in clean.final.extra  # a run that never fell back says nothing
-    assert "K-FAC" not in warnings_logged(caplog)
+    assert "K-FAC" not in logged_warnings(caplog)
     monkeypatch.setattr(torch.linalg, "eigh", _always_fails)
     result = trainer_run.train(cfg, progress=False)
     got = result.final.extra["kfac_fallbacks"]
@@ -136,7 +121,7 @@ def test_a_kfac_run_records_its_fallbacks_in_the_result(monkeypatch, caplog):
     assert result.to_dict()["final"]["kfac_fallbacks"] == got  # in result.json
     assert record.result_attrs(result, None)["kfac_fallbacks"] == got  # in the trial's attributes
     assert "plain SGD" in record.note_text(1, result, "summary", None, False)  # and its note
-    assert warnings_logged(caplog).count("K-FAC") == 1
+    assert logged_warnings(caplog).count("K-FAC") == 1
 
 
 # -- wall seconds --------------------------------------------------------------------------------
@@ -170,14 +155,13 @@ def test_wall_seconds_that_cannot_be_written_fail_the_run(tmp_path, scripted, mo
 
 
 # -- a worker's warm-up --------------------------------------------------------------------------
-def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, caplog):
+def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, caplog, scripted):
     from effsearch.search.run import runner
     from effsearch.search.study import studyfile
 
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
     calls = []
 
-    def warm_up(cfg, data_root=None):
+    def warm_up(cfg, data_root=None, train_fn=None):
         calls.append(cfg)
         raise RuntimeError("no kernel for this op (simulated)")
 
@@ -185,7 +169,7 @@ def test_a_failed_warm_up_is_a_warning_with_its_cause(tmp_path, monkeypatch, cap
     spec = studyfile.load(study_file(tmp_path, 2))
     runner.ensure_study(spec, storage.open_storage(spec))
     assert workers.work(spec, warm=True) == "done"
-    said = warnings_logged(caplog)  # the worker's warnings, as logged
+    said = logged_warnings(caplog)  # the worker's warnings, as logged
     assert calls and said.count("warm-up") == 1 and "RuntimeError: no kernel for this op (simulated)" in said, said
 
 
@@ -222,6 +206,6 @@ def test_an_unwritable_beton_folder_is_named_in_a_warning_printed_once(B, tmp_pa
     again = B.ensure_betons(cfg, splits, data_root=blocker, force=True)
     assert first.folder.is_relative_to(tmp_path / "cache") and first.written
     assert str(blocker) in first.instead_of and again.instead_of == first.instead_of
-    said = warnings_logged(caplog)
+    said = logged_warnings(caplog)
     assert said.count("cannot write the .beton files") == 1 and str(blocker) in said, said
     assert str(first.folder) in said

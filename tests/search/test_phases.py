@@ -1,9 +1,9 @@
 """The pruner and the tuning phase inside real studies, with a scripted trainer.
 
-The trainer is replaced by a function that plays a learning curve decided by
-the config (accuracy grows with the learning rate, time with the epochs), so
-which trials the pruner stops and which configurations phase 2 confirms are
-known in advance, and the studies run in a second or two.
+Trials train with tests/support/scripted.py's stand-in (injected: the ``scripted`` fixture), a
+function that plays a learning curve decided by the config (accuracy grows with the learning
+rate, time with the epochs), so which trials the pruner stops and which configurations phase 2
+confirms are known in advance, and the studies run in a second or two.
 """
 
 import json
@@ -21,38 +21,8 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.options import SubsetTuning
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import phases, studyfile
-from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.support.helpers import tiny
-
-
-def scripted_train(
-    cfg, data_root=None, out_dir=None, progress=False, on_eval=None, eval_at=(), test=True, eval_after=(), settle=False
-):
-    """Accuracy rises to a ceiling set by the lr (and a little by the data fraction); a second an
-    epoch; evaluated every ``eval_every`` and at ``eval_at`` (the pruner's rungs)."""
-    ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr) * (0.9 + 0.1 * cfg.dataset.data_fraction)
-    result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
-    steps = int(round(cfg.epochs / cfg.eval_every))
-    for epoch in sorted({k * cfg.eval_every for k in range(1, steps + 1)} | set(eval_at)):
-        point = EvalPoint(
-            epoch=epoch,
-            train_seconds=epoch * cfg.dataset.data_fraction,
-            val_accuracy=ceiling * (1 - math.exp(-2 * epoch)),
-            val_loss=1.0,
-        )
-        result.history.append(point)
-        reason = on_eval(point) if on_eval else None
-        if reason:
-            result.status, result.reason = "pruned", reason
-            break
-    last = result.history[-1]
-    result.final = Final(
-        val_accuracy=last.val_accuracy,
-        test_accuracy=last.val_accuracy if test else None,
-        train_seconds=last.train_seconds,
-    )
-    result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
-    return result
+from tests.support.scripted import scripted_train
 
 
 def write(tmp_path, **kw):
@@ -73,11 +43,6 @@ def write(tmp_path, **kw):
 def studies(path):
     storage = open_url(str(path.with_suffix(".journal")))
     return {n: optuna.load_study(study_name=n, storage=storage) for n in optuna.get_all_study_names(storage)}
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
 
 
 def test_the_pruner_stops_weak_trials_and_keeps_their_curve(tmp_path, scripted, capsys):
@@ -295,7 +260,7 @@ def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, 
     assert f"phase 2 left phase 1's trials [{left[0].user_attrs['tune_trial']}] unconfirmed" in err
 
 
-def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, capsys, monkeypatch):
+def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, capsys, scripted):
     # Ctrl-C while phase 2 trains its baseline queues the baseline again (a trial with no
     # tune_trial) beside phase 1's queued picks: the run still ends as interrupted, exit 130.
     interrupted = []
@@ -306,7 +271,7 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, caps
             raise KeyboardInterrupt
         return scripted_train(cfg, **kw)
 
-    monkeypatch.setattr(trainer_run, "train", train)
+    scripted(train)
     path = write(tmp_path, n_trials=4, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
     assert main(["run", str(path)]) == 130
     waiting = [t for t in studies(path)["ph"].get_trials() if t.state == TrialState.WAITING]
@@ -399,6 +364,7 @@ def test_phase1_fidelity_ranks_phase_1_thresholds_against_the_full_data(tmp_path
     assert main(["run", str(path)]) == 0
     capsys.readouterr()
     calls = []
+    # The script trains its configurations itself (not trials of a study): its trainer is replaced.
     monkeypatch.setattr(trainer_run, "train", lambda cfg, **kw: calls.append(cfg) or scripted_train(cfg, **kw))
     runs = tmp_path / "runs.jsonl"
     monkeypatch.setattr(
@@ -445,7 +411,7 @@ def test_compare_configs_measures_recipes_over_seeds_and_counts_a_miss(tmp_path,
             cfg = cfg.replace(**{"optimizer.lr": 0.01})
         return scripted_train(cfg, **kw)
 
-    monkeypatch.setattr(trainer_run, "train", train)
+    monkeypatch.setattr(trainer_run, "train", train)  # the script trains configurations itself, no study
     monkeypatch.setattr(sys, "argv", ["x", str(a), str(b), "--rounds", "1", "--seeds", "0,1"])
     mod.main()
     out = capsys.readouterr().out

@@ -1,42 +1,17 @@
 """The samplers a study file can name, each built from a study and run for a few trials
-(a scripted trainer: no training), so one that Optuna changes or that the space trips up
+(tests/support/scripted.py's stand-in trains them: no training), so one that Optuna changes or that the space trips up
 fails here rather than in a user's study. TPE, NSGA-II and random run in other tests."""
-
-import math
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.config.machine import Machine
 from effsearch.search.run import workers
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import samplers, studyfile
-from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 from tests.support.tiny_study import study_file
-
-
-def scripted_train(cfg, on_eval=None, test=True, **_):
-    """A curve that rises to a ceiling set by the lr, a second an epoch: trials differ, cost nothing."""
-    ceiling = min(0.95, 0.4 + 3 * cfg.optimizer.lr)
-    result = RunResult(status="completed", config=cfg.to_dict(), target_accuracy=cfg.target_accuracy)
-    for epoch in range(1, math.ceil(cfg.epochs) + 1):
-        point = EvalPoint(
-            epoch=epoch, train_seconds=float(epoch), val_accuracy=ceiling * (1 - math.exp(-epoch)), val_loss=1.0
-        )
-        result.history.append(point)
-        if on_eval:
-            on_eval(point)
-    last = result.history[-1]
-    result.final = Final(
-        val_accuracy=last.val_accuracy,
-        test_accuracy=last.val_accuracy if test else None,
-        train_seconds=last.train_seconds,
-    )
-    result.time_to_target = time_to_target(result.history, cfg.target_accuracy)
-    return result
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -47,7 +22,7 @@ def scripted_train(cfg, on_eval=None, test=True, **_):
         ({"name": "gp", "n_startup_trials": 3}, optuna.samplers.GPSampler),
     ],
 )
-def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypatch, sampler, cls):
+def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypatch, scripted, sampler, cls):
     path = study_file(tmp_path, n_trials=9, sampler=sampler)
     spec = studyfile.load(path, machine=Machine())
     assert type(samplers.make_sampler(spec.sampler, spec.seed).sampler) is cls
@@ -63,8 +38,7 @@ def test_sampler_is_built_from_the_study_and_proposes_trials(tmp_path, monkeypat
         "sample_relative",
         lambda self, study, trial, space: proposed.append(relative(self, study, trial, space)) or proposed[-1],
     )
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     assert main(["run", str(path)]) == 0
     assert [type(s.sampler) for s in built] == [cls]
     trials = optuna.load_study(study_name="tiny", storage=open_url(str(path.with_suffix(".journal")))).get_trials()

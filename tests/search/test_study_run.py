@@ -88,8 +88,8 @@ def test_trials_record_everything_and_a_rerun_resumes(tmp_path, capsys):
     assert "Pareto front" in capsys.readouterr().out
 
 
-def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, monkeypatch):
-    real_train, calls = trainer_run.train, []
+def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, monkeypatch, scripted):
+    real_train, calls = trainer_run.train, []  # the real trainer, wrapped below
 
     def train(cfg, *args, **kwargs):
         calls.append(cfg)
@@ -103,9 +103,10 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
         def on_eval(self, trial, point):
             return "pruned by the test" if len(calls) == 3 else None
 
-    monkeypatch.setattr(trainer_run, "train", train)
+    scripted(train)
     monkeypatch.setattr(objective, "make_pruner", lambda spec, study=None: PruneThird())
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `calls` counts trials only
+    # `calls` counts trials only
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = write_study(tmp_path, n_trials=5)
     assert main(["run", str(path)]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
@@ -189,12 +190,13 @@ def test_two_workers_share_the_default_storage(tmp_path):
     assert sum(t.user_attrs.get("baseline", False) for t in trials) == 1
 
 
-def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, monkeypatch):
+def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, monkeypatch, scripted):
     def train(cfg, *args, **kwargs):
         raise RuntimeError("libfoo.so: cannot open shared object file (simulated)")
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # the pre-flight would catch it
+    scripted(train)
+    # the pre-flight would catch it
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = write_study(tmp_path, n_trials=8)
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
@@ -210,9 +212,7 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
 
     # Different errors do not stop it; a study that ends with no completed trial still fails.
     n = iter(range(100))
-    monkeypatch.setattr(
-        trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(RuntimeError(f"error {next(n)}"))
-    )
+    scripted(lambda cfg, *a, **k: (_ for _ in ()).throw(RuntimeError(f"error {next(n)}")))
     (tmp_path / "b").mkdir()
     path = write_study(tmp_path / "b", n_trials=4)
     assert main(["run", str(path)]) == 1
@@ -220,9 +220,9 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
     assert len(load(path)[0].get_trials()) == 4 and "has no completed trial" in err
 
 
-def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(trainer_run, "train", lambda cfg, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch, scripted):
+    scripted(lambda cfg, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = write_study(
         tmp_path, n_trials=5, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2}, failure_limit=0
     )
@@ -234,7 +234,7 @@ def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsy
     assert len(optuna.load_study(study_name="tiny-tune", storage=storage).get_trials()) == 5
 
 
-def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_path, capsys, monkeypatch):
+def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_path, capsys, monkeypatch, scripted):
     path = write_study(tmp_path, base=tiny(**{"dataset.name": "fashion-mnist"}))
     assert main(["run", str(path), "--data-dir", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
@@ -245,7 +245,7 @@ def test_preflight_missing_data_and_a_broken_baseline_stop_before_any_trial(tmp_
     def train(cfg, *args, **kwargs):
         raise RuntimeError("no kernel for this op (simulated)")
 
-    monkeypatch.setattr(trainer_run, "train", train)
+    scripted(train)
     path = write_study(tmp_path)
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
@@ -361,15 +361,18 @@ def test_a_trial_failed_elsewhere_just_after_the_stop_is_still_run(tmp_path, cap
     assert queries.counts(trials)["done"] == 3 and all(t.state == TrialState.COMPLETE for t in trials)
 
 
-def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false(tmp_path, capsys, monkeypatch):
-    real_train, trained = trainer_run.train, []
+def test_a_config_trained_before_is_answered_from_storage_unless_dedupe_is_false(
+    tmp_path, capsys, monkeypatch, scripted
+):
+    real_train, trained = trainer_run.train, []  # the real trainer, wrapped below
 
     def train(cfg, *args, **kwargs):
         trained.append(cfg.hash())
         return real_train(cfg, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)  # `trained` counts trials only
+    scripted(train)
+    # `trained` counts trials only
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     # One dimension of two values (the base's 32 is one): at most two distinct configs in 6 trials.
     path = write_study(tmp_path, n_trials=6, space={"include": ["batch_size"], "ranges": {"batch_size": [32, 64]}})
     assert main(["run", str(path)]) == 0
@@ -523,18 +526,18 @@ def test_warm_start_flag_takes_an_exported_config_file(tmp_path, capsys):
     assert "epochs" in capsys.readouterr().err
 
 
-def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
+def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch, scripted):
     """Without its own evaluation a rung was decided at the next ``eval_every`` point (1 epoch):
     on 2-3 epoch trials the first rung (1/9) sat at a third to a half of the budget."""
-    real, runs = trainer_run.train, []
+    real, runs = trainer_run.train, []  # the real trainer, wrapped below
 
     def train(cfg, *args, **kwargs):
         r = real(cfg, *args, **kwargs)
         runs.append((cfg, kwargs.get("eval_at", ()), r))
         return r
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    scripted(train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     monkeypatch.setitem(loop.EVAL_BATCH, "cpu", 8)  # so that this tiny validation set has prefixes
     # and a loose bound (a 75% quantile, not 99.865%), so that 8 of its 52 images settle a point at
     # chance: which trials are pruned hangs on measured seconds, and with the real bound whether any
@@ -561,18 +564,18 @@ def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch):
             assert any(abs(epochs[-1] - e) < 0.15 for e in at), epochs
 
 
-def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
+def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch, scripted):
     """clock: time: once the baseline has a time to target, every trial is evaluated at the
     first step past time_fraction of it (train seconds) and judged there, on accuracy."""
-    real, runs = trainer_run.train, []
+    real, runs = trainer_run.train, []  # the real trainer, wrapped below
 
     def train(cfg, *args, **kwargs):
         r = real(cfg, *args, **kwargs)
         runs.append((cfg, kwargs.get("eval_at", ()), kwargs.get("eval_after", ()), r))
         return r
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    scripted(train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": 0.2})
     path = write_study(
         tmp_path,
@@ -606,18 +609,20 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch):
     assert judged >= 1 and "rung_0" not in trials[-1].user_attrs
 
 
-def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_null(tmp_path, capsys, monkeypatch):
+def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_null(
+    tmp_path, capsys, monkeypatch, scripted
+):
     """max_slowdown (default 4): a trial short of the target after that many times the baseline's
     time to target is stopped at its first step past it, with or without a pruner; null: never."""
-    real, runs = trainer_run.train, []
+    real, runs = trainer_run.train, []  # the real trainer, wrapped below
 
     def train(cfg, *args, **kwargs):
         r = real(cfg, *args, **kwargs)
         runs.append((kwargs.get("eval_after", ()), r))
         return r
 
-    monkeypatch.setattr(trainer_run, "train", train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    scripted(train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     # Without the second's floor (test_pruner.py has it): these trials train a fraction of a second.
     monkeypatch.setattr(SlowStop, "FLOOR", 0.0)
     # Trials learn nothing at these rates; the baseline (lr 0.05) reaches 0.2 within its first epoch.
@@ -657,7 +662,7 @@ def test_the_baseline_and_warm_starts_are_never_pruned(tmp_path, monkeypatch):
             asked.append((trial.number, may_prune))
 
     monkeypatch.setattr(objective, "make_pruner", lambda spec, study=None: Record())
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = write_study(tmp_path, n_trials=3, warm_start=[{"epochs": 2}])
     assert main(["run", str(path)]) == 0
     assert asked == [(0, False), (1, False), (2, True)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +77,28 @@ log = logging.getLogger(__name__)
 
 clock = time.perf_counter  # a trial's wall seconds (a test may stand in its own clock)
 
+# A train function: effsearch.trainer.training.train's signature, returning a RunResult.
+TrainFn = Callable[..., "RunResult"]
+
+# What trials train with when no train function is given: the function this variable names
+# ("module:function"), else effsearch's trainer. Worker processes inherit the environment, so a
+# stand-in named here trains their trials too (tests/support/scripted.py uses it).
+TRAIN_FN_ENV = "EFFSEARCH_TRAIN_FN"
+
+
+def trainer(given: TrainFn | None = None) -> TrainFn:
+    """``given``, else the function EFFSEARCH_TRAIN_FN names, else effsearch's trainer."""
+    if given is not None:
+        return given
+    path = os.environ.get(TRAIN_FN_ENV)
+    if path:
+        from effsearch.config.imports import load_object
+
+        return load_object(path, TRAIN_FN_ENV)
+    from effsearch.trainer.training import train
+
+    return train
+
 
 class TrialFailed(Exception):
     """A trial that failed for a recorded reason; the study goes on."""
@@ -102,8 +125,10 @@ class Objective:
         data_root: str | Path | None = None,
         heartbeat: JournalHeartbeat | None = None,
         reap: Callable[[], object] | None = None,
+        train_fn: TrainFn | None = None,
     ) -> None:
         self.spec, self.study, self.store, self.data_root = spec, study, store, data_root
+        self.train_fn = trainer(train_fn)  # what each trial trains with (``trainer``)
         self.pruner = make_pruner(spec.pruner, study)
         if spec.max_slowdown is not None:
             self.pruner = SlowStop(self.pruner, spec.max_slowdown, study)
@@ -281,8 +306,6 @@ class Objective:
 
     def _train(self, trial: optuna.Trial, cfg: TrainConfig) -> RunResult:
         """``cfg`` trained under the pruner's eyes; a trainer that raises fails the trial ("failed")."""
-        from effsearch.trainer.training import train
-
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
             # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
@@ -290,7 +313,7 @@ class Objective:
             # Each point scores as much of the validation set as its decision needs (a rung's
             # verdict, else whether it can be the crossing of the target): below the target a
             # shuffled first batch or two usually settle it (trainer/loop.py, ``score``).
-            return train(
+            return self.train_fn(
                 cfg,
                 data_root=self.data_root,
                 progress=False,

@@ -9,6 +9,7 @@ A run that cannot do its work raises ``StudyFailed``; Ctrl-C, ``KeyboardInterrup
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 import warnings
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from effsearch.config import ConfigError
 from effsearch.search.run import warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.run.errors import StudyFailed
+from effsearch.search.run.objective import TrainFn
 from effsearch.search.run.progress import Callback, Progress, Report
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
 from effsearch.search.store.attrs import BASELINE_KEY, OBJECTIVES_KEY, STUDY_FILE_KEY, TARGET_KEY, TUNE_COMPUTE_KEY
@@ -41,14 +43,16 @@ class BaselineBroken(Exception):
     """The baseline's config does not train (found before the first trial)."""
 
 
-def preflight(spec: StudySpec, data_root: str | Path | None, warm: bool = True) -> float | None:
+def preflight(
+    spec: StudySpec, data_root: str | Path | None, warm: bool = True, train_fn: TrainFn | None = None
+) -> float | None:
     """Before the first trial: the storage opens (a ConfigError naming --storage otherwise), the
     data is there and the baseline's config trains a few batches (which also warms this process up)."""
     check_storage(spec)
     cfg = phases.trial_config(spec, spec.baseline)
     try:
         if warm:
-            return workers.warm_up(cfg, data_root)
+            return workers.warm_up(cfg, data_root, train_fn)
         from effsearch.trainer.data.splits import load_splits
 
         load_splits(cfg, data_root)
@@ -113,16 +117,18 @@ def run(
     out: TextIO | None = None,
     t0: float | None = None,
     callbacks: Sequence[Callback] = (),
+    train_fn: TrainFn | None = None,
 ) -> None:
     """Run (or resume) a study, with its tuning phase if it has one, showing its progress on ``out``
     (None: nothing). Raises ``StudyFailed`` when the study (or a phase) could not do its work,
     ``KeyboardInterrupt`` after Ctrl-C (finished trials kept, the running ones queued again), and
     ``ConfigError`` on bad input (a storage that cannot be opened, missing data). ``t0``: when the
-    command started. ``callbacks``: each called with (study, trial) after a trial finishes."""
+    command started. ``callbacks``: each called with (study, trial) after a trial finishes.
+    ``train_fn``: what trials train with (default: ``objective.trainer``'s)."""
     report = Report(out)
-    t0 = t0 or time.time()
+    phase = functools.partial(run_phase, data_root=data_root, report=report, t0=t0 or time.time())
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
-        warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root)
+        warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root, train_fn=train_fn)
     except BaselineBroken as e:
         fail(
             report,
@@ -131,11 +137,11 @@ def run(
             "  (found by a few batches of it before the first trial; nothing was run)",
         )
     if not phases.enabled(spec):
-        run_phase(spec, data_root, report, t0, warm=warm, callbacks=callbacks)
+        phase(spec, warm=warm, callbacks=callbacks, train_fn=train_fn)
         return
     tune = phases.tune_spec(spec)
     try:
-        run_phase(tune, data_root, report, t0, warm=warm, callbacks=callbacks)
+        phase(tune, warm=warm, callbacks=callbacks, train_fn=train_fn)
     except StudyFailed as e:
         fail(report, spec, "phase 2 (confirm) not started: phase 1 did not finish its work", str(e))
     storage = open_storage(spec)
@@ -147,7 +153,7 @@ def run(
     study.set_user_attr(TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
     report.line(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n")
     try:
-        run_phase(confirm, data_root, report, t0, study, callbacks=callbacks)
+        phase(confirm, study=study, callbacks=callbacks, train_fn=train_fn)
     finally:
         text = phases.describe(study, spec.objectives)
         if text:
@@ -171,6 +177,7 @@ def run_phase(
     study: optuna.Study | None = None,
     warm: float | None = None,
     callbacks: Sequence[Callback] = (),
+    train_fn: TrainFn | None = None,
 ) -> None:
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
@@ -187,9 +194,9 @@ def run_phase(
     else:
         progress = Progress(spec, study, report, t0, callbacks)
         if spec.workers == 1:
-            outcome = work(spec, 0, data_root, progress=progress, since=t0, warm=False)
+            outcome = work(spec, 0, data_root, progress=progress, since=t0, warm=False, train_fn=train_fn)
         else:
-            outcome = run_workers(spec, study, data_root, progress, t0)
+            outcome = run_workers(spec, study, data_root, progress, t0, train_fn)
     report.table(spec, study)
     trials = study.get_trials(deepcopy=False)
     report.summary(spec, study, trials, budget)

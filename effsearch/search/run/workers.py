@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
-from effsearch.search.run.objective import Objective, TrialFailed
+from effsearch.search.run.objective import Objective, TrainFn, TrialFailed, trainer
 from effsearch.search.run.progress import Progress
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import COUNTED_FAIL, RETRY_HISTORY_KEY, RETRY_OF_KEY, STATUS_KEY, WORKER_KEY
@@ -59,16 +59,15 @@ log = logging.getLogger(__name__)
 WARM_UP_BATCHES = 8  # enough to import, allocate and pick kernels; ~1 s on a CPU for the quickstart
 
 
-def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
+def warm_up(cfg: TrainConfig, data_root: str | Path | None = None, train_fn: TrainFn | None = None) -> float:
     """Train ``cfg`` for a few batches, untimed, so the process's first timed trial is not its slowest.
 
     The first run of a process pays lazy imports, allocator growth and kernel choice in its
     train seconds (benchmarks/first_run_bias.py; docs/benchmarks.md), and the first trial is
     the baseline every speed-up is read against. It doubles as the check that the baseline's
-    config runs at all. Returns the seconds it took.
+    config runs at all. Returns the seconds it took. ``train_fn``: what trials train with (``trainer``).
     """
     from effsearch.trainer.data.splits import load_splits
-    from effsearch.trainer.training import train
 
     t = time.perf_counter()
     n_train = len(load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
@@ -79,7 +78,7 @@ def warm_up(cfg: TrainConfig, data_root: str | Path | None = None) -> float:
         short = cfg.replace(
             **{"epochs": epochs, "eval_every": epochs, "selection.strategy": "full", "selection.fraction": 1.0}
         )
-    train(short, data_root=data_root, progress=False)
+    trainer(train_fn)(short, data_root=data_root, progress=False)
     return time.perf_counter() - t
 
 
@@ -120,12 +119,14 @@ def work(
     progress: Progress | None = None,
     since: float | None = None,
     warm: bool = True,
+    train_fn: TrainFn | None = None,
 ) -> str:
     """One worker: run trials until the study has n_trials, the timeout passes, the budget is
     spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
 
     ``progress``: shows each finished trial (the main process's worker); ``since``: when the
-    command started (the failure limit counts this run's trials only).
+    command started (the failure limit counts this run's trials only); ``train_fn``: what its trials
+    train with (default: ``objective.trainer``'s).
     """
     quiet_and_share_cores(spec)
     started = time.time()
@@ -135,13 +136,12 @@ def work(
     if budget.reached(study) or (stop.reached(study) and not wait_for_others(spec, study, stop, started)):
         return "done"
     keyboard_interrupt_on_sigint()
+    train_fn = trainer(train_fn)
     if warm:
-        warm_up_or_warn(spec, index, data_root)
+        warm_up_or_warn(spec, index, data_root, train_fn)
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat.interval)
-    objective = Objective(
-        spec, study, artifact_store(spec), data_root, heartbeat=beat, reap=lambda: reap_dead(spec, study)
-    )
+    objective = Objective(spec, study, artifact_store(spec), data_root, beat, lambda: reap_dead(spec, study), train_fn)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
         objective.told,
         stop,
@@ -237,12 +237,12 @@ def optimize(
             raise objective.raised from None  # Ctrl-C during that trial: stop, as work does
 
 
-def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None) -> None:
+def warm_up_or_warn(spec: StudySpec, index: int, data_root: str | Path | None, train_fn: TrainFn) -> None:
     """A worker's warm-up; one that fails is a warning with its cause (the main process's
     pre-flight trained the baseline's config already, so the study goes on, but this worker's
     first timed trial then pays the process's first-run costs)."""
     try:
-        warm_up(phases.trial_config(spec, spec.baseline), data_root)
+        warm_up(phases.trial_config(spec, spec.baseline), data_root, train_fn)
     except Exception as e:  # noqa: BLE001 - logged with its cause; the trials that follow record their own
         log.warning(
             "worker %d: the warm-up run of the baseline's config failed (%s: %s); its first trial's time "
@@ -319,6 +319,7 @@ class WorkerSetup(NamedTuple):
     logs: Any  # a multiprocessing queue
     level: int
     optuna_verbosity: int
+    train_fn: TrainFn | None = None  # a function given to the run (pickled by name: a module's own)
 
 
 def _worker_main(
@@ -343,7 +344,7 @@ def _worker_main(
         phase = overrides.pop("phase")
         # The study as the parent read it (a study given as a mapping has no file to read again).
         spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase)
-        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since)])
+        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn)])
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -380,18 +381,23 @@ def start_workers(spec: StudySpec, data_root: str | Path | None, since: float, s
 
 
 def run_workers(
-    spec: StudySpec, study: optuna.Study, data_root: str | Path | None, progress: Progress, t0: float | None = None
+    spec: StudySpec,
+    study: optuna.Study,
+    data_root: str | Path | None,
+    progress: Progress,
+    t0: float | None = None,
+    train_fn: TrainFn | None = None,
 ) -> str:
     """Run the study in ``spec.workers`` processes, ``progress`` showing their trials as they
-    finish; returns "done", "failed" or "interrupted"."""
+    finish; returns "done", "failed" or "interrupted". ``train_fn``: what their trials train with
+    (a module-level function: a worker imports it by name; default: ``objective.trainer``'s)."""
     logs = multiprocessing.get_context("spawn").Queue()
     listener = QueueListener(logs, _Relay())
     listener.start()
     level = logging.getLogger("effsearch").getEffectiveLevel()
     try:
-        procs = start_workers(
-            spec, data_root, t0 or time.time(), WorkerSetup(logs, level, optuna.logging.get_verbosity())
-        )
+        setup = WorkerSetup(logs, level, optuna.logging.get_verbosity(), train_fn)
+        procs = start_workers(spec, data_root, t0 or time.time(), setup)
         return watch(procs, study, progress)
     finally:
         listener.stop()  # after the workers: their last records are handled first
