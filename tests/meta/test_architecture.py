@@ -334,3 +334,64 @@ def test_the_bare_key_check_sees_each_form():
         )
     )
     assert seen == [1, 2, 3, 4, 5, 6, 8], seen
+
+
+# Optuna's private attributes (the storage behind a study, a trial's id) change without notice:
+# storage.py is the one module that reads them, as it is the one that imports Optuna's private modules.
+OPTUNA_PRIVATE_ATTRIBUTES = {"_storage", "_trial_id", "_study_id"}
+
+
+def private_optuna_attributes(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in OPTUNA_PRIVATE_ATTRIBUTES
+    ]
+
+
+def test_only_storage_touches_optunas_private_attributes():
+    bad = [
+        f"{mod}:{line}"
+        for mod, path in MODULES.items()
+        if mod != "effsearch.search.store.storage"
+        for line in private_optuna_attributes(ast.parse(path.read_text()))
+    ]
+    assert not bad, bad
+    assert private_optuna_attributes(ast.parse("study._storage.get_trial(t._trial_id)")) == [1, 1]
+
+
+def defining(name: str, method_of: str | None = None) -> list[str]:
+    """The modules defining function ``name`` (top level), or a method ``name`` whose second
+    argument is ``method_of``."""
+    found = []
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        nodes = tree.body if method_of is None else list(ast.walk(tree))
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                args = [a.arg for a in node.args.args]
+                if method_of is None or args[1:2] == [method_of]:
+                    found.append(mod)
+    return sorted(set(found))
+
+
+def calling(suffixes: tuple[str, ...]) -> list[str]:
+    """The modules calling a name (or an attribute) that ends in one of ``suffixes``."""
+    return sorted(
+        {
+            mod
+            for mod, path in MODULES.items()
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+            and str(getattr(node.func, "id", None) or getattr(node.func, "attr", "")).endswith(suffixes)
+        }
+    )
+
+
+def test_one_speedup_one_pruning_package_one_storage_opener():
+    # A trial's speed-up is one function of two times; whatever stops a trial early (a study
+    # pruner's on_eval) is in search/pruners/; a storage object is made in one place.
+    assert defining("speedup") == ["effsearch.trainer.result"]
+    pruners = defining("on_eval", method_of="trial")
+    assert pruners and all(m.startswith("effsearch.search.pruners") for m in pruners), pruners
+    assert calling(("RDBStorage", "JournalStorage")) == ["effsearch.search.store.storage"]

@@ -1,16 +1,15 @@
-"""Typed results, the one speed-up, report errors named, and which modules exist (docs/architecture.md)."""
+"""Typed results, the one speed-up, report errors named. Which module holds what (one speed-up, one
+pruning package, one storage opener, Optuna's private parts in storage.py only) is
+tests/meta/test_architecture.py's, on the AST."""
 
 import json
 import math
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from effsearch.trainer.result import EvalPoint, Final, RunResult, clean, speedup, time_to_target
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # result.json as effsearch wrote it before the types (history and final as plain dicts),
 # with a key this effsearch does not know and a NaN written as null.
@@ -123,9 +122,7 @@ def test_one_speedup_function():
     base = SimpleNamespace(user_attrs={"time_to_target": 10.0})
     tta = queries.seconds_to_target
     assert speedup(tta(base), tta(trial)) == 2.0 and speedup(tta(None), tta(trial)) is None
-    # and no second one: a trial's speed-up is this function of the two trials' times
-    defined = [path for path, text in _sources().items() if re.search(r"^def speedup\(", text, re.M)]
-    assert defined == ["effsearch/trainer/result.py"]
+    # and no second one (tests/meta/test_architecture.py): a trial's speed-up is this function of the two times
 
 
 def test_a_run_at_exactly_the_target_reached_it():
@@ -227,37 +224,3 @@ def test_the_front_names_a_storage_error_and_lets_bugs_raise(caplog):
     assert "server closed the connection" in said[0] and caplog.records[-1].levelname == "WARNING"
     with pytest.raises(TypeError):
         queries.front(_Study(TypeError("a bug")))
-
-
-def _sources():
-    return {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "effsearch").rglob("*.py")}
-
-
-def test_only_storage_touches_optuna_private_attributes():
-    offenders = [
-        path
-        for path, text in _sources().items()
-        if re.search(r"\._storage\.|\._trial_id\b|\._study_id\b|_CONSTRAINTS_KEY", text)
-        and path != "effsearch/search/store/storage.py"
-    ]
-    assert offenders == []
-
-
-def test_no_module_imports_another_effsearch_modules_private_name():
-    pattern = re.compile(r"from effsearch\.search[\w.]* import \(?([^)\n]*)")
-    offenders = [
-        (path, m.group(1))
-        for path, text in _sources().items()
-        for m in pattern.finditer(text)
-        if any(name.strip().startswith("_") for name in m.group(1).split(","))
-    ]
-    assert offenders == []
-
-
-def test_one_pruning_module_and_one_storage_opener():
-    sources = _sources()
-    # Whatever stops a trial early (a study pruner's begin/on_eval) is defined in search/pruners/.
-    pruners = [path for path, text in sources.items() if re.search(r"def on_eval\(self, trial", text)]
-    assert pruners and all(path.startswith("effsearch/search/pruners/") for path in pruners), pruners
-    openers = [path for path, text in sources.items() if re.search(r"RDBStorage\(|JournalStorage\(", text)]
-    assert openers == ["effsearch/search/store/storage.py"]
