@@ -90,6 +90,11 @@ class DatasetConfig:
         help="jsonl, csv: the column naming each row's split (train, validation or val, test), used "
         "where the rows have it (null: never); without it the splits are carved (test_fraction, val_fraction)",
     )
+    group_column: str | None = spec(
+        None,
+        help="jsonl, csv: a column of groups (e.g. a source package) kept whole on one side when test and "
+        "validation are carved, so near-copies of a training text are not scored as unseen (null: rows carved alone)",
+    )
     classes: list | None = spec(
         None,
         help="text: keep only the rows of these labels, class i being the i-th (null: every label of "

@@ -134,6 +134,7 @@ def _train(
     hooks: RunHooks,
 ) -> RunResult:
     t_start = time.perf_counter()
+    _probe_text_model(cfg)
     splits = load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
     result = RunResult(
@@ -158,6 +159,20 @@ def _train(
             if out is not None:
                 result.save(out / "result.json")
     return result
+
+
+def _probe_text_model(cfg: TrainConfig) -> None:
+    """A text model not built in, probed (on the meta device) before its data is read: the rules
+    about its structure (its positions, an algorithm it cannot take) refuse a config before any
+    text is tokenized into the cache."""
+    from effsearch.trainer.data.text import text_source, token_shape
+
+    if model_kind(cfg.model.name) == "builtin" or not text_source(cfg.dataset):
+        return
+    from effsearch.trainer.probe import probe
+
+    probe(cfg.model, tokens=token_shape(cfg.dataset))
+    rules.check(cfg.to_dict())
 
 
 def _finish(result: RunResult, cfg: TrainConfig, data_seconds: float) -> None:

@@ -73,10 +73,14 @@ class SeqLengthWarmup(_ComposerWarmup):
         return event == Event.AFTER_DATALOADER
 
     def length(self, batch: int, total: int) -> int:
+        """The length at ``batch`` of ``total``: Composer's steps of ``step_size`` from the minimum, spread
+        evenly over the warm-up (Composer's own divides by zero where the warm-up has fewer batches
+        than steps), then the maximum."""
         warmup = int(total * self.duration)
-        updates = max(1, (self.max_seq_length - self.min_seq_length) // self.step_size)
-        every = max(1, warmup // updates)
-        grown = self.step_size * (batch // every) + self.min_seq_length
+        if batch >= warmup:
+            return self.max_seq_length
+        updates = (self.max_seq_length - self.min_seq_length) // self.step_size
+        grown = self.min_seq_length + self.step_size * int(updates * batch / warmup)
         return max(self.min_seq_length, min(grown, self.max_seq_length))
 
     def apply(self, event: Event, state: State, logger: Logger) -> None:

@@ -126,11 +126,11 @@ _CACHE: dict = {}
 
 def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int, seed: int) -> np.ndarray:
     """``share`` of ``idx``, stratified by ``y`` (at least one image a class); all of it at 1."""
-    from sklearn.model_selection import train_test_split
-
     keep = max(classes, int(round(share * len(idx))))
     if share >= 1.0 or keep >= len(idx):
         return idx
+    from sklearn.model_selection import train_test_split
+
     return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
 
 
@@ -138,12 +138,13 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     """(training positions, validation positions, validation images, validation labels), sorted:
     validation carved from the training set (stratified) unless the dataset ``given`` one, then the
     data_fraction and val_subset parts of each."""
-    from sklearn.model_selection import train_test_split
-
     idx = np.arange(len(ytr))
     field = "dataset.val_fraction"
     try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
         if given is None:
+            # Imported only when used: sklearn takes seconds to import, and a token cache a second to read.
+            from sklearn.model_selection import train_test_split
+
             tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
             xval, yval = xtr, ytr
         else:  # the dataset's own validation split, used as it is

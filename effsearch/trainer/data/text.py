@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from effsearch.config import ConfigError
+from effsearch.config.choices import MIN_VOCAB
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl
@@ -36,18 +37,7 @@ SPLITS = ("train", "val", "test")
 
 def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> UserData:
     """The text dataset ``d`` names, tokenized (``arrays``: what an import path's callable returned)."""
-    cols = Columns(d.text_column, d.label_column, d.split_column)
-    rows, identity = _source(d, cols, arrays)
-    key = {
-        "source": identity,
-        "columns": [cols.text, cols.label, cols.split],
-        "classes": d.classes,
-        # The tokenizer's training split depends on these (validation and test are carved from it).
-        "split": [d.val_fraction, d.test_fraction, d.split_seed],
-        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
-        "max_length": d.max_length,
-    }
-    made = textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
+    made = tokenized(d, cache_root, arrays)
     a = made.arrays
     return UserData(
         a["train_x"],
@@ -58,6 +48,22 @@ def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = 
         (a["val_x"], a["val_y"]),
         tokens=tokenizer.TokenShape(int(made.facts["vocab_size"]), d.max_length),
     )
+
+
+def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> textcache.Tokenized:
+    """The token rows of ``d``'s splits, from the cache under ``cache_root`` or tokenized into it."""
+    cols = Columns(d.text_column, d.label_column, d.split_column, d.group_column)
+    rows, identity = _source(d, cols, arrays)
+    key = {
+        "source": identity,
+        "columns": [cols.text, cols.label, cols.split, cols.group],
+        "classes": d.classes,
+        # The tokenizer's training split depends on these (validation and test are carved from it).
+        "split": [d.val_fraction, d.test_fraction, d.split_seed],
+        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
+        "max_length": d.max_length,
+    }
+    return textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
 
 
 def _file(d: DatasetConfig) -> Path:
@@ -98,7 +104,8 @@ def _read(d: DatasetConfig, cols: Columns) -> TextRows:
 def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     """Classes, splits, a tokenizer trained on the training split, and every text's padded row."""
     names, y = _classes(rows, d)
-    part = _carve(_given(rows, y), y, d)
+    groups = np.asarray(rows.groups) if rows.groups is not None else None
+    part = _carve(_given(rows, y), y, d, groups)
     tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
     arrays = {}
     for split in SPLITS:
@@ -153,10 +160,11 @@ def _given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
     return {s: np.flatnonzero((split == s) & (y >= 0)) for s in SPLITS if np.any((split == s) & (y >= 0))}
 
 
-def _carve(part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig) -> dict[str, np.ndarray]:
-    """Test, then validation, carved (stratified) from the training rows where the source has none."""
-    from sklearn.model_selection import train_test_split
-
+def _carve(
+    part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig, groups: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Test, then validation, carved (stratified; ``groups`` whole) from the training rows where the
+    source has none."""
     for split, share, seed, field in (
         ("test", d.test_fraction, d.split_seed + 3, "dataset.test_fraction"),
         ("val", d.val_fraction, d.split_seed, "dataset.val_fraction"),
@@ -165,7 +173,7 @@ def _carve(part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig) -> dict
             continue
         train = part["train"]
         try:
-            keep, held = train_test_split(train, test_size=share, stratify=y[train], random_state=seed)
+            keep, held = _held_out(train, y, groups, share, seed)
         except ValueError as e:  # sklearn: a class too small to stratify
             raise ConfigError(
                 field,
@@ -174,6 +182,24 @@ def _carve(part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig) -> dict
             ) from None
         part["train"], part[split] = np.sort(keep), np.sort(held)
     return part
+
+
+def _held_out(
+    train: np.ndarray, y: np.ndarray, groups: np.ndarray | None, share: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held out) of ``train``: ``share`` held out, stratified by class; with ``groups``, each
+    group wholly on one side (the first fold of a stratified group k-fold, k = 1 / share)."""
+    import warnings
+
+    from sklearn.model_selection import StratifiedGroupKFold, train_test_split
+
+    if groups is None:
+        return train_test_split(train, test_size=share, stratify=y[train], random_state=seed)
+    folds = StratifiedGroupKFold(max(2, round(1 / share)), shuffle=True, random_state=seed)
+    with warnings.catch_warnings():  # a class with fewer groups than folds: held out where it can be
+        warnings.simplefilter("ignore", UserWarning)
+        keep, held = next(folds.split(train, y[train], groups[train]))
+    return train[keep], train[held]
 
 
 def text_source(d: DatasetConfig) -> bool | None:
@@ -188,3 +214,18 @@ def text_source(d: DatasetConfig) -> bool | None:
 
         return hf_text_column(Path(os.path.expanduser(d.path)).absolute(), d.text_column)
     return None if kind == "import" else False
+
+
+def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
+    """What a text model for ``d`` is built for, before any text is tokenized (None: ``d`` holds
+    images): the vocabulary asked for and ``max_length``. An import path's callable is called."""
+    text = text_source(d)
+    if text is None:
+        from effsearch.trainer.data.textsources import holds_texts
+        from effsearch.trainer.data.userdata import call
+
+        text = holds_texts(call(d.name).get("x_train"))
+    if not text:
+        return None
+    vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size
+    return tokenizer.TokenShape(vocab, d.max_length)

@@ -36,6 +36,8 @@ class Tokenized:
     arrays: dict[str, np.ndarray]
     tokenizer: str
     facts: dict = field(default_factory=dict)
+    folder: Path | None = None  # where it is cached (None: not cached, e.g. a read-only data folder)
+    built: bool = False  # tokenized by this call (not read from the cache)
 
 
 def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
@@ -45,8 +47,10 @@ def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
     folder = cache / name
     hit, why = read(folder, full)
     if hit is not None:
+        hit.folder = folder
         return hit
     made = build()  # refuses bad input before anything is written
+    made.built = True
     if why:
         warnings.warn(f"the token cache {folder} is {why}: rebuilding it", stacklevel=3)
     try:
@@ -55,6 +59,7 @@ def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
             fcntl.flock(lock, fcntl.LOCK_EX)  # study workers started together: one writes, the others read
             if read(folder, full)[0] is None:
                 _write(cache, name, full, made)
+        made.folder = folder
     except OSError as e:
         warnings.warn(f"cannot cache the tokenized text in {cache} ({e}): keeping it in memory", stacklevel=3)
     return made

@@ -45,6 +45,7 @@ class TextRows:
     labels: list[Any] | None = None
     splits: list[str] | None = None
     lines: list[int] = field(default_factory=list)
+    groups: list[Any] | None = None  # each row's group (dataset.group_column); None: not asked for
 
     def where(self, i: int) -> str:
         if self.unit == "line":
@@ -60,6 +61,7 @@ class Columns:
     text: str
     label: str | None
     split: str | None
+    group: str | None = None
 
 
 # -- one row ---------------------------------------------------------------------------------
@@ -113,6 +115,13 @@ def _add(rows: TextRows, record: Mapping[str, Any], line: int, cols: Columns, ha
             )
         assert rows.labels is not None  # made with the label column
         rows.labels.append(_label(record[cols.label], cols, where))
+    if cols.group is not None:
+        if cols.group not in record:
+            raise ConfigError(
+                "dataset.group_column", f"{where} has no {cols.group!r} (it has {', '.join(map(str, record))})"
+            )
+        assert rows.groups is not None  # made with the group column
+        rows.groups.append(str(record[cols.group]))
     if has_split:
         if cols.split not in record:
             raise ConfigError(
@@ -131,7 +140,13 @@ def _add(rows: TextRows, record: Mapping[str, Any], line: int, cols: Columns, ha
 def _start(source: str, cols: Columns, first: Mapping[str, Any] | None) -> TextRows:
     """Empty rows for ``source``; its rows name their split when the first one does."""
     has_split = cols.split is not None and first is not None and cols.split in first
-    return TextRows(source, "line", labels=[] if cols.label is not None else None, splits=[] if has_split else None)
+    return TextRows(
+        source,
+        "line",
+        labels=[] if cols.label is not None else None,
+        splits=[] if has_split else None,
+        groups=[] if cols.group is not None else None,
+    )
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -178,7 +193,11 @@ def read_jsonl(path: Path, cols: Columns) -> TextRows:
 def read_csv(path: Path, cols: Columns) -> TextRows:
     reader = csv.DictReader(io.StringIO(_decoded(path), newline=""))
     header = reader.fieldnames or []
-    for name, fld in ((cols.text, "dataset.text_column"), (cols.label, "dataset.label_column")):
+    for name, fld in (
+        (cols.text, "dataset.text_column"),
+        (cols.label, "dataset.label_column"),
+        (cols.group, "dataset.group_column"),
+    ):
         if name is not None and name not in header:
             raise ConfigError(fld, f"{path} has no column {name!r} (its header: {', '.join(header) or 'none'})")
     rows = _start(str(path), cols, dict.fromkeys(header))
@@ -199,6 +218,8 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
 
 def _parts(source: str, parts: Mapping[str, tuple[Sequence[Any], Sequence[Any] | None]], cols: Columns) -> TextRows:
     """Rows from named splits of texts and labels (None: no labels)."""
+    if cols.group is not None:
+        raise ConfigError("dataset.group_column", f"applies to jsonl and csv files; {source} has no such column")
     rows = TextRows(source, "row", labels=[] if cols.label is not None else None, splits=[])
     for split, (texts, labels) in parts.items():
         if labels is not None and len(labels) != len(texts):
