@@ -1,68 +1,121 @@
-"""``effsearch data prepare``: write a dataset's splits as FFCV .beton files, once.
+"""``effsearch data prepare``: write a dataset's splits once, ahead of the runs that read them: an
+image dataset's as FFCV .beton files, a text dataset's as token rows in the token cache.
 
 Kept apart from :mod:`effsearch.cli` (which only registers it): argparse only at
-import; the dataset, torch and ffcv are imported when the command runs.
+import; the dataset, torch, ffcv and tokenizers are imported when the command runs.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
-from effsearch.config import DATASETS
+from effsearch.config import DATASETS, ConfigError
+
+DATASET_FLAGS = (
+    "path",
+    "test_fraction",
+    "val_fraction",
+    "split_seed",
+    "data_fraction",
+    "image_size",
+    "synthetic_size",
+    "text_column",
+    "label_column",
+    "max_length",
+)
 
 
 def add_data_parser(sub) -> None:
     """Register ``data prepare`` on the top-level subparsers."""
-    d = sub.add_parser("data", help="prepare datasets (FFCV .beton files)", description="Dataset preparation.")
+    d = sub.add_parser(
+        "data", help="prepare datasets (FFCV .beton files, tokenized text)", description="Dataset preparation."
+    )
     dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     dsub.required = True
     p = dsub.add_parser(
         "prepare",
-        help="write the train/val/test splits as FFCV .beton files",
+        help="write the train/val/test splits as FFCV .beton files, or a text dataset's tokens",
         description="Write DATASET's train, validation and test splits (as a run with these split settings "
-        "makes them) as FFCV .beton files: images, labels and each sample's index. Runs with "
-        "`loader: ffcv` reuse them, and write them first when they are missing or stale (other "
-        "split seed or fraction, changed dataset files). Needs the ffcv extra.",
+        "makes them) once, ahead of the runs. Images: FFCV .beton files (images, labels and each sample's "
+        "index); runs with `loader: ffcv` reuse them, and write them first when they are missing or stale "
+        "(other split seed or fraction, changed dataset files); needs the ffcv extra. Text (jsonl, csv, hf "
+        "text, an import path returning texts): the tokenizer trained on the training split and every text's "
+        "tokens, in the token cache every run and study worker then reads (DATA/text-cache). --config takes "
+        "the dataset of a config file, or of a study file's base.",
     )
     p.add_argument(
         "dataset",
         metavar="DATASET",
-        help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz or hf (with --path), or an import "
-        "path package.module:callable",
+        nargs="?",
+        help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz, hf, jsonl or csv (with --path), or an import "
+        "path package.module:callable; or leave it out and give --config",
     )
-    p.add_argument("--path", help="dataset.path: the folder or file imagefolder, npz and hf read")
+    p.add_argument("--config", help="a config file (or a study file: its base) whose dataset to prepare")
+    p.add_argument("--path", help="dataset.path: the folder or file imagefolder, npz, hf, jsonl and csv read")
     p.add_argument(
         "--test-fraction", type=float, help="dataset.test_fraction (default 0.2; a source without a test split)"
     )
     p.add_argument("--data-dir", help="dataset folder (default: $EFFSEARCH_DATA_DIR, else ~/.cache/effsearch/data)")
     p.add_argument(
-        "--out", help="write the files into this folder (default: DATA/ffcv/DATASET/SPLITKEY, where runs look for them)"
+        "--out", help="FFCV: write the files into this folder (default: DATA/ffcv/DATASET/SPLITKEY, where runs look)"
     )
     p.add_argument("--val-fraction", type=float, help="dataset.val_fraction (default 0.1)")
     p.add_argument("--split-seed", type=int, help="dataset.split_seed (default 0)")
     p.add_argument("--data-fraction", type=float, help="dataset.data_fraction (default 1.0)")
     p.add_argument("--image-size", type=int, help="dataset.image_size (default: the dataset's own)")
     p.add_argument("--synthetic-size", type=int, help="dataset.synthetic_size (synthetic only)")
-    p.add_argument("--force", action="store_true", help="write the files even when they are up to date")
+    p.add_argument("--text-column", help="dataset.text_column (text; default text)")
+    p.add_argument("--label-column", help="dataset.label_column (default label)")
+    p.add_argument("--max-length", type=int, help="dataset.max_length (text; default 128)")
+    p.add_argument("--tokenizer", help="dataset.tokenizer.name (text: bytes, bpe or wordpiece; default bpe)")
+    p.add_argument("--vocab-size", type=int, help="dataset.tokenizer.vocab_size (bpe, wordpiece; default 8192)")
+    p.add_argument("--force", action="store_true", help="FFCV: write the files even when they are up to date")
     p.set_defaults(func=cmd_prepare)
 
 
-def cmd_prepare(args) -> int:
-    from effsearch.config import TrainConfig
+def _config(args) -> tuple[dict, str]:
+    """The config (a raw dict) whose dataset to prepare, and where it came from: --config's (a
+    study file's base), else the flags'."""
+    if args.config:
+        if args.dataset:
+            raise ConfigError("DATASET", "give DATASET or --config, not both")
+        from effsearch.config import read_yaml
 
-    dataset = {"name": args.dataset}
-    for flag in (
-        "path",
-        "test_fraction",
-        "val_fraction",
-        "split_seed",
-        "data_fraction",
-        "image_size",
-        "synthetic_size",
-    ):
+        if "base" in read_yaml(args.config):  # a study file
+            from effsearch.search.study.studyfile import load
+
+            return load(args.config).base.to_dict(), args.config
+        from effsearch import api
+
+        return api.load_config(args.config).to_dict(), args.config
+    if not args.dataset:
+        raise ConfigError("DATASET", "missing: name a dataset (e.g. cifar10, jsonl --path FILE) or give --config")
+    dataset: dict = {"name": args.dataset}
+    for flag in DATASET_FLAGS:
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
-    cfg = TrainConfig.from_dict({"dataset": dataset, "loader": "ffcv"}, source="effsearch data prepare")
+    tokenizer = {k: v for k, v in (("name", args.tokenizer), ("vocab_size", args.vocab_size)) if v is not None}
+    if tokenizer:
+        dataset["tokenizer"] = tokenizer
+    return {"dataset": dataset}, "effsearch data prepare"
+
+
+def cmd_prepare(args) -> int:
+    from effsearch.config import DatasetConfig, TrainConfig
+    from effsearch.config.fields import build
+    from effsearch.trainer.data.text import token_shape
+
+    data, source = _config(args)
+    try:
+        dataset = build(DatasetConfig, data["dataset"], "dataset.")
+    except ConfigError as e:
+        raise e.with_source(source) from None
+    if token_shape(dataset) is not None:  # text: checked with its model (the file's, else the built-in encoder)
+        model = data.get("model") or {"name": "text-encoder"}
+        return _prepare_text(TrainConfig.from_dict({"dataset": data["dataset"], "model": model}, source=source), args)
+    # Images: the .beton files that runs with loader ffcv read.
+    cfg = TrainConfig.from_dict({"dataset": data["dataset"], "loader": "ffcv"}, source=source)
     from effsearch.trainer.data import betons  # ConfigError with the install line if ffcv is missing
     from effsearch.trainer.data.splits import load_splits
 
@@ -78,4 +131,27 @@ def cmd_prepare(args) -> int:
     for split in betons.SPLITS:
         path = info.path(split)
         print(f"{path}  {counts[split]} samples  {path.stat().st_size / 2**20:.1f} MiB")
+    return 0
+
+
+def _prepare_text(cfg, args) -> int:
+    """Tokenize a text dataset into the token cache (or find it there)."""
+    from effsearch.trainer.data import text
+    from effsearch.trainer.data.datasets import data_dir
+    from effsearch.trainer.data.userdata import call
+
+    if args.out or args.force:
+        raise ConfigError("--out" if args.out else "--force", "applies to FFCV's files; text goes to the token cache")
+    d = cfg.dataset
+    t = time.perf_counter()
+    arrays = call(d.name) if text.text_source(d) is None else None
+    made = text.tokenized(d, data_dir(args.data_dir), arrays)
+    what = "tokenized into" if made.built else "read from"
+    where = made.folder or "memory (the cache folder could not be written)"
+    print(f"effsearch data prepare: {what} {where} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    a = made.arrays
+    counts = ", ".join(f"{s} {len(a[f'{s}_y'])}" for s in text.SPLITS)
+    print(
+        f"{counts} texts; {len(made.facts['classes'])} classes; {d.tokenizer.name} vocabulary {made.facts['vocab_size']}"
+    )
     return 0

@@ -62,7 +62,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         needs_structure="downsamples",
         help="anti-aliased downsampling",
     ),
-    "channels_last": AlgoSpec("ChannelsLast", {}, help="NHWC memory format"),
+    "channels_last": AlgoSpec("ChannelsLast", {}, needs_structure="images", help="NHWC memory format"),
     "ema": AlgoSpec(
         "EMA",
         {"half_life": "1000ba", "smoothing": None, "ema_start": "0.0dur", "update_interval": None},
@@ -92,6 +92,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
             "size_increment": (1, 64),
         },
         choices={"mode": ("resize", "crop")},
+        needs_structure="images",
         help="train on smaller images first",
     ),
     "label_smoothing": AlgoSpec(
@@ -105,16 +106,19 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         {"alpha": 1.0, "interpolate_loss": False, "uniform_sampling": False},
         ranges={"alpha": (1e-6, 100.0)},
         mixes_targets=True,
+        needs_structure="images",
     ),
     "cutout": AlgoSpec(
         "CutOut",
         {"num_holes": 1, "length": 0.5, "uniform_sampling": False},
         ranges={"num_holes": (1, 64), "length": _P01},
+        needs_structure="images",
     ),
     "colout": AlgoSpec(
         "ColOut",
         {"p_row": 0.15, "p_col": 0.15, "batch": True, "resize_target": "auto"},
         ranges={"p_row": _P01, "p_col": _P01},
+        needs_structure="images",
     ),
     "randaugment": AlgoSpec(
         "RandAugment",
@@ -122,6 +126,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         ranges={"severity": (1, 10), "depth": (1, 10)},
         choices={"augmentation_set": ("all", "safe", "original")},
         needs_torch_loader=True,
+        needs_structure="images",
     ),
     "augmix": AlgoSpec(
         "AugMix",
@@ -129,6 +134,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         ranges={"severity": (1, 10), "depth": (-1, 10), "width": (1, 10)},
         choices={"augmentation_set": ("all", "safe", "original")},
         needs_torch_loader=True,
+        needs_structure="images",
     ),
     "sam": AlgoSpec(
         "SAM",
@@ -159,6 +165,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         "SelectiveBackprop",
         {"start": 0.5, "end": 0.9, "keep": 0.5, "scale_factor": 1.0, "interrupt": 2},
         ranges={"start": _P01, "end": _P01, "keep": (0.01, 1.0), "scale_factor": (0.05, 1.0), "interrupt": (0, 1000)},
+        needs_structure="images",  # scale_factor resizes its inputs as images
     ),
     "stochastic_depth": AlgoSpec(
         "StochasticDepth",
@@ -172,6 +179,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         "SqueezeExcite",
         {"latent_channels": 64, "min_channels": 128},
         ranges={"latent_channels": (1, 4096), "min_channels": (1, 4096)},
+        needs_structure="images",
     ),
     "ghost_batchnorm": AlgoSpec(
         "GhostBatchNorm", {"ghost_batch_size": 32}, ranges={"ghost_batch_size": (1, 65536)}, needs_structure="batchnorm"
@@ -186,7 +194,42 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         choices={"clipping_type": ("norm", "value", "adaptive")},
     ),
     "weight_standardization": AlgoSpec(
-        "WeightStandardization", {"n_last_layers_ignore": 0}, ranges={"n_last_layers_ignore": (0, 100)}
+        "WeightStandardization",
+        {"n_last_layers_ignore": 0},
+        ranges={"n_last_layers_ignore": (0, 100)},
+        needs_structure="images",
+    ),
+    # Transformers. Each is effsearch's subclass of Composer's (trainer/composer/textalgorithms.py):
+    # Composer's act on its own HuggingFaceModel wrapper only.
+    "low_precision_layernorm": AlgoSpec(
+        "LowPrecisionLayerNorm",
+        {},
+        fixed={"apply_at": "init"},
+        needs_structure="layernorm",
+        help="LayerNorm in the autocast precision (CUDA, amp)",
+    ),
+    "gated_linear_units": AlgoSpec(
+        "GatedLinearUnits",
+        {"gated_layer_bias": False, "non_gated_layer_bias": False},
+        fixed={"act_fn": None},
+        needs_structure="bert",
+        help="BERT's feed-forward blocks as gated linear units",
+    ),
+    "seq_length_warmup": AlgoSpec(
+        "SeqLengthWarmup",
+        {"duration": 0.3, "min_seq_length": 8, "step_size": 8},
+        # max_seq_length is dataset.max_length, given when the run builds it.
+        fixed={"max_seq_length": 1024, "truncate": True, "preserve_end_of_sequence": False},
+        ranges={"duration": _P01, "min_seq_length": (1, 65_536), "step_size": (1, 65_536)},
+        needs_structure="tokens",
+        help="train on shorter sequences first, growing to dataset.max_length",
+    ),
+    # In the table so that asking for it says why not (rules.py refuses it on every model).
+    "alibi": AlgoSpec(
+        "Alibi",
+        {"max_sequence_length": 8192, "train_sequence_length_scaling": 0.25},
+        ranges={"max_sequence_length": (1, 1_000_000), "train_sequence_length_scaling": _P01},
+        help="attention with linear biases (refused: broken on transformers 5)",
     ),
 }
 
@@ -205,6 +248,7 @@ BATCH_EVENTS = {
     "selective_backprop": ("after_dataloader",),
     "stochastic_depth": ("batch_start",),
     "gradient_clipping": ("after_train_batch",),
+    "seq_length_warmup": ("after_dataloader",),
 }
 ALGORITHMS = {name: replace(spec, batch_events=BATCH_EVENTS.get(name, ())) for name, spec in ALGORITHMS.items()}
 BY_COMPOSER_NAME = {spec.composer_name: spec for spec in ALGORITHMS.values()}
@@ -223,6 +267,7 @@ RESHAPES_BATCHES = {
     "progressive_resizing": "it grows the image size during training",
     "colout": "it drops a random number of rows and columns each batch",
     "selective_backprop": "it keeps a loss-ranked part of each batch",
+    "seq_length_warmup": "it grows the sequence length during training",
 }
 
 

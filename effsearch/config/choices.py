@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
-MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck")
-# Each model's channel width at ``model.width: 0``.
-MODEL_WIDTHS = {"tiny-cnn": 32, "resnet9": 64, "resnet20": 16, "resnet56": 16, "resnet-bottleneck": 16}
+MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck", "text-encoder")
+# Each model's channel width at ``model.width: 0`` (the text encoder's: its embedding width).
+MODEL_WIDTHS = {
+    "tiny-cnn": 32,
+    "resnet9": 64,
+    "resnet20": 16,
+    "resnet56": 16,
+    "resnet-bottleneck": 16,
+    "text-encoder": 128,
+}
+# The text encoder's layers and attention heads at ``model.depth: 0`` and ``model.heads: 0``.
+TEXT_ENCODER = {"depth": 2, "heads": 4}
+POOLINGS = ("mean", "cls")
+TOKENIZERS = ("bytes", "bpe", "wordpiece")
+# Every tokenizer's ids 0-3 are its special tokens (padding, the classifier's first token, the end
+# of a document, unknown); bytes are 4 + their value, so 260 is the smallest vocabulary.
+SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]")
+MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
 OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd")
 # Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
 FUSABLE = ("sgd", "adamw", "kfac-sgd")

@@ -14,18 +14,30 @@ from functools import partial
 from typing import Any, cast
 
 from effsearch.config.algorithms import ALGORITHMS, parse_time
-from effsearch.config.choices import GREEDY
+from effsearch.config.choices import GREEDY, MODEL_WIDTHS, TEXT_ENCODER
 from effsearch.config.fields import get_path
 from effsearch.config.schema import TrainFields
-from effsearch.config.sources import ModelFacts, facts
+from effsearch.config.sources import ModelFacts, data_modality, facts
 
 # The fields a predicate (or the space) reads from a raw dict that may lack them (a level the space
 # has not built yet); where it does, ``value`` reads the schema's default, taken from the schema itself.
 READ_FIELDS = (
     "dataset.name",
     "dataset.path",
+    "dataset.flip",
+    "dataset.image_size",
+    "dataset.max_length",
+    "dataset.classes",
+    "dataset.tokenizer.name",
+    "dataset.tokenizer.vocab_size",
     "model.name",
     "model.width",
+    "model.depth",
+    "model.heads",
+    "model.pooling",
+    "model.dropout",
+    "channels_last",
+    "quantize",
     "epochs",
     "optimizer.name",
     "optimizer.fused",
@@ -127,6 +139,39 @@ def lacks(fact: str, cfg: dict) -> bool:
 
 def model_name(cfg: dict) -> str:
     return value(cfg, "model.name")
+
+
+def model_modality(cfg: dict) -> str | None:
+    """What the model takes, "images" or "tokens" (None: not probed yet)."""
+    known = _facts(cfg)
+    return known.modality if known is not None else None
+
+
+def text_run(cfg: dict) -> bool:
+    """The run is on text, as its dataset's name or its (known) model says."""
+    return data_modality(dataset_name(cfg)) == "tokens" or model_modality(cfg) == "tokens"
+
+
+def modality_clash(cfg: dict) -> bool:
+    """The dataset (by its name) holds one kind of input and the (known) model takes the other."""
+    data, model = data_modality(dataset_name(cfg)), model_modality(cfg)
+    return None not in (data, model) and data != model
+
+
+def positions(cfg: dict) -> int | None:
+    """The longest sequence the (known) model's position embeddings take (None: any, or not known)."""
+    known = _facts(cfg)
+    return known.positions if known is not None else None
+
+
+def encoder_width(cfg: dict) -> int:
+    """The text encoder's width, model.width 0 resolved."""
+    return value(cfg, "model.width") or MODEL_WIDTHS["text-encoder"]
+
+
+def encoder_heads(cfg: dict) -> int:
+    """The text encoder's attention heads, model.heads 0 resolved."""
+    return value(cfg, "model.heads") or TEXT_ENCODER["heads"]
 
 
 def dataset_name(cfg: dict) -> str:

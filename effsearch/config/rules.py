@@ -25,8 +25,10 @@ from effsearch.config.algorithms import ALGORITHMS, CONFLICTS, RESHAPES_BATCHES,
 from effsearch.config.choices import (
     FUSABLE,
     GREEDY,
+    MIN_VOCAB,
     MODEL_SELECTIONS,
     NO_FEEDBACK,
+    POOLINGS,
     QUANTIZERS,
     SELECTIONS,
     SPARSIFIERS,
@@ -38,26 +40,32 @@ from effsearch.config.readers import (
     compression_method,
     dataset_name,
     ema_every,
+    encoder_heads,
+    encoder_width,
     greedy_wrong,
     half_life,
     has,
     kfac,
     lacks,
     loader,
+    modality_clash,
+    model_modality,
     model_name,
     never_selects,
     optimizer,
     parallel,
+    positions,
     precision,
     smoothing,
     strategy,
     swa_end,
     swa_not_after,
     swa_start,
+    text_run,
     unit,
     value,
 )
-from effsearch.config.sources import FILE_DATASETS, dataset_kind, model_kind
+from effsearch.config.sources import FILE_DATASETS, data_modality, dataset_kind, model_kind
 
 if TYPE_CHECKING:
     from effsearch.config.schema import TrainFields
@@ -88,11 +96,64 @@ STRUCTURE = {
     "bottleneck": "bottleneck blocks (torchvision's Bottleneck)",
     "batchnorm": "batch norm layers",
     "downsamples": "strided convolutions or max-pools",
+    "layernorm": "layer norms (nn.LayerNorm)",
+    "bert": "BERT's feed-forward blocks (transformers' BertIntermediate and BertOutput)",
+    "images": "image inputs",
+    "tokens": "token-id inputs (text)",
 }
+# What a model of each kind takes, for the messages of the rules about modality.
+TAKES = {"images": "images", "tokens": "token ids (text)"}
 
 
 def _lacks_message(fact: str, cfg: dict) -> str:
+    if fact in TAKES:
+        other = "tokens" if fact == "images" else "images"
+        return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]}" + (
+            " (mixup, label_smoothing, ema, swa, sam, gradient_clipping and layer_freezing work on both)"
+        )
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
+
+
+def _clash_message(cfg: dict) -> str:
+    data = data_modality(dataset_name(cfg)) or "images"
+    fix = (
+        "use text-encoder, hf:CONFIG_CLASS or a factory taking vocab_size"
+        if data == "tokens"
+        else "use an image model (tiny-cnn, resnet9, torchvision:NAME, ...)"
+    )
+    return (
+        f"{quote(model_name(cfg))} takes {TAKES[model_modality(cfg) or 'images']} but dataset.name "
+        f"{quote(dataset_name(cfg))} holds {TAKES[data]}; {fix}"
+    )
+
+
+def _encoder_only(field: str, default: object) -> Rule:
+    """A model field only the built-in text encoder takes (others size themselves in model.kwargs)."""
+    return Rule(
+        field,
+        field,
+        on=lambda c: value(c, field) != default,
+        forbids=lambda c: model_name(c) != "text-encoder",
+        message=lambda c: (
+            f"applies to the built-in text-encoder only; {quote(model_name(c))} has no such setting "
+            "(other models take their size from model.width or model.kwargs)"
+        ),
+        when="model text-encoder",
+        reads=("model.name",),
+    )
+
+
+def _text_only(field: str, on: Callable[[dict], bool], what: str) -> Rule:
+    """An image field set on a text run: refused with what it does to images."""
+    return Rule(
+        field,
+        field,
+        on=on,
+        forbids=text_run,
+        message=f"{what}; the run is on text (token ids): leave it out",
+        when="images",
+        reads=("dataset.name", "model.name", "model.kwargs"),
+    )
 
 
 # -- the rules, in the order validation reports them -----------------------------------------
@@ -107,8 +168,8 @@ RULES: list[Rule] = [
         forbids=lambda c: not value(c, "dataset.path"),
         message=lambda c: (
             f"dataset.name {quote(dataset_name(c))} reads its data from dataset.path; set it (a folder "
-            "of class folders for imagefolder, a .npz file, or a folder written by datasets' "
-            "save_to_disk for hf)"
+            "of class folders for imagefolder, a .npz file, a folder written by datasets' "
+            "save_to_disk for hf, a .jsonl or .csv file for jsonl and csv)"
         ),
         when="a dataset read from a path",
         reads=("dataset.name",),
@@ -121,8 +182,80 @@ RULES: list[Rule] = [
         message=lambda c: (
             f"only applies to dataset.name {', '.join(FILE_DATASETS)}; dataset.name is {quote(dataset_name(c))}"
         ),
-        when="dataset imagefolder, npz or hf",
+        when="dataset imagefolder, npz, hf, jsonl or csv",
         reads=("dataset.name",),
+    ),
+    # What the data holds and what the model takes must agree; the dataset's name says it for the
+    # built-ins and the files (hf and an import path: the trainer checks once it has read them).
+    Rule(
+        "model.name",
+        "model.name",
+        on=lambda c: model_modality(c) is not None,
+        forbids=modality_clash,
+        message=_clash_message,
+        when="a model of the dataset's kind",
+        reads=("dataset.name", "model.name", "model.kwargs"),
+    ),
+    Rule(
+        "dataset.tokenizer.vocab_size",
+        "dataset.tokenizer.vocab_size",
+        on=lambda c: value(c, "dataset.tokenizer.name") != "bytes",
+        forbids=lambda c: value(c, "dataset.tokenizer.vocab_size") < MIN_VOCAB,
+        message=lambda c: (
+            f"must be at least {MIN_VOCAB} for {quote(value(c, 'dataset.tokenizer.name'))} (its 256 byte "
+            f"values and 4 special tokens); got {value(c, 'dataset.tokenizer.vocab_size')}"
+        ),
+        when=f"at least {MIN_VOCAB}",
+        reads=("dataset.tokenizer.name",),
+    ),
+    Rule(
+        "dataset.max_length",
+        "dataset.max_length",
+        on=lambda c: positions(c) is not None,
+        forbids=lambda c: value(c, "dataset.max_length") > (positions(c) or 0),
+        message=lambda c: (
+            f"is {value(c, 'dataset.max_length')} but model.name {quote(model_name(c))} has {positions(c)} "
+            "positions (hf: max_position_embeddings in model.kwargs); lower it or give the model more"
+        ),
+        when="within the model's positions",
+        reads=("model.name", "model.kwargs"),
+    ),
+    _encoder_only("model.depth", 0),
+    _encoder_only("model.heads", 0),
+    _encoder_only("model.pooling", POOLINGS[0]),
+    _encoder_only("model.dropout", 0.1),
+    Rule(
+        "model.heads",
+        "model.heads",
+        on=lambda c: model_name(c) == "text-encoder",
+        forbids=lambda c: encoder_width(c) % encoder_heads(c) != 0,
+        message=lambda c: (
+            f"{encoder_heads(c)} heads do not divide the text encoder's width {encoder_width(c)} "
+            "(model.width; 0: 128): each head takes an equal share"
+        ),
+        when="dividing model.width",
+        reads=("model.width",),
+    ),
+    Rule(
+        "dataset.classes",
+        "dataset.classes",
+        on=lambda c: value(c, "dataset.classes") is not None,
+        forbids=lambda c: data_modality(dataset_name(c)) == "images",
+        message=lambda c: (
+            f"applies to text (jsonl, csv, hf text, an import path returning texts); dataset.name "
+            f"{quote(dataset_name(c))} holds images"
+        ),
+        when="a text dataset",
+        reads=("dataset.name",),
+    ),
+    _text_only("dataset.flip", lambda c: value(c, "dataset.flip") is True, "flips images"),
+    _text_only("dataset.image_size", lambda c: value(c, "dataset.image_size") is not None, "resizes images"),
+    _text_only("channels_last", lambda c: bool(value(c, "channels_last")), "lays images out NHWC"),
+    _text_only("loader", lambda c: loader(c) == "ffcv", "FFCV's loader serves images"),
+    _text_only(
+        "quantize",
+        lambda c: value(c, "quantize") == "int8",
+        "int8 here is torch's FX graph-mode quantization, calibrated on images",
     ),
     Rule(
         "model.width",
@@ -474,6 +607,26 @@ RULES: list[Rule] = [
         forbids=lambda c: precision(c) == "amp_fp16",
         message="Composer's SAM cannot run with precision amp_fp16 (use fp32 or amp_bf16)",
         when="precision != amp_fp16",
+        reads=("precision",),
+    ),
+    # Composer 0.32.1's ALiBi fails on transformers 5 (BERT: TypeError, unexpected keyword 'cache'
+    # after its surgery; GPT-2: AttributeError, no attribute 'bias'): on no model.
+    Rule(
+        "algorithms.alibi",
+        "algorithms.alibi",
+        on=partial(has, "alibi"),
+        forbids=lambda c: True,
+        message="Composer's ALiBi is broken on transformers 5 (its surgery leaves BERT's attention "
+        "called with an unexpected keyword 'cache', GPT-2's without 'bias'); leave it out",
+        when="never (broken on transformers 5)",
+    ),
+    Rule(
+        "algorithms.low_precision_layernorm",
+        "algorithms.low_precision_layernorm",
+        on=partial(has, "low_precision_layernorm"),
+        forbids=lambda c: precision(c) == "fp32",
+        message="acts only under mixed precision (amp_bf16 or amp_fp16, on a CUDA device); precision is 'fp32'",
+        when="precision amp_bf16 or amp_fp16",
         reads=("precision",),
     ),
     # Precision x device. device: auto is resolved on the machine (effsearch.config.machine),

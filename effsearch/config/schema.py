@@ -27,14 +27,34 @@ from effsearch.config.choices import (
     LOADERS,
     MODELS,
     OPTIMIZERS,
+    POOLINGS,
     PRECISIONS,
     QUANTIZE,
     SCHEDULES,
     SELECTIONS,
     SPARSITY_SCHEDULES,
+    TEXT_ENCODER,
+    TOKENIZERS,
 )
 from effsearch.config.fields import SEED_MAX, spec
 from effsearch.config.sources import check_dataset_name, check_model_name
+
+
+@dataclass
+class TokenizerConfig:
+    name: str = spec(
+        "bpe",
+        choices=TOKENIZERS,
+        help="bytes: UTF-8 bytes, no training, no dependency; bpe: byte-level BPE; wordpiece: BERT's "
+        "(bpe and wordpiece: extra text, trained on the training split only, never validation or test)",
+    )
+    vocab_size: int = spec(
+        8192,
+        low=1,
+        high=1_000_000,
+        help="bpe, wordpiece: tokens in the vocabulary, its 4 special tokens included (at least 260: "
+        "every byte has one); bytes always has 260",
+    )
 
 
 @dataclass
@@ -43,13 +63,15 @@ class DatasetConfig:
         "digits",
         check=check_dataset_name,
         help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
-        "or an import path package.module:callable returning x_train, y_train, x_test, y_test "
-        "(runs that code)",
+        "text: jsonl or csv (read from dataset.path), hf text; or an import path "
+        "package.module:callable returning x_train, y_train, x_test, y_test (images, or lists of "
+        "strings: text) (runs that code)",
     )
     path: str | None = spec(
         None,
         help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
-        "npz: a .npz file; hf: a folder written by datasets' save_to_disk",
+        "npz: a .npz file; hf: a folder written by datasets' save_to_disk; jsonl: a file of one JSON "
+        "object a line (.gz read as gzip); csv: a file with a header row",
     )
     test_fraction: float = spec(
         0.2,
@@ -59,7 +81,32 @@ class DatasetConfig:
         help="held-out test share carved (stratified) from a source with no test split (an imagefolder without test/)",
     )
     image_column: str = spec("image", help="hf: the column of images")
-    label_column: str = spec("label", help="hf: the column of class labels")
+    label_column: str = spec(
+        "label", help="hf, jsonl, csv: the column of class labels (strings or integers, mapped in sorted order)"
+    )
+    text_column: str = spec("text", help="jsonl, csv, hf text: the column of texts")
+    split_column: str | None = spec(
+        "split",
+        help="jsonl, csv: the column naming each row's split (train, validation or val, test), used "
+        "where the rows have it (null: never); without it the splits are carved (test_fraction, val_fraction)",
+    )
+    group_column: str | None = spec(
+        None,
+        help="jsonl, csv: a column of groups (e.g. a source package) kept whole on one side when test and "
+        "validation are carved, so near-copies of a training text are not scored as unseen (null: rows carved alone)",
+    )
+    classes: list | None = spec(
+        None,
+        help="text: keep only the rows of these labels, class i being the i-th (null: every label of "
+        "the training split, sorted)",
+    )
+    tokenizer: TokenizerConfig = spec(factory=TokenizerConfig)
+    max_length: int = spec(
+        128,
+        low=1,
+        high=65_536,
+        help="text: tokens a text is cut to, the classifier's first token included (a batch pads to its longest)",
+    )
     data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="stratified share of the training set used")
     val_fraction: float = spec(
         0.1, low=0.0, high=0.5, low_open=True, help="held-out validation share carved from the training set"
@@ -90,18 +137,32 @@ class ModelConfig:
     name: str = spec(
         "tiny-cnn",
         check=check_model_name,
-        help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); or an "
-        "import path package.module:callable, called as callable(num_classes=..., "
-        "in_channels=..., **model.kwargs) and returning an nn.Module (runs that code)",
+        help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); hf:CONFIG_CLASS, "
+        "a transformers sequence classifier built from that config with model.kwargs, never pretrained "
+        "weights (extra text); or an import path package.module:callable, called as callable(num_classes=..., "
+        "in_channels=..., **model.kwargs) for images, callable(vocab_size=..., num_classes=..., "
+        "max_length=..., **model.kwargs) for text, and returning an nn.Module (runs that code)",
     )
     width: int = spec(
         0,
         low=0,
         high=1024,
-        help="channels of the first layer (0: the model's default, "
+        help="channels of the first layer, text-encoder: embedding width (0: the model's default, "
         "MODEL_WIDTHS); built-in models, or a factory that takes width",
     )
-    kwargs: dict = spec(factory=dict, help="keyword arguments passed to the model's builder")
+    depth: int = spec(0, low=0, high=64, help=f"text-encoder: transformer layers (0: {TEXT_ENCODER['depth']})")
+    heads: int = spec(
+        0, low=0, high=64, help=f"text-encoder: attention heads, dividing model.width (0: {TEXT_ENCODER['heads']})"
+    )
+    pooling: str = spec(
+        "mean",
+        choices=POOLINGS,
+        help="text-encoder: the text's embedding: the mean over its tokens, or its first ([CLS]) token",
+    )
+    dropout: float = spec(0.1, low=0.0, high=0.9, help="text-encoder: dropout in attention and feed-forward")
+    kwargs: dict = spec(
+        factory=dict, help="keyword arguments passed to the model's builder (hf: the config class's fields)"
+    )
 
 
 @dataclass

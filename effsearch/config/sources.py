@@ -1,13 +1,15 @@
 """What ``model.name`` and ``dataset.name`` may say, and what is known of a model's structure.
 
 A name is a built-in (``choices.MODELS``, ``choices.DATASETS``), a library prefix
-(``torchvision:resnet18``, ``timm:resnet18``), a file format (``imagefolder``, ``npz``, ``hf``,
-which read ``dataset.path``) or an import path ``package.module:callable`` (the user's own
-factory). An import path is code: a config or study file that names one runs it, as a
-Python script would.
+(``torchvision:resnet18``, ``timm:resnet18``, ``hf:BertConfig``), a file format (``imagefolder``,
+``npz``, ``hf``, ``jsonl``, ``csv``, which read ``dataset.path``) or an import path
+``package.module:callable`` (the user's own factory). An import path is code: a config or study
+file that names one runs it, as a Python script would.
 
-``ModelFacts`` is what the rules need to know of a model's structure (bottleneck blocks for
-StochasticDepth, batch norm for GhostBatchNorm, a final linear layer for CORDS's embeddings).
+``ModelFacts`` is what the rules need to know of a model's structure (what it takes: images or
+token ids; bottleneck blocks for StochasticDepth, batch norm for GhostBatchNorm, layer norms for
+LowPrecisionLayerNorm, BERT's feed-forward layers for GatedLinearUnits, a final linear layer for
+CORDS's embeddings).
 The built-ins' facts are written here; any other model's come from a probe of the model as
 built (``effsearch.trainer.probe``), which records them with :func:`remember`. Validation,
 the space's gates and ``space show`` read :func:`facts`; a model not yet probed has no facts,
@@ -22,15 +24,17 @@ from dataclasses import dataclass
 
 from effsearch.config.choices import DATASETS, MODELS
 
-MODEL_LIBRARIES = ("torchvision", "timm")
-FILE_DATASETS = ("imagefolder", "npz", "hf")  # read from dataset.path
+MODEL_LIBRARIES = ("torchvision", "timm", "hf")
+FILE_DATASETS = ("imagefolder", "npz", "hf", "jsonl", "csv")  # read from dataset.path
+TEXT_FILES = ("jsonl", "csv")  # always text; hf and an import path hold text or images
+IMAGE_SOURCES = ("builtin", "imagefolder", "npz")  # always images
 # ``package.module:callable`` (dotted names on both sides of one colon).
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 LIBRARY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def model_kind(name: str) -> str:
-    """``builtin``, ``torchvision``, ``timm`` or ``import``."""
+    """``builtin``, ``torchvision``, ``timm``, ``hf`` or ``import``."""
     if name in MODELS:
         return "builtin"
     prefix = name.split(":", 1)[0]
@@ -38,7 +42,7 @@ def model_kind(name: str) -> str:
 
 
 def dataset_kind(name: str) -> str:
-    """``builtin``, ``imagefolder``, ``npz``, ``hf`` or ``import``."""
+    """``builtin``, ``imagefolder``, ``npz``, ``hf``, ``jsonl``, ``csv`` or ``import``."""
     if name in DATASETS:
         return "builtin"
     return name if name in FILE_DATASETS else "import"
@@ -53,12 +57,14 @@ def check_model_name(name: str) -> str | None:
         return (
             None
             if rest and LIBRARY_NAME.match(rest)
-            else f"{prefix}: needs a model name after the colon (e.g. {prefix}:resnet18); got {name!r}"
+            else f"{prefix}: needs a {'config class' if prefix == 'hf' else 'model'} name after the colon "
+            f"(e.g. {prefix}:{'BertConfig' if prefix == 'hf' else 'resnet18'}); got {name!r}"
         )
     if IMPORT_PATH.match(name):
         return None
     return (
-        f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME or an import path "
+        f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME, hf:CONFIG_CLASS or an "
+        "import path "
         f"package.module:callable; got {name!r}"
     )
 
@@ -73,6 +79,15 @@ def check_dataset_name(name: str) -> str | None:
     )
 
 
+def data_modality(name: str) -> str | None:
+    """What the dataset ``name`` holds as far as its name says: ``images``, ``tokens`` (text, fed
+    to a model as token ids), or None (hf and an import path hold either: known once read)."""
+    kind = dataset_kind(name)
+    if kind in TEXT_FILES:
+        return "tokens"
+    return "images" if kind in IMAGE_SOURCES else None
+
+
 @dataclass(frozen=True)
 class ModelFacts:
     """What the rules read of a model's structure."""
@@ -83,6 +98,19 @@ class ModelFacts:
     final_linear: bool  # ends in an nn.Linear, whose input is CORDS's embedding
     in_channels: int | None = None  # the first convolution's input channels (None: no convolution)
     params: int = 0
+    modality: str = "images"  # what it takes: "images" (N,C,H,W floats) or "tokens" (N,L token ids)
+    layernorm: bool = False  # nn.LayerNorm layers (LowPrecisionLayerNorm replaces them)
+    attention: bool = False  # self-attention layers
+    bert: bool = False  # BERT's feed-forward blocks (GatedLinearUnits replaces them)
+    positions: int | None = None  # the longest sequence its position embeddings take (None: any)
+
+    @property
+    def images(self) -> bool:
+        return self.modality == "images"
+
+    @property
+    def tokens(self) -> bool:
+        return self.modality == "tokens"
 
 
 def key(model: dict) -> str:
@@ -96,6 +124,16 @@ _BUILTIN = {
     "resnet20": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
     "resnet56": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
     "resnet-bottleneck": ModelFacts(bottleneck=True, batchnorm=True, downsamples=True, final_linear=True),
+    # Built for dataset.max_length: its position embeddings take any length the dataset asks for.
+    "text-encoder": ModelFacts(
+        bottleneck=False,
+        batchnorm=False,
+        downsamples=False,
+        final_linear=True,
+        modality="tokens",
+        layernorm=True,
+        attention=True,
+    ),
 }
 _PROBED: dict[str, ModelFacts] = {}
 

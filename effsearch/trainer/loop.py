@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
     from effsearch.config import TrainConfig
     from effsearch.trainer.composer.model import EffModel
-    from effsearch.trainer.data.splits import BatchAugment
     from effsearch.trainer.hooks import RunHooks
     from effsearch.trainer.parallel.compression import HookState
     from effsearch.trainer.parallel.distributed import Context
@@ -83,8 +82,8 @@ class LoopParts:
     model: EffModel
     optimizer: torch.optim.Optimizer
     loader: Any  # batches, with a len(): DeviceBatches, a DataLoader, FFCV's loader
-    augment: BatchAugment
-    eval_augment: BatchAugment
+    augment: Callable[[Any], tuple[torch.Tensor, ...]]  # a batch onto the device, ready for the model
+    eval_augment: Callable[[Any], tuple[torch.Tensor, ...]]
     val: tuple[torch.Tensor, torch.Tensor]
     algorithms: list[Algorithm] = field(default_factory=list)
     point_extras: list[Callable[[], dict]] = field(default_factory=list)

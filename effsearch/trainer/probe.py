@@ -1,10 +1,13 @@
 """The probe: what a model is made of, read from the model as built (not from its name).
 
 The rules about structure (StochasticDepth needs bottleneck blocks, GhostBatchNorm batch
-norm, BlurPool downsampling, CORDS's model-based strategies a final ``nn.Linear``) read
-these facts (``effsearch.config.sources``). A study probes its base model once, on the meta
-device (no memory, no weights initialised), before it builds its space; the trainer checks
-the network it is about to train: its logits' width and its input channels.
+norm, BlurPool downsampling, LowPrecisionLayerNorm layer norms, GatedLinearUnits BERT's
+feed-forward blocks, CORDS's model-based strategies a final ``nn.Linear``, an image algorithm a
+model of images) read these facts (``effsearch.config.sources``). A model takes token ids when it
+embeds its input (an ``nn.Embedding``) and has no 2-d convolution. A study probes its base model
+once, on the meta device (no memory, no weights initialised), before it builds its space; the
+trainer checks the network it is about to train: its logits' width and its input channels, or
+for text its answer to a batch of token ids.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from effsearch.config.sources import ModelFacts, facts, remember
 
 if TYPE_CHECKING:
     from effsearch.config import ModelConfig
+    from effsearch.trainer.data.tokenizer import TokenShape
 
 
 def facts_of(net: nn.Module) -> ModelFacts:
@@ -27,6 +31,7 @@ def facts_of(net: nn.Module) -> ModelFacts:
     modules = list(net.modules())
     convs = [m for m in modules if isinstance(m, nn.Conv2d)]
     linears = [m for m in modules if isinstance(m, nn.Linear)]
+    tokens = any(isinstance(m, nn.Embedding) for m in modules) and not convs
     return ModelFacts(
         bottleneck=any(isinstance(m, Bottleneck) for m in modules),
         batchnorm=any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in modules),
@@ -35,7 +40,29 @@ def facts_of(net: nn.Module) -> ModelFacts:
         in_channels=convs[0].in_channels if convs else None,
         # A lazy module's parameters have no size until its first forward.
         params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)),
+        modality="tokens" if tokens else "images",
+        layernorm=any(isinstance(m, nn.LayerNorm) for m in modules),
+        attention=any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention") for m in modules),
+        bert=_bert_blocks(modules),
+        positions=_positions(modules),
     )
+
+
+def _bert_blocks(modules: list[nn.Module]) -> bool:
+    """transformers' BertIntermediate and BertOutput (what Composer's GatedLinearUnits replaces)."""
+    import sys
+
+    bert = sys.modules.get("transformers.models.bert.modeling_bert")  # a BERT was built: it is imported
+    return bert is not None and any(isinstance(m, (bert.BertIntermediate, bert.BertOutput)) for m in modules)
+
+
+def _positions(modules: list[nn.Module]) -> int | None:
+    """A transformers model's position embeddings (its config's max_position_embeddings)."""
+    for m in modules:
+        found = getattr(getattr(m, "config", None), "max_position_embeddings", None)
+        if isinstance(found, int):
+            return found
+    return None
 
 
 def final_linear(net: nn.Module) -> nn.Linear | None:
@@ -47,9 +74,10 @@ def final_linear(net: nn.Module) -> nn.Linear | None:
     return last
 
 
-def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10) -> ModelFacts:
+def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: TokenShape | None = None) -> ModelFacts:
     """Build the model a ModelConfig names on the meta device (on the CPU if its builder cannot),
-    record its facts for the rules, and return them. Built-ins are known without building."""
+    for images, or for text of ``tokens``, record its facts for the rules, and return them.
+    Built-ins are known without building."""
     from effsearch.trainer.models import build_network
 
     model_dict = {"name": model.name, "kwargs": model.kwargs}
@@ -58,11 +86,11 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10) -> Model
         return known
     try:
         with torch.device("meta"):
-            net = build_network(model, channels, num_classes)
+            net = build_network(model, channels, num_classes, tokens)
     except ConfigError:
         raise
     except Exception:  # noqa: BLE001 - a builder that needs real tensors: build it on the CPU instead
-        net = build_network(model, channels, num_classes)
+        net = build_network(model, channels, num_classes, tokens)
     found = facts_of(net)
     remember(model_dict, found)
     return found
@@ -112,3 +140,36 @@ def check_network(
             f"for the dataset's {num_classes} classes; it returned {got}",
         )
     return net, note
+
+
+def check_text_network(
+    net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
+) -> nn.Module:
+    """The text network ready to train: its facts recorded, and its logits checked on two token
+    rows (one padded), eval mode, no gradients."""
+    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
+    length = min(tokens.max_length, 8)
+    ids = torch.full((2, length), 4 % tokens.vocab_size, dtype=torch.int32, device=device)
+    ids[:, 0] = 1  # CLS
+    ids[1, max(1, length // 2) :] = tokens.pad_id
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            out = net(ids)
+    except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} failed on a batch of 2 token rows of length {length} (ids and mask): "
+            f"{type(e).__name__}: {str(e)[:300]}",
+        ) from None
+    finally:
+        net.train(was_training)
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} must map token ids (N, L) and their mask to logits (N, {num_classes}) "
+            f"for the dataset's {num_classes} classes; it returned {got}",
+        )
+    return net

@@ -134,6 +134,7 @@ def _train(
     hooks: RunHooks,
 ) -> RunResult:
     t_start = time.perf_counter()
+    _probe_text_model(cfg)
     splits = load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
     result = RunResult(
@@ -158,6 +159,20 @@ def _train(
             if out is not None:
                 result.save(out / "result.json")
     return result
+
+
+def _probe_text_model(cfg: TrainConfig) -> None:
+    """A text model not built in, probed (on the meta device) before its data is read: the rules
+    about its structure (its positions, an algorithm it cannot take) refuse a config before any
+    text is tokenized into the cache."""
+    from effsearch.trainer.data.text import text_source, token_shape
+
+    if model_kind(cfg.model.name) == "builtin" or not text_source(cfg.dataset):
+        return
+    from effsearch.trainer.probe import probe
+
+    probe(cfg.model, tokens=token_shape(cfg.dataset))
+    rules.check(cfg.to_dict())
 
 
 def _finish(result: RunResult, cfg: TrainConfig, data_seconds: float) -> None:
@@ -221,7 +236,7 @@ def prepare(
     splits = to_device(splits, device)
     model = _build_model(cfg, splits, device, result)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
-    algorithms, gmp = _algorithms(cfg, selection)
+    algorithms, gmp = _algorithms(cfg, selection, text=splits.tokens is not None)
     parts = LoopParts(
         model=model,
         optimizer=build_optimizer(cfg, model.parameters(), device, model),
@@ -256,6 +271,13 @@ def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResul
     from effsearch.trainer.composer.model import EffModel
 
     torch.manual_seed(cfg.seed)
+    if splits.tokens is not None:
+        from effsearch.trainer.probe import check_text_network
+
+        module = build_network(cfg.model, 0, splits.num_classes, tokens=splits.tokens)
+        module = check_text_network(module.to(device), cfg.model, splits.tokens, splits.num_classes, device)
+        rules.check(cfg.to_dict())  # now that the model's facts are known
+        return EffModel(module, splits.num_classes).to(device)
     module = build_network(cfg.model, splits.channels, splits.num_classes)
     if model_kind(cfg.model.name) != "builtin":
         from effsearch.trainer.probe import check_network
@@ -269,8 +291,13 @@ def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResul
     return EffModel(module, splits.num_classes).to(device)
 
 
-def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train: bool) -> BatchAugment:
-    """Batch augmentation on the device; each rank draws its own flips and crops."""
+def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train: bool) -> Any:
+    """Batch augmentation on the device; each rank draws its own flips and crops. Token rows: onto
+    the device (evaluation batches cut to their longest text)."""
+    if splits.tokens is not None:
+        from effsearch.trainer.data.textbatches import TokenBatch
+
+        return TokenBatch(device, train)
     flip = cfg.dataset.flip if cfg.dataset.flip is not None else cfg.dataset.name.startswith("cifar")
     return BatchAugment(
         splits.mean,
@@ -285,14 +312,15 @@ def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train
 
 
 def _algorithms(
-    cfg: TrainConfig, selection: SubsetSelection | None
+    cfg: TrainConfig, selection: SubsetSelection | None, text: bool = False
 ) -> tuple[list[Algorithm], GradualMagnitudePruning | None]:
-    """Composer algorithms of ``cfg``, then channels-last, sparsity (returned too: its masks
-    apply to the delivered model) and the data selection, in that order."""
+    """Composer algorithms of ``cfg`` (``text``: their versions for token-id models), then
+    channels-last, sparsity (returned too: its masks apply to the delivered model) and the data
+    selection, in that order."""
     from effsearch.trainer.composer.algorithms import build_algorithms
     from effsearch.trainer.techniques.sparsity import GradualMagnitudePruning
 
-    algorithms = build_algorithms(cfg)
+    algorithms = build_algorithms(cfg, text=text)
     if cfg.channels_last and "channels_last" not in cfg.algorithms:
         from composer.algorithms import ChannelsLast
 
@@ -397,18 +425,7 @@ def _train_loader(
         return make_selection(cfg, splits, device, dist)
     plan = plan_selection(cfg, splits)
     drop_last = drop_last or _lone_last(len(plan.sampler), cfg.batch_size, dist.world)
-    batches = DeviceBatches(
-        splits.train_x,
-        splits.train_y,
-        cfg.batch_size,
-        cfg.seed,
-        device,
-        sampler=plan.sampler,
-        weights=plan.weights,
-        drop_last=drop_last,
-        rank=dist.rank,
-        world=dist.world,
-    )
+    batches = _batches(cfg, splits, device, dist, drop_last, sampler=plan.sampler, weights=plan.weights)
     return batches, plan.selection(cfg, splits, device, batches, dist)  # it writes each subset's weights there
 
 
@@ -421,16 +438,22 @@ def _full_data_loader(
         return make_loader(
             splits.train_x.cpu(), splits.train_y.cpu(), cfg.batch_size, shuffle=True, seed=cfg.seed, drop_last=drop_last
         )
-    return DeviceBatches(
-        splits.train_x,
-        splits.train_y,
-        cfg.batch_size,
-        cfg.seed,
-        device,
-        drop_last=drop_last,
-        rank=dist.rank,
-        world=dist.world,
-    )
+    return _batches(cfg, splits, device, dist, drop_last)
+
+
+def _batches(
+    cfg: TrainConfig, splits: Splits, device: str, dist: Context, drop_last: bool, **subset: Any
+) -> DeviceBatches:
+    """Batches sliced from tensors on the device (this rank's share; ``subset``: CORDS's sampler
+    and weights). Token rows: each batch cut to its longest text, unless a compiled model wants
+    one shape."""
+    args = (splits.train_x, splits.train_y, cfg.batch_size, cfg.seed, device)
+    common = dict(drop_last=drop_last, rank=dist.rank, world=dist.world, **subset)
+    if splits.tokens is not None:
+        from effsearch.trainer.data.textbatches import TokenBatches
+
+        return TokenBatches(*args, full=cfg.compile, **common)
+    return DeviceBatches(*args, **common)
 
 
 def _lone_last(n: int, batch_size: int, world: int) -> bool:

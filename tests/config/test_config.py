@@ -53,8 +53,9 @@ def test_overrides_are_dotted_yaml_values_and_validated(tmp_path):
         ({"dataset.name": "imagenet"}, r"dataset.name: must be a built-in dataset \(digits, fashion-mnist"),
         ({"model.name": "resnet 18"}, r"model.name: must be a built-in model \(tiny-cnn, .*torchvision:NAME"),
         ({"model.name": "torchvision:"}, "model.name: torchvision: needs a model name after the colon"),
-        ({"model.depth": 3}, "model.depth: unknown key; allowed keys here: name, width, kwargs"),
-        ({"algorithms": {"blurpol": {}}}, "algorithms.blurpol: unknown algorithm; known: augmix, blurpool"),
+        ({"model.layers": 3}, "model.layers: unknown key; allowed keys here: name, width, depth, heads"),
+        ({"model.depth": 3}, "model.depth: applies to the built-in text-encoder only; 'tiny-cnn' has no such"),
+        ({"algorithms": {"blurpol": {}}}, "algorithms.blurpol: unknown algorithm; known: alibi, augmix, blurpool"),
         ({"algorithms": {"mixup": {"alfa": 1}}}, "algorithms.mixup.alfa: unknown parameter of MixUp; allowed: alpha"),
         (
             {"algorithms": {"label_smoothing": {"smoothing": 2}}},

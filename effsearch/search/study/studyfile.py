@@ -410,10 +410,11 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
 def _probe(cfg: TrainConfig, prefix: str) -> None:
     if model_kind(cfg.model.name) == "builtin":
         return
+    from effsearch.trainer.data.text import token_shape
     from effsearch.trainer.probe import probe
 
     try:
-        probe(cfg.model)
+        probe(cfg.model, tokens=token_shape(cfg.dataset))
         rules.check(cfg.to_dict())
     except ConfigError as e:
         raise e.under(prefix) from None

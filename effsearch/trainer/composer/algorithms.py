@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from effsearch.config import TrainConfig
 
 
-def build_algorithms(cfg: TrainConfig) -> list[Algorithm]:
-    """Instantiate the Composer algorithms named in ``cfg.algorithms`` (imports Composer)."""
+def build_algorithms(cfg: TrainConfig, text: bool = False) -> list[Algorithm]:
+    """Instantiate the Composer algorithms named in ``cfg.algorithms`` (imports Composer); ``text``:
+    a token-id model's, effsearch's versions where Composer's need its own model wrapper."""
     import composer.algorithms as ca
+    from composer.core import Event
 
     from effsearch.trainer.composer import compat as composer_compat
 
@@ -27,5 +29,14 @@ def build_algorithms(cfg: TrainConfig) -> list[Algorithm]:
     for name, params in cfg.algorithms.items():
         spec = ALGORITHMS[name]
         kwargs = {**spec.params, **(params or {}), **spec.fixed}
-        out.append(getattr(ca, spec.composer_name)(**kwargs))
+        if name == "low_precision_layernorm":
+            kwargs["apply_at"] = Event(kwargs["apply_at"])  # the table holds no Composer import
+        if name == "seq_length_warmup":
+            kwargs["max_seq_length"] = cfg.dataset.max_length
+        cls = getattr(ca, spec.composer_name)
+        if text or name in ("gated_linear_units", "seq_length_warmup"):
+            from effsearch.trainer.composer.textalgorithms import TEXT_VERSIONS
+
+            cls = TEXT_VERSIONS.get(name, cls)
+        out.append(cls(**kwargs))
     return out

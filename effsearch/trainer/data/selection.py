@@ -119,6 +119,23 @@ class NormalizedImages(torch.utils.data.Dataset):
         return list(zip(x.unbind(0), self.y[idx].unbind(0)))
 
 
+class TokenRows(torch.utils.data.Dataset):
+    """What CORDS iterates of a text dataset: token rows (whole: the model masks the padding) and labels."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i], self.y[i]
+
+    def __getitems__(self, idx: list[int] | torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        idx = torch.as_tensor(idx, dtype=torch.long)
+        return list(zip(self.x[idx].unbind(0), self.y[idx].unbind(0)))
+
+
 class ModelView(torch.nn.Module):
     """The live training model as CORDS calls it: ``forward(x, last, freeze)``
     and ``get_embedding_dim()``. The built-in models have both; for any other model
@@ -373,14 +390,16 @@ class SubsetSelection(Algorithm):
     # CORDS objects, built on first use
     def _cords_loaders(self) -> tuple[DataLoader, DataLoader]:
         s = self.splits
-        mean, std = s.mean, s.std
         bs = self.cfg.batch_size
-        trn = torch.utils.data.DataLoader(
-            NormalizedImages(s.train_x, s.train_y, mean, std), batch_size=bs, shuffle=False
-        )  # CORDS maps batch positions back to indices: in order
+
+        def items(x: Any, y: torch.Tensor) -> torch.utils.data.Dataset:
+            return TokenRows(x, y) if s.tokens is not None else NormalizedImages(x, y, s.mean, s.std)
+
+        # CORDS maps batch positions back to indices: in order.
+        trn = torch.utils.data.DataLoader(items(s.train_x, s.train_y), batch_size=bs, shuffle=False)
         # GLISTER per-batch splits the validation gradients into len(val)//batch_size chunks: keep that >= 1.
         val = torch.utils.data.DataLoader(
-            NormalizedImages(s.val_x, s.val_y, mean, std), batch_size=max(1, min(bs, len(s.val_y))), shuffle=False
+            items(s.val_x, s.val_y), batch_size=max(1, min(bs, len(s.val_y))), shuffle=False
         )
         return trn, val
 

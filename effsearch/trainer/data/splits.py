@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -22,12 +22,14 @@ from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, userdata
 from effsearch.trainer.data.datasets import LOADERS, data_dir, no_folders_left
+from effsearch.trainer.data.textsources import holds_texts
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from effsearch.config import DatasetConfig, TrainConfig
     from effsearch.trainer.data.sampler import SubsetSampler
+    from effsearch.trainer.data.tokenizer import TokenShape
 
 
 class DiskImages:
@@ -93,6 +95,8 @@ class Splits:
     test_y: torch.Tensor
     num_classes: int
     train_index: np.ndarray  # positions in the source training set, for FFCV and CORDS lookups
+    # Text: x are int32 token rows (N, max_length), padded with 0; what the model is built for.
+    tokens: TokenShape | None = None
 
     @property
     def channels(self) -> int:
@@ -122,11 +126,11 @@ _CACHE: dict = {}
 
 def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int, seed: int) -> np.ndarray:
     """``share`` of ``idx``, stratified by ``y`` (at least one image a class); all of it at 1."""
-    from sklearn.model_selection import train_test_split
-
     keep = max(classes, int(round(share * len(idx))))
     if share >= 1.0 or keep >= len(idx):
         return idx
+    from sklearn.model_selection import train_test_split
+
     return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
 
 
@@ -134,12 +138,13 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     """(training positions, validation positions, validation images, validation labels), sorted:
     validation carved from the training set (stratified) unless the dataset ``given`` one, then the
     data_fraction and val_subset parts of each."""
-    from sklearn.model_selection import train_test_split
-
     idx = np.arange(len(ytr))
     field = "dataset.val_fraction"
     try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
         if given is None:
+            # Imported only when used: sklearn takes seconds to import, and a token cache a second to read.
+            from sklearn.model_selection import train_test_split
+
             tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
             xval, yval = xtr, ytr
         else:  # the dataset's own validation split, used as it is
@@ -179,20 +184,34 @@ def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
             d.image_column,
             d.label_column,
             cfg.loader,
+            # text: what its token rows depend on
+            d.text_column,
+            d.split_column,
+            repr(d.classes),
+            d.tokenizer.name,
+            d.tokenizer.vocab_size,
+            d.max_length,
         )
     return key
 
 
-def _raw(cfg: TrainConfig, folder: Path) -> tuple[Any, np.ndarray, Any, np.ndarray, int, Any]:
-    """(train images, train labels, test images, test labels, classes, the dataset's own validation
-    split or None). Images: arrays, or userdata.Rows (a user's cached images, read when indexed)."""
+def _raw(cfg: TrainConfig, folder: Path) -> userdata.UserData:
+    """The dataset's images (arrays, or userdata.Rows: a user's cached images, read when indexed) or
+    token rows, labels, classes, and its own validation split where it has one."""
     d = cfg.dataset
-    if dataset_kind(d.name) == "builtin":
+    kind = dataset_kind(d.name)
+    if kind == "builtin":
         with no_folders_left(folder):
             xtr, ytr, xte, yte, classes = LOADERS[d.name](folder, cfg)
-        return xtr, ytr, xte, yte, classes, None
-    u = userdata.load(d, folder)
-    return u.train_x, u.train_y, u.test_x, u.test_y, u.classes, u.val
+        return userdata.UserData(xtr, ytr, xte, yte, classes)
+    from effsearch.trainer.data import text
+
+    if kind == "import":  # called once: what it returns says whether it is text
+        arrays = userdata.call(d.name)
+        if holds_texts(arrays["x_train"]):
+            return text.load(d, folder, arrays)
+        return userdata.from_callable(arrays, d)
+    return text.load(d, folder) if text.text_source(d) else userdata.load(d, folder)
 
 
 def _resized(x: Any, size: int | None) -> torch.Tensor:
@@ -212,12 +231,30 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
     folder = data_dir(root)
-    builtin = dataset_kind(d.name) == "builtin"
     key = _cache_key(cfg, folder)
     if key in _CACHE:
         return _CACHE[key]
-    xtr, ytr, xte, yte, classes, given = _raw(cfg, folder)
-    tr_idx, val_idx, xval, yval = _split(d, xtr, ytr, classes, given)
+    u = _raw(cfg, folder)
+    tr_idx, val_idx, xval, yval = _split(d, u.train_x, u.train_y, u.classes, u.val)
+    if u.tokens is not None:  # token rows: nothing to resize, no images to stream
+        t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (u.train_x[tr_idx], u.train_y[tr_idx])]
+        v = [torch.from_numpy(np.ascontiguousarray(a)) for a in (xval[val_idx], yval[val_idx])]
+        e = [torch.from_numpy(np.ascontiguousarray(a)) for a in (u.test_x, u.test_y)]
+        splits = Splits(d.name, t[0], t[1], v[0], v[1], e[0], e[1], u.classes, tr_idx, tokens=u.tokens)
+    else:
+        splits = _images(cfg, u, tr_idx, val_idx, xval, yval)
+    _CACHE[key] = splits
+    return splits
+
+
+def _images(
+    cfg: TrainConfig, u: userdata.UserData, tr_idx: np.ndarray, val_idx: np.ndarray, xval: Any, yval: np.ndarray
+) -> Splits:
+    """The image splits, resized to ``dataset.image_size`` (the training images left on disk where
+    FFCV streams them)."""
+    d = cfg.dataset
+    builtin = dataset_kind(d.name) == "builtin"
+    xtr, ytr, xte, yte = u.train_x, u.train_y, u.test_x, u.test_y
     size = d.image_size or (32 if d.name == "digits" else None)
     shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
     # An image folder's (or hf dataset's) decoded cache is a memory map: with loader ffcv its training
@@ -229,8 +266,8 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         memory.check_fits(
             (0 if stream else len(tr_idx)) + len(val_idx) + len(yte), shape, streams=isinstance(xtr, userdata.Rows)
         )
-    train_x = DiskImages(xtr, tr_idx) if stream else _resized(xtr[tr_idx], size)
-    splits = Splits(
+    train_x = DiskImages(cast(userdata.Rows, xtr), tr_idx) if stream else _resized(xtr[tr_idx], size)
+    return Splits(
         d.name,
         train_x,
         torch.from_numpy(ytr[tr_idx]),
@@ -238,11 +275,9 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         torch.from_numpy(yval[val_idx]),
         _resized(xte, size),
         torch.from_numpy(yte),
-        classes,
+        u.classes,
         tr_idx,
     )
-    _CACHE[key] = splits
-    return splits
 
 
 # -- batches ------------------------------------------------------------------
@@ -367,7 +402,8 @@ class DeviceBatches:
         n, b = self._count(), self.batch_size
         return n // b if self.drop_last and n >= b else -(-n // b)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+    def order(self) -> torch.Tensor:
+        """This epoch's order of sample positions (this rank's share of it), on the host."""
         if self.sampler is not None:
             order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long)
         else:
@@ -377,6 +413,10 @@ class DeviceBatches:
             if pad:
                 order = torch.cat([order, order[:pad]])
             order = order[self.rank :: self.world]
+        return order
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        order = self.order()
         if self.device != "cpu":
             order = order.pin_memory().to(self.device, non_blocking=True)
         weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch

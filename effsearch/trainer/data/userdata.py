@@ -51,6 +51,7 @@ from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import Part
 from effsearch.trainer.data.imagecache import decoded
+from effsearch.trainer.data.tokenizer import TokenShape
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
@@ -85,8 +86,9 @@ Images = np.ndarray | Rows  # uint8 N,C,H,W
 
 @dataclass
 class UserData:
-    """A user's dataset as ``load_splits`` takes it: images, int64 labels 0..classes-1, and the
-    validation split (images, labels) when the source has one."""
+    """A user's dataset as ``load_splits`` takes it: images (or token rows), int64 labels
+    0..classes-1, the validation split (images, labels) when the source has one, and for text
+    what its token rows are (``tokens``; None: images)."""
 
     train_x: Images
     train_y: np.ndarray
@@ -94,13 +96,14 @@ class UserData:
     test_y: np.ndarray
     classes: int
     val: tuple[Images, np.ndarray] | None = None
+    tokens: TokenShape | None = None
 
 
 def load(d: Any, cache_root: Path) -> UserData:
     """Load the dataset ``d`` (a DatasetConfig) names; decoded images are cached under ``cache_root``."""
     kind = dataset_kind(d.name)
     if kind == "import":
-        return _from_arrays(_call(d.name), "dataset.name", f"{d.name}()", d)
+        return from_callable(call(d.name), d)
     root = Path(d.path).expanduser().absolute()
     if not root.exists():
         raise ConfigError("dataset.path", f"{root} does not exist")
@@ -179,7 +182,13 @@ def _numpy(v: Any, name: str, field: str) -> np.ndarray:
     raise ConfigError(field, f"{name} is a {type(v).__name__}; expected a numpy array or a torch tensor")
 
 
-def _call(name: str) -> dict[str, Any]:
+def from_callable(arrays: dict[str, Any], d: Any) -> UserData:
+    """The images an import path's callable returned (``call``), checked."""
+    return _from_arrays(arrays, "dataset.name", f"{d.name}()", d)
+
+
+def call(name: str) -> dict[str, Any]:
+    """What the import path ``name``'s callable returns, as a mapping of x_train, y_train, ..."""
     fn = load_object(name, "dataset.name")
     try:
         out = fn()

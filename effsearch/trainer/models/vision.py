@@ -1,28 +1,17 @@
-"""Models: the built-ins, and any other by name (``torchvision:``, ``timm:``, an import path).
+"""The built-in image models, and the adapter feeding one-channel images to a model that takes more.
 
 The built-ins have the interface CORDS's own models have: ``forward(x, last=False,
 freeze=False)`` returns ``(logits, embedding)`` when ``last``, and ``get_embedding_dim()``.
-Any other model is a plain ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits
-``(N, num_classes)``; CORDS reads its embedding from the input of its final ``nn.Linear``
-(``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe` checks it.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import Bottleneck
 
-from effsearch.config import MODEL_WIDTHS, ConfigError
-from effsearch.config.imports import load_object
-from effsearch.config.sources import model_kind
-
-if TYPE_CHECKING:
-    from effsearch.config import ModelConfig
+from effsearch.config import MODEL_WIDTHS
 
 
 class Classifier(nn.Module):
@@ -169,89 +158,6 @@ def build_model(name: str, channels: int, num_classes: int, width: int = 0) -> C
     if name == "resnet-bottleneck":
         return resnet_bottleneck(channels, num_classes, width)
     raise ValueError(f"unknown model {name!r}")
-
-
-TIMM_HINT = "timm: models need the optional extra timm (`uv sync --extra timm`, or `pip install 'effsearch[timm]'`)"
-
-
-def build_network(model: ModelConfig, channels: int, num_classes: int) -> nn.Module:
-    """The network ``model`` (a ModelConfig) names, for images of ``channels`` channels and
-    ``num_classes`` classes. A name or builder that fails is a ConfigError naming the field."""
-    kind = model_kind(model.name)
-    if kind == "builtin":
-        if model.kwargs:
-            raise ConfigError(
-                "model.kwargs",
-                f"the built-in model {model.name!r} takes none (its size is model.width); got {model.kwargs!r}",
-            )
-        return build_model(model.name, channels, num_classes, model.width)
-    name = model.name.split(":", 1)[1]
-    if kind == "torchvision":
-        import torchvision
-
-        if name not in torchvision.models.list_models():
-            raise ConfigError(
-                "model.name",
-                f"torchvision has no model {name!r} (torchvision.models.list_models(): "
-                "e.g. resnet18, resnet50, mobilenet_v3_small, efficientnet_b0, vit_b_16)",
-            )
-        return _call(
-            lambda: torchvision.models.get_model(name, weights=None, num_classes=num_classes, **model.kwargs),
-            f"torchvision.models.get_model({name!r})",
-        )
-    if kind == "timm":
-        try:
-            import timm
-        except ImportError:
-            raise ConfigError("model.name", TIMM_HINT) from None
-        if not timm.is_model(name):
-            raise ConfigError("model.name", f"timm has no model {name!r} (timm.list_models())")
-        return _call(
-            lambda: timm.create_model(
-                name, pretrained=False, num_classes=num_classes, in_chans=channels, **model.kwargs
-            ),
-            f"timm.create_model({name!r})",
-        )
-    factory = load_object(model.name, "model.name")
-    kwargs = {"num_classes": num_classes, "in_channels": channels, **model.kwargs}
-    if model.width:
-        if "width" in model.kwargs:
-            raise ConfigError(
-                "model.width",
-                f"given twice, as model.width ({model.width}) and model.kwargs.width "
-                f"({model.kwargs['width']}); keep one",
-            )
-        if not _takes(factory, "width"):
-            raise ConfigError(
-                "model.width",
-                f"{model.name!r} takes no width argument; set model.width to 0 (or give the factory a width parameter)",
-            )
-        kwargs["width"] = model.width
-    return _call(lambda: factory(**kwargs), model.name)
-
-
-def _takes(fn: Callable[..., Any], name: str) -> bool:
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return True
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _call(make: Callable[[], Any], what: str) -> nn.Module:
-    try:
-        net = make()
-    except ConfigError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the builder's own error, shown with what raised it
-        text = str(e)
-        text = text if len(text) <= 300 else text[:300] + "..."
-        raise ConfigError("model.name", f"{what} raised {type(e).__name__}: {text}") from None
-    if not isinstance(net, nn.Module):
-        raise ConfigError("model.name", f"{what} returned a {type(net).__name__}, not a torch.nn.Module")
-    return net
 
 
 class RepeatChannels(nn.Module):

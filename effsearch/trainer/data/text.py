@@ -1,0 +1,231 @@
+"""Text classification data, as ``load_splits`` takes a dataset: rows read (``textsources``), labels
+mapped to classes, the splits carved, a tokenizer trained on the training split, every text
+tokenized into a padded row, all of it cached on disk (``textcache``).
+
+Classes: ``dataset.classes`` in its order, keeping only the rows of those labels; else the training
+split's labels, sorted (integers as numbers). A label that only the validation or test split has
+is refused. Splits: the source's own (a file's ``split`` column, a saved dataset's splits), else a
+test split carved off, stratified, by ``dataset.test_fraction`` (seed ``split_seed + 3``, as for
+images) and a validation split by ``dataset.val_fraction`` (seed ``split_seed``). The tokenizer
+learns from the training split only: never a validation or test text. Each text becomes
+``[CLS]`` and its first ``max_length - 1`` tokens, padded with id 0 to ``max_length``; batches are
+cut to their longest text when served (``textbatches``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from effsearch.config import ConfigError
+from effsearch.config.choices import MIN_VOCAB
+from effsearch.config.sources import dataset_kind
+from effsearch.trainer.data import textcache, tokenizer
+from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl
+from effsearch.trainer.data.userdata import UserData
+
+if TYPE_CHECKING:
+    from effsearch.config import DatasetConfig
+
+SPLITS = ("train", "val", "test")
+
+
+def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> UserData:
+    """The text dataset ``d`` names, tokenized (``arrays``: what an import path's callable returned)."""
+    made = tokenized(d, cache_root, arrays)
+    a = made.arrays
+    return UserData(
+        a["train_x"],
+        a["train_y"],
+        a["test_x"],
+        a["test_y"],
+        len(made.facts["classes"]),
+        (a["val_x"], a["val_y"]),
+        tokens=tokenizer.TokenShape(int(made.facts["vocab_size"]), d.max_length),
+    )
+
+
+def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> textcache.Tokenized:
+    """The token rows of ``d``'s splits, from the cache under ``cache_root`` or tokenized into it."""
+    cols = Columns(d.text_column, d.label_column, d.split_column, d.group_column)
+    rows, identity = _source(d, cols, arrays)
+    key = {
+        "source": identity,
+        "columns": [cols.text, cols.label, cols.split, cols.group],
+        "classes": d.classes,
+        # The tokenizer's training split depends on these (validation and test are carved from it).
+        "split": [d.val_fraction, d.test_fraction, d.split_seed],
+        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
+        "max_length": d.max_length,
+    }
+    return textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
+
+
+def _file(d: DatasetConfig) -> Path:
+    path = Path(d.path or "").expanduser().absolute()
+    if not path.exists():
+        raise ConfigError("dataset.path", f"{path} does not exist")
+    kind = dataset_kind(d.name)
+    if (kind == "hf") != path.is_dir():
+        raise ConfigError(
+            "dataset.path",
+            f"{path} is {'a folder' if path.is_dir() else 'a file'}; {kind} reads a "
+            f"{'folder' if kind == 'hf' else 'file'}",
+        )
+    return path
+
+
+def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -> tuple[TextRows | None, Any]:
+    """(the rows, if reading them was needed to know the source; what identifies the source):
+    a file's path, size and modification time, a folder's files', or a hash of an import path's texts."""
+    if arrays is not None:
+        rows = from_arrays(arrays, f"{d.name}()", cols)
+        digest = hashlib.sha256()
+        for t, s in zip(rows.texts, rows.splits or []):
+            digest.update(f"{s}\0{t}\0".encode())
+        digest.update(repr(rows.labels).encode())
+        return rows, {"callable": d.name, "sha256": digest.hexdigest()}
+    path = _file(d)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return None, [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def _read(d: DatasetConfig, cols: Columns) -> TextRows:
+    path = _file(d)
+    kind = dataset_kind(d.name)
+    return read_jsonl(path, cols) if kind == "jsonl" else read_csv(path, cols) if kind == "csv" else read_hf(path, cols)
+
+
+def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
+    """Classes, splits, a tokenizer trained on the training split, and every text's padded row."""
+    names, y = _classes(rows, d)
+    groups = np.asarray(rows.groups) if rows.groups is not None else None
+    part = _carve(_given(rows, y), y, d, groups)
+    tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
+    arrays = {}
+    for split in SPLITS:
+        arrays[f"{split}_x"] = tokenizer.rows(tok.encode([rows.texts[i] for i in part[split]]), d.max_length)
+        arrays[f"{split}_y"] = y[part[split]]
+    return textcache.Tokenized(arrays, tok.to_json(), {"classes": names, "vocab_size": tok.vocab_size})
+
+
+def _order(labels: set) -> list:
+    """Labels in a stable order: integers as numbers, then strings."""
+    return sorted(labels, key=lambda v: (isinstance(v, str), v if isinstance(v, int) else 0, str(v)))
+
+
+def _classes(rows: TextRows, d: DatasetConfig) -> tuple[list, np.ndarray]:
+    """The class names and each row's class (-1: a row of a label ``dataset.classes`` leaves out)."""
+    assert rows.labels is not None  # read with the label column
+    split = rows.splits or ["train"] * len(rows.texts)
+    train = {v for v, s in zip(rows.labels, split) if s == "train"}
+    if not train:
+        raise ConfigError("dataset.path", f"{rows.source} has no training rows (its split column names none 'train')")
+    if d.classes is not None:
+        names = list(d.classes)
+        if len(names) < 2 or len({str(c) for c in names}) != len(names):
+            raise ConfigError("dataset.classes", f"must list two or more different labels; got {names!r}")
+        missing = [c for c in names if str(c) not in {str(v) for v in train}]
+        if missing:
+            raise ConfigError("dataset.classes", f"{missing[0]!r} is the label of no training row of {rows.source}")
+    else:
+        names = _order(train)
+        if len(names) < 2:
+            raise ConfigError(
+                "dataset.label_column",
+                f"the training rows of {rows.source} hold one label ({names[0]!r}); a classifier needs at least two",
+            )
+    index = {str(c): i for i, c in enumerate(names)}
+    y = np.array([index.get(str(v), -1) for v in rows.labels], np.int64)
+    if d.classes is None:
+        unseen = next((i for i in range(len(y)) if y[i] < 0), None)
+        if unseen is not None:
+            raise ConfigError(
+                "dataset.label_column",
+                f"label {rows.labels[unseen]!r} ({rows.where(unseen)}) is in the {split[unseen]} split but no "
+                "training row has it: a classifier cannot learn a class it never sees (drop those rows, or "
+                "list the classes to keep in dataset.classes)",
+            )
+    return [c if isinstance(c, (int, str)) else str(c) for c in names], y
+
+
+def _given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows of each split the source names, leaving out the classes not kept."""
+    split = np.asarray(rows.splits or ["train"] * len(y))
+    return {s: np.flatnonzero((split == s) & (y >= 0)) for s in SPLITS if np.any((split == s) & (y >= 0))}
+
+
+def _carve(
+    part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig, groups: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Test, then validation, carved (stratified; ``groups`` whole) from the training rows where the
+    source has none."""
+    for split, share, seed, field in (
+        ("test", d.test_fraction, d.split_seed + 3, "dataset.test_fraction"),
+        ("val", d.val_fraction, d.split_seed, "dataset.val_fraction"),
+    ):
+        if split in part:
+            continue
+        train = part["train"]
+        try:
+            keep, held = _held_out(train, y, groups, share, seed)
+        except ValueError as e:  # sklearn: a class too small to stratify
+            raise ConfigError(
+                field,
+                f"cannot carve a stratified {split} split of {share:g} from {len(train)} texts "
+                f"in {len(np.unique(y[train]))} classes: {e}",
+            ) from None
+        part["train"], part[split] = np.sort(keep), np.sort(held)
+    return part
+
+
+def _held_out(
+    train: np.ndarray, y: np.ndarray, groups: np.ndarray | None, share: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held out) of ``train``: ``share`` held out, stratified by class; with ``groups``, each
+    group wholly on one side (the first fold of a stratified group k-fold, k = 1 / share)."""
+    import warnings
+
+    from sklearn.model_selection import StratifiedGroupKFold, train_test_split
+
+    if groups is None:
+        return train_test_split(train, test_size=share, stratify=y[train], random_state=seed)
+    folds = StratifiedGroupKFold(max(2, round(1 / share)), shuffle=True, random_state=seed)
+    with warnings.catch_warnings():  # a class with fewer groups than folds: held out where it can be
+        warnings.simplefilter("ignore", UserWarning)
+        keep, held = next(folds.split(train, y[train], groups[train]))
+    return train[keep], train[held]
+
+
+def text_source(d: DatasetConfig) -> bool | None:
+    """Whether the dataset ``d`` holds text, as far as can be told without calling user code:
+    jsonl and csv do, an hf folder does when its text column holds strings; None for an import
+    path (its callable says, when called)."""
+    kind = dataset_kind(d.name)
+    if kind in ("jsonl", "csv"):
+        return True
+    if kind == "hf" and d.path:
+        from effsearch.trainer.data.textsources import hf_text_column
+
+        return hf_text_column(Path(os.path.expanduser(d.path)).absolute(), d.text_column)
+    return None if kind == "import" else False
+
+
+def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
+    """What a text model for ``d`` is built for, before any text is tokenized (None: ``d`` holds
+    images): the vocabulary asked for and ``max_length``. An import path's callable is called."""
+    text = text_source(d)
+    if text is None:
+        from effsearch.trainer.data.textsources import holds_texts
+        from effsearch.trainer.data.userdata import call
+
+        text = holds_texts(call(d.name).get("x_train"))
+    if not text:
+        return None
+    vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size
+    return tokenizer.TokenShape(vocab, d.max_length)

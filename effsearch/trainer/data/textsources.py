@@ -1,0 +1,304 @@
+"""Reading text datasets into rows of (text, label, split), each row checked as it is read.
+
+* ``jsonl``: one JSON object a line (``.gz``: gzip); ``csv``: a header row, then one row a record
+  (labels that are all integers are read as integers);
+* ``hf``: a folder written by ``datasets``' ``save_to_disk`` whose ``dataset.text_column`` holds
+  strings (splits ``train``, ``validation``/``valid``/``val``, ``test``; a ``ClassLabel`` column
+  gives its names);
+* ``package.module:callable``: ``x_train``, ``y_train``, ``x_test``, ``y_test`` (optionally
+  ``x_val``, ``y_val``), the x's lists of strings.
+
+A file's rows may name their split in ``dataset.split_column`` (train, validation or val, test);
+``text.py`` carves what a source does not give. Bad input is a ConfigError naming the field and the
+line: a missing column, an empty text, a line that is not UTF-8 or not JSON, a label that is
+neither a string nor an integer. Language models read the same rows with no label column.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from effsearch.config import ConfigError
+from effsearch.config.fields import quote
+
+SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "test": "test"}
+HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
+
+
+@dataclass
+class TextRows:
+    """Texts with their labels (as the source gives them: strings or integers; None: not asked
+    for) and splits ("train", "val" or "test"; None: the source names none)."""
+
+    source: str  # the file, folder or callable, for messages
+    unit: str  # "line" (a file's) or "row" (of a split)
+    texts: list[str] = field(default_factory=list)
+    labels: list[Any] | None = None
+    splits: list[str] | None = None
+    lines: list[int] = field(default_factory=list)
+    groups: list[Any] | None = None  # each row's group (dataset.group_column); None: not asked for
+
+    def where(self, i: int) -> str:
+        if self.unit == "line":
+            return f"line {self.lines[i]} of {self.source}"
+        split = self.splits[i] if self.splits is not None else "train"
+        return f"row {self.lines[i]} of the {split} split of {self.source}"
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns asked for (``label`` None: no labels, as a language model reads text)."""
+
+    text: str
+    label: str | None
+    split: str | None
+    group: str | None = None
+
+
+# -- one row ---------------------------------------------------------------------------------
+
+
+def _text(value: Any, cols: Columns, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(
+            "dataset.text_column", f"{where}: {cols.text!r} is a {type(value).__name__}, not a string of text"
+        )
+    if not value.strip():
+        raise ConfigError("dataset.text_column", f"{where} has an empty text ({cols.text!r}: {quote(value)})")
+    return value
+
+
+def _label(value: Any, cols: Columns, where: str) -> Any:
+    """A label as given: a string, or an integer (a float that is a whole number counts as one)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, np.integer):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise ConfigError(
+            "dataset.label_column",
+            f"{where}: label {cols.label!r} is {quote(value)}; a label is a non-empty string or an integer",
+        )
+    return value
+
+
+def _split(value: Any, cols: Columns, where: str) -> str:
+    name = SPLIT_NAMES.get(value) if isinstance(value, str) else None
+    if name is None:
+        raise ConfigError(
+            "dataset.split_column",
+            f"{where}: {cols.split!r} is {quote(value)}; a split is train, validation (or val, valid) or test "
+            "(set dataset.split_column to null to carve the splits instead)",
+        )
+    return name
+
+
+def _add(rows: TextRows, record: Mapping[str, Any], line: int, cols: Columns, has_split: bool) -> None:
+    where = f"line {line} of {rows.source}"
+    if cols.text not in record:
+        raise ConfigError("dataset.text_column", f"{where} has no {cols.text!r} (it has {', '.join(map(str, record))})")
+    rows.texts.append(_text(record[cols.text], cols, where))
+    rows.lines.append(line)
+    if cols.label is not None:
+        if cols.label not in record:
+            raise ConfigError(
+                "dataset.label_column", f"{where} has no {cols.label!r} (it has {', '.join(map(str, record))})"
+            )
+        assert rows.labels is not None  # made with the label column
+        rows.labels.append(_label(record[cols.label], cols, where))
+    if cols.group is not None:
+        if cols.group not in record:
+            raise ConfigError(
+                "dataset.group_column", f"{where} has no {cols.group!r} (it has {', '.join(map(str, record))})"
+            )
+        assert rows.groups is not None  # made with the group column
+        rows.groups.append(str(record[cols.group]))
+    if has_split:
+        if cols.split not in record:
+            raise ConfigError(
+                "dataset.split_column",
+                f"{where} has no {cols.split!r} but {rows.where(0)} has: name every row's split, or none",
+            )
+        assert rows.splits is not None and cols.split is not None  # made with the split column
+        rows.splits.append(_split(record[cols.split], cols, where))
+    elif cols.split is not None and cols.split in record:
+        raise ConfigError(
+            "dataset.split_column",
+            f"{where} has {cols.split!r} but {rows.where(0)} has not: name every row's split, or none",
+        )
+
+
+def _start(source: str, cols: Columns, first: Mapping[str, Any] | None) -> TextRows:
+    """Empty rows for ``source``; its rows name their split when the first one does."""
+    has_split = cols.split is not None and first is not None and cols.split in first
+    return TextRows(
+        source,
+        "line",
+        labels=[] if cols.label is not None else None,
+        splits=[] if has_split else None,
+        groups=[] if cols.group is not None else None,
+    )
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def _decoded(path: Path) -> str:
+    """The file's text (gzip when it ends in .gz); a byte that is not UTF-8 is named by its line."""
+    try:
+        data = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError) as e:
+        raise ConfigError("dataset.path", f"cannot read {path} ({type(e).__name__}: {e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(
+            "dataset.path",
+            f"line {line} of {path} is not UTF-8 (byte {data[e.start]:#04x} at column {column}); save the file as UTF-8",
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_jsonl(path: Path, cols: Columns) -> TextRows:
+    rows: TextRows | None = None
+    for n, line in enumerate(_decoded(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError("dataset.path", f"line {n} of {path} is not JSON ({e.msg}, column {e.colno})") from None
+        if not isinstance(record, dict):
+            raise ConfigError(
+                "dataset.path", f"line {n} of {path} is a JSON {type(record).__name__}, not an object of columns"
+            )
+        rows = rows or _start(str(path), cols, record)
+        _add(rows, record, n, cols, rows.splits is not None)
+    if rows is None:
+        raise ConfigError("dataset.path", f"{path} holds no rows")
+    return rows
+
+
+def read_csv(path: Path, cols: Columns) -> TextRows:
+    reader = csv.DictReader(io.StringIO(_decoded(path), newline=""))
+    header = reader.fieldnames or []
+    for name, fld in (
+        (cols.text, "dataset.text_column"),
+        (cols.label, "dataset.label_column"),
+        (cols.group, "dataset.group_column"),
+    ):
+        if name is not None and name not in header:
+            raise ConfigError(fld, f"{path} has no column {name!r} (its header: {', '.join(header) or 'none'})")
+    rows = _start(str(path), cols, dict.fromkeys(header))
+    try:
+        for record in reader:
+            _add(rows, record, reader.line_num, cols, rows.splits is not None)
+    except csv.Error as e:
+        raise ConfigError("dataset.path", f"line {reader.line_num} of {path} is not CSV ({e})") from None
+    if not rows.texts:
+        raise ConfigError("dataset.path", f"{path} holds no rows")
+    if rows.labels and all(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in rows.labels):
+        rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
+    return rows
+
+
+# -- hf and an import path: named splits -------------------------------------------------------
+
+
+def _parts(source: str, parts: Mapping[str, tuple[Sequence[Any], Sequence[Any] | None]], cols: Columns) -> TextRows:
+    """Rows from named splits of texts and labels (None: no labels)."""
+    if cols.group is not None:
+        raise ConfigError("dataset.group_column", f"applies to jsonl and csv files; {source} has no such column")
+    rows = TextRows(source, "row", labels=[] if cols.label is not None else None, splits=[])
+    for split, (texts, labels) in parts.items():
+        if labels is not None and len(labels) != len(texts):
+            raise ConfigError(
+                "dataset.label_column", f"the {split} split of {source} has {len(texts)} texts but {len(labels)} labels"
+            )
+        for i, t in enumerate(texts):
+            where = f"row {i} of the {split} split of {source}"
+            rows.texts.append(_text(t, cols, where))
+            rows.lines.append(i)
+            assert rows.splits is not None
+            rows.splits.append(split)
+            if rows.labels is not None and labels is not None:
+                rows.labels.append(_label(labels[i], cols, where))
+    return rows
+
+
+def holds_texts(x: Any) -> bool:
+    """``x`` is a sequence of strings (an import path's texts), not an array of images."""
+    if isinstance(x, np.ndarray):
+        return x.ndim == 1 and x.dtype.kind in "UO" and len(x) > 0 and isinstance(x[0], str)
+    return isinstance(x, (list, tuple)) and len(x) > 0 and isinstance(x[0], str)
+
+
+def from_arrays(arrays: Mapping[str, Any], source: str, cols: Columns) -> TextRows:
+    """An import path's ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and ``x_val``, ``y_val``)."""
+    parts: dict[str, tuple[Sequence[Any], Sequence[Any] | None]] = {}
+    for split, key in (("train", "train"), ("val", "val"), ("test", "test")):
+        if f"x_{key}" not in arrays:
+            continue
+        x, y = arrays[f"x_{key}"], arrays.get(f"y_{key}")
+        if not holds_texts(x) and len(x):
+            raise ConfigError("dataset.name", f"x_{key} of {source} is not a list of strings (x_train is: text)")
+        parts[split] = (list(x), None if y is None else list(np.asarray(y).tolist()))
+    return _parts(source, parts, cols)
+
+
+def hf_text_column(root: Path, column: str) -> bool:
+    """Whether the saved dataset at ``root`` has a column ``column`` of strings (its train split's
+    features, read from the files ``save_to_disk`` writes beside the data: nothing imported)."""
+    for info in (root / "train" / "dataset_info.json", root / "dataset_info.json"):
+        try:
+            features = json.loads(info.read_text()).get("features") or {}
+        except (OSError, ValueError):
+            continue
+        feature = features.get(column) or {}
+        return feature.get("_type") == "Value" and feature.get("dtype") in ("string", "large_string")
+    return False
+
+
+def read_hf(root: Path, cols: Columns) -> TextRows:
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError("dataset.name", f"'hf' {HF_EXTRA}") from None
+    try:
+        loaded = datasets.load_from_disk(str(root))
+    except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
+        raise ConfigError(
+            "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
+        ) from None
+    found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
+    if "train" not in found:
+        raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
+    parts: dict[str, tuple[Sequence[Any], Sequence[Any] | None]] = {}
+    for name, ds in found.items():
+        split = SPLIT_NAMES.get(name)
+        if split is None:
+            continue
+        for column, fld in ((cols.text, "dataset.text_column"), (cols.label, "dataset.label_column")):
+            if column is not None and column not in ds.column_names:
+                raise ConfigError(
+                    fld,
+                    f"the {name} split of {root} has no column {column!r}; its columns: {', '.join(ds.column_names)}",
+                )
+        labels = None
+        if cols.label is not None:
+            feature, labels = ds.features[cols.label], list(ds[cols.label])
+            if isinstance(feature, datasets.ClassLabel):
+                labels = [feature.int2str(int(v)) for v in labels]
+        parts[split] = (list(ds[cols.text]), labels)
+    return _parts(str(root), parts, cols)

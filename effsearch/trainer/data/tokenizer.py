@@ -1,0 +1,167 @@
+"""Tokenizers, trained offline on a training split and saved as JSON beside the token cache.
+
+``dataset.tokenizer.name``:
+
+* ``bytes``: a text's UTF-8 bytes, each one token (id 4 + its value): no training, no dependency,
+  260 tokens, and sequences about four times as long as BPE's;
+* ``bpe``: byte-level BPE (GPT-2's scheme, Hugging Face ``tokenizers``, extra text): every byte
+  is in its alphabet, so any text round-trips exactly and no token is unknown;
+* ``wordpiece``: BERT's WordPiece (lower-cased, split on whitespace and punctuation; characters
+  outside its alphabet are ``[UNK]``).
+
+Every tokenizer's ids 0-3 are the special tokens (``config.choices.SPECIAL_TOKENS``): ``PAD``
+(batches pad with it; models mask it), ``CLS`` (the first token of a text a classifier reads),
+``SEP`` (the end of a document, for language models packing texts into one stream) and ``UNK``.
+:meth:`Tokenizer.encode` adds none of them: the caller lays texts out (``rows``, a classifier's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from effsearch.config import ConfigError
+from effsearch.config.choices import MIN_VOCAB, SPECIAL_TOKENS
+
+PAD, CLS, SEP, UNK = range(len(SPECIAL_TOKENS))
+BYTE_OFFSET = len(SPECIAL_TOKENS)
+TEXT_HINT = (
+    "needs the optional extra text (`uv sync --extra text`, or `pip install 'effsearch[text]'`); "
+    "tokenizer bytes needs nothing"
+)
+
+
+@dataclass(frozen=True)
+class TokenShape:
+    """What a text model is built for: the tokenizer's vocabulary, the longest sequence, the padding id."""
+
+    vocab_size: int
+    max_length: int
+    pad_id: int = PAD
+
+
+class Tokenizer:
+    """A trained tokenizer: ``encode`` texts to ids (no special tokens), ``decode`` them back."""
+
+    name = ""
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int]) -> str:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        raise NotImplementedError
+
+
+class ByteTokenizer(Tokenizer):
+    name = "bytes"
+
+    @property
+    def vocab_size(self) -> int:
+        return MIN_VOCAB
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [np.frombuffer(t.encode("utf-8"), np.uint8).astype(np.int32) + BYTE_OFFSET for t in texts]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(int(i) - BYTE_OFFSET for i in ids if int(i) >= BYTE_OFFSET).decode("utf-8", "replace")
+
+    def to_json(self) -> str:
+        return json.dumps({"effsearch": "bytes"})
+
+
+class TrainedTokenizer(Tokenizer):
+    """A ``tokenizers.Tokenizer`` (bpe, wordpiece)."""
+
+    def __init__(self, name: str, tok: Any) -> None:
+        self.name, self.tok = name, tok
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tok.get_vocab_size())
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        out = [np.asarray(e.ids, np.int32) for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
+        for ids in out:  # a text that spells "[PAD]" or "[CLS]" gets the token: it means no padding there
+            ids[ids < UNK] = UNK
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tok.decode([int(i) for i in ids], skip_special_tokens=True))
+
+    def to_json(self) -> str:
+        return json.dumps({"effsearch": self.name, "tokenizer": json.loads(self.tok.to_str())})
+
+
+def _tokenizers(name: str) -> Any:
+    try:
+        import tokenizers
+    except ImportError:
+        raise ConfigError("dataset.tokenizer.name", f"{name!r} {TEXT_HINT}") from None
+    return tokenizers
+
+
+def train(name: str, vocab_size: int, texts: Sequence[str]) -> Tokenizer:
+    """The tokenizer ``name`` trained on ``texts`` (the training split's, never validation or test)."""
+    if name == "bytes":
+        return ByteTokenizer()
+    t = _tokenizers(name)
+    if name == "bpe":
+        tok = t.Tokenizer(t.models.BPE())
+        tok.pre_tokenizer = t.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = t.decoders.ByteLevel()
+        trainer = t.trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=t.pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+    else:
+        tok = t.Tokenizer(t.models.WordPiece(unk_token=SPECIAL_TOKENS[UNK]))
+        tok.normalizer = t.normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = t.pre_tokenizers.BertPreTokenizer()
+        tok.decoder = t.decoders.WordPiece()
+        # The alphabet (whole characters) takes at most half the vocabulary: the rest are words and
+        # their pieces. Rarer characters are [UNK].
+        trainer = t.trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(SPECIAL_TOKENS),
+            limit_alphabet=max(1, (vocab_size - BYTE_OFFSET) // 2),
+            show_progress=False,
+        )
+    tok.train_from_iterator(texts, trainer)
+    return TrainedTokenizer(name, tok)
+
+
+def load(text: str) -> Tokenizer:
+    """A tokenizer from its :meth:`Tokenizer.to_json`; ValueError if the text is not one."""
+    data = json.loads(text)
+    name = data.get("effsearch") if isinstance(data, dict) else None
+    if name == "bytes":
+        return ByteTokenizer()
+    if name not in ("bpe", "wordpiece"):
+        raise ValueError(f"not an effsearch tokenizer (effsearch: {name!r})")
+    tok = _tokenizers(name).Tokenizer.from_str(json.dumps(data["tokenizer"]))
+    return TrainedTokenizer(name, tok)
+
+
+def rows(ids: Sequence[np.ndarray], max_length: int, first: int = CLS) -> np.ndarray:
+    """Texts' ids as one int32 array (N, max_length): ``first`` ([CLS]) then the text, cut to fit,
+    then PAD. Every row has at least ``first``."""
+    out = np.full((len(ids), max_length), PAD, np.int32)
+    out[:, 0] = first
+    keep = max_length - 1
+    for i, seq in enumerate(ids):
+        seq = seq[:keep]
+        out[i, 1 : 1 + len(seq)] = seq
+    return out

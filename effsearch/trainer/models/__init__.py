@@ -1,0 +1,161 @@
+"""Models by name: the built-ins (``vision``: CNNs and ResNets; ``text``: the text encoder), a
+library's (``torchvision:``, ``timm:``, ``hf:`` through ``hfconfig``), or an import path's.
+
+An image model is an ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits ``(N, num_classes)``.
+A text model takes token ids ``(N, L)`` and their mask (``text.TokenInput`` makes the mask, so the
+trainer calls it with the ids alone). CORDS reads any model's embedding from the input of its final
+``nn.Linear`` (``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe`
+checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch.nn as nn
+
+from effsearch.config import MODEL_WIDTHS, ConfigError
+from effsearch.config.choices import TEXT_ENCODER
+from effsearch.config.imports import load_object
+from effsearch.config.sources import model_kind
+from effsearch.trainer.models.text import TextEncoder, TokenInput, encoder
+from effsearch.trainer.models.vision import Classifier, RepeatChannels, build_model, tiny_cnn
+
+if TYPE_CHECKING:
+    from effsearch.config import ModelConfig
+    from effsearch.trainer.data.tokenizer import TokenShape
+
+__all__ = ["Classifier", "RepeatChannels", "TextEncoder", "TokenInput", "build_model", "build_network", "tiny_cnn"]
+
+TIMM_HINT = "timm: models need the optional extra timm (`uv sync --extra timm`, or `pip install 'effsearch[timm]'`)"
+IMAGE_MODEL = (
+    "{name!r} takes images; the dataset holds text: use text-encoder, hf:CONFIG_CLASS or a factory "
+    "taking vocab_size, num_classes and max_length"
+)
+
+
+def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: TokenShape | None = None) -> nn.Module:
+    """The network ``model`` (a ModelConfig) names, for images of ``channels`` channels and
+    ``num_classes`` classes, or, with ``tokens``, for text of that vocabulary and length (a
+    ``TokenInput``). A name or builder that fails is a ConfigError naming the field."""
+    if tokens is not None:
+        return _text_network(model, num_classes, tokens)
+    kind = model_kind(model.name)
+    if model.name == "text-encoder" or kind == "hf":
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} takes token ids (text); the dataset holds images: use an image model "
+            "(tiny-cnn, resnet9, torchvision:NAME, ...)",
+        )
+    if kind == "builtin":
+        _no_kwargs(model)
+        return build_model(model.name, channels, num_classes, model.width)
+    name = model.name.split(":", 1)[1]
+    if kind == "torchvision":
+        import torchvision
+
+        if name not in torchvision.models.list_models():
+            raise ConfigError(
+                "model.name",
+                f"torchvision has no model {name!r} (torchvision.models.list_models(): "
+                "e.g. resnet18, resnet50, mobilenet_v3_small, efficientnet_b0, vit_b_16)",
+            )
+        return _call(
+            lambda: torchvision.models.get_model(name, weights=None, num_classes=num_classes, **model.kwargs),
+            f"torchvision.models.get_model({name!r})",
+        )
+    if kind == "timm":
+        try:
+            import timm
+        except ImportError:
+            raise ConfigError("model.name", TIMM_HINT) from None
+        if not timm.is_model(name):
+            raise ConfigError("model.name", f"timm has no model {name!r} (timm.list_models())")
+        return _call(
+            lambda: timm.create_model(
+                name, pretrained=False, num_classes=num_classes, in_chans=channels, **model.kwargs
+            ),
+            f"timm.create_model({name!r})",
+        )
+    return _from_factory(model, {"num_classes": num_classes, "in_channels": channels})
+
+
+def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> TokenInput:
+    kind = model_kind(model.name)
+    if kind == "builtin":
+        if model.name != "text-encoder":
+            raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
+        _no_kwargs(model)
+        net: nn.Module = encoder(
+            tokens.vocab_size,
+            num_classes,
+            tokens.max_length,
+            width=model.width or MODEL_WIDTHS["text-encoder"],
+            depth=model.depth or TEXT_ENCODER["depth"],
+            heads=model.heads or TEXT_ENCODER["heads"],
+            pooling=model.pooling,
+            dropout=model.dropout,
+        )
+        return TokenInput(net, "ids_mask")
+    if kind == "hf":
+        from effsearch.trainer.models import hfconfig
+
+        net = hfconfig.build(model.name.split(":", 1)[1], model.kwargs, tokens.vocab_size, num_classes)
+        return TokenInput(net, "hf")
+    if kind != "import":
+        raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
+    base = {"vocab_size": tokens.vocab_size, "num_classes": num_classes, "max_length": tokens.max_length}
+    return TokenInput(_from_factory(model, base), "ids_mask")
+
+
+def _no_kwargs(model: ModelConfig) -> None:
+    if model.kwargs:
+        raise ConfigError(
+            "model.kwargs",
+            f"the built-in model {model.name!r} takes none (its size is model.width); got {model.kwargs!r}",
+        )
+
+
+def _from_factory(model: ModelConfig, base: dict) -> nn.Module:
+    """The user's factory called with ``base`` (what the data says), model.kwargs and model.width."""
+    factory = load_object(model.name, "model.name")
+    kwargs = {**base, **model.kwargs}
+    if model.width:
+        if "width" in model.kwargs:
+            raise ConfigError(
+                "model.width",
+                f"given twice, as model.width ({model.width}) and model.kwargs.width "
+                f"({model.kwargs['width']}); keep one",
+            )
+        if not _takes(factory, "width"):
+            raise ConfigError(
+                "model.width",
+                f"{model.name!r} takes no width argument; set model.width to 0 (or give the factory a width parameter)",
+            )
+        kwargs["width"] = model.width
+    return _call(lambda: factory(**kwargs), model.name)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _call(make: Callable[[], Any], what: str) -> nn.Module:
+    try:
+        net = make()
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the builder's own error, shown with what raised it
+        text = str(e)
+        text = text if len(text) <= 300 else text[:300] + "..."
+        raise ConfigError("model.name", f"{what} raised {type(e).__name__}: {text}") from None
+    if not isinstance(net, nn.Module):
+        raise ConfigError("model.name", f"{what} returned a {type(net).__name__}, not a torch.nn.Module")
+    return net

@@ -1,0 +1,56 @@
+"""``model.name: hf:CONFIG_CLASS``: a transformers sequence classifier built from a config class and
+``model.kwargs`` (its fields), with fresh weights: never pretrained ones, never a download.
+
+``transformers.AutoModelForSequenceClassification.from_config`` picks the model of the config's
+family (``hf:BertConfig`` builds ``BertForSequenceClassification``); effsearch sets the
+vocabulary (the tokenizer's), the labels (the data's) and the padding id, so ``model.kwargs``
+may not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn as nn
+
+from effsearch.config import ConfigError
+
+TEXT_HINT = "needs the optional extra text (`uv sync --extra text`, or `pip install 'effsearch[text]'`)"
+SET_HERE = ("vocab_size", "num_labels", "pad_token_id")
+
+
+def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Module:
+    """The model ``hf:name`` (``name`` a transformers config class) with ``kwargs`` as its fields."""
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("model.name", f"hf:{name} {TEXT_HINT}") from None
+    cls = getattr(transformers, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PretrainedConfig)):
+        raise ConfigError(
+            "model.name",
+            f"transformers has no config class {name!r} (e.g. hf:BertConfig, hf:DistilBertConfig, hf:RobertaConfig)",
+        )
+    taken = [k for k in SET_HERE if k in kwargs]
+    if taken:
+        raise ConfigError(
+            "model.kwargs",
+            f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by effsearch (the tokenizer's vocabulary, "
+            "the data's classes, padding id 0); leave them out",
+        )
+    config = _config(cls, name, kwargs, vocab_size, num_classes)
+    try:
+        return transformers.AutoModelForSequenceClassification.from_config(config)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a config of no sequence classifier, or fields that do not fit
+        raise ConfigError(
+            "model.name", f"transformers cannot build a sequence classifier from {name}: {type(e).__name__}: {e}"[:400]
+        ) from None
+
+
+def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: int) -> Any:
+    try:
+        return cls(**kwargs, vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0)
+    except Exception as e:  # noqa: BLE001 - a field the config class refuses
+        raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None

@@ -1,0 +1,122 @@
+"""Bad text input: each refused before any work, naming the field (a ConfigError from the API, exit
+2 and one line from the CLI), with nothing trained, cached or written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from effsearch import api
+from effsearch.config import ConfigError
+from tests.support.text import texts, tiny_text, write_jsonl
+
+BERT = {"name": "hf:BertConfig", "kwargs": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}}
+
+
+def rows_file(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def good_rows(n: int = 60) -> list[dict]:
+    xs, ys = texts(n)
+    return [{"text": x, "label": y} for x, y in zip(xs, ys)]
+
+
+def bad_file(tmp_path: Path, case: str) -> Path:
+    rows = good_rows()
+    path = tmp_path / "t.jsonl"
+    if case == "no text column":
+        rows[7] = {"body": rows[7]["text"], "label": rows[7]["label"]}
+    elif case == "no label column":
+        del rows[9]["label"]
+    elif case == "empty text":
+        rows[4]["text"] = "   "
+    elif case == "one class":
+        rows = [{**r, "label": "music"} for r in rows]
+    elif case == "label only in test":
+        rows = [{**r, "split": "train"} for r in rows] + [{"text": "a new topic", "label": "law", "split": "test"}]
+    elif case == "not utf-8":
+        path.write_bytes(rows_file(path, rows).read_bytes() + b'{"text": "caf\xe9", "label": "music"}\n')
+        return path
+    return rows_file(path, rows)
+
+
+FILE_CASES = [
+    ("no text column", "dataset.text_column", "line 8 of"),
+    ("no label column", "dataset.label_column", "line 10 of"),
+    ("empty text", "dataset.text_column", "line 5 of"),
+    ("one class", "dataset.label_column", "hold one label ('music')"),
+    ("label only in test", "dataset.label_column", "label 'law' (line 61 of"),
+    ("not utf-8", "dataset.path", "line 61 of"),
+]
+CONFIG_CASES = [
+    ({"dataset.tokenizer.vocab_size": 100}, "dataset.tokenizer.vocab_size", "at least 260"),
+    ({"dataset.max_length": 0}, "dataset.max_length", "must be in [1, 65536]"),
+    (
+        {"model": {**BERT, "kwargs": {**BERT["kwargs"], "max_position_embeddings": 16}}},
+        "dataset.max_length",
+        "16 positions",
+    ),
+    ({"algorithms": {"cutmix": {}}}, "algorithms.cutmix", "works on images; model.name 'text-encoder' takes token ids"),
+    ({"algorithms": {"randaugment": {}}}, "algorithms.randaugment", "works on images"),
+    ({"algorithms": {"alibi": {}}}, "algorithms.alibi", "broken on transformers 5"),
+    ({"dataset.flip": True}, "dataset.flip", "flips images; the run is on text"),
+    ({"model": {"name": "tiny-cnn"}}, "model.name", "'tiny-cnn' takes images but dataset.name 'jsonl' holds token ids"),
+    ({"algorithms": {"gated_linear_units": {}}}, "algorithms.gated_linear_units", "BERT's feed-forward blocks"),
+]
+
+
+def _config(path: Path, change: dict) -> dict:
+    cfg = tiny_text(path, **{k: v for k, v in change.items() if k != "model"})
+    if "model" in change:
+        cfg["model"] = change["model"]
+    return cfg
+
+
+@pytest.mark.parametrize("case, field, words", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_bad_text_files_are_refused_naming_the_field_and_line(tmp_path, case, field, words):
+    path = bad_file(tmp_path, case)
+    with pytest.raises(ConfigError) as e:
+        api.train(tiny_text(path), data_dir=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
+    assert e.value.field == field and words in e.value.message, (e.value.field, e.value.message)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("change, field, words", CONFIG_CASES, ids=[c[1] + ":" + c[2][:20] for c in CONFIG_CASES])
+def test_bad_text_configs_are_refused_naming_the_field(tmp_path, change, field, words):
+    path = write_jsonl(tmp_path / "t.jsonl")
+    with pytest.raises(ConfigError) as e:
+        api.train(_config(path, change), data_dir=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
+    assert e.value.field == field and words in e.value.message, (e.value.field, e.value.message)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "case, change, words",
+    [
+        ("not utf-8", {}, "dataset.path: line 61 of"),
+        (None, {"algorithms": {"cutmix": {}}}, "algorithms.cutmix: works on images"),
+        ("label only in test", {}, "dataset.label_column: label 'law'"),
+    ],
+)
+def test_the_cli_refuses_bad_text_with_exit_2_and_one_line(tmp_path, case, change, words):
+    path = bad_file(tmp_path, case) if case else write_jsonl(tmp_path / "t.jsonl")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(_config(path, change)))
+    p = subprocess.run(
+        [sys.executable, "-m", "effsearch.cli", "train", "c.yaml", "--data-dir", "data"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    # One error line (after `effsearch train: c.yaml -> ...`, where the data is read after it is said).
+    errors = [line for line in p.stderr.strip().splitlines() if not line.startswith("effsearch train: ")]
+    assert len(errors) == 1 and words in errors[0], p.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()

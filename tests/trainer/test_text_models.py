@@ -1,0 +1,200 @@
+"""Text models: the built-in encoder (its mask and pooling), hf:CONFIG_CLASS models from a config,
+a user's factory given vocab_size, num_classes and max_length, the probe's text facts, and the
+algorithms' text versions (MixUp on embeddings, GatedLinearUnits on BERT, sequence-length warm-up,
+LowPrecisionLayerNorm's surgery)."""
+
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from effsearch.config import ModelConfig, TrainConfig
+from effsearch.config.sources import facts
+from effsearch.trainer.data.splits import load_splits
+from effsearch.trainer.data.tokenizer import TokenShape
+from effsearch.trainer.models import TokenInput, build_network
+from effsearch.trainer.models.text import TextEncoder
+from effsearch.trainer.probe import probe
+from effsearch.trainer.result import RunResult
+from effsearch.trainer.training import prepare, train
+from tests.support.text import tiny_text, write_jsonl
+
+BERT = {"name": "hf:BertConfig", "kwargs": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}}
+SHAPE = TokenShape(vocab_size=300, max_length=24)
+
+
+def ids(rows: list[list[int]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, dtype=torch.int32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r)
+    return out
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_the_encoder_ignores_padding(pooling):
+    torch.manual_seed(0)
+    net = TokenInput(TextEncoder(300, 3, 24, width=16, depth=2, heads=2, pooling=pooling), "ids_mask").eval()
+    short = ids([[1, 5, 6, 7]], 4)
+    padded = ids([[1, 5, 6, 7]], 12)
+    with torch.no_grad():
+        assert torch.allclose(net(short), net(padded), atol=1e-5)
+        assert not torch.allclose(net(short), net(ids([[1, 5, 6, 8]], 4)))
+
+
+def test_a_hf_config_builds_a_sequence_classifier_with_fresh_weights():
+    pytest.importorskip("transformers")
+    net = build_network(ModelConfig(**BERT), 0, 3, tokens=SHAPE)
+    inner = net.net
+    assert type(inner).__name__ == "BertForSequenceClassification" and inner.config.vocab_size == 300
+    assert inner.config.num_labels == 3 and inner.config.pad_token_id == 0
+    with torch.no_grad():
+        assert net.eval()(ids([[1, 5, 6], [1, 7]], 3)).shape == (2, 3)
+
+
+def test_the_probe_reads_text_facts_from_the_model_as_built():
+    pytest.importorskip("transformers")
+    found = probe(ModelConfig(**BERT), tokens=SHAPE)
+    assert found.tokens and found.layernorm and found.attention and found.bert and found.final_linear
+    assert found.positions == 512 and not found.batchnorm and not found.downsamples
+    encoder = facts({"name": "text-encoder"})
+    assert encoder.tokens and encoder.layernorm and not encoder.bert and encoder.positions is None
+    assert facts({"name": "tiny-cnn"}).images
+
+
+FACTORY = """
+import torch.nn as nn
+
+SEEN = {}
+
+class Bag(nn.Module):
+    def __init__(self, vocab_size, num_classes, max_length, width=8):
+        super().__init__()
+        SEEN.update(vocab_size=vocab_size, num_classes=num_classes, max_length=max_length, width=width)
+        self.embed = nn.Embedding(vocab_size, width)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, ids, mask):
+        m = mask.unsqueeze(-1).float()
+        return self.head((self.embed(ids) * m).sum(1) / m.sum(1))
+
+def build(vocab_size, num_classes, max_length, width=8):
+    return Bag(vocab_size, num_classes, max_length, width)
+"""
+
+
+@pytest.fixture
+def factory_module(tmp_path, monkeypatch):
+    (tmp_path / "textbag.py").write_text(textwrap.dedent(FACTORY))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "textbag:build"
+    sys.modules.pop("textbag", None)
+
+
+def test_a_factory_gets_the_vocabulary_classes_and_length_and_trains_with_gradmatch(tmp_path, factory_module):
+    path = write_jsonl(tmp_path / "t.jsonl")
+    cfg = tiny_text(path, **{"model.width": 12, "epochs": 3, "selection.strategy": "gradmatch-pb"})
+    cfg["model"] = {"name": factory_module, "width": 12}
+    cfg["selection"].update(fraction=0.5, select_every=1)
+    result = train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+    seen = sys.modules["textbag"].SEEN
+    assert seen["num_classes"] == 3 and seen["max_length"] == 24 and seen["width"] == 12
+    assert 260 <= seen["vocab_size"] <= 300
+    assert result.status == "completed" and result.history[-1].subset_size is not None
+    assert facts({"name": factory_module, "kwargs": {}}).tokens
+
+
+def test_the_encoder_and_bert_train_on_a_jsonl_file(tmp_path):
+    pytest.importorskip("transformers")
+    path = write_jsonl(tmp_path / "t.jsonl")
+    enc = train(TrainConfig.from_dict(tiny_text(path, epochs=6)), data_root=tmp_path / "data", progress=False)
+    assert enc.status == "completed" and enc.final.val_accuracy > 0.6
+    cfg = tiny_text(path, epochs=6, **{"optimizer.lr": 0.01})
+    cfg["model"] = BERT
+    bert = train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+    assert bert.status == "completed" and bert.final.val_accuracy > 0.45
+
+
+def prepared(path, root, callbacks=(), **overrides):
+    model = overrides.pop("model", None)
+    raw = tiny_text(path, **overrides)
+    if model is not None:
+        raw["model"] = model
+    cfg = TrainConfig.from_dict(raw)
+    splits = load_splits(cfg, root)
+    result = RunResult(status="running", config=cfg.to_dict())
+    return prepare(cfg, splits, "cpu", result, callbacks=callbacks, data_root=root)
+
+
+def test_mixup_on_text_mixes_the_input_embeddings():
+    torch.manual_seed(0)
+    net = TokenInput(TextEncoder(300, 3, 8, width=16, depth=1, heads=2), "ids_mask").eval()
+    x = ids([[1, 5, 6, 7], [1, 9, 10, 11], [1, 12, 13, 14]], 4)
+    perm = torch.tensor([2, 0, 1])
+    with torch.no_grad():
+        net.mixing = (torch.tensor(1.0), perm)  # all of the permuted text: the permuted batch's logits
+        assert torch.allclose(net(x), net(x[perm]), atol=1e-5)
+        assert net.mixing is None  # used once
+        net.mixing = (torch.tensor(0.5), perm)
+        assert not torch.allclose(net(x), net(x), atol=1e-3)
+
+
+def test_the_text_mixup_runs_in_training_with_soft_targets(tmp_path):
+    from composer.core import Callback, Event
+
+    from effsearch.trainer.composer.textalgorithms import EmbeddingMixUp
+
+    seen = []
+
+    class Targets(Callback):
+        def run_event(self, event, state, logger):
+            if event == Event.BEFORE_LOSS:
+                seen.append((state.batch[1].dim(), state.model.module.mixing))
+
+    run = prepared(write_jsonl(tmp_path / "t.jsonl"), tmp_path / "d", [Targets()], algorithms={"mixup": {"alpha": 0.4}})
+    assert any(isinstance(a, EmbeddingMixUp) for a in run.state.algorithms)
+    run.fit()
+    # Targets mixed (soft) at every step; the forward used its mixing and cleared it.
+    assert seen and all(dim == 2 and mixing is None for dim, mixing in seen)
+
+
+def test_gated_linear_units_replace_berts_feed_forward_blocks(tmp_path):
+    pytest.importorskip("transformers")
+    run = prepared(write_jsonl(tmp_path / "t.jsonl"), tmp_path / "d", model=BERT, algorithms={"gated_linear_units": {}})
+    names = {type(m).__name__ for m in run.state.model.modules()}
+    assert "BERTGatedFFOutput" in names and "BertOutput" not in names and "BertIntermediate" not in names
+    run.fit()
+    assert run.loop.step > 0
+
+
+def test_sequence_length_warmup_grows_the_batches(tmp_path):
+    from effsearch.trainer.composer.textalgorithms import SeqLengthWarmup
+
+    warm = SeqLengthWarmup(duration=0.5, min_seq_length=4, max_seq_length=24, step_size=4)
+    lengths = [warm.length(b, 100) for b in range(0, 100, 10)]
+    assert lengths[0] == 4 and lengths == sorted(lengths) and lengths[-1] == 24
+    assert SeqLengthWarmup(duration=0.0, min_seq_length=4, max_seq_length=24).length(0, 10) == 24
+    widths = []
+    run = prepared(
+        write_jsonl(tmp_path / "t.jsonl"),
+        tmp_path / "d",
+        epochs=3,
+        algorithms={"seq_length_warmup": {"duration": 0.6, "min_seq_length": 4, "step_size": 4}},
+    )
+    forward = run.loop.model.forward
+    run.loop.model.forward = lambda batch: (widths.append(batch[0].shape[1]), forward(batch))[1]
+    run.fit()
+    assert widths[0] == 4 and max(widths) > 8
+
+
+def test_low_precision_layernorm_replaces_the_encoders_layer_norms():
+    from composer.algorithms.low_precision_layernorm.low_precision_layernorm import (
+        LPLayerNorm,
+        apply_low_precision_layernorm,
+    )
+    from composer.core import Precision
+
+    net = TokenInput(TextEncoder(300, 3, 8, width=16, depth=2, heads=2), "ids_mask")
+    apply_low_precision_layernorm(net, Precision.AMP_BF16, optimizers=None)
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert norms and all(isinstance(m, LPLayerNorm) for m in norms)
