@@ -1,12 +1,12 @@
 """The on-disk cache of a user's decoded images (imagefolder, hf): ``decoded`` returns the
 splits memory-mapped from ``CACHE/KEY/`` (KEY a hash of the source, its files' sizes and mtimes,
 and the settings), decoding them into it first when it has not got them; with no cache to write
-(a read-only folder, a full disk) it decodes them in memory. ``userdata.py`` says what to decode.
+(a read-only folder, a full disk) it decodes them in memory. ``userdata.py`` says what to decode;
+the folder and its lock come from ``cachefolder``, so an image refused while decoding leaves none.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from effsearch.config import ConfigError
+from effsearch.trainer.data.cachefolder import locked
 from effsearch.trainer.data.decode import Part, decode, plan
 from effsearch.trainer.data.memory import check_fits, human_bytes
 
@@ -41,13 +42,11 @@ def decoded(
     if hit is not None:
         return hit
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        lock = open(cache / f".{key}.lock", "a")  # noqa: SIM115 - closed by the `with lock` below
+        lock = locked(cache, key)  # study workers started together decode once
     except OSError as e:
         warnings.warn(f"cannot cache decoded images in {cache} ({e}): decoding them in memory", stacklevel=3)
         return _in_memory(*build(), image_size)
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # study workers started together decode once
+    with lock:  # an image refused inside leaves no cache folder or lock behind
         hit = _read_cache(folder)
         if hit is not None:
             return hit
