@@ -198,6 +198,7 @@ def _cmd_dashboard(args) -> int:
     from effsearch.search.results import dashboard
 
     dashboard.check_port(args.port)
+    dashboard.check_host(args.host, args.port)  # both flags before the study is read
     with quiet_optuna():
         target = dashboard.resolve(args.study, args.storage, args.artifact_dir)
         return dashboard.serve(target, args.host, args.port)

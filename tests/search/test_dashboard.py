@@ -14,12 +14,30 @@ from tests.support.tiny_study import built_study
 # -- dashboard arguments ----------------------------------------------------------
 
 
+class Listening:
+    """A bound server that serves nothing (the real one: tests/e2e/test_dashboard_e2e.py)."""
+
+    def serve_forever(self):
+        pass
+
+    def server_close(self):
+        pass
+
+
 @pytest.fixture
 def served(monkeypatch):
+    """(storage, {host, port, artifact_store}) of each server the command started."""
     import optuna_dashboard
 
     calls = []
-    monkeypatch.setattr(optuna_dashboard, "run_server", lambda storage, **kw: calls.append((storage, kw)))
+
+    def listen(app, host, port):
+        storage, store = app
+        calls.append((storage, {"host": host, "port": port, "artifact_store": store}))
+        return Listening()
+
+    monkeypatch.setattr(optuna_dashboard, "wsgi", lambda storage, artifact_store=None: (storage, artifact_store))
+    monkeypatch.setattr(dashboard, "listen", listen)
     return calls
 
 
@@ -78,8 +96,16 @@ def test_dashboard_bad_arguments(storage_path, served, capsys, args, code, messa
     assert message in capsys.readouterr().err and not served
 
 
+def test_dashboard_host_is_checked_with_the_port_before_the_study_is_read(monkeypatch, capsys):
+    """--host, like --port, is the flag's error at once (it came after the study was read: 29 s)."""
+    monkeypatch.setattr(dashboard, "resolve", lambda *a: pytest.fail("the study was read first"))
+    assert main(["dashboard", "any", "--host", "no-such-host.invalid"]) == 2
+    err = capsys.readouterr().err
+    assert "--host: cannot resolve" in err and "no-such-host.invalid" in err
+
+
 @pytest.mark.timeout(60)
-def test_dashboard_on_a_taken_port_exits_1(storage_path, capsys):
+def test_dashboard_on_a_taken_port_exits_1_saying_so_once(storage_path, capsys):
     import socket
 
     with socket.socket() as s:
@@ -87,7 +113,10 @@ def test_dashboard_on_a_taken_port_exits_1(storage_path, capsys):
         s.listen()
         port = s.getsockname()[1]
         assert main(["dashboard", "fake", "--storage", str(storage_path), "--port", str(port)]) == 1
-    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    # Said once, as what it is: no "Listening on" or address printed before the bind failed.
+    assert out == "" and "Listening" not in err and len(err.strip().splitlines()) == 1, (out, err)
+    assert f"effsearch dashboard: cannot listen on 127.0.0.1:{port}: " in err
 
 
 def test_dashboard_finds_the_artifacts_where_the_runner_puts_them(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from effsearch.config import ConfigError, read_yaml
 from effsearch.config.fields import quote
@@ -94,12 +94,11 @@ def url_of(host: str, port: int, path: str = "") -> str:
 
 
 def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> int:
-    """Open the storage, print where to look, and serve until Ctrl-C."""
+    """Open the storage, listen, then print where to look, and serve until Ctrl-C."""
     import optuna_dashboard
     from optuna.artifacts import FileSystemArtifactStore
 
     out = out or sys.stdout
-    check_host(host, port)
     storage = lookup.open_existing(target.storage)
     page = ""
     if target.study is not None:
@@ -108,6 +107,11 @@ def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> in
     store = None
     if target.artifacts is not None and target.artifacts.is_dir():
         store = FileSystemArtifactStore(str(target.artifacts))
+    try:  # bound before a word is printed: a taken port is said once, as what it is
+        server = listen(optuna_dashboard.wsgi(storage, artifact_store=store), host, port)
+    except OSError as e:  # the port is taken, the address is not this machine's
+        print(f"effsearch dashboard: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"effsearch dashboard: {url_of(host, port, page)}", file=out)
     print(f"  storage    {redact(target.storage)}", file=out)
     print(f"  artifacts  {target.artifacts if store else 'none (trials show no files; give --artifact-dir)'}", file=out)
@@ -115,10 +119,23 @@ def serve(target: Target, host: str, port: int, out: TextIO | None = None) -> in
         print(f"  listening on {host}: anyone who reaches this port can read and change the study", file=out)
     print("  Ctrl-C stops it", file=out, flush=True)
     try:
-        optuna_dashboard.run_server(storage, host=host, port=port, artifact_store=store)
-    except OSError as e:  # the port is taken, the address is not this machine's
-        print(f"effsearch dashboard: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
+    finally:
+        server.server_close()
     return 0
+
+
+def listen(app: Any, host: str, port: int) -> Any:
+    """A WSGI server of ``app`` bound to ``host``:``port`` (wsgiref's, as optuna-dashboard's own
+    ``run_server`` uses, which prints "Listening on" before it binds)."""
+    import socket
+    from wsgiref.simple_server import WSGIServer, make_server
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(WSGIServer):
+        address_family = family
+
+    return make_server(host, port, app, server_class=Server)
