@@ -77,6 +77,31 @@ def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, fie
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no journal, no artifacts
 
 
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"n_trials": 0}, "n_trials"),
+        ({"pruner": {"name": "moasha", "eta": 1}}, "pruner.eta"),
+        ({"sampler": "cmaes"}, "sampler"),
+        ({"objectives": ["accuracy"]}, "objectives[0]"),
+        ({"tuning": {"name": "subset", "data_fraction": 1.5}}, "tuning.data_fraction"),
+        ({"heartbeat": {"beat": 1}}, "heartbeat.beat"),
+        ({"workers": 10_000}, "workers"),
+        ({"storage": "redis://localhost/0"}, "storage"),
+    ],
+)
+def test_a_study_files_own_values_are_checked_before_the_machine_and_the_space(tmp_path, monkeypatch, change, field):
+    """The machine (torch's import) and the space (FFCV's, ~10 s) come after every value the file
+    holds by itself: a typo in one is refused in a fraction of a second (it took 7-11 s)."""
+    from effsearch.config import ConfigError, machine
+    from effsearch.search.study import studyfile
+
+    monkeypatch.setattr(machine, "detect", lambda *a, **k: pytest.fail("the machine was detected first"))
+    with pytest.raises(ConfigError) as e:
+        studyfile.load(study(tmp_path, **change))
+    assert e.value.field == field
+
+
 def test_bad_command_line_values_exit_2(tmp_path, capsys):
     path = study(tmp_path)
     assert main(["run", str(path), "--n-trials", "0"]) == 2

@@ -43,6 +43,7 @@ the current folder and in the study file's folder.
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,22 +176,25 @@ def _load(
         if key not in KEYS:
             raise ConfigError(str(key), f"unknown key; allowed keys in a study file: {', '.join(KEYS)}")
     _plugins(raw, here)  # first: the configs below may name what they bring
+    # The file's own values first, then what needs torch (the machine, the models' probes) and
+    # may import FFCV (the space, ~10 s): a typo in a number is answered in a fraction of a second.
     name = _text(raw, "name", path.stem, nonblank=True)
-    base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
-    objectives = _objectives(raw, base, baseline, warm_start)
-    from effsearch.spaces.space import Space
-
-    space = Space.build(base, raw.get("space"), machine)
+    O.check(raw.get("objectives", list(O.DEFAULT)))
     sampler = check_sampler(raw.get("sampler", "tpe"))
     pruner = check_pruner(raw.get("pruner", "none"))
     tuning = check_tuning(raw.get("tuning", "none"))
-    _check_confirm_seeds(base, tuning)
     numbers = _numbers(
         raw, machine, n_trials=n_trials_flag, timeout=timeout_flag, workers=workers_flag, budget=budget_flag
     )
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     storage, storage_field, artifacts_dir = _where(raw, path, storage_flag, workers_flag, numbers["workers"])
     _text(raw, "description", "")
+    base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
+    _check_confirm_seeds(base, tuning)
+    objectives = _objectives(raw, base, baseline, warm_start)
+    from effsearch.spaces.space import Space
+
+    space = Space.build(base, raw.get("space"), machine)
     return StudySpec(
         name=name,
         source=source,
@@ -305,7 +309,7 @@ def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start:
     return objectives
 
 
-def _numbers(raw: dict, machine: Machine, **flags: Any) -> dict:
+def _numbers(raw: dict, machine: Machine | None, **flags: Any) -> dict:
     """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
     when given (an error names its flag), else the file's, else StudyNumbers' default."""
 
@@ -324,15 +328,18 @@ def _numbers(raw: dict, machine: Machine, **flags: Any) -> dict:
     return out
 
 
-def _check_workers(workers: int, machine: Any, field_name: str) -> None:
+def _check_workers(workers: int, machine: Machine | None, field_name: str) -> None:
     """At most one worker per CPU core this process may use: each worker is a process with its own
     threads and data, so more only share the cores (and memory) the first ones had. On a GPU machine
-    the workers share the GPUs, and the bound stays the cores."""
-    if workers > machine.cores:
+    the workers share the GPUs, and the bound stays the cores (``cpu_cores``, as ``detect`` reads
+    them: no torch needed)."""
+    from effsearch.config.machine import cpu_cores
+
+    cores = machine.cores if machine is not None else cpu_cores()
+    if workers > cores:
         raise ConfigError(
             field_name,
-            f"must be at most {machine.cores} here (one worker process per CPU core; "
-            f"this process may use {machine.cores}); got {workers}",
+            f"must be at most {cores} here (one worker process per CPU core; this process may use {cores}); got {workers}",
         )
 
 
@@ -385,7 +392,7 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
     """(label, config) of each warm start, in order, and notes on the recipes skipped. A recipe
     (``recipe:NAME``, ``recipes``) this base or machine cannot run is skipped with a note; a
     mapping of the user's own that cannot run is an error naming it."""
-    out, notes = [], []
+    out, notes, named = [], [], 0
     for i, entry in enumerate(entries):
         where = f"warm_start[{i}]"
         if not recipes.is_recipe(entry):
@@ -396,6 +403,7 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
             continue
         for name in recipes.names(entry, where):
             label = f"{recipes.PREFIX}{name}"
+            named += 1
             try:
                 cfg = _recipe(base, recipes.RECIPES[name].changes(base), label)
                 _check_runnable(cfg, label)
@@ -404,6 +412,11 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
                 notes.append(f"{label} skipped: {e.message if e.field == label else e}")
                 continue
             out.append((label, cfg))
+    if named and len(notes) == named:  # asked for, and none will run: more than a header's note
+        warnings.warn(
+            f"warm_start: every recipe it names was skipped ({'; '.join(notes)}), so the study queues none of them",
+            stacklevel=3,
+        )
     return out, notes
 
 
