@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from effsearch.config import ConfigError, TrainConfig, apply_override
-from effsearch.config.imports import import_plugins
+from effsearch.config.imports import import_plugins, resolve_paths
 from effsearch.search.run.errors import StudyFailed
 from effsearch.search.study.spec import StudySpec
 
@@ -125,9 +125,11 @@ def train(
     if out_dir is not None:
         check_output(out_dir, "out_dir", folder=True)
     from effsearch.config.machine import check_runnable
+
+    resolve_paths(cfg.model.name, cfg.dataset.name)  # before torch's import: a typo answered at once
+    check_runnable(cfg)
     from effsearch.trainer.training import train as run_training
 
-    check_runnable(cfg)
     return run_training(cfg, data_root=data_dir, out_dir=out_dir, progress=progress)
 
 

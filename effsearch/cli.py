@@ -76,7 +76,7 @@ def _cmd_train(args) -> int:
     from effsearch.config.imports import import_plugins
     from effsearch.config.machine import under_torchrun
 
-    import_plugins(args.plugin)
+    import_plugins(args.plugin, field="--plugin")
     cfg = api.load_config(args.config, args.set)
     out = Path(args.out) if args.out else Path("runs") / f"{Path(args.config).stem}-{cfg.hash()}"
     api.check_output(out, "--out", folder=True)  # train's own check would name out_dir, after this line
@@ -84,10 +84,11 @@ def _cmd_train(args) -> int:
     main = not under_torchrun() or os.environ.get("RANK") == "0"
     if main:
         print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
+    before = _stamp(out / "result.json")
     try:
         result = api.train(cfg, data_dir=args.data_dir, out_dir=out, progress=not args.quiet and main)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: partial result written to {out / 'result.json'}", file=sys.stderr)
+        print(f"\ninterrupted: {_left(out / 'result.json', before)}", file=sys.stderr)
         return 130
     if not main:
         return 0 if result.status == "completed" else 1
@@ -123,9 +124,30 @@ def _or(value, default):
     return default if value is None else value
 
 
+def _stamp(path: Path) -> int | None:
+    """``path``'s modification time (ns), None if it is not there."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _left(path: Path, before: int | None) -> str:
+    """What a run interrupted by Ctrl-C left: a Ctrl-C during set-up (the data, the model, the
+    imports) comes before the run has anything to write."""
+    now = _stamp(path)
+    if now is not None and now != before:
+        return f"partial result written to {path}"
+    if now is not None:
+        return f"nothing was written ({path} is an earlier run's)"
+    return "nothing was written"
+
+
 def _cmd_run(args) -> int:
     from effsearch import api
+    from effsearch.config.imports import import_plugins
 
+    import_plugins(args.plugin, field="--plugin")  # its errors name the flag, not a list
     # Everything is checked before the storage is opened: a bad file writes nothing.
     try:
         with quiet_optuna():
@@ -208,7 +230,7 @@ def _cmd_space_show(args) -> int:
     from effsearch import api
     from effsearch.config.imports import import_plugins
 
-    import_plugins(args.plugin)
+    import_plugins(args.plugin, field="--plugin")
     spec = api.study_spec(args.study)
     space = spec.space
     print(

@@ -12,13 +12,14 @@ for text its answer to a batch of token ids.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
-from effsearch.config.sources import ModelFacts, facts, remember
+from effsearch.config.sources import ModelFacts, facts, key, model_kind, remember
 
 if TYPE_CHECKING:
     from effsearch.config import ModelConfig
@@ -26,14 +27,15 @@ if TYPE_CHECKING:
 
 
 def facts_of(net: nn.Module) -> ModelFacts:
-    from torchvision.models.resnet import Bottleneck
-
     modules = list(net.modules())
     convs = [m for m in modules if isinstance(m, nn.Conv2d)]
     linears = [m for m in modules if isinstance(m, nn.Linear)]
     tokens = any(isinstance(m, nn.Embedding) for m in modules) and not convs
+    # Only a model built after torchvision's ResNet module was imported can hold its Bottleneck:
+    # no import here (torchvision's takes seconds, and bad input is refused before it).
+    resnet = sys.modules.get("torchvision.models.resnet")
     return ModelFacts(
-        bottleneck=any(isinstance(m, Bottleneck) for m in modules),
+        bottleneck=resnet is not None and any(isinstance(m, resnet.Bottleneck) for m in modules),
         batchnorm=any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in modules),
         downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules) or any(max(c.stride) > 1 for c in convs),
         final_linear=bool(linears),
@@ -50,8 +52,6 @@ def facts_of(net: nn.Module) -> ModelFacts:
 
 def _bert_blocks(modules: list[nn.Module]) -> bool:
     """transformers' BertIntermediate and BertOutput (what Composer's GatedLinearUnits replaces)."""
-    import sys
-
     bert = sys.modules.get("transformers.models.bert.modeling_bert")  # a BERT was built: it is imported
     return bert is not None and any(isinstance(m, (bert.BertIntermediate, bert.BertOutput)) for m in modules)
 
@@ -101,36 +101,80 @@ def check_network(
 ) -> tuple[nn.Module, str]:
     """The network ready to train on images of ``channels`` channels: its logits checked on a
     batch of two (eval mode, no gradients), a 1-channel input repeated where its first
-    convolution takes more. Returns it and a note on what was adapted ('' if nothing)."""
+    convolution takes more, and something to train. Returns it and a note on what was adapted
+    ('' if nothing)."""
+    net, note = _adapt_channels(net, model, channels)
+    try:
+        out = _run(net, channels, image_size, device)
+    except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
+            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}",
+        ) from None
+    _check_built(net, out, model, num_classes)
+    return net, note
+
+
+_CHECKED: set[tuple] = set()  # (model, data shape) checked by preflight in this process
+
+
+def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, int]) -> None:
+    """Check the model ``model`` names as :func:`check_network` does, before the data is loaded:
+    built and run on the meta device (no memory, no weights initialised), or on the CPU where it
+    cannot run there (a builder or forward that reads values). Once per model and shape a process."""
+    if model_kind(model.name) == "builtin":
+        return
+    from effsearch.trainer.models import build_network
+
+    checked = (key({"name": model.name, "kwargs": model.kwargs}), model.width, channels, num_classes, image_size)
+    if checked in _CHECKED:
+        return
+    try:
+        with torch.device("meta"):
+            net = build_network(model, channels, num_classes)
+        net, _ = _adapt_channels(net, model, channels)
+        out = _run(net, channels, image_size, "meta")
+    except Exception:  # noqa: BLE001 - a ConfigError too: the builder may fail on meta tensors only
+        net = build_network(model, channels, num_classes)  # on the CPU: the model's own error, if any
+        check_network(net, model, channels, num_classes, image_size, "cpu")
+    else:
+        _check_built(net, out, model, num_classes)
+    _CHECKED.add(checked)
+
+
+def _adapt_channels(net: nn.Module, model: ModelConfig, channels: int) -> tuple[nn.Module, str]:
+    """``net``, wrapped to repeat 1-channel images where its first convolution takes more; a note."""
     from effsearch.trainer.models import RepeatChannels
 
     convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
     wanted = convs[0].in_channels if convs else None
-    note = ""
-    if wanted is not None and wanted != channels:
-        if channels != 1:
-            raise ConfigError(
-                "model.name",
-                f"{model.name!r} takes {wanted}-channel images; the dataset's have "
-                f"{channels} (an image folder converts to one channel count; "
-                "pass in_channels through model.kwargs where the builder takes it)",
-            )
-        net = RepeatChannels(net, wanted)
-        note = f"the dataset's 1-channel images are repeated to the {wanted} channels {model.name!r} takes"
+    if wanted is None or wanted == channels:
+        return net, ""
+    if channels != 1:
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} takes {wanted}-channel images; the dataset's have "
+            f"{channels} (an image folder converts to one channel count; "
+            "pass in_channels through model.kwargs where the builder takes it)",
+        )
+    note = f"the dataset's 1-channel images are repeated to the {wanted} channels {model.name!r} takes"
+    return RepeatChannels(net, wanted), note
+
+
+def _run(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> Any:
+    """``net``'s output on a batch of two zero images (eval mode, no gradients)."""
     was_training = net.training
     net.eval()
     try:
         with torch.no_grad():  # also gives lazy modules their parameters
-            out = net(torch.zeros(2, channels, *image_size, device=device))
-    except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
-        text = str(e)[:300]
-        raise ConfigError(
-            "model.name",
-            f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
-            f"{image_size[1]}: {type(e).__name__}: {text}",
-        ) from None
+            return net(torch.zeros(2, channels, *image_size, device=device))
     finally:
         net.train(was_training)
+
+
+def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int) -> None:
+    """Record ``net``'s facts; refuse logits of the wrong shape, or nothing to train."""
     remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
@@ -139,14 +183,23 @@ def check_network(
             f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "
             f"for the dataset's {num_classes} classes; it returned {got}",
         )
-    return net, note
+    _check_trainable(net, model)
+
+
+def _check_trainable(net: nn.Module, model: ModelConfig) -> None:
+    if not any(p.requires_grad for p in net.parameters()):
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} has no parameters to train (no nn.Parameter that requires grad); "
+            "the optimizer would be given an empty list",
+        )
 
 
 def check_text_network(
     net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
 ) -> nn.Module:
-    """The text network ready to train: its facts recorded, and its logits checked on two token
-    rows (one padded), eval mode, no gradients."""
+    """The text network ready to train: its facts recorded, its logits checked on two token rows
+    (one padded), eval mode, no gradients, and something to train."""
     remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
     length = min(tokens.max_length, 8)
     ids = torch.full((2, length), 4 % tokens.vocab_size, dtype=torch.int32, device=device)
@@ -172,4 +225,5 @@ def check_text_network(
             f"{model.name!r} must map token ids (N, L) and their mask to logits (N, {num_classes}) "
             f"for the dataset's {num_classes} classes; it returned {got}",
         )
+    _check_trainable(net, model)
     return net

@@ -23,9 +23,19 @@ import torch
 
 from effsearch.config import ConfigError, TrainConfig, effective_batch, rules
 from effsearch.config.algorithms import ALGORITHMS
+from effsearch.config.imports import resolve_paths
 from effsearch.config.machine import check_runnable
 from effsearch.config.sources import model_kind
-from effsearch.trainer.data.splits import BatchAugment, DeviceBatches, Splits, load_splits, make_loader, to_device
+from effsearch.trainer.data.cachefolder import removed_on_refusal
+from effsearch.trainer.data.splits import (
+    BatchAugment,
+    DeviceBatches,
+    Splits,
+    load_splits,
+    make_loader,
+    shape_of,
+    to_device,
+)
 from effsearch.trainer.hooks import EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import RunResult, hold_ctrl_c, time_to_target, versions
@@ -35,7 +45,6 @@ if TYPE_CHECKING:
 
     from composer.core import Algorithm, Callback, State
 
-    from effsearch.trainer.composer.model import EffModel
     from effsearch.trainer.data.selection import SubsetSelection
     from effsearch.trainer.loop import Loop
     from effsearch.trainer.parallel.distributed import Context
@@ -102,8 +111,14 @@ def train(
     settle: SettleHook | bool = False,
 ) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. The other
-    arguments are a RunHooks's fields."""
+    arguments are a RunHooks's fields.
+
+    Set-up goes from cheap to dear, so that bad input is refused before the dear part: the
+    import paths resolved, the model checked on a batch shaped like the data (where that shape is
+    known without loading it), the data loaded, then the model built and Composer imported."""
+    resolve_paths(cfg.model.name, cfg.dataset.name)
     device = check_runnable(cfg)
+    _check_model(cfg)
     from effsearch.trainer.parallel import distributed
 
     hooks = RunHooks(
@@ -134,8 +149,8 @@ def _train(
     hooks: RunHooks,
 ) -> RunResult:
     t_start = time.perf_counter()
-    _probe_text_model(cfg)
-    splits = load_splits(cfg, data_root)
+    with removed_on_refusal():  # decoded, then found not to fit: the run leaves no cache it made
+        splits = load_splits(cfg, data_root)
     data_seconds = time.perf_counter() - t_start
     result = RunResult(
         status="failed",
@@ -161,17 +176,23 @@ def _train(
     return result
 
 
-def _probe_text_model(cfg: TrainConfig) -> None:
-    """A text model not built in, probed (on the meta device) before its data is read: the rules
-    about its structure (its positions, an algorithm it cannot take) refuse a config before any
-    text is tokenized into the cache."""
+def _check_model(cfg: TrainConfig) -> None:
+    """A model not built in, checked before the data is read, and the rules about structure on
+    what it is made of: a text model probed on the meta device (before any text is tokenized into
+    the cache), any other run on a batch of two shaped like the data (``probe.preflight``) where
+    that shape is known without loading it."""
+    if model_kind(cfg.model.name) == "builtin":
+        return
+    from effsearch.trainer import probe
     from effsearch.trainer.data.text import text_source, token_shape
 
-    if model_kind(cfg.model.name) == "builtin" or not text_source(cfg.dataset):
-        return
-    from effsearch.trainer.probe import probe
-
-    probe(cfg.model, tokens=token_shape(cfg.dataset))
+    if text_source(cfg.dataset):
+        probe.probe(cfg.model, tokens=token_shape(cfg.dataset))
+    else:
+        shape = shape_of(cfg.dataset)
+        if shape is None:
+            return
+        probe.preflight(cfg.model, *shape)
     rules.check(cfg.to_dict())
 
 
@@ -231,10 +252,13 @@ def prepare(
     hooks = hooks if hooks is not None else RunHooks()
     if callbacks:
         hooks = dataclasses.replace(hooks, callbacks=(*hooks.callbacks, *callbacks))
-    _quiet_composer()
     t_setup = time.perf_counter()
     splits = to_device(splits, device)
-    model = _build_model(cfg, splits, device, result)
+    network = _network(cfg, splits, device, result)  # a model that does not fit the data: before Composer
+    _quiet_composer()
+    from effsearch.trainer.composer.model import EffModel
+
+    model = EffModel(network, splits.num_classes).to(device)
     train_loader, selection = _train_loader(cfg, splits, device, data_root, dist)
     algorithms, gmp = _algorithms(cfg, selection, text=splits.tokens is not None)
     parts = LoopParts(
@@ -264,12 +288,10 @@ def _quiet_composer() -> None:
     _restore_ctrl_c()
 
 
-def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResult | None = None) -> EffModel:
-    """The network in Composer's model wrapper, on the device, seeded by ``cfg.seed``. A model not
-    built in is checked on a batch shaped like the data, adapted to its channels (the note goes
-    into the result), and the rules about structure are checked on its probed facts."""
-    from effsearch.trainer.composer.model import EffModel
-
+def _network(cfg: TrainConfig, splits: Splits, device: str, result: RunResult | None = None) -> torch.nn.Module:
+    """The network on the device, seeded by ``cfg.seed``. A model not built in is checked on a
+    batch shaped like the data, adapted to its channels (the note goes into the result), and the
+    rules about structure are checked on its probed facts."""
     torch.manual_seed(cfg.seed)
     if splits.tokens is not None:
         from effsearch.trainer.probe import check_text_network
@@ -277,7 +299,7 @@ def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResul
         module = build_network(cfg.model, 0, splits.num_classes, tokens=splits.tokens)
         module = check_text_network(module.to(device), cfg.model, splits.tokens, splits.num_classes, device)
         rules.check(cfg.to_dict())  # now that the model's facts are known
-        return EffModel(module, splits.num_classes).to(device)
+        return module.to(device)
     module = build_network(cfg.model, splits.channels, splits.num_classes)
     if model_kind(cfg.model.name) != "builtin":
         from effsearch.trainer.probe import check_network
@@ -288,7 +310,7 @@ def _build_model(cfg: TrainConfig, splits: Splits, device: str, result: RunResul
         rules.check(cfg.to_dict())  # now that the model's facts are known
         if note and result is not None:
             result.final.extra["input_adapted"] = note
-    return EffModel(module, splits.num_classes).to(device)
+    return module.to(device)
 
 
 def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train: bool) -> Any:

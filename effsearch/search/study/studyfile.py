@@ -43,7 +43,7 @@ the current folder and in the study file's folder.
 from __future__ import annotations
 
 import copy
-import warnings
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,8 @@ from effsearch.search.store.urls import artifact_dir, as_url, file_storage
 from effsearch.search.study import recipes
 from effsearch.search.study.samplers import check_sampler
 from effsearch.search.study.spec import StudySpec
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from effsearch.config.machine import Machine
@@ -413,9 +415,8 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
                 continue
             out.append((label, cfg))
     if named and len(notes) == named:  # asked for, and none will run: more than a header's note
-        warnings.warn(
-            f"warm_start: every recipe it names was skipped ({'; '.join(notes)}), so the study queues none of them",
-            stacklevel=3,
+        log.warning(
+            f"warm_start: every recipe it names was skipped ({'; '.join(notes)}), so the study queues none of them"
         )
     return out, notes
 

@@ -152,6 +152,14 @@ LOADERS = {
     "cifar100": _cifar,
     "synthetic": _synthetic,
 }
+# What each reader returns, known without reading it: (channels, classes, (height, width)).
+SHAPES = {
+    "digits": (1, 10, (8, 8)),
+    "fashion-mnist": (1, 10, (28, 28)),
+    "cifar10": (3, 10, (32, 32)),
+    "cifar100": (3, 100, (32, 32)),
+    "synthetic": (3, 10, (16, 16)),
+}
 
 
 def _folders(root: Path) -> set[Path]:

@@ -35,7 +35,8 @@ def _open(source: str | bytes) -> Any:
     return Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
 
 
-def _probe(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
+def header(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
+    """(width, height) and mode of one image, read from its header; ``name`` for the message."""
     try:
         with _open(source) as im:  # reads the header only
             return im.size, im.mode
@@ -53,7 +54,7 @@ def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) ->
             if im.size != size:
                 im = im.resize(size, Image.Resampling.BILINEAR)
             a = np.asarray(im)
-    except Exception as e:  # noqa: BLE001 - as in _probe
+    except Exception as e:  # noqa: BLE001 - as in header
         raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
     return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
 
@@ -73,7 +74,7 @@ def plan(parts: dict[str, Part], image_size: int | None) -> tuple[str, tuple[int
 
     def headers(split: str, start: int, stop: int) -> list[tuple[tuple[int, int], str, str]]:
         part = parts[split]
-        return [(*_probe(part.sources[i], part.names[i]), part.names[i]) for i in range(start, stop)]
+        return [(*header(part.sources[i], part.names[i]), part.names[i]) for i in range(start, stop)]
 
     first: dict[tuple[int, int], str] = {}  # each size, with the first image of it (for the message)
     gray = True

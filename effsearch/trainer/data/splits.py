@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, userdata
-from effsearch.trainer.data.datasets import LOADERS, data_dir, no_folders_left
+from effsearch.trainer.data.datasets import LOADERS, SHAPES, data_dir, no_folders_left
 from effsearch.trainer.data.textsources import holds_texts
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -159,7 +162,26 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
         raise ConfigError(
             field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) stratified: {e}"
         ) from None
+    if d.data_fraction < 1:
+        _few_a_class(d, np.bincount(ytr[tr_idx], minlength=classes))
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
+
+
+FEW_A_CLASS = 10  # training images a class below which data_fraction is warned about
+_WARNED: set[tuple] = set()
+
+
+def _few_a_class(d: DatasetConfig, counts: np.ndarray) -> None:
+    """Warn, once a process, where ``dataset.data_fraction`` leaves a class fewer than FEW_A_CLASS
+    training images: a run on so few trains without complaint, and what it learns is mostly noise."""
+    least = int(counts.min())
+    said = (d.name, d.path, d.data_fraction)
+    if least < FEW_A_CLASS and said not in _WARNED:
+        _WARNED.add(said)
+        log.warning(
+            f"dataset.data_fraction {d.data_fraction:g} leaves class {int(counts.argmin())} of {d.name} "
+            f"{least} training image(s) (fewer than {FEW_A_CLASS}); raise data_fraction for a result that means something"
+        )
 
 
 def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
@@ -227,6 +249,25 @@ def _resized(x: Any, size: int | None) -> torch.Tensor:
     return x.contiguous()
 
 
+def _side(d: DatasetConfig) -> int | None:
+    """The square side every image is resized to (None: kept as it is)."""
+    return d.image_size or (32 if d.name == "digits" else None)
+
+
+def shape_of(d: DatasetConfig) -> tuple[int, int, tuple[int, int]] | None:
+    """(channels, classes, (height, width)) of the splits ``d`` loads to, where that is known
+    without loading them (the built-ins; an image folder's or an npz's headers); else None."""
+    if dataset_kind(d.name) == "builtin":
+        channels, classes, size = SHAPES[d.name]
+    else:
+        peeked = userdata.peek(d)
+        if peeked is None:
+            return None
+        channels, classes, size = peeked
+    side = _side(d)
+    return channels, classes, (side, side) if side else size
+
+
 def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Splits:
     """Load ``cfg.dataset`` and split it; cached per process (studies reuse it)."""
     d = cfg.dataset
@@ -255,7 +296,7 @@ def _images(
     d = cfg.dataset
     builtin = dataset_kind(d.name) == "builtin"
     xtr, ytr, xte, yte = u.train_x, u.train_y, u.test_x, u.test_y
-    size = d.image_size or (32 if d.name == "digits" else None)
+    size = _side(d)
     shape = (xtr.shape[1], *((size, size) if size else xtr.shape[2:]))
     # An image folder's (or hf dataset's) decoded cache is a memory map: with loader ffcv its training
     # images stay there and FFCV streams them, so only validation and test must fit in memory.
@@ -282,19 +323,17 @@ def _images(
 
 # -- batches ------------------------------------------------------------------
 
-from torchvision.datasets import VisionDataset as _Base  # noqa: E402 - a dependency; its import is slow, so late
 
+class TensorImages(torch.utils.data.Dataset):
+    """uint8 images in memory, fetched a batch at a time; made by :func:`tensor_images`.
 
-class TensorImages(_Base):
-    """uint8 images in memory, fetched a batch at a time.
-
-    A torchvision ``VisionDataset`` so that Composer's RandAugment/AugMix can add
-    their per-image transforms; without them, batches are sliced, not collated.
-    ``weights`` (one per sample) are returned with the batch when set (CORDS).
+    A torchvision ``VisionDataset`` too (the class ``tensor_images`` makes) so that Composer's
+    RandAugment/AugMix can add their per-image transforms; without them, batches are sliced,
+    not collated. ``weights`` (one per sample) are returned with the batch when set (CORDS).
     """
 
     def __init__(self, x: torch.Tensor | DiskImages, y: torch.Tensor) -> None:
-        super().__init__(root="")
+        super().__init__(root="")  # type: ignore[call-arg]  # VisionDataset's, next in the made class
         self.x, self.y = x, y
         self.weights: torch.Tensor | None = None
         self.transform: Callable[[Any], Any] | None = None
@@ -331,6 +370,20 @@ class TensorImages(_Base):
         return torch.stack(out)
 
 
+@functools.cache
+def _vision_images() -> type[TensorImages]:
+    # Made on first use: importing torchvision takes seconds (it imports torch._dynamo), and bad
+    # input (a user's data, a model path) is refused before any batch is served.
+    from torchvision.datasets import VisionDataset
+
+    return type("TensorImages", (TensorImages, VisionDataset), {})
+
+
+def tensor_images(x: torch.Tensor | DiskImages, y: torch.Tensor) -> TensorImages:
+    """A TensorImages of ``x`` and ``y`` that is also a torchvision ``VisionDataset``."""
+    return _vision_images()(x, y)
+
+
 def _passthrough(batch: Any) -> Any:
     return batch
 
@@ -344,7 +397,7 @@ def make_loader(
     drop_last: bool = False,
     sampler: torch.utils.data.Sampler | None = None,
 ) -> torch.utils.data.DataLoader:
-    ds = TensorImages(x, y)
+    ds = tensor_images(x, y)
     if sampler is None and shuffle:
         g = torch.Generator()
         g.manual_seed(seed)
@@ -391,7 +444,7 @@ class DeviceBatches:
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
         # What code that asks a loader for its dataset sees (its length, the same weights tensor).
-        self.dataset = TensorImages(x, y)
+        self.dataset = tensor_images(x, y)
         self.dataset.weights = weights
 
     def _count(self) -> int:

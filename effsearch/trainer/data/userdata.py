@@ -34,10 +34,13 @@ Bad input is a ConfigError naming the dataset field at fault, raised before any 
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import stat
 import traceback
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,9 +52,11 @@ from effsearch.config import ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory
-from effsearch.trainer.data.decode import Part
+from effsearch.trainer.data.decode import GRAY_MODES, Part, header
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.tokenizer import TokenShape
+
+log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
@@ -119,15 +124,53 @@ def load(d: Any, cache_root: Path) -> UserData:
         )
     else:
         settings = {"image_size": d.image_size, "image_column": d.image_column, "label_column": d.label_column}
+        skipped: list[str] = []
+        listed = _files(root, skipped, everything=True)
+        _warn_skipped(root, skipped)
         found, count = decoded(
-            cache_root / "hf-cache",
-            root,
-            _files(root, everything=True),
-            settings,
-            d.image_size,
-            lambda: _hf_parts(d, root),
+            cache_root / "hf-cache", root, listed, settings, d.image_size, lambda: _hf_parts(d, root)
         )
     return _assemble(found, count, d)
+
+
+def peek(d: Any) -> tuple[int, int, tuple[int, int]] | None:
+    """(channels, classes, (height, width)) of the dataset ``d`` names, read without decoding or
+    loading it: an image folder's class folders and first image's header (3 channels if that
+    image is colour, else 1: one colour image makes the folder RGB, so 1 may still become 3), an
+    npz's headers and training labels. None for other sources, or where the source is not as
+    expected (its load then says what is wrong)."""
+    kind = dataset_kind(d.name)
+    if kind not in ("imagefolder", "npz") or not d.path:
+        return None
+    root = Path(d.path).expanduser().absolute()
+    try:
+        return _peek_folder(root) if kind == "imagefolder" else _peek_npz(root)
+    except (ConfigError, OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def _peek_folder(root: Path) -> tuple[int, int, tuple[int, int]] | None:
+    splits, classes = _class_folders(root, [])
+    first = next(_walk(splits["train"] / classes[0], []), None) if len(classes) > 1 else None
+    if first is None:
+        return None
+    (width, height), mode = header(first[0], first[0])
+    return (1 if mode in GRAY_MODES else 3), len(classes), (height, width)
+
+
+def _peek_npz(path: Path) -> tuple[int, int, tuple[int, int]] | None:
+    shape, _ = _npz_headers(path, ["x_train"])["x_train"]
+    with np.load(path, allow_pickle=False) as npz:
+        y = labels(npz["y_train"], "y_train", "dataset.path")
+    if not len(y) or len(shape) not in (3, 4):
+        return None
+    if len(shape) == 3:
+        return 1, int(y.max()) + 1, (shape[1], shape[2])
+    first, last = shape[1] in (1, 3), shape[3] in (1, 3)
+    if first == last:
+        return None
+    c, h, w = shape[1:] if first else (shape[3], shape[1], shape[2])
+    return c, int(y.max()) + 1, (h, w)
 
 
 # -- arrays: npz and callables -------------------------------------------------------
@@ -252,22 +295,24 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 def _npz_bytes(path: Path, names: list[str]) -> int:
     """The arrays' size in memory, from their .npy headers (nothing decompressed)."""
-    total = 0
     try:
-        with zipfile.ZipFile(path) as z:
-            for name in names:
-                with z.open(name + ".npy") as f:
-                    version = np.lib.format.read_magic(f)
-                    read = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, dtype = read(f)
-                    total += int(np.prod(shape)) * dtype.itemsize
+        headers = _npz_headers(path, names)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return 0  # np.load then says what is wrong
-    return total
+    return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in headers.values())
+
+
+def _npz_headers(path: Path, names: list[str]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """(shape, dtype) of each array ``names`` of the .npz ``path``, read from its .npy header."""
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for name in names:
+            with z.open(name + ".npy") as f:
+                version = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, _, dtype = read(f)
+                out[name] = (tuple(shape), dtype)
+    return out
 
 
 def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> UserData:
@@ -342,27 +387,64 @@ def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, 
 # -- images: imagefolder and hf --------------------------------------------------------
 
 
-def _subfolders(folder: Path) -> list[str]:
-    return sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
-
-
-def _files(folder: Path, everything: bool = False) -> list[tuple[str, os.stat_result]]:
-    """(path, stat) of the image files (``everything``: all files) under ``folder``, sorted, hidden ones
-    skipped (macOS's ``._x.jpg`` are not images)."""
-    out = []
+def _entries(folder: Path, skipped: list[str]) -> Iterator[tuple[os.DirEntry, os.stat_result | None]]:
+    """The entries of ``folder`` that are read, sorted by name, each with its stat (None: a folder).
+    Hidden ones are skipped (macOS's ``._x.jpg`` are not images), and so are symbolic links to
+    folders (added to ``skipped``): one may lead out of the dataset, or back into it, a loop
+    that would be listed forever. A link that leads nowhere (broken, or to itself) is a
+    ConfigError naming it when it is named like an image; else it is skipped as any other file."""
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
-            out.extend(_files(Path(entry.path), everything))
+        if not entry.is_symlink():
+            yield entry, None if entry.is_dir() else entry.stat()
+            continue
+        try:
+            st = os.stat(entry.path)
+        except OSError as e:
+            if entry.name.lower().endswith(IMAGE_EXTENSIONS):
+                why = "leads back to itself (a loop)" if e.errno == errno.ELOOP else "leads to nothing (broken)"
+                raise ConfigError(
+                    "dataset.path",
+                    f"{entry.path} is a symbolic link to {os.readlink(entry.path)!r} that {why}; fix or remove it",
+                ) from None
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            skipped.append(entry.path)
+        else:
+            yield entry, st
+
+
+def _subfolders(folder: Path, skipped: list[str]) -> list[str]:
+    return [e.name for e, st in _entries(folder, skipped) if st is None]
+
+
+def _walk(folder: Path, skipped: list[str], everything: bool = False) -> Iterator[tuple[str, os.stat_result]]:
+    """(path, stat) of the image files (``everything``: all files) under ``folder``, sorted."""
+    for entry, st in _entries(folder, skipped):
+        if st is None:
+            yield from _walk(Path(entry.path), skipped, everything)
         elif everything or entry.name.lower().endswith(IMAGE_EXTENSIONS):
-            out.append((entry.path, entry.stat()))
-    return out
+            yield entry.path, st
 
 
-def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str, os.stat_result]]]:
-    """The imagefolder's splits (labels from the class folders), class names and files."""
-    tops = _subfolders(root)
+def _files(folder: Path, skipped: list[str], everything: bool = False) -> list[tuple[str, os.stat_result]]:
+    return list(_walk(folder, skipped, everything))
+
+
+def _warn_skipped(root: Path, skipped: list[str]) -> None:
+    if skipped:
+        shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        log.warning(
+            f"{root}: skipped {len(skipped)} symbolic link(s) to folders ({shown}): a link may lead out of "
+            "the dataset or back into it (a loop), so none is followed; link the image files instead, or "
+            "point dataset.path at the real folder"
+        )
+
+
+def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], list[str]]:
+    """The split folders of an imagefolder (``train`` always) and its class names."""
+    tops = _subfolders(root, skipped)
     if "train" in tops:
         stray = [t for t in tops if t not in SPLIT_FOLDERS]
         if stray:
@@ -378,19 +460,26 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
         )
     else:
         splits = {"train": root}
-    classes = _subfolders(splits["train"])
+    return splits, _subfolders(splits["train"], skipped)
+
+
+def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str, os.stat_result]]]:
+    """The imagefolder's splits (labels from the class folders), class names and files."""
+    skipped: list[str] = []
+    splits, classes = _class_folders(root, skipped)
     if len(classes) < 2:
-        loose = len(_files(splits["train"])) - sum(len(_files(splits["train"] / c)) for c in classes)
+        loose = len(_files(splits["train"], [])) - sum(len(_files(splits["train"] / c, [])) for c in classes)
         what = f"one class folder ({classes[0]}/)" if classes else "no class folders"
+        links = f" (symbolic links to folders are not followed: {', '.join(skipped[:3])})" if skipped else ""
         raise ConfigError(
             "dataset.path",
-            f"{splits['train']} has {what}{f' and {loose} loose images' if loose else ''}; "
+            f"{splits['train']} has {what}{f' and {loose} loose images' if loose else ''}{links}; "
             "an imagefolder needs a folder per class (at least two), e.g. "
             f"{root}/cats/1.png and {root}/dogs/1.png",
         )
     parts, files = {}, []
     for split, top in splits.items():
-        present = _subfolders(top)
+        present = _subfolders(top, skipped if split != "train" else [])
         unknown = [c for c in present if c not in classes]
         if unknown:
             raise ConfigError(
@@ -402,7 +491,7 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
         for label, name in enumerate(classes):
             if name not in present:
                 continue
-            found = _files(top / name)
+            found = _files(top / name, skipped)
             if not found:
                 raise ConfigError(
                     "dataset.path", f"class folder {top / name} holds no images ({' '.join(IMAGE_EXTENSIONS)})"
@@ -411,6 +500,7 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
             ys += [label] * len(found)
             files += found
         parts[split] = Part(sources, np.array(ys, np.int64), sources)
+    _warn_skipped(root, skipped)
     return parts, classes, files
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision.models.resnet import Bottleneck
 
 from effsearch.config import MODEL_WIDTHS
 
@@ -131,6 +130,8 @@ def resnet_bottleneck(
 ) -> Classifier:
     """A CIFAR ResNet of torchvision ``Bottleneck`` blocks (the blocks Composer's
     StochasticDepth replaces): 3 stages, expansion 4."""
+    from torchvision.models.resnet import Bottleneck  # here: torchvision's import takes seconds (torch._dynamo)
+
     w = width or MODEL_WIDTHS["resnet-bottleneck"]
     layers = [nn.Conv2d(channels, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
     cin = w
