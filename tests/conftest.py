@@ -7,7 +7,7 @@ import pytest
 from effsearch.config import ConfigError
 from tests.guard import sitecustomize as guard
 from tests.support.fake_study import fake_storage
-from tests.support.helpers import TEST_DATA
+from tests.support.helpers import TEST_DATA, folder_state, git_status
 
 # No test reaches the network or ../shared, in this process or in a Python one it starts:
 # tests/guard/sitecustomize.py says how.
@@ -46,6 +46,18 @@ def scripted(monkeypatch):
 
     yield use
     support.Scripted.fn = support.scripted_train
+
+
+@pytest.fixture
+def untouched(_no_network_data_dir):
+    """For a test of refused input: after it, `git status` and the data folder ($EFFSEARCH_DATA_DIR,
+    where caches go) are as they were before it (a refusal writes nothing). Yields the folder."""
+    data = Path(os.environ["EFFSEARCH_DATA_DIR"])
+    status, folder = git_status(), folder_state(data)
+    yield data
+    status_after, folder_after = git_status(), folder_state(data)
+    assert status_after == status, f"git status changed: {set(status_after.splitlines()) ^ set(status.splitlines())}"
+    assert folder_after == folder, f"the data folder {data} changed: {folder} -> {folder_after}"
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ so a traceback or a stray file (runs/, a journal) shows."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,9 @@ from effsearch.config import ConfigError, TrainConfig
 from tests.support.helpers import tiny
 
 STUDY = {"base": {**tiny(), "epochs": 1}, "n_trials": 2, "space": {"include": ["optimizer"]}}
+
+# After every test here `git status` and the data folder are as they were (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("untouched")
 
 
 def effsearch(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -702,10 +706,10 @@ def test_a_missing_data_dir_is_refused_leaving_no_folders(tmp_path):
 
     assert str(missing) in refused_data("--data-dir", str(missing))
     assert files(tmp_path) == ["c.yaml"]
-    (tmp_path / "data").mkdir()  # an existing folder keeps what it had, and gains nothing
-    (tmp_path / "data" / "mine.txt").write_text("a user's file")
-    refused_data("--data-dir", "data")
-    assert files(tmp_path) == ["c.yaml", "data", "data/mine.txt"]
+    (tmp_path / "mine").mkdir()  # an existing folder keeps what it had, and gains nothing
+    (tmp_path / "mine" / "mine.txt").write_text("a user's file")
+    refused_data("--data-dir", "mine")
+    assert files(tmp_path) == ["c.yaml", "mine", "mine/mine.txt"]
 
 
 # -- misleading messages: a dashboard --host that names no address --------------------------------------
@@ -715,3 +719,129 @@ def test_a_dashboard_host_that_does_not_resolve_is_the_flags_error_before_anythi
     p = effsearch(tmp_path, "dashboard", "fake", "--storage", str(storage_path), "--host", "no-such-host.invalid")
     refused(p, "--host", "no-such-host.invalid")
     assert p.stdout == ""  # no header, no "Listening on"
+
+
+# -- refused before the expensive set-up, with nothing imported that the refusal did not need -----------
+
+HEAVY = ("torch", "torchvision", "composer", "sklearn", "ffcv")
+IMPORTED = """
+import sys
+import effsearch
+from effsearch.config import ConfigError
+try:
+    {call}
+except ConfigError as e:
+    print("refused", e)
+print(sorted(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+def imported_at_refusal(cwd: Path, call: str) -> tuple[str, list[str]]:
+    """Run ``call`` in a fresh Python: (its ConfigError, the heavy modules imported by then)."""
+    p = subprocess.run(
+        [sys.executable, "-c", IMPORTED.format(call=call, heavy=HEAVY)], cwd=cwd, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    refusal, modules = p.stdout.strip().splitlines()[-2:]
+    return refusal, eval(modules)
+
+
+def test_each_refusal_comes_before_the_imports_it_does_not_need(tmp_path):
+    """A model path that does not resolve: before torch; a user's data that is bad, or a model that
+    does not fit the data: before torchvision (it imports torch._dynamo) and Composer; a study
+    file's bad number: before torch (the machine) and FFCV (the space)."""
+    import numpy as np
+
+    (tmp_path / "empty_model.py").write_text(
+        "import torch\n\nclass Empty(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x.new_zeros(len(x), 10)\n\ndef make(num_classes, in_channels):\n    return Empty()\n"
+    )
+    x = np.zeros((30, 12, 12, 3), np.uint8)
+    np.savez(tmp_path / "d.npz", x_train=x[:20], y_train=np.arange(20) % 3, x_test=x[20:])
+    write(tmp_path / "s.yaml", {**STUDY, "n_trials": 0})
+    train = "effsearch.train({{'dataset': {dataset}, 'model': {{'name': {model!r}}}, 'device': 'cpu'}}, progress=False)"
+    cases = [
+        (train.format(dataset="{'name': 'synthetic'}", model="no_such_module:cnn"), "model.name", []),
+        (train.format(dataset="{'name': 'npz', 'path': 'd.npz'}", model="tiny-cnn"), "y_test", ["torch"]),
+        (train.format(dataset="{'name': 'synthetic'}", model="empty_model:make"), "no parameters", ["torch"]),
+        ("effsearch.run_study('s.yaml')", "n_trials", []),
+    ]
+    for call, words, heavy in cases:
+        refusal, modules = imported_at_refusal(tmp_path, call)
+        assert refusal.startswith("refused") and words in refusal, (call, refusal)
+        assert modules == heavy, (call, modules)
+
+
+def refused_after_the_header(p: subprocess.CompletedProcess, *named: str) -> str:
+    """``train``'s refusal once its header line is out: exit 2, the header, one line naming each of ``named``."""
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and "Traceback" not in p.stderr, (p.returncode, p.stderr[-2000:])
+    assert len(lines) == 2 and lines[0].startswith("effsearch train: "), p.stderr
+    for name in named:
+        assert name in lines[1], (name, lines[1])
+    return lines[1]
+
+
+def test_a_model_without_parameters_is_refused_naming_the_field(tmp_path):
+    """Right logits, and nothing to train: refused as the model's fault (it trained ~20 s, then
+    the optimizer raised on an empty parameter list, exit 1 with a traceback and a failed result)."""
+    (tmp_path / "empty_model.py").write_text(
+        "import torch\n\nclass Empty(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x.new_zeros(len(x), 10)\n\ndef make(num_classes, in_channels):\n    return Empty()\n"
+    )
+    write(tmp_path / "c.yaml", tiny(model={"name": "empty_model:make"}))
+    before = files(tmp_path)
+    refused_after_the_header(effsearch(tmp_path, "train", "c.yaml"), "model.name: ", "has no parameters to train")
+    assert [f for f in files(tmp_path) if "__pycache__" not in f] == before  # no runs/, no result.json
+
+
+@pytest.mark.parametrize(
+    "stop_in, written",
+    [("load_splits", False), ("_quiet_composer", True)],
+    ids=["loading the data", "importing Composer"],
+)
+def test_ctrl_c_says_what_it_wrote(tmp_path, monkeypatch, capsys, python_ctrl_c, stop_in, written):
+    """Ctrl-C while the data loads: no result yet, and the message says so (it said a partial result
+    was written); later in the set-up the run writes one, status interrupted, and says where."""
+    from effsearch.cli import main
+    from effsearch.trainer import training
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, stop_in, ctrl_c)
+    write(tmp_path / "c.yaml", tiny())
+    out = tmp_path / "run"
+    assert main(["train", str(tmp_path / "c.yaml"), "--out", str(out), "--quiet"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    if written:
+        assert err == f"interrupted: partial result written to {out / 'result.json'}"
+        assert json.loads((out / "result.json").read_text())["status"] == "interrupted"
+    else:
+        assert err == "interrupted: nothing was written" and not out.exists()
+        out.mkdir()
+        (out / "result.json").write_text("{}")  # an earlier run's, left as it was
+        assert main(["train", str(tmp_path / "c.yaml"), "--out", str(out), "--quiet"]) == 130
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == f"interrupted: nothing was written ({out / 'result.json'} is an earlier run's)"
+        assert (out / "result.json").read_text() == "{}"
+
+
+def test_a_study_that_asked_only_for_recipes_this_machine_skips_warns_on_stderr(tmp_path):
+    """bf16 needs a GPU: on this CPU the only recipe asked for is skipped, and the study would
+    queue nothing of what it was asked to; it says so as a warning, not only as a header's note."""
+    write(tmp_path / "s.yaml", {**STUDY, "warm_start": ["recipe:bf16-channels-last"]})
+    p = effsearch(tmp_path, "space", "show", "s.yaml")
+    assert p.returncode == 0, p.stderr[-2000:]
+    warning = [line for line in p.stderr.splitlines() if line.startswith("warning: warm_start: ")]
+    assert len(warning) == 1 and "recipe:bf16-channels-last skipped" in warning[0], p.stderr
+    write(tmp_path / "s.yaml", {**STUDY, "warm_start": ["recipe:bf16-channels-last", "recipe:one-cycle"]})
+    assert "warning" not in effsearch(tmp_path, "space", "show", "s.yaml").stderr  # one of them runs
+
+
+def test_a_plugin_flag_error_names_the_flag(tmp_path):
+    write(tmp_path / "c.yaml", tiny())
+    write(tmp_path / "s.yaml", STUDY)
+    for command in (["train", "c.yaml"], ["run", "s.yaml"], ["space", "show", "s.yaml"]):
+        err = refused(effsearch(tmp_path, *command, "--plugin", "no_such_plugin"), "--plugin: no module named")
+        assert "plugins[" not in err

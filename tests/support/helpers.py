@@ -2,12 +2,14 @@
 
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 # A stratified part of Fashion-MNIST the repository carries (tests/data/make_fashion_mnist.py).
 TEST_DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny(**overrides) -> dict:
@@ -50,3 +52,23 @@ def logged_warnings(caplog) -> str:
     return "\n".join(
         r.getMessage() for r in caplog.records if r.name.startswith("effsearch") and r.levelname == "WARNING"
     )
+
+
+def folder_state(folder: Path) -> list[tuple] | None:
+    """Every entry under ``folder`` (path, size, mtime; links not followed); None if it is not there."""
+    if not folder.exists():
+        return None
+    out = []
+    for here, dirs, files in os.walk(folder):
+        for name in sorted(dirs + files):
+            st = os.lstat(os.path.join(here, name))
+            out.append((os.path.relpath(os.path.join(here, name), folder), st.st_mode, st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+def git_status() -> str:
+    """`git status` of the repository the tests run from, untracked files listed one by one."""
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout

@@ -50,6 +50,27 @@ def wrong_width(num_classes, in_channels):
 
 def needs_kwarg(num_classes, in_channels, depth):
     return cnn(num_classes, in_channels, width=depth)
+
+
+class Constant(nn.Module):
+    """Logits of the right shape, and not one parameter: nothing for an optimizer to train."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.num_classes = num_classes
+
+    def forward(self, x):
+        return x.new_zeros(x.shape[0], self.num_classes)
+
+
+def no_parameters(num_classes, in_channels):
+    return Constant(num_classes)
+
+
+def frozen(num_classes, in_channels):
+    net = cnn(num_classes, in_channels)
+    net.requires_grad_(False)
+    return net
 '''
 
 IMPORT_FAILS_PY = "import a_module_nobody_has\n"
@@ -163,6 +184,8 @@ def test_model_kwargs_reach_the_factory(models, capsys):
         ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
         ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
         ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
+        ({"model.name": "own_test_models:no_parameters"}, "model.name", "has no parameters to train"),
+        ({"model.name": "own_test_models:frozen"}, "model.name", "has no parameters to train"),
         (
             {"model.name": "own_test_models:cnn", "model.width": 16, "model.kwargs": {"width": 4}},
             "model.width",
@@ -196,12 +219,56 @@ def test_model_kwargs_reach_the_factory(models, capsys):
         ),
     ],
 )
-def test_a_bad_model_is_exit_2_naming_the_field_and_writes_nothing(models, capsys, changes, field, words):
+def test_a_bad_model_is_exit_2_naming_the_field_and_writes_nothing(models, capsys, untouched, changes, field, words):
     code, err, result = train(models, capsys, **changes)
     assert code == 2, err
     assert f"{field}:" in err and words in err, err
     assert "Traceback" not in err
     assert result is None and not (models / "run").exists()
+
+
+def _pets(folder):
+    from tests.trainer.test_userdata import write_images
+
+    return {"name": "imagefolder", "path": str(write_images(folder / "pets", count=4))}
+
+
+def _arrays(folder):
+    import numpy as np
+
+    x, y = np.zeros((24, 12, 12, 3), np.uint8), np.arange(24) % 3
+    np.savez(folder / "d.npz", x_train=x, y_train=y, x_test=x[:6], y_test=y[:6])
+    return {"name": "npz", "path": str(folder / "d.npz")}
+
+
+@pytest.mark.parametrize("name", ["own_test_models:wrong_width", "own_test_models:no_parameters"])
+@pytest.mark.parametrize("data", [lambda f: {"name": "synthetic"}, _pets, _arrays], ids=["builtin", "folder", "npz"])
+def test_a_bad_model_is_refused_before_the_data_is_loaded(models, monkeypatch, name, data):
+    """Checked on a batch shaped like the data, where the data's shape is known without loading it
+    (a built-in's; a folder's or an npz's headers): a model's error does not wait for the data."""
+    from effsearch.trainer import training
+
+    monkeypatch.setattr(training, "load_splits", lambda *a, **k: pytest.fail("the data was loaded first"))
+    cfg = TrainConfig.from_dict({"dataset": data(models), "model": {"name": name}, "epochs": 1, "device": "cpu"})
+    with pytest.raises(ConfigError, match="^model.name: "):
+        training.train(cfg, progress=False)
+
+
+def test_a_bad_model_on_data_of_unknown_shape_is_refused_before_composer(models, monkeypatch):
+    """A dataset whose shape shows only once loaded (a callable's): the model is checked right after
+    the load, before Composer's import (18 s once) and the rest of the set-up."""
+    from effsearch.trainer import training
+
+    (models / "code" / "own_data.py").write_text(
+        "import numpy as np\n\ndef make():\n    x, y = np.zeros((30, 8, 8), np.uint8), np.arange(30) % 3\n"
+        "    return x, y, x[:9], y[:9]\n"
+    )
+    monkeypatch.setattr(training, "_quiet_composer", lambda: pytest.fail("Composer came first"))
+    cfg = TrainConfig.from_dict(
+        {"dataset": {"name": "own_data:make"}, "model": {"name": "own_test_models:no_parameters"}, "device": "cpu"}
+    )
+    with pytest.raises(ConfigError, match="has no parameters to train"):
+        training.train(cfg, progress=False)
 
 
 def test_a_timm_name_without_the_extra_names_the_extra(models, capsys, monkeypatch):
@@ -333,9 +400,11 @@ def test_a_plugin_that_does_not_import_is_exit_2_naming_the_field(models, capsys
     path = study_file(models, {"name": "tiny-cnn"}, plugins=["no_such_plugin"])
     assert cli.main(["space", "show", path]) == 2
     err = capsys.readouterr().err
-    assert "plugins[0]: no module named 'no_such_plugin'" in err
-    assert cli.main(["train", write_config(models), "--plugin", "no_such_plugin"]) == 2
-    assert "plugins[0]: no module named 'no_such_plugin'" in capsys.readouterr().err
+    assert "plugins[0]: no module named 'no_such_plugin'" in err  # the study file's list
+    for command in (["train", write_config(models)], ["space", "show", path], ["run", path]):
+        assert cli.main([*command, "--plugin", "no_such_plugin"]) == 2
+        err = capsys.readouterr().err
+        assert "error: --plugin: no module named 'no_such_plugin'" in err and "plugins[" not in err, err
 
 
 def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):

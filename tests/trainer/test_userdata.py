@@ -22,7 +22,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data import memory
 from effsearch.trainer.data.datasets import DataMissing
 from effsearch.trainer.data.splits import _CACHE, Splits, data_dir, load_splits
-from tests.support.helpers import tiny
+from tests.support.helpers import logged_warnings, tiny
 
 
 def write_images(folder: Path, classes=("a", "b", "c"), count=12, size=(12, 12), mode="RGB", seed=0) -> Path:
@@ -255,6 +255,45 @@ def _too_big(tmp_path, monkeypatch):
     return {"name": "imagefolder", "path": str(write_images(tmp_path / "pets"))}
 
 
+def _one_bad_file(tmp_path, name: str, data: bytes) -> dict:
+    root = write_images(tmp_path / "pets")
+    (root / "b" / name).write_bytes(data)
+    return {"name": "imagefolder", "path": str(root)}
+
+
+def _truncated(tmp_path):
+    """A PNG cut short: its header reads, its pixels do not (found while decoding into the cache)."""
+    root = write_images(tmp_path / "pets")
+    whole = (root / "b" / "0.png").read_bytes()
+    (root / "b" / "cut.png").write_bytes(whole[: len(whole) // 2])
+    return {"name": "imagefolder", "path": str(root)}
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that says it is ``width`` x ``height`` (8-bit grey), with one empty row of pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
+
+
+def _link(tmp_path, target: str) -> dict:
+    root = write_images(tmp_path / "pets")
+    (root / "b" / "link.png").symlink_to(target)
+    return {"name": "imagefolder", "path": str(root)}
+
+
+def _not_saved(tmp_path, monkeypatch):
+    pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "notes.txt").write_text("not a dataset\n")
+    return {"name": "hf", "path": str(tmp_path / "saved")}
+
+
 BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a phrase of the message)
     "no path": (lambda t, m: {"name": "imagefolder"}, "dataset.path", "set it"),
     "path missing": (lambda t, m: {"name": "npz", "path": str(t / "nowhere.npz")}, "dataset.path", "does not exist"),
@@ -299,16 +338,124 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "returned int 42",
     ),
     "too big for memory": (_too_big, "dataset.image_size", "lower dataset.image_size"),
+    "truncated image": (lambda t, m: _truncated(t), "dataset.path", "cut.png"),
+    "zero-byte image": (lambda t, m: _one_bad_file(t, "empty.png", b""), "dataset.path", "empty.png"),
+    "196-megapixel image": (
+        lambda t, m: _one_bad_file(t, "huge.png", _png_header(14_000, 14_000)),
+        "dataset.path",
+        "huge.png",
+    ),
+    "hf folder not saved by datasets": (_not_saved, "dataset.path", "save_to_disk"),
+    "broken file link": (lambda t, m: _link(t, "gone.png"), "dataset.path", "link.png"),
+    "file link to itself": (lambda t, m: _link(t, "link.png"), "dataset.path", "leads back to itself"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_input_is_exit_2_naming_the_field(case, tmp_path, monkeypatch, capsys):
+def test_bad_input_is_exit_2_naming_the_field(case, tmp_path, monkeypatch, capsys, untouched):
+    """Refused, and nothing written: no result, and no cache folder or lock in the data folder
+    (``untouched``), although some are found bad only while the images decode into the cache."""
     make, field, phrase = BAD[case]
     code, err = run_cli(tmp_path, capsys, make(tmp_path, monkeypatch))
     assert code == 2, err
     assert f"{field}:" in err and phrase in err, err
     assert "Traceback" not in err and not (tmp_path / "run" / "result.json").exists()
+
+
+def test_a_folder_link_is_not_followed_a_loop_included_and_each_is_named(tmp_path, caplog):
+    """A link back up the tree (a loop), one to a folder beside it and one out of it: none is
+    followed (the loop was listed until ELOOP), one warning names them, the images are the real ones."""
+    root = write_images(tmp_path / "pets")
+    write_images(tmp_path / "elsewhere", ("x",), 5)
+    (root / "a" / "loop").symlink_to("..")
+    (root / "b" / "again").symlink_to("../a")
+    (root / "c" / "out").symlink_to(tmp_path / "elsewhere" / "x")
+    s = load({"name": "imagefolder", "path": str(root)})
+    said = logged_warnings(caplog).splitlines()
+    assert len(said) == 1 and "skipped 3 symbolic link" in said[0], said
+    for link in ("a/loop", "b/again", "c/out"):
+        assert str(root / link) in said[0]
+    assert s.num_classes == 3 and len(s.train_y) + len(s.val_y) + len(s.test_y) == 36
+
+
+def test_a_cache_folder_is_kept_for_good_input_and_removed_with_its_lock_after_a_refusal(tmp_path):
+    """The helper every cache is made through: what it made goes when the block raises (and only
+    that: a folder that was there stays); a block that ends well keeps the folder and lock."""
+    from effsearch.trainer.data.cachefolder import locked
+
+    with pytest.raises(ConfigError), locked(tmp_path / "data" / "some-cache", "k"):
+        assert (tmp_path / "data" / "some-cache" / ".k.lock").is_file()
+        raise ConfigError("dataset.path", "refused")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mine.txt").write_text("a user's")
+    with pytest.raises(KeyboardInterrupt), locked(tmp_path / "data" / "some-cache", "k"):
+        raise KeyboardInterrupt
+    assert [p.name for p in (tmp_path / "data").iterdir()] == ["mine.txt"]
+    with locked(tmp_path / "data" / "some-cache", "k"):
+        (tmp_path / "data" / "some-cache" / "k").mkdir()
+    assert sorted(p.name for p in (tmp_path / "data" / "some-cache").iterdir()) == [".k.lock", "k"]
+
+
+def test_a_run_refused_after_its_cache_was_written_removes_that_cache_and_keeps_earlier_ones(tmp_path):
+    """The images were good and are cached, then the run is refused (they do not fit in memory, say):
+    the entry written inside ``removed_on_refusal`` goes, with its lock and folders; one that was
+    there before stays, and so does everything when nothing is refused."""
+    from effsearch.trainer.data.cachefolder import locked, removed_on_refusal
+
+    cache = tmp_path / "data" / "c"
+
+    def fill(key):
+        with locked(cache, key) as lock:
+            if not lock.entry.exists():
+                lock.entry.mkdir()
+
+    with pytest.raises(ConfigError), removed_on_refusal():
+        fill("new")
+        raise ConfigError("dataset.image_size", "too big")
+    assert not (tmp_path / "data").exists()
+    fill("old")
+    with pytest.raises(ConfigError), removed_on_refusal():
+        fill("old")
+        fill("new")
+        raise ConfigError("dataset.image_size", "too big")
+    assert sorted(p.name for p in cache.iterdir()) == [".old.lock", "old"]
+    with removed_on_refusal():
+        fill("new")
+    assert sorted(p.name for p in cache.iterdir()) == [".new.lock", ".old.lock", "new", "old"]
+
+
+def test_a_lock_removed_by_a_refused_holder_is_taken_afresh(tmp_path):
+    """A second process that waited on the lock of a refused first: once the first removed the lock
+    file, the second locks the file now at that path, so a third cannot hold the key beside it."""
+    import fcntl
+
+    from effsearch.trainer.data.cachefolder import locked
+
+    first, second = locked(tmp_path / "c", "k"), locked(tmp_path / "c", "k")
+    with pytest.raises(ConfigError), first:
+        raise ConfigError("dataset.path", "refused")
+    assert not (tmp_path / "c").exists()
+    with second:  # its file was unlinked under it: it makes the folder and the lock again
+        assert (tmp_path / "c" / ".k.lock").is_file()
+        with open(tmp_path / "c" / ".k.lock") as third, pytest.raises(BlockingIOError):
+            fcntl.flock(third, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_data_fraction_leaving_fewer_than_ten_images_a_class_warns_once(caplog):
+    from effsearch.trainer.data import splits
+
+    splits._WARNED.clear()
+    small = TrainConfig.from_dict(tiny(**{"dataset.data_fraction": 0.1}))  # 128 training images: 1-2 a class
+    _CACHE.clear()
+    load_splits(small)
+    _CACHE.clear()
+    load_splits(small)  # a second load (a study's next trial with the cache cleared): no second warning
+    said = [line for line in logged_warnings(caplog).splitlines() if "data_fraction" in line]
+    assert len(said) == 1 and "fewer than 10" in said[0], said
+    _CACHE.clear()
+    load_splits(TrainConfig.from_dict(tiny()))  # all of it: 13 a class, and no data_fraction to blame
+    assert len([line for line in logged_warnings(caplog).splitlines() if "data_fraction" in line]) == 1
 
 
 def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
