@@ -384,6 +384,33 @@ def test_slow_stop_leaves_a_second_past_a_tiny_baseline_time():
     assert reason and "21x the baseline's time to target (0.05s" in reason
 
 
+def test_an_accuracy_equal_to_the_target_has_reached_it_at_a_rung_and_for_max_slowdown():
+    """Validation accuracies are fractions k/n (114 of 120 is 0.95 exactly): a point at the target
+    has reached it. The rung records the trial as reached since that point (not since a later,
+    higher one), and max_slowdown, past its limit, leaves the trial that reached it running."""
+    from effsearch.search.pruners import NoPruner, SlowStop
+
+    assert 114 / 120 == 0.95
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    pruner = MOASHAPruner(eta=2, min_fraction=0.5, min_trials=1, rank="spent")
+    t = study.ask()
+    track = RungTracker(pruner, study, t, 4, 0.95)
+    track(EvalPoint(epoch=1, train_seconds=10, val_accuracy=114 / 120))  # before the rung, at the target
+    track(EvalPoint(epoch=2, train_seconds=20, val_accuracy=0.97))  # rung 0: half the budget
+    assert tuple(study.trials[t.number].user_attrs["rung_0"]) == (10, 0.97, True)
+
+    stop = SlowStop(NoPruner(), 2.0, study)
+    cfg = type("C", (), {"epochs": 4, "target_accuracy": 0.95})()
+    base = study.ask()
+    base.set_user_attr("baseline", True)
+    base.set_user_attr("time_to_target", 5.0)
+    study.tell(base, [5.0, 0.95])
+    trial = study.ask()
+    stop.begin(trial, cfg)  # the limit: 10 train seconds
+    assert stop.on_eval(trial, EvalPoint(epoch=1, train_seconds=4.0, val_accuracy=114 / 120)) is None
+    assert stop.on_eval(trial, EvalPoint(epoch=2, train_seconds=12.0, val_accuracy=0.9)) is None
+
+
 # -- the rung arithmetic, edge by edge ---------------------------------------------------------
 
 

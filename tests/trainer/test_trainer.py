@@ -285,6 +285,58 @@ def test_time_to_target_is_first_crossing():
     assert time_to_target(h, 0.99) is None
 
 
+CONSTANT_PY = """
+import torch
+
+
+class Constant(torch.nn.Module):
+    \"\"\"Always class 0, and a parameter whose gradient is 0: every evaluation scores the same.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        return torch.tensor([1.0, 0.0], device=x.device).expand(len(x), 2) + 0 * self.w
+
+
+def make(num_classes, in_channels):
+    return Constant()
+"""
+
+
+def test_a_validation_accuracy_equal_to_the_target_has_reached_it(tmp_path, monkeypatch):
+    """Validation accuracies are fractions k/n, so one equal to the target is common: 114 of 120
+    right is 0.95 exactly. A run scoring that at every evaluation reached a 0.95 target at its
+    first one, and its delivered model (also 0.95) earned it: time to target is that point's."""
+    (tmp_path / "constant_model.py").write_text(CONSTANT_PY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    x = np.zeros((160, 1, 8, 8), np.uint8)
+    y_val = np.array([0] * 114 + [1] * 6)
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=x[:30],
+        y_train=np.arange(30) % 2,
+        x_test=x[:10],
+        y_test=np.arange(10) % 2,
+        x_val=x[:120],
+        y_val=y_val,
+    )
+    cfg = TrainConfig.from_dict(
+        tiny(
+            **{
+                "dataset": {"name": "npz", "path": str(tmp_path / "d.npz")},
+                "model": {"name": "constant_model:make"},
+                "target_accuracy": 0.95,
+            }
+        )
+    )
+    r = train(cfg, progress=False)
+    assert r.status == "completed", r.reason
+    assert r.final.val_accuracy == 0.95 and [p.val_accuracy for p in r.history] == [0.95, 0.95]
+    assert r.time_to_target is not None and r.time_to_target == r.history[0].train_seconds
+
+
 def test_divergence_stops_with_status(tmp_path, monkeypatch):
     """A non-finite loss stops the run at once with status diverged."""
     from effsearch.trainer.composer.model import EffModel
