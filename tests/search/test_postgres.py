@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -54,15 +55,33 @@ class Server:
                 timeout=60,
             )
 
-    def restart(self, down: float = 2.0) -> None:
+    def restart(self, met: Callable[[], bool], longest: float = 10.0) -> None:
         """`pg_ctl restart -m fast` (every client's connection cut, open transactions rolled back),
-        with the server held down ``down`` seconds: a bare restart is over in a fraction of a
-        second here, and whether a worker's call lands in it would be chance."""
-        start = ("-o", self.opts, "-l", str(self.folder / "log"), "-w", "start")  # stop forgets the options
-        for args in (("-m", "fast", "-w", "stop"), start):
-            done = self.pg_ctl(*args)
-            assert done.returncode == 0, (self.folder / "pg_ctl.out").read_text()[-2000:]
-            time.sleep(down if "stop" in args else 0)
+        with the server held down until ``met()`` says every client has met the outage (at most
+        ``longest`` seconds), then started and waited for until it answers. A bare restart is over
+        in a fraction of a second here, and a fixed pause was a race: on a busy machine a worker
+        could sleep through it, and then had no outage to report."""
+        done = self.pg_ctl("-m", "fast", "-w", "stop")
+        assert done.returncode == 0, (self.folder / "pg_ctl.out").read_text()[-2000:]
+        deadline = time.monotonic() + longest
+        while not met() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        done = self.pg_ctl("-o", self.opts, "-l", str(self.folder / "log"), "-w", "start")  # stop forgot them
+        assert done.returncode == 0, (self.folder / "pg_ctl.out").read_text()[-2000:]
+        self.wait_ready()
+
+    def wait_ready(self, longest: float = 60.0) -> None:
+        """Until the server accepts connections (`pg_isready`), at most ``longest`` seconds."""
+        deadline = time.monotonic() + longest
+        port = self.url.rsplit(":", 1)[1].split("/")[0]
+        while True:
+            ready = subprocess.run(
+                [str(self.bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", port, "-t", "5"], capture_output=True
+            )
+            if ready.returncode == 0:
+                return
+            assert time.monotonic() < deadline, ready.stdout.decode() + (self.folder / "log").read_text()[-2000:]
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +109,7 @@ def postgres_server():
         capture_output=True,
     )
     server = Server(bin_dir, folder, as_user, opts, f"postgresql://effsearch@127.0.0.1:{port}/postgres")
+    server.wait_ready()
     try:
         yield server
     finally:
@@ -196,6 +216,9 @@ def test_two_workers_sample_different_configs_and_survive_a_kill(tmp_path, postg
     assert f"Trial {victim}: lost" in note and "stopped sending heartbeats for 3 s; queued again as trial" in note
 
 
+CUT = "warning: lost the storage's connection"  # what a worker says once it meets the outage
+
+
 @pytest.mark.slow
 def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_server):
     """`pg_ctl restart -m fast` while both workers train: every connection is cut and the server
@@ -210,7 +233,7 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
     storage = open_url(url)
     restarted_during = None
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300  # a first trial on a busy machine: minutes
         while time.time() < deadline and all(p.poll() is None for p in workers):
             if "pg-restart" in optuna.get_all_study_names(storage):
                 trials = optuna.load_study(study_name="pg-restart", storage=storage).get_trials()
@@ -220,8 +243,8 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
                     break
             time.sleep(0.2)
         assert restarted_during, [(tmp_path / f"worker-{w}.log").read_text()[-2000:] for w in "ab"]
-        postgres_server.restart()
-        codes = [p.wait(timeout=150) for p in workers]
+        postgres_server.restart(met=lambda: all(CUT in (tmp_path / f"worker-{w}.log").read_text() for w in "ab"))
+        codes = [p.wait(timeout=400) for p in workers]
     finally:
         for p in workers:
             if p.poll() is None:
@@ -231,7 +254,7 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
     assert codes == [0, 0], tails
     # Each worker met the outage and said so once; no thread (heartbeats) died of it.
     assert not any("Traceback" in log for log in logs), tails
-    assert all(log.count("warning: lost the storage's connection") == 1 for log in logs), tails
+    assert all(log.count(CUT) == 1 for log in logs), tails
     storage = open_url(url)  # the test's own connections were cut too
     trials = optuna.load_study(study_name="pg-restart", storage=storage).get_trials()
     states = [(t.number, t.state.name, t.user_attrs.get("status"), t.user_attrs.get("reason")) for t in trials]

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -609,6 +610,22 @@ def test_the_time_rung_is_judged_at_equal_train_seconds(tmp_path, monkeypatch, s
     assert judged >= 1 and "rung_0" not in trials[-1].user_attrs
 
 
+def step_clock(monkeypatch) -> None:
+    """Train seconds counted in steps: the trainer's clock moves one second a training step and
+    stands still otherwise. A trial is then measured by its own steps: the same run takes the same
+    train seconds whatever else the machine is doing (a baseline's first epoch, slowed by the
+    process's first run or a busy machine, once outlasted a slow trial's whole run)."""
+    now = [0.0]
+    step = loop.Loop._train_step
+
+    def counted(self, batch):
+        step(self, batch)
+        now[0] += 1.0
+
+    monkeypatch.setattr(loop.Loop, "_train_step", counted)
+    monkeypatch.setattr(loop, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+
+
 def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_null(
     tmp_path, capsys, monkeypatch, scripted
 ):
@@ -623,12 +640,11 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
 
     scripted(train)
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
-    # Without the second's floor (test_pruner.py has it): these trials train a fraction of a second.
-    monkeypatch.setattr(SlowStop, "FLOOR", 0.0)
-    # Trials learn nothing at these rates; the baseline (lr 0.05) reaches 0.2 within its first epoch.
-    # 15 epochs: a trial's whole run must outlast the baseline's first epoch, which, as the process's
-    # first training, may be several times slower than the epochs after it.
-    base = tiny(**{"dataset.synthetic_size": 256, "epochs": 15, "target_accuracy": 0.2})
+    step_clock(monkeypatch)
+    monkeypatch.setattr(SlowStop, "FLOOR", 0.0)  # the limit at 1x, exactly (test_pruner.py has the floor)
+    # Trials learn nothing at these rates; the baseline (lr 0.05) reaches 0.2 at its first epoch's
+    # end, 7 steps (7 train seconds here), and a trial's 4 epochs, 28 steps, always outlast that.
+    base = tiny(**{"dataset.synthetic_size": 256, "epochs": 4, "target_accuracy": 0.2})
     space = {
         "include": ["optimizer"],
         "ranges": {"optimizer.name": ["sgd"], "optimizer.lr": {"low": 1e-7, "high": 2e-7}},
@@ -637,11 +653,12 @@ def test_a_trial_far_slower_than_the_baseline_is_stopped_unless_max_slowdown_is_
     assert main(["run", str(path)]) == 0
     (after0, r0), rest = runs[0], runs[1:]
     assert r0.reached_target and after0 == ()
+    assert r0.time_to_target in (7.0, 14.0)  # an epoch's end
     for after, r in rest:
-        assert after == pytest.approx((r0.time_to_target,))
+        assert after == (r0.time_to_target,)
         assert r.status == "pruned" and "max_slowdown" in r.reason, r.reason
-        assert r.history[-1].train_seconds >= r0.time_to_target
-        assert r.history[-1].epoch < 15
+        assert r.history[-1].train_seconds == r0.time_to_target  # stopped at the limit's step
+        assert r.history[-1].epoch < 4
     assert "without reaching the target: more than 1x the baseline's time to target" in capsys.readouterr().err
 
     runs.clear()
