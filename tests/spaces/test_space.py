@@ -251,7 +251,10 @@ def test_space_show_says_the_rules_when():
     assert (
         rows["algorithms.sam"] == rules.when_text("algorithms.sam") == "optimizer not kfac-sgd, precision != amp_fp16"
     )
-    assert rows["algorithms.cutmix"] == "a model with image inputs, not mixup" and "compile off" in rows["algorithms.progressive_resizing"]
+    assert (
+        rows["algorithms.cutmix"] == "a model with image inputs, not mixup"
+        and "compile off" in rows["algorithms.progressive_resizing"]
+    )
     assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
     assert rows["selection.strategy"] == ""  # no rule keeps selection off: FFCV serves subsets too
     parents = {d.name: d.parents for d in space.dims}
