@@ -1,0 +1,3 @@
+from research.anytime.cli import main
+
+main()
