@@ -170,7 +170,11 @@ class StudyNumbers:
     n_trials: int | None = spec(20, low=1, help="the study's total, across reruns and workers")
     timeout: float | None = spec(None, low=0, low_open=True, help="seconds per `effsearch run`")
     budget: float | None = spec(
-        None, low=0, low_open=True, help="compute seconds for the whole study: the summed wall seconds of its trials"
+        None,
+        low=0,
+        low_open=True,
+        help="compute seconds for the whole study: the summed wall seconds of its trials (or "
+        "{baseline_runs: N}: N runs of its baseline trial)",
     )
     seed: int = spec(0, low=0, high=SEED_MAX, help="the samplers' seed (each trial's is derived from it)")
     workers: int = spec(1, low=1, help="worker processes on this machine (at most one per CPU core: studyfile)")
@@ -189,6 +193,29 @@ class StudyNumbers:
         help="stop a trial still short of the target once it has trained "
         "this many times the baseline's time to target (null: never)",
     )
+
+
+@dataclass
+class BaselineRunsBudget:
+    # The user's unit: "the search may cost 20 trainings of what I had" (search/results/cost.py
+    # reports a study's compute in it too), whatever one training costs on this machine.
+    baseline_runs: float = spec(
+        20.0,
+        low=0,
+        low_open=True,
+        help="compute for the whole study, in runs of its baseline trial (its wall seconds; with a "
+        "tuning phase, phase 1's baseline scaled to the full data until phase 2's has run)",
+    )
+
+
+def check_budget(value: Any, field_name: str = "budget") -> tuple[float | None, float | None]:
+    """(compute seconds, baseline runs): ``budget: 2400`` or ``budget: {baseline_runs: 20}``."""
+    if isinstance(value, dict):
+        runs = check_options(BaselineRunsBudget, value, field_name)
+        if "baseline_runs" not in runs:
+            raise ConfigError(f"{field_name}.baseline_runs", "missing; e.g. budget: {baseline_runs: 20}")
+        return None, runs["baseline_runs"]
+    return check_value(StudyNumbers, "budget", value, field_name), None
 
 
 # -- checking -------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from effsearch.config import rules
+from effsearch.config import rules, targets
 from effsearch.config.fields import ConfigError, apply_override, build, overridden, read_yaml, set_path
 from effsearch.config.schema import TrainFields
 
@@ -22,6 +22,8 @@ class TrainConfig(TrainFields):
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> TrainConfig:
         try:
+            if isinstance(data, dict):
+                targets.refuse(data.get("target_accuracy"))
             cfg = build(cls, data, "")
             rules.validate(cfg)
         except ConfigError as e:

@@ -4,6 +4,7 @@ error keeps repeating."""
 from __future__ import annotations
 
 import datetime
+import math
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from effsearch.search.study import phases
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
+    from effsearch.config.options import SubsetTuning
     from effsearch.search.study.spec import StudySpec
 
 
@@ -62,15 +64,31 @@ def reserve(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
     if base is None or not base.user_attrs.get(WALL_KEY):
         return 0.0
     t = phases.tuning_of(spec)
+    picks = [full_data(t, p) for p in phases.top_k(trials, spec.directions, t.top_k)]
+    picks += [full_data(t, base)] * (t.top_k - len(picks))
+    return full_data(t, base) + t.seeds * sum(picks)
 
-    def full_data(trial: FrozenTrial) -> float:
-        wall = trial.user_attrs.get(WALL_KEY) or 0.0
-        train = min(trial.user_attrs.get(TRAIN_SECONDS_KEY) or wall, wall)
-        return train / (t.data_fraction * t.epochs_fraction) + wall - train
 
-    picks = [full_data(p) for p in phases.top_k(trials, spec.directions, t.top_k)]
-    picks += [full_data(base)] * (t.top_k - len(picks))
-    return full_data(base) + t.seeds * sum(picks)
+def full_data(tuning: SubsetTuning, trial: FrozenTrial) -> float:
+    """A phase-1 trial's expected wall seconds on the full data: its train seconds scaled up, the
+    rest (set-up, evaluation) as it was."""
+    wall = trial.user_attrs.get(WALL_KEY) or 0.0
+    train = min(trial.user_attrs.get(TRAIN_SECONDS_KEY) or wall, wall)
+    return train / (tuning.data_fraction * tuning.epochs_fraction) + wall - train
+
+
+def seconds(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float | None:
+    """The budget in compute seconds (None: no budget). ``budget: {baseline_runs: N}`` is N x the
+    baseline trial's wall seconds (phase 1's scaled to the full data, as ``reserve`` scales it);
+    until the baseline has run there is nothing to stop on (inf)."""
+    if spec.budget is not None or spec.budget_runs is None:
+        return spec.budget
+    base = queries.baseline_trial(trials)
+    if base is None or not base.user_attrs.get(WALL_KEY):
+        return math.inf
+    wall = float(base.user_attrs[WALL_KEY])
+    unit = full_data(phases.tuning_of(spec), base) if spec.phase == "tune" else wall
+    return spec.budget_runs * unit
 
 
 # Phase 1 may always spend this share of the budget, whatever phase 2's reserve says. Phase 2
@@ -85,17 +103,19 @@ TUNE_SHARE = 0.5
 def tune_left(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
     """Compute seconds phase 1 may still spend: what the budget leaves after phase 2's expected
     cost (``reserve``), and never less than what is left of ``TUNE_SHARE`` of the budget."""
-    assert spec.budget is not None  # called only with a budget
+    budget = seconds(spec, trials)
+    assert budget is not None  # called only with a budget
     used = spent(trials)
-    return max(spec.budget - used - reserve(spec, trials), TUNE_SHARE * spec.budget - used)
+    return max(budget - used - reserve(spec, trials), TUNE_SHARE * budget - used)
 
 
 def starved(spec: StudySpec, study: optuna.Study) -> str | None:
     """Why phase 1 could not search (its budget, less phase 2's expected cost, ran out with no
     trial but the baseline finished), or None."""
-    if spec.budget is None or spec.phase != "tune":
-        return None
     trials = study.get_trials(deepcopy=False)
+    budget = seconds(spec, trials)
+    if budget is None or spec.phase != "tune":
+        return None
     if any(t.state.is_finished() and not t.user_attrs.get(BASELINE_KEY) for t in trials):
         return None
     if tune_left(spec, trials) > 0:
@@ -105,7 +125,7 @@ def starved(spec: StudySpec, study: optuna.Study) -> str | None:
         return None
     n = phases.confirm_spec(spec).n_trials
     return (
-        f"budget: {spec.budget:g} compute seconds leave nothing for phase 1's search: its baseline "
+        f"budget: {budget:g} compute seconds leave nothing for phase 1's search: its baseline "
         f"spent {used:.0f} s (phase 1 may spend half the budget) and phase 2 ({n} full-data trials) is "
         f"expected to cost {need:.0f} s; give --budget at least {2 * (used + need):.0f}"
     )
@@ -123,12 +143,13 @@ class StopAtBudget:
 
     def left(self, study: optuna.Study) -> float | None:
         """Compute seconds left to this phase (None: no budget)."""
-        if self.spec.budget is None:
-            return None
         trials = study.get_trials(deepcopy=False)
+        budget = seconds(self.spec, trials)
+        if budget is None:
+            return None
         if self.spec.phase == "tune":
             return tune_left(self.spec, trials)
-        left = self.spec.budget - spent(trials)
+        left = budget - spent(trials)
         if self.spec.phase == "confirm":
             left -= self.earlier()
         return left

@@ -31,7 +31,7 @@ from effsearch import objectives as O
 from effsearch.config import TrainConfig
 from effsearch.search.pruners import SlowStop, make_pruner
 from effsearch.search.results import report
-from effsearch.search.run import warmstart
+from effsearch.search.run import target, warmstart
 from effsearch.search.store import queries, record
 from effsearch.search.store.attrs import (
     ARTIFACT_ERROR_KEY,
@@ -274,11 +274,7 @@ class Objective:
             )
             raise TrialFailed("duplicate baseline")
         warm, full, cfg = self._configs(trial, is_baseline)
-        config_yaml = cfg.to_yaml()
-        trial.set_user_attr(CONFIG_KEY, config_yaml)
-        trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
-        if cfg != full:
-            trial.set_user_attr(FULL_CONFIG_KEY, full.to_yaml())
+        self._set_config(trial, full, cfg)
         # Never pruned (their rung points still count): the baseline, the yardstick, and a warm
         # start, a recipe the user queued to be trained as given. With rungs evaluated where they
         # sit, the quickstart's own warm start (2.3x the baseline) is at chance at 1/9 and was stopped.
@@ -288,9 +284,12 @@ class Objective:
             if original is not None:
                 return self._answer_from(trial, original)
         self.pruner.begin(trial, cfg, may_prune=not keep)
-        result = self._train(trial, cfg)
+        relative = target.offset(self.spec) if is_baseline else None
+        result = self._train(trial, cfg, watched=relative is None)
         self._trained = True
-        self._record(trial, cfg, result, config_yaml, is_baseline)
+        if relative is not None:  # the target is this baseline's final accuracy plus the offset
+            full, cfg = self._resolve(trial, full, cfg, result, relative)
+        self._record(trial, cfg, result, cfg.to_yaml(), is_baseline)
         if result.status in ("completed", "pruned"):
             # Optuna's format, which TPE and optuna-dashboard read. A pruned trial's shortfall at
             # the accuracy it stopped at is all TPE learns from it (no values in a
@@ -304,8 +303,33 @@ class Objective:
             raise optuna.TrialPruned(result.reason)
         self._fail(trial, "diverged" if result.status == "diverged" else "failed", result.reason or result.status)
 
-    def _train(self, trial: optuna.Trial, cfg: TrainConfig) -> RunResult:
-        """``cfg`` trained under the pruner's eyes; a trainer that raises fails the trial ("failed")."""
+    def _set_config(self, trial: optuna.Trial, full: TrainConfig, cfg: TrainConfig) -> None:
+        trial.set_user_attr(CONFIG_KEY, cfg.to_yaml())
+        trial.set_user_attr(CONFIG_HASH_KEY, cfg.hash())
+        if cfg != full:
+            trial.set_user_attr(FULL_CONFIG_KEY, full.to_yaml())
+
+    def _resolve(
+        self, trial: optuna.Trial, full: TrainConfig, cfg: TrainConfig, result: RunResult, by: float
+    ) -> tuple[TrainConfig, TrainConfig]:
+        """The baseline's result at the target it resolves (its final accuracy plus ``by``): its config
+        recorded with that target, its points at the rungs recorded for the others as the pruner
+        would have at that target (they trained unwatched: the target was unknown)."""
+        try:
+            t = target.resolve_from(self.study, result, by)
+        except target.NoBaseline as e:
+            self._fail(trial, "failed" if result.status != "diverged" else "diverged", str(e))
+        full, cfg = full.replace(target_accuracy=t), cfg.replace(target_accuracy=t)
+        self._set_config(trial, full, cfg)
+        self.pruner.begin(trial, cfg, may_prune=False)
+        for point in result.history:
+            self.pruner.on_eval(trial, point)
+        return full, cfg
+
+    def _train(self, trial: optuna.Trial, cfg: TrainConfig, watched: bool = True) -> RunResult:
+        """``cfg`` trained under the pruner's eyes; a trainer that raises fails the trial ("failed").
+        ``watched`` False (a baseline whose target is not known yet): every point scored whole, and
+        the pruner sees none while it trains."""
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
             # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
@@ -317,11 +341,13 @@ class Objective:
                 cfg,
                 data_root=self.data_root,
                 progress=False,
-                on_eval=lambda point: self.pruner.on_eval(trial, point),
+                on_eval=(lambda point: self.pruner.on_eval(trial, point)) if watched else None,
                 eval_at=self.pruner.eval_at(cfg),
                 eval_after=self.pruner.eval_after(cfg),
                 test=self.spec.phase != "tune",
-                settle=lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper),
+                settle=(lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper))
+                if watched
+                else False,
             )
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -334,6 +360,12 @@ class Objective:
         cannot have them (a space bug, a rule the space does not know) fails as invalid, untrained."""
         from effsearch.config.machine import check_runnable
 
+        resolved = None
+        if not is_baseline and target.offset(self.spec) is not None:  # the baseline resolves it
+            try:
+                resolved = target.wait(self.study, reap=self.reap)
+            except target.NoBaseline as e:
+                self._fail(trial, "failed", str(e))
         try:
             sampled = self.spec.space.sample(trial)
             # The baseline and a warm start train exactly their configs; their parameters are
@@ -346,6 +378,8 @@ class Objective:
                 or warm
                 or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             )
+            if resolved is not None:
+                full = full.replace(target_accuracy=resolved)
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained

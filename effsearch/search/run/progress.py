@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.search.results import best, report
+from effsearch.search.run import target
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import REASON_KEY, TUNE_TRIAL_KEY
@@ -61,8 +62,8 @@ class Report:
         self.line(
             f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
             + (
-                f"; budget {spec.budget:g} s, {max(0.0, cast(float, budget.left(study))):.1f} s left"
-                if spec.budget
+                f"; budget {budget_text(spec, '')}, {max(0.0, cast(float, budget.left(study))):.1f} s left"
+                if budget.left(study) is not None
                 else ""
             )
         )
@@ -129,8 +130,8 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
     budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
     timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
-    if spec.budget:
-        timeout += f", budget {spec.budget:g} compute s ({spent(trials):.0f} s spent)"
+    if spec.budget or spec.budget_runs:
+        timeout += f", budget {budget_text(spec)} ({spent(trials):.0f} s spent)"
     pr = spec.pruner
     # Every knob the pruner runs with, defaults included: a default that changed (min_trials 4 -> 2)
     # shows in the header, not only in the release notes.
@@ -142,7 +143,7 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
             f"  storage    {spec.storage_label()}",
             artifacts_line(spec),
-            f"  objectives {objs}; target val accuracy {phases.trial_config(spec, spec.base).target_accuracy:g}",
+            f"  objectives {objs}; target val accuracy {target_text(spec)}",
             f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
             f"(effsearch space show {spec.source})",
             f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
@@ -188,3 +189,18 @@ def dashboard_hint(spec: StudySpec) -> str:
     storage = redact(rdb_url(spec.storage)) if spec.is_rdb else spec.storage
     there = spec.artifacts is not None and spec.artifacts.is_dir()
     return f"optuna-dashboard {storage}" + (f" --artifact-dir {spec.artifacts}" if there else "")
+
+
+def target_text(spec: StudySpec) -> str:
+    """The phase's target as the header says it: a number, or relative to the baseline."""
+    by = target.offset(spec)
+    if by is None:
+        return f"{phases.trial_config(spec, spec.base).target_accuracy:g}"
+    return f"the baseline's final {by:+g} (resolved when trial 0 completes)"
+
+
+def budget_text(spec: StudySpec, seconds: str = "s") -> str:
+    """The budget as the file gave it: compute seconds (``seconds`` names the unit) or baseline runs."""
+    if spec.budget is not None:
+        return f"{spec.budget:g} compute {seconds}".rstrip() if seconds else f"{spec.budget:g} s"
+    return f"{spec.budget_runs:g} baseline runs"

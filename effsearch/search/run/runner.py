@@ -19,11 +19,11 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
-from effsearch.search.run import warmstart, workers
+from effsearch.search.run import target, warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.run.errors import StudyFailed
 from effsearch.search.run.objective import TrainFn
-from effsearch.search.run.progress import Callback, Progress, Report
+from effsearch.search.run.progress import Callback, Progress, Report, budget_text
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
 from effsearch.search.store.attrs import BASELINE_KEY, OBJECTIVES_KEY, STUDY_FILE_KEY, TARGET_KEY, TUNE_COMPUTE_KEY
 from effsearch.search.store.heartbeat import requeue_dead_local
@@ -96,7 +96,11 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
             load_if_exists=True,
         )
         study.set_user_attr(OBJECTIVES_KEY, list(spec.objectives))
-        study.set_user_attr(TARGET_KEY, phases.trial_config(spec, spec.base).target_accuracy)
+        by = target.offset(spec)
+        if by is None:
+            study.set_user_attr(TARGET_KEY, phases.trial_config(spec, spec.base).target_accuracy)
+        else:  # resolved from the baseline when it completes (search/run/target.py)
+            study.set_user_attr(target.OFFSET_KEY, by)
         from effsearch.search.study.studyfile import dump
 
         study.set_user_attr(STUDY_FILE_KEY, dump(spec))
@@ -189,7 +193,7 @@ def run_phase(
         report.line(f"the study already has {spec.n_trials} trials; raise --n-trials to run more")
         outcome = "done"
     elif budget.reached(study):
-        report.line(f"the study has spent its budget of {spec.budget:g} compute seconds; raise --budget to run more")
+        report.line(f"the study has spent its budget of {budget_text(spec, 'seconds')}; raise --budget to run more")
         outcome = "done"
     else:
         progress = Progress(spec, study, report, t0, callbacks)

@@ -38,6 +38,8 @@ class StudySpec:
     dedupe: bool = True
     max_slowdown: float | None = StudyNumbers.max_slowdown  # SlowStop (effsearch.search.pruners.slowstop)
     budget: float | None = None  # compute seconds (effsearch.search.run.budget)
+    budget_runs: float | None = None  # the budget in runs of the baseline trial (effsearch.search.run.budget)
+    relative_target: float | None = None  # base's target relative to the baseline's final (search/run/target.py)
     warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)
     path: Path | None = None

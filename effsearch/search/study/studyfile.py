@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from effsearch import objectives as O
-from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules
+from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules, targets
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
-from effsearch.config.options import StudyNumbers, SubsetTuning, check_heartbeat, check_tuning
+from effsearch.config.options import StudyNumbers, SubsetTuning, check_budget, check_heartbeat, check_tuning
 from effsearch.config.sources import model_kind
 from effsearch.search.pruners import check_pruner
 from effsearch.search.store.urls import artifact_dir, as_url, file_storage
@@ -191,7 +191,7 @@ def _load(
     heartbeat = check_heartbeat(raw.get("heartbeat"))
     storage, storage_field, artifacts_dir = _where(raw, path, storage_flag, workers_flag, numbers["workers"])
     _text(raw, "description", "")
-    base, baseline, warm_start, notes, machine = _configs(raw, here, machine)
+    base, baseline, warm_start, notes, machine, relative = _configs(raw, here, machine)
     _check_confirm_seeds(base, tuning)
     objectives = _objectives(raw, base, baseline, warm_start)
     from effsearch.spaces.space import Space
@@ -212,6 +212,7 @@ def _load(
         heartbeat=heartbeat,
         **numbers,
         warm_start=warm_start,
+        relative_target=relative,
         raw=raw,
         path=path,
         storage_field=storage_field,
@@ -257,7 +258,7 @@ def _plugins(raw: dict, here: Path) -> None:
 
 def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
     """(base, baseline, warm starts, notes on skipped recipes, the machine), each checked."""
-    base_raw = raw.get("base", {})
+    base_raw, relative = _relative_target(raw.get("base", {}))
     if isinstance(base_raw, str):
         base_path = (here / base_raw) if not Path(base_raw).is_absolute() else Path(base_raw)
         base = TrainConfig.from_yaml(base_path)
@@ -291,7 +292,18 @@ def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
     # rules about structure (an algorithm the model cannot take) read what it is made of.
     for label, cfg in (("base", base), ("baseline", baseline)):
         _probe(cfg, label)
-    return base, baseline, warm_start, notes, machine
+    return base, baseline, warm_start, notes, machine, relative
+
+
+def _relative_target(base_raw: Any) -> tuple[Any, float | None]:
+    """The base mapping with a relative target (``{relative_to_baseline: OFFSET}``) taken out, and
+    its offset (None: a number, or none). The base trains towards ``targets.UNRESOLVED`` until
+    the baseline resolves it (effsearch/search/run/target.py)."""
+    if not isinstance(base_raw, dict) or not isinstance(base_raw.get("target_accuracy"), dict):
+        return base_raw, None
+    rel = targets.read(base_raw["target_accuracy"], "base.target_accuracy")
+    assert isinstance(rel, targets.RelativeTarget)  # a mapping reads as one
+    return {**base_raw, "target_accuracy": targets.UNRESOLVED}, rel.relative_to_baseline
 
 
 def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> tuple[str, ...]:
@@ -322,9 +334,12 @@ def _numbers(raw: dict, machine: Machine | None, **flags: Any) -> dict:
 
     out = {
         key: number(key)
-        for key in ("n_trials", "timeout", "budget", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
+        for key in ("n_trials", "timeout", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
     }
-    if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None:
+    out["budget"], out["budget_runs"] = (
+        (number("budget"), None) if flags.get("budget") is not None else check_budget(raw.get("budget"))
+    )
+    if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None and out["budget_runs"] is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
     _check_workers(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
     return out

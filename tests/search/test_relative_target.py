@@ -1,0 +1,81 @@
+"""A target relative to the baseline (``target_accuracy: {relative_to_baseline: -0.01}``), resolved
+from trial 0's final val accuracy before any other trial; refused where there is no baseline; and
+a budget in runs of the baseline (``budget: {baseline_runs: N}``)."""
+
+from __future__ import annotations
+
+import threading
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.cli import main
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.search.run import objective, target
+from effsearch.search.store.storage import BASELINE_KEY
+from effsearch.trainer.result import time_to_target
+from tests.search.test_study_run import load, write_study
+from tests.support.helpers import tiny
+
+RELATIVE = {"relative_to_baseline": -0.01}
+
+
+def test_the_target_is_the_baselines_final_less_a_point_for_every_later_trial(tmp_path, capsys):
+    base = tiny(**{"dataset.synthetic_size": 256, "epochs": 3, "target_accuracy": RELATIVE})
+    path = write_study(tmp_path, n_trials=4, base=base, warm_start=[{"epochs": 2}])
+    assert main(["run", str(path)]) == 0
+    assert "target val accuracy the baseline's final -0.01 (resolved when trial 0 completes)" in capsys.readouterr().err
+    study, _ = load(path)
+    trials = study.get_trials()
+    b = trials[0].user_attrs
+    resolved = b["val_accuracy"] - 0.01
+    assert study.user_attrs["target_accuracy"] == pytest.approx(resolved)
+    assert b["target_accuracy"] == pytest.approx(resolved)
+    assert "val_images" not in str(b["history"])  # the baseline's points scored whole: the target was unknown
+    assert b["time_to_target"] == time_to_target(b["history"], resolved, b["val_accuracy"])
+    for t in trials:
+        assert TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"])).target_accuracy == pytest.approx(resolved)
+        if t.state == TrialState.COMPLETE and t.user_attrs["reached_target"]:
+            assert t.values[0] == t.user_attrs["time_to_target"]  # timed to the resolved target
+    assert trials[1].user_attrs.get("warm_start") == "warm_start[0]"
+
+
+def test_a_relative_target_without_a_baseline_is_refused(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="relative to a study's baseline"):
+        TrainConfig.from_dict(tiny(target_accuracy=RELATIVE))
+    (tmp_path / "c.yaml").write_text(
+        "dataset: {name: digits}\nepochs: 1\ntarget_accuracy: {relative_to_baseline: -0.01}\n"
+    )
+    assert main(["train", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "c.yaml: target_accuracy:" in err and "give a number" in err
+    path = write_study(tmp_path, base=tiny(target_accuracy={"relative_to_baseline": 0.5}))
+    assert main(["run", str(path)]) == 2
+    assert "base.target_accuracy.relative_to_baseline" in capsys.readouterr().err  # at most 0: within the baseline
+
+
+def test_a_trial_waits_for_the_baseline_to_resolve_the_target():
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.enqueue_trial({}, user_attrs={BASELINE_KEY: True})
+    trial = study.ask()  # the baseline, running on another worker
+    threading.Timer(0.3, lambda: study.set_user_attr(target.RESOLVED_KEY, 0.97)).start()
+    assert target.wait(study, poll=0.05) == 0.97
+    study.tell(trial, state=TrialState.FAIL)
+    study.set_user_attr(target.RESOLVED_KEY, None)
+    with pytest.raises(target.NoBaseline):
+        target.wait(study, poll=0.05)  # the baseline failed: nothing to resolve from
+
+
+def test_a_budget_in_baseline_runs_stops_at_that_many_baseline_trials(tmp_path, capsys, monkeypatch):
+    ticks = iter(range(0, 10_000, 5))
+    monkeypatch.setattr(objective, "clock", lambda: next(ticks))  # every trial takes 5 wall seconds
+    path = write_study(tmp_path, n_trials=None, budget={"baseline_runs": 3})
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "budget 3 baseline runs" in err and "compute: 15.0 s" in err
+    assert len(load(path)[0].get_trials()) == 3  # 3 x the baseline's 5 s
+    path = write_study(tmp_path, budget={"baseline_runs": 0})
+    assert main(["run", str(path)]) == 2
+    assert "budget.baseline_runs" in capsys.readouterr().err
