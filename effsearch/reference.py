@@ -15,7 +15,7 @@ import typing
 from typing import Any
 
 from effsearch import objectives as O
-from effsearch.config import TrainConfig, options
+from effsearch.config import TrainConfig, options, targets
 from effsearch.config.fields import type_name
 from effsearch.search.pruners import PRUNER_OPTIONS
 from effsearch.search.study import studyfile
@@ -128,6 +128,17 @@ def render() -> str:
         "",
         *HEADER,
         *_rows(options.StudyNumbers),
+        "",
+        "`budget: {baseline_runs: N}` instead of seconds:",
+        "",
+        *HEADER,
+        *_rows(options.BaselineRunsBudget, "budget."),
+        "",
+        "A study file's `base` may give its target relative to the baseline trial instead of a number",
+        "(`target_accuracy: {relative_to_baseline: -0.01}`; a training config on its own may not):",
+        "",
+        *HEADER,
+        *_rows(targets.RelativeTarget, "base.target_accuracy."),
         "",
         f"Objectives: {', '.join(O.OBJECTIVES)}.",
         "",

@@ -71,6 +71,16 @@ class GPOptions:
     n_startup_trials: int = spec(10, low=0, help="random trials before the Gaussian process models the history")
 
 
+@dataclass
+class LocalOptions:
+    # effsearch/search/study/local.py: a few changes at a time from a tournament-picked completed trial.
+    changes: float = spec(1.0, low=0, help="changes a trial makes beyond the first, on average (geometric)")
+    tournament: int = spec(3, low=1, help="completed trials drawn at random for each parent; the best of them wins")
+    step: float = spec(
+        0.15, low=0, low_open=True, help="a changed number's step near the parent's value, as a share of its range"
+    )
+
+
 # -- pruners -----------------------------------------------------------------------------------
 
 

@@ -32,14 +32,8 @@ WITHIN = 0.01  # one point of val accuracy
 
 def make_sampler(sampler: dict, seed: int) -> optuna.samplers.BaseSampler:
     """The study file's sampler as ``effsearch run`` builds it."""
-    from effsearch.search.study.samplers import PerTrialSeed
     from effsearch.search.study.samplers import make_sampler as product
 
-    if sampler["name"] == "local":
-        from effsearch.search.study.local import LocalSampler
-
-        opts = {k: v for k, v in sampler.items() if k != "name"}
-        return PerTrialSeed(LocalSampler(seed, **opts), seed)
     return product(sampler, seed)
 
 

@@ -79,3 +79,46 @@ def test_a_budget_in_baseline_runs_stops_at_that_many_baseline_trials(tmp_path, 
     path = write_study(tmp_path, budget={"baseline_runs": 0})
     assert main(["run", str(path)]) == 2
     assert "budget.baseline_runs" in capsys.readouterr().err
+
+
+def _earlier_study(path) -> dict:
+    """A finished study on another task, written as effsearch records it: the baseline and a faster
+    trial that trained with a higher lr for fewer epochs (on the front), and a slow one (not)."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from effsearch.search.store.storage import open_url
+
+    study = optuna.create_study(study_name="earlier", storage=open_url(str(path)), directions=["minimize", "maximize"])
+    base = tiny(**{"dataset.synthetic_size": 320})
+    fast = tiny(**{"dataset.synthetic_size": 320, "optimizer.lr": 0.2, "epochs": 1})
+    slow = tiny(**{"dataset.synthetic_size": 320, "optimizer.lr": 0.01})
+    for cfg, values, baseline in ((base, [4.0, 0.9], True), (fast, [1.0, 0.9], False), (slow, [8.0, 0.8], False)):
+        attrs = {"config": TrainConfig.from_dict(cfg).to_yaml(), "reached_target": True, "time_to_target": values[0]}
+        attrs["baseline"] = baseline
+        dist = {"optimizer.lr": FloatDistribution(0.001, 1.0)}
+        study.add_trial(
+            create_trial(
+                values=values, params={"optimizer.lr": cfg["optimizer"]["lr"]}, distributions=dist, user_attrs=attrs
+            )
+        )
+    return fast
+
+
+def test_an_earlier_studys_front_warm_starts_another_task_as_changes_from_its_baseline(tmp_path, capsys):
+    from effsearch.search.run import warmstart
+    from effsearch.search.study.studyfile import load as load_file
+
+    _earlier_study(tmp_path / "earlier.journal")
+    other = tiny(**{"dataset.synthetic_size": 192, "epochs": 4, "model.width": 4})
+    b = write_study(tmp_path, n_trials=1, base=other, warm_start=["study:earlier@earlier.journal"])
+    spec = warmstart.with_earlier_studies(load_file(b))
+    assert [label for label, _ in spec.warm_start] == ["study:earlier trial 1"]  # the front, less its baseline
+    cfg = spec.warm_start[0][1]
+    assert cfg.optimizer.lr == 0.2 and cfg.epochs == 1  # how it trained, carried over
+    assert cfg.dataset.synthetic_size == 192 and cfg.model.width == 4  # what it trains on: this study's
+    for entry, says in (("study:earlier", "study:NAME@STORAGE"), ("study:earlier@nowhere.journal", "no such storage")):
+        bad = write_study(tmp_path, warm_start=[entry])
+        assert main(["run", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert "warm_start[0]" in err and says in err

@@ -131,6 +131,7 @@ def run(
     ``train_fn``: what trials train with (default: ``objective.trainer``'s)."""
     report = Report(out)
     phase = functools.partial(run_phase, data_root=data_root, report=report, t0=t0 or time.time())
+    spec = warmstart.with_earlier_studies(spec)  # warm_start: [study:NAME@STORAGE]: their fronts
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
         warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root, train_fn=train_fn)
     except BaselineBroken as e:

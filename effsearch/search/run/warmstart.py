@@ -115,3 +115,97 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
     except StudyNotFound as e:
         raise ConfigError("--warm-start", f"no study {earlier!r}: {e}") from None
     return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))
+
+
+# What an earlier study's configuration carries over to another task: how it trains, not what it
+# trains on (its data and model), where, with which seed, or towards which target.
+NOT_CARRIED = ("dataset", "model", "device", "seed", "target_accuracy", "distributed")
+
+
+def with_earlier_studies(spec: StudySpec) -> StudySpec:
+    """``spec`` with the front of each ``study:NAME@STORAGE`` in its ``warm_start`` added: each front
+    trial's changes from that study's baseline (how it trains), applied to this study's base, as a
+    recipe is. A change this base or machine cannot take skips that configuration with a note; a
+    study that cannot be read is a ConfigError naming the entry."""
+    from effsearch.search.study.studyfile import STUDY_PREFIX, earlier_study
+
+    entries = [e for e in spec.raw.get("warm_start") or [] if isinstance(e, str) and e.startswith(STUDY_PREFIX)]
+    added, notes = [], []
+    for entry in entries:
+        where = f"warm_start[{(spec.raw.get('warm_start') or []).index(entry)}]"
+        name, storage = earlier_study(entry, where)
+        for label, changes in _front_changes(name, _storage_path(spec, storage), where):
+            try:
+                cfg = _with_changes(spec.base, changes)
+            except ConfigError as e:
+                notes.append(f"{label} skipped: {e}")
+                continue
+            added.append((label, cfg))
+    if not entries:
+        return spec
+    return dataclasses.replace(spec, warm_start=list(spec.warm_start) + added, notes=list(spec.notes) + notes)
+
+
+def _storage_path(spec: StudySpec, storage: str) -> str:
+    """A journal file named relative to the study file's folder; a URL as it is."""
+    from effsearch.search.store.urls import is_rdb_url
+
+    if is_rdb_url(storage) or spec.path is None or Path(storage).is_absolute():
+        return storage
+    return str(spec.path.resolve().parent / storage)
+
+
+def _front_changes(name: str, storage: str, where: str) -> list[tuple[str, dict]]:
+    """(label, dotted changes from its baseline) of each front trial of study ``name``."""
+    from effsearch.search.store import queries
+    from effsearch.search.store.storage import open_url
+
+    if "://" not in storage and not Path(storage).is_file():
+        raise ConfigError(where, f"no such storage: {storage}")
+    unreadable: tuple[type[Exception], ...] = (KeyError, *storage_errors())  # KeyError: no such study there
+    try:
+        study = optuna.load_study(study_name=name, storage=open_url(storage))
+        trials = study.get_trials(deepcopy=False)
+    except unreadable as e:
+        raise ConfigError(where, f"cannot read study {name!r} in {storage}: {why(e)}") from None
+    base = queries.baseline_trial(trials)
+    base_cfg = record.stored_config(base, FULL_CONFIG_KEY) or record.stored_config(base) if base else None
+    if base_cfg is None:
+        raise ConfigError(where, f"study {name!r} in {storage} has no completed baseline to read its changes from")
+    out = []
+    for t in queries.front(study, trials):
+        cfg = record.stored_config(t, FULL_CONFIG_KEY) or record.stored_config(t)
+        if cfg is not None and t is not base:
+            changes = _changes(base_cfg.to_dict(), cfg.to_dict())
+            if changes:
+                out.append((f"{STUDY_LABEL}{name} trial {t.number}", changes))
+    return out
+
+
+STUDY_LABEL = "study:"
+
+
+def _changes(base: dict, cfg: dict, prefix: str = "") -> dict:
+    """The dotted keys whose values differ between two config dicts (left out: ``NOT_CARRIED``)."""
+    out: dict = {}
+    for key, value in cfg.items():
+        dotted = f"{prefix}{key}"
+        if dotted in NOT_CARRIED:
+            continue
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and key != "algorithms":
+            out.update(_changes(base[key], value, dotted + "."))
+        elif base.get(key) != value:
+            out[dotted] = value
+    return out
+
+
+def _with_changes(base: TrainConfig, changes: dict) -> TrainConfig:
+    from effsearch.config.fields import set_path
+    from effsearch.config.machine import check_runnable
+
+    data = base.to_dict()
+    for key, value in changes.items():
+        set_path(data, key, value)
+    cfg = TrainConfig.from_dict(data)
+    check_runnable(cfg)
+    return cfg

@@ -24,7 +24,8 @@ import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
 
-from effsearch.config.options import GPOptions, Named, NoOptions, NSGAOptions, TPEOptions, check_named
+from effsearch.config.options import GPOptions, LocalOptions, Named, NoOptions, NSGAOptions, TPEOptions, check_named
+from effsearch.search.study.local import LocalSampler
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -111,6 +112,7 @@ SAMPLERS: dict[str, SamplerKind] = {
         lambda o, seed, **kw: optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **asdict(o), **kw),
     ),
     "random": SamplerKind(NoOptions, lambda o, seed, **kw: optuna.samplers.RandomSampler(seed=seed, **kw)),
+    "local": SamplerKind(LocalOptions, lambda o, seed, **kw: LocalSampler(seed=seed, **asdict(o), **kw)),
 }
 
 

@@ -279,6 +279,8 @@ def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
     for i, r in enumerate(warm_raw):  # a recipe's name is checked now; the recipe, once the machine is known
         if recipes.is_recipe(r):
             recipes.names(r, f"warm_start[{i}]")
+        elif isinstance(r, str) and r.startswith(STUDY_PREFIX):
+            earlier_study(r, f"warm_start[{i}]")
 
     # The machine decides what the space may offer (imports torch unless given).
     if machine is None:
@@ -405,6 +407,21 @@ def _check_runnable(cfg: TrainConfig, prefix: str) -> None:
         raise e.under(prefix) from None
 
 
+STUDY_PREFIX = "study:"  # warm_start: [study:NAME@STORAGE]: an earlier study's front (search/run/warmstart.py)
+
+
+def earlier_study(entry: str, where: str) -> tuple[str, str]:
+    """(name, storage) of a ``study:NAME@STORAGE`` warm start; a ConfigError naming ``where`` else."""
+    name, at, storage = entry[len(STUDY_PREFIX) :].rpartition("@")
+    if not at or not name or not storage:
+        raise ConfigError(
+            where,
+            f"{quote(entry)}: write study:NAME@STORAGE (a study's name and its journal file or database URL, "
+            "e.g. study:fashion-mnist@fashion-mnist.journal)",
+        )
+    return name, storage
+
+
 def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
     """(label, config) of each warm start, in order, and notes on the recipes skipped. A recipe
     (``recipe:NAME``, ``recipes``) this base or machine cannot run is skipped with a note; a
@@ -412,6 +429,8 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
     out, notes, named = [], [], 0
     for i, entry in enumerate(entries):
         where = f"warm_start[{i}]"
+        if isinstance(entry, str) and entry.startswith(STUDY_PREFIX):
+            continue  # read when the study runs (search/run/warmstart.py: with_earlier_studies)
         if not recipes.is_recipe(entry):
             cfg = _recipe(base, entry, where)
             _check_runnable(cfg, where)
