@@ -31,7 +31,7 @@ def default_world():
 
     spec = studyfile.load(table.STUDY)
     tab = table.Table(table.TABLE, spec.space, table.LOADED)
-    target = spec.base.target_accuracy
+    target = table.study_target(spec)
     *_, budget, ref = table.baseline_marks(tab, target, 80)
     w = world.World(
         spec.space,

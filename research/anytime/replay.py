@@ -23,7 +23,7 @@ from research.anytime.curve import Event, Search
 from research.anytime.variants import Variant
 from research.replay.rules import Rule
 from research.replay.run import N_GRID, Run
-from research.replay.table import Table, baseline_marks
+from research.replay.table import Table, baseline_marks, study_target
 from research.replay.world import Method, World
 from research.replay.world import Search as ReplaySearch
 
@@ -63,7 +63,7 @@ def load_task(table_path: Path, study_path: Path, phase1: bool, budget_runs: flo
         spec = dataclasses.replace(spec, base=phases.shrink(spec.base, spec.tuning))
     own = table_path == TABLE
     table = Table(table_path, spec.space, None, EARLY_TABLE if own else None, LOSS_TABLE if own else None)
-    target = spec.base.target_accuracy
+    target = study_target(spec)
     _, _, cost, _, _ = baseline_marks(table, target, 1)
     sur = {"full": surrogates(table, [], False)["full"]}
     world = World(spec.space, table, sur, target, {}, budget_runs * cost, spec.base, product_settle(spec))

@@ -29,7 +29,17 @@ from research.replay.report import Results, report
 from research.replay.rules import OracleRule
 from research.replay.run import FIDELITIES, MAX_SLOWDOWN, N_GRID
 from research.replay.surrogate import CondSurrogate, RowFull, Surrogate, tail_check, tau_table, validate
-from research.replay.table import EARLY_TABLE, LOADED, LOSS_TABLE, ROOT, STUDY, TABLE, Table, baseline_marks
+from research.replay.table import (
+    EARLY_TABLE,
+    LOADED,
+    LOSS_TABLE,
+    ROOT,
+    STUDY,
+    TABLE,
+    Table,
+    baseline_marks,
+    study_target,
+)
 from research.replay.world import World, product_settle, search
 
 PLOT = ROOT / "docs" / "search-efficiency.png"
@@ -297,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
     spec, table = load(ap, args)
-    k = Marks.of(table, spec.base.target_accuracy, args.budget_trials)
+    k = Marks.of(table, study_target(spec), args.budget_trials)
     print_marks(args, table, k, args.budget_trials)
     chosen = choose(ap, args)
     sur = surrogates(table, chosen, args.cond)

@@ -58,7 +58,7 @@ def test_every_registered_sampler_builds_with_its_options_and_optunas_defaults()
 
     from effsearch.config.options import TPEOptions
 
-    assert set(samplers.SAMPLERS) == {"tpe", "nsga2", "nsga3", "gp", "random"}
+    assert set(samplers.SAMPLERS) == {"tpe", "nsga2", "nsga3", "gp", "random", "local"}
     for name, kind in samplers.SAMPLERS.items():
         named = samplers.check_sampler(name)
         assert named.name == name and type(named.options) is kind.options
@@ -68,3 +68,57 @@ def test_every_registered_sampler_builds_with_its_options_and_optunas_defaults()
         defaults = inspect.signature(type(built)).parameters
         for key, value in dataclasses.asdict(named.options).items():
             assert defaults[key].default == value, (name, key)
+
+
+def _study_with(trials: list[tuple[dict, list[float], float]]):
+    """An in-memory study of complete trials: (params, values, constraint), each lr and epochs."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+    from optuna.trial import create_trial
+
+    from effsearch.search.store.storage import CONSTRAINTS_KEY
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    dists = {"lr": FloatDistribution(0.001, 1.0, log=True), "opt": CategoricalDistribution(["sgd", "adamw"])}
+    for params, values, c in trials:
+        study.add_trial(
+            create_trial(values=values, params=params, distributions=dists, system_attrs={CONSTRAINTS_KEY: [c]})
+        )
+    return study, dists
+
+
+def test_the_local_sampler_changes_a_few_parameters_of_the_best_completed_trial():
+    from effsearch.search.study.local import LocalSampler
+
+    good = {"lr": 0.05, "opt": "sgd"}
+    study, dists = _study_with(
+        [
+            ({"lr": 0.5, "opt": "adamw"}, [1.0, 0.95], 0.3),  # missed the target (told its train seconds): never first
+            (good, [2.0, 0.9], 0.0),  # reached it, fastest
+            ({"lr": 0.01, "opt": "adamw"}, [5.0, 0.85], 0.0),  # reached it, slower and less accurate
+        ]
+    )
+    sampler = LocalSampler(seed=0, changes=0.0, tournament=3)  # exactly one change; every trial drawn
+    for _ in range(20):
+        trial = study.ask()
+        sampler.before_trial(study, trial._cached_frozen_trial)
+        drawn = {
+            name: sampler.sample_independent(study, trial._cached_frozen_trial, name, d) for name, d in dists.items()
+        }
+        assert sum(drawn[k] != good[k] for k in good) == 1  # the fastest hit, one parameter changed
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def test_local_is_a_study_files_sampler_and_reproduces_its_trials(tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer_run, "train", scripted_train)
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+    runs = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        path = study_file(tmp_path / folder, n_trials=8, sampler={"name": "local", "tournament": 2})
+        assert main(["run", str(path)]) == 0
+        trials = optuna.load_study(study_name="tiny", storage=open_url(str(path.with_suffix(".journal")))).get_trials()
+        assert all(t.state == TrialState.COMPLETE for t in trials)
+        runs.append([t.params for t in trials])
+    assert runs[0] == runs[1]  # the same seed: the same trials
+    base = runs[0][0]
+    assert all(sum(p.get(k) != v for k, v in base.items()) <= 4 for p in runs[0][1:3])  # near a parent, not uniform
