@@ -53,7 +53,9 @@ def search(
     raw = study_mapping(v, study_path, seed, budget_runs)
     storage = str(folder / "anytime.journal")
     study = effsearch.run_study(raw, folder=folder, storage=storage, data_dir=data_dir, quiet=True)
-    tune_name = study.user_attrs.get("tune_study")
+    from effsearch.search.store.attrs import TUNE_STUDY_KEY
+
+    tune_name = study.user_attrs.get(TUNE_STUDY_KEY)
     tune = effsearch.load_study(tune_name, storage) if tune_name else None
     c = anytime.curve(study, tune)
     origin = _origins(study, tune)
@@ -73,12 +75,12 @@ def search(
 
 def _origins(study, tune) -> dict:
     """trial number -> where it came from: baseline, a warm start's label, or search."""
-    from effsearch.search.store.storage import BASELINE_KEY, WARM_KEY
+    from effsearch.search.store.attrs import BASELINE_KEY, TUNE_TRIAL_KEY, WARM_KEY
 
     source = {t.number: t for t in (tune or study).get_trials(deepcopy=False)}
     out = {}
     for t in study.get_trials(deepcopy=False):
-        first = source.get(t.user_attrs.get("tune_trial"), t) if tune is not None else t
+        first = source.get(t.user_attrs.get(TUNE_TRIAL_KEY), t) if tune is not None else t
         if t.user_attrs.get(BASELINE_KEY) or first.user_attrs.get(BASELINE_KEY):
             out[t.number] = "baseline"
         else:

@@ -106,3 +106,22 @@ def test_an_unknown_variant_is_a_usage_error(capsys):
         main(["replay", "--only", "tpe,nope"])
     assert e.value.code == 2
     assert "no variant named nope" in capsys.readouterr().err
+
+
+def test_a_live_variant_is_the_study_file_with_its_sampler_target_warm_starts_and_budget_in_runs(tmp_path):
+    from research.anytime.live import study_mapping
+    from research.anytime.variants import Variant
+
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "name: s\nbase: {dataset: {name: digits}, target_accuracy: 0.95}\nwarm_start: [{epochs: 3}]\n"
+        "sampler: {name: tpe, n_startup_trials: 8}\npruner: {name: moasha}\n"
+        "tuning: {name: subset, target_accuracy: 0.75}\nn_trials: 20\n"
+    )
+    raw = study_mapping(Variant("local", {"name": "local"}), study, 1, 20)
+    assert raw["sampler"] == {"name": "local"} and raw["warm_start"] == ["recipes"]  # the hand-picked one gone
+    assert raw["budget"] == {"baseline_runs": 20} and raw["seed"] == 1 and raw["pruner"] == {"name": "moasha"}
+    assert raw["base"]["target_accuracy"] == {"relative_to_baseline": -0.01}
+    assert "target_accuracy" not in raw["tuning"]  # phase 1 relative to its own baseline
+    kept = study_mapping(Variant("tpe@study-target", {"name": "tpe"}, "study", ()), study, 0, 10)
+    assert kept["base"]["target_accuracy"] == 0.95 and kept["warm_start"] == []
