@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from optuna.trial import TrialState
 
 from effsearch.config import targets
-from effsearch.search.store.attrs import BASELINE_KEY, TARGET_KEY
+from effsearch.search.store.attrs import BASELINE_KEY, TARGET_KEY, TARGET_OFFSET_KEY
 from effsearch.trainer.result import time_to_target
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
 
 RESOLVED_KEY = TARGET_KEY  # the study's target, once known (as for a fixed one)
-OFFSET_KEY = "target_relative_to_baseline"
+OFFSET_KEY = TARGET_OFFSET_KEY
 
 
 class NoBaseline(Exception):

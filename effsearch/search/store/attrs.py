@@ -85,6 +85,9 @@ FAILED_SEEDS_KEY = "failed_seed_trials"  # list[int]: its seeds that failed (the
 # -- a study's user attributes ---------------------------------------------------------------------
 OBJECTIVES_KEY = "objectives"  # list[str]: the objectives' names (runner.ensure_study); TARGET_KEY too
 STUDY_FILE_KEY = "study_file"  # str: the study file as read (studyfile.dump)
+# float: the offset a target relative to the baseline adds to its final val accuracy (search/run/target.py);
+# TARGET_KEY is then set when the baseline completes
+TARGET_OFFSET_KEY = "target_relative_to_baseline"
 PHASE_KEY = "phase"  # str: "tune" or "confirm", with a tuning phase (phases.queue_confirm)
 TUNE_STUDY_KEY = "tune_study"  # str: phase 2's study names its phase 1
 CONFIRM_STUDY_KEY = "confirm_study"  # str: phase 1's study names its phase 2
