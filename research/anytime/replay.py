@@ -32,9 +32,10 @@ WITHIN = 0.01  # one point of val accuracy
 
 def make_sampler(sampler: dict, seed: int) -> optuna.samplers.BaseSampler:
     """The study file's sampler as ``effsearch run`` builds it."""
+    from effsearch.search.study.samplers import check_sampler
     from effsearch.search.study.samplers import make_sampler as product
 
-    return product(sampler, seed)
+    return product(check_sampler(sampler), seed)
 
 
 @dataclass
