@@ -108,9 +108,8 @@ def test_the_local_sampler_changes_a_few_parameters_of_the_best_completed_trial(
         study.tell(trial, state=TrialState.FAIL)
 
 
-def test_local_is_a_study_files_sampler_and_reproduces_its_trials(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
-    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None: 0.0)
+def test_local_is_a_study_files_sampler_and_reproduces_its_trials(tmp_path, monkeypatch, scripted):
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     runs = []
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
