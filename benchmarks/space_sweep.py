@@ -3,6 +3,11 @@ one that crashes: the space offers only what trains.
 
     uv run python benchmarks/space_sweep.py                          # the GPU study's space, 30 configs
     uv run python benchmarks/space_sweep.py studies/quickstart.yaml --n 40 --seed 3 --as-is
+    uv run python benchmarks/space_sweep.py studies/debian-topics.yaml --each   # every dimension once
+
+``--each``: instead of random configurations, the base with one searched dimension changed at a
+time (a switch on, each other choice, a range's ends; an algorithm's parameter with the algorithm
+on), every one the space's gates let in: each dimension is trained at least once.
 
 By default the machine is taken for a GPU with bf16 and torch.compile (``--as-is``: this machine),
 so the GPU space's combinations are sampled; each then trains here in fp32 on a sliver of its
@@ -15,6 +20,7 @@ compile trials, K-FAC's eigh on a rank-deficient factor (docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 import traceback
@@ -109,6 +115,93 @@ def sweep(
     return crashes
 
 
+def _opened(d, cfg: dict, by_name: dict) -> dict | None:
+    """``cfg``, or it with one parent dimension set so that ``d``'s gate lets it in (None: none does)."""
+    if d.when is None or d.when(cfg):
+        return cfg
+    for parent in (by_name[p] for p in d.parents if p in by_name):
+        for choice in parent.choices:
+            trial = copy.deepcopy(cfg)
+            parent.apply(trial, choice)
+            if (parent.when is None or parent.when(trial)) and d.when(trial):
+                return trial
+    return None
+
+
+def one_at_a_time(space) -> list[tuple[str, dict]]:
+    """(label, config dict) for each searched dimension's other values, one changed at a time from
+    the base (an algorithm's parameter with its switch on; a dimension whose gate needs a parent,
+    with that parent set), where the space's gates let it in."""
+    by_name = {d.name: d for d in space.dims}
+    out = []
+    for d in space.dims:
+        if d.name not in space.active:
+            continue
+        base = d.read(space.base.to_dict())
+        values = [c for c in d.choices if c != base][:6] if d.kind == "cat" else [d.high if base != d.high else d.low]
+        for value in values:
+            cfg: dict | None = space.base.to_dict()
+            switch = by_name.get(f"algorithms.{d.extra['algorithm']}") if "param" in d.extra else None
+            if switch is not None:
+                cfg = _opened(switch, cfg, by_name)
+                if cfg is None:
+                    break
+                switch.apply(cfg, True)
+            cfg = _opened(d, cfg, by_name)
+            if cfg is None:
+                break  # gated out for this base: not a dimension this base can search
+            d.apply(cfg, int(value) if d.kind == "int" else value)
+            out.append((f"{d.name}={value}", cfg))
+    return out
+
+
+def sweep_each(
+    path: Path,
+    as_gpu: bool = True,
+    data_fraction: float = 1.0,
+    max_epochs: float = 2.0,
+    max_batch: int = 64,
+    data_root=None,
+    out=sys.stdout,
+) -> list[str]:
+    """Train the base with each searched dimension changed once (``one_at_a_time``); crashes."""
+    import torch
+
+    from effsearch.config import ConfigError, TrainConfig
+    from effsearch.trainer.training import train
+
+    spec = load_space(path, as_gpu)
+    real = torch.compile
+    torch.compile = lambda m, mode=None, **kw: real(m, backend="eager")
+    crashes = []
+    try:
+        for label, sampled in one_at_a_time(spec.space):
+            try:
+                TrainConfig.from_dict(sampled)
+            except ConfigError as e:  # a value the gates let in that the rules refuse: the space's crash
+                crashes.append(f"{label}: refused as offered: {e}")
+                print(crashes[-1], file=out, flush=True)
+                continue
+            try:
+                cfg = TrainConfig.from_dict(here(sampled, data_fraction, max_epochs, max_batch))
+            except ConfigError as e:  # made small, a rule refuses it
+                print(f"{label}: skipped: made small, it is refused: {e}", file=out, flush=True)
+                continue
+            t = time.perf_counter()
+            try:
+                r = train(cfg, data_root=data_root, progress=False, test=False)
+                line = f"{label}: {r.status} {time.perf_counter() - t:.1f}s"
+                if r.status not in ("completed", "diverged"):
+                    crashes.append(f"{line}: {r.reason}")
+            except Exception as e:
+                line = f"{label}: {type(e).__name__}: {str(e)[:300]}"
+                crashes.append(line + "\n" + traceback.format_exc(limit=4))
+            print(line, file=out, flush=True)
+    finally:
+        torch.compile = real
+    return crashes
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("study", nargs="?", type=Path, default=ROOT / "studies" / "fashion-mnist-gpu.yaml")
@@ -117,9 +210,14 @@ def main() -> int:
     ap.add_argument("--as-is", action="store_true", help="sample the space this machine gets (default: a GPU's)")
     ap.add_argument("--data-fraction", type=float, default=0.006)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--each", action="store_true", help="every searched dimension once, from the base")
     args = ap.parse_args()
-    crashes = sweep(args.study, args.n, args.seed, not args.as_is, args.data_fraction, data_root=args.data_dir)
-    print(f"\n{args.n} configs of {args.study}'s space, seed {args.seed}: {len(crashes)} crashed")
+    if args.each:
+        crashes = sweep_each(args.study, not args.as_is, args.data_fraction, data_root=args.data_dir)
+        print(f"\neach dimension of {args.study}'s space once: {len(crashes)} crashed")
+    else:
+        crashes = sweep(args.study, args.n, args.seed, not args.as_is, args.data_fraction, data_root=args.data_dir)
+        print(f"\n{args.n} configs of {args.study}'s space, seed {args.seed}: {len(crashes)} crashed")
     for c in crashes:
         print(c)
     return 1 if crashes else 0

@@ -197,6 +197,7 @@ half_life, smoothing, ema_every = (
     partial(_param, "ema", "update_interval"),
 )
 swa_start, swa_end = partial(_param, "swa", "swa_start"), partial(_param, "swa", "swa_end")
+warmup_start = partial(_param, "seq_length_warmup", "min_seq_length")
 
 
 def swa_not_after(cfg: dict) -> bool:

@@ -64,6 +64,7 @@ from effsearch.config.readers import (
     text_run,
     unit,
     value,
+    warmup_start,
 )
 from effsearch.config.sources import FILE_DATASETS, data_modality, dataset_kind, model_kind
 
@@ -112,6 +113,11 @@ def _lacks_message(fact: str, cfg: dict) -> str:
             " (mixup, label_smoothing, ema, swa, sam, gradient_clipping and layer_freezing work on both)"
         )
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
+
+
+def _needs_text(fact: str) -> str:
+    """What a model must be or have for ``space show``'s `when`: "a model of images", "a model with ..."."""
+    return f"a model of {TAKES[fact]}" if fact in TAKES else f"a model with {STRUCTURE[fact]}"
 
 
 def _clash_message(cfg: dict) -> str:
@@ -511,7 +517,7 @@ RULES: list[Rule] = [
             on=partial(has, name),
             forbids=partial(lacks, spec.needs_structure),
             message=partial(_lacks_message, spec.needs_structure),
-            when=f"a model with {STRUCTURE[spec.needs_structure]}",
+            when=_needs_text(spec.needs_structure),
             reads=("model.name", "model.kwargs"),
         )
         for name, spec in ALGORITHMS.items()
@@ -619,6 +625,17 @@ RULES: list[Rule] = [
         message="Composer's ALiBi is broken on transformers 5 (its surgery leaves BERT's attention "
         "called with an unexpected keyword 'cache', GPT-2's without 'bias'); leave it out",
         when="never (broken on transformers 5)",
+    ),
+    Rule(
+        "algorithms.seq_length_warmup.min_seq_length",
+        "algorithms.seq_length_warmup.min_seq_length",
+        on=partial(has, "seq_length_warmup"),
+        forbids=lambda c: warmup_start(c) > value(c, "dataset.max_length"),
+        message=lambda c: (
+            f"must be at most dataset.max_length ({value(c, 'dataset.max_length')}): the warm-up grows the "
+            f"length from it to dataset.max_length; got {warmup_start(c)}"
+        ),
+        when="at most dataset.max_length",
     ),
     Rule(
         "algorithms.low_precision_layernorm",

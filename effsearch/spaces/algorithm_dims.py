@@ -14,7 +14,7 @@ from typing import Any
 
 from effsearch.config import TrainConfig
 from effsearch.config.algorithms import ALGORITHMS
-from effsearch.config.rules import STRUCTURE
+from effsearch.config.rules import STRUCTURE, TAKES
 from effsearch.config.sources import facts
 from effsearch.spaces.dims import Dim, gated
 
@@ -45,7 +45,14 @@ ALGO_PARAMS: dict[str, dict] = {
     "blurpool": {},
     "squeeze_excite": {},
     "weight_standardization": {},
+    # Transformers (the rules gate them on the probed model: token ids, layer norms, BERT's blocks).
+    "seq_length_warmup": {"duration": ("float", 0.1, 0.5, False)},
+    "low_precision_layernorm": {},
+    "gated_linear_units": {},
+    "alibi": {},
 }
+# Offered to no model, with the reason `space show --all` gives (its rule: config/rules.py).
+BROKEN = {"alibi": "Composer's ALiBi is broken on transformers 5 (BERT: unexpected keyword 'cache'; GPT-2: no 'bias')"}
 # Composer takes these as time strings; the search sees plain numbers.
 TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
 
@@ -99,7 +106,9 @@ def algorithm_dims(model: dict) -> list[Dim]:
         )
         missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
         if missing:
-            gate.extra["unavailable"] = f"model {model.get('name')!r} has no {STRUCTURE[spec.needs_structure]}"
+            gate.extra["unavailable"] = _why_not(algo, spec.needs_structure, model)
+        elif algo in BROKEN:
+            missing, gate.extra["unavailable"] = True, BROKEN[algo]
         dims.append(gate)
         for param, rng in params.items():
             to_cfg: Callable[[Any], Any] | None = None
@@ -126,6 +135,15 @@ def algorithm_dims(model: dict) -> list[Dim]:
             if missing:
                 dims[-1].extra["unavailable"] = gate.extra["unavailable"]
     return dims
+
+
+def _why_not(algo: str, need: str, model: dict) -> str:
+    """Why ``algo`` is not offered on ``model``: what it needs that the model (its facts) has not."""
+    name = model.get("name")
+    if need in TAKES:
+        other = "tokens" if need == "images" else "images"
+        return f"model {name!r} takes {TAKES[other]}; {algo} works on {TAKES[need]}"
+    return f"model {name!r} has no {STRUCTURE[need]}"
 
 
 def fit_swa_start(dim: Dim, base: TrainConfig) -> None:

@@ -23,6 +23,13 @@ from effsearch.config.readers import compression_method, kfac, parallel
 from effsearch.config.sources import facts
 from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start
 from effsearch.spaces.dims import Dim, gated
+from effsearch.spaces.text_dims import TEXT_ONLY, text_dims
+
+# What an image run's system dimensions do to images, for a text run's `space show --all`.
+IMAGE_ONLY = {
+    "channels_last": "lays images out NHWC; the run is on text (token ids)",
+    "loader": "FFCV's loader serves images; a text run uses torch's",
+}
 
 GROUPS = ("system", "distributed", "budget", "model", "optimizer", "schedule", "data", "sparsity", "algorithms")
 # Searched unless a study's space.include says otherwise; distributed starts processes per
@@ -77,9 +84,16 @@ def batch_sizes(base: int) -> tuple:
 
 def widths(base: TrainConfig) -> tuple:
     """Half, the base and double the base width; a model not built in has no default width to scale
-    (its own size is in its name or model.kwargs), so only the base's value."""
+    (its own size is in its name or model.kwargs), so only the base's value. The text encoder's:
+    those its heads divide (config's rule)."""
     w = base.model.width or MODEL_WIDTHS.get(base.model.name, 0)
-    return tuple(sorted({max(4, w // 2), w, 2 * w})) if w else (base.model.width,)
+    if not w:
+        return (base.model.width,)
+    found = {max(4, w // 2), w, 2 * w}
+    if base.model.name == "text-encoder":
+        heads = readers.encoder_heads(base.to_dict())
+        found = {x for x in found if x % heads == 0}
+    return tuple(sorted(found))
 
 
 def _sgd_family(cfg: dict) -> bool:
@@ -114,6 +128,20 @@ def process_counts(machine: Machine) -> tuple:
         out.append(n)
         n *= 2
     return tuple(out)
+
+
+def _by_modality(by_name: dict[str, Dim], base: TrainConfig) -> None:
+    """The image dimensions unavailable to a text run, and the text dimensions to an image run (or a
+    text model not built in: the encoder's own fields), each with the reason."""
+    if readers.text_run(base.to_dict()):
+        for name, why in IMAGE_ONLY.items():
+            by_name[name].extra["unavailable"] = why
+        if base.model.name != "text-encoder":
+            for name in TEXT_ONLY[1:]:
+                by_name[name].extra["unavailable"] = f"the built-in text-encoder's; {base.model.name!r} sizes itself"
+        return
+    for name in TEXT_ONLY:
+        by_name[name].extra["unavailable"] = "text only (the run is on images)"
 
 
 def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
@@ -496,6 +524,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             parents=("sparsity",),
         ),
     ]
+    dims[dims.index(next(d for d in dims if d.name == "model.width")) + 1 : 0] = text_dims(base)
     dims += algorithm_dims(base.to_dict()["model"])
     by_name = {d.name: d for d in dims}
     # A rule reads config fields; a dimension's parents are the dimensions that set them
@@ -515,6 +544,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         )
     if len(precisions) < 2:
         by_name["precision"].extra["unavailable"] = "AMP needs a CUDA device"
+        by_name["algorithms.low_precision_layernorm"].extra["unavailable"] = (
+            "acts under mixed precision only, and AMP needs a CUDA device"
+        )
     if machine.device != "cuda":
         by_name["cudnn_benchmark"].extra["unavailable"] = "cuDNN runs on CUDA only"
         # torch 2.7 runs fused SGD/AdamW on the CPU, but 9-17x slower a step than its default
@@ -538,4 +570,5 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     if not machine.selection:
         for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
             by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.data.selection) is not installed"
+    _by_modality(by_name, base)
     return dims

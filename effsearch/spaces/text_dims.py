@@ -1,0 +1,62 @@
+"""The dimensions of the default space that only a text run has: the length texts are cut to, and
+the built-in text encoder's depth, dropout and pooling.
+
+Each is gated like the others: the encoder's fields on the rules about them
+(``effsearch.config.rules``: they apply to ``text-encoder`` only), the length on the run being on
+text (the dataset's name or the probed model says so). ``effsearch.spaces.default`` puts them
+after the model's width, and marks them unavailable, with the reason, for an image run.
+"""
+
+from __future__ import annotations
+
+from effsearch.config import TrainConfig
+from effsearch.config.choices import POOLINGS, TEXT_ENCODER
+from effsearch.config.readers import text_run
+from effsearch.spaces.dims import Dim, gated
+
+TEXT_ONLY = ("dataset.max_length", "model.depth", "model.dropout", "model.pooling")
+
+
+def lengths(base: int) -> tuple:
+    """Half, the base and double the base length: attention's cost grows with its square, a
+    feed-forward's with it; each length is tokenized once, then read from the token cache."""
+    return tuple(sorted({max(8, base // 2), base, 2 * base}))
+
+
+def depths(base: int) -> tuple:
+    return tuple(sorted({max(1, base - 1), base, base + 1}))
+
+
+def text_dims(base: TrainConfig) -> list[Dim]:
+    depth = base.model.depth or TEXT_ENCODER["depth"]
+    return [
+        Dim(
+            "dataset.max_length",
+            "budget",
+            "cat",
+            choices=lengths(base.dataset.max_length),
+            when=text_run,
+            when_text="text",
+            extra={"field": "dataset.max_length"},
+            help="tokens a text is cut to (half, base and double the base length)",
+        ),
+        Dim(
+            "model.depth",
+            "model",
+            "cat",
+            choices=depths(depth),
+            **gated("model.depth"),
+            extra={"field": "model.depth"},
+            help="transformer layers (one fewer, the base, one more)",
+        ),
+        Dim(
+            "model.dropout",
+            "model",
+            "float",
+            low=0.0,
+            high=0.3,
+            **gated("model.dropout"),
+            help="dropout in attention and feed-forward",
+        ),
+        Dim("model.pooling", "model", "cat", choices=POOLINGS, **gated("model.pooling"), help="the text's embedding"),
+    ]

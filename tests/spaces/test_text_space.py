@@ -1,0 +1,129 @@
+"""The space of a text run: what applies to a transformer, decided by the rules from the probed model
+(not by its name), with the reason for the rest in `space show --all`; every gated-in dimension
+makes a valid config, and the risky ones train (benchmarks/space_sweep.py --each trains them all)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from effsearch.config import TrainConfig
+from effsearch.config.machine import Machine
+from effsearch.search.study import studyfile
+from tests.support.text import tiny_text, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU = Machine("cuda", bf16=True, ffcv=False, compile=True, gpus=1)
+BERT = {"name": "hf:BertConfig", "kwargs": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}}
+
+
+def sweep_module():
+    spec = importlib.util.spec_from_file_location("space_sweep", ROOT / "benchmarks" / "space_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def study(tmp_path, model=None, **base) -> Path:
+    cfg = tiny_text(write_jsonl(tmp_path / "t.jsonl"), **base)
+    cfg["device"] = "auto"
+    if model is not None:
+        cfg["model"] = model
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "text", "base": cfg, "n_trials": 2}))
+    return path
+
+
+def rows(path, machine=None):
+    spec = studyfile.load(path, machine=machine or Machine())
+    return {r["dimension"]: r for r in spec.space.rows()}
+
+
+def test_the_text_space_offers_what_a_transformer_takes_and_says_why_not_the_rest(tmp_path):
+    r = rows(study(tmp_path))
+    searched = {name for name, row in r.items() if row["state"] == "search"}
+    assert {"dataset.max_length", "model.depth", "model.dropout", "model.pooling", "algorithms.mixup"} <= searched
+    assert {
+        "algorithms.seq_length_warmup",
+        "algorithms.ema",
+        "algorithms.sam",
+        "algorithms.label_smoothing",
+    } <= searched
+    assert {"algorithms.gradient_clipping", "algorithms.layer_freezing", "selection.strategy"} <= searched
+    assert r["algorithms.cutmix"]["values"] == "model 'text-encoder' takes token ids (text); cutmix works on images"
+    assert r["algorithms.progressive_resizing"]["state"] == "n/a" and r["algorithms.randaugment"]["state"] == "n/a"
+    assert "broken on transformers 5" in r["algorithms.alibi"]["values"]
+    assert r["channels_last"]["values"].startswith("lays images out NHWC")
+    assert "BERT's feed-forward blocks" in r["algorithms.gated_linear_units"]["values"]
+    assert "AMP needs a CUDA device" in r["algorithms.low_precision_layernorm"]["values"]
+
+
+def test_on_a_gpu_layer_norms_in_low_precision_and_bf16_are_offered(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    r = rows(study(tmp_path), GPU)
+    assert r["algorithms.low_precision_layernorm"]["state"] == "search"
+    assert "precision amp_bf16 or amp_fp16" in r["algorithms.low_precision_layernorm"]["when"]
+    assert r["precision"]["state"] == "search" and r["compile"]["state"] == "search"
+
+
+def test_glu_is_offered_for_a_bert_by_its_probed_blocks(tmp_path):
+    pytest.importorskip("transformers")
+    r = rows(study(tmp_path, model=BERT))
+    assert r["algorithms.gated_linear_units"]["state"] == "search"
+    # The encoder's own fields are not a transformers model's (it sizes itself in model.kwargs).
+    assert r["model.depth"]["state"] == "n/a" and "sizes itself" in r["model.depth"]["values"]
+
+
+def test_an_image_space_leaves_the_text_dimensions_out_with_the_reason():
+    from effsearch.search.study.studyfile import load
+
+    spec = load(ROOT / "studies" / "quickstart.yaml", machine=Machine())
+    r = {row["dimension"]: row for row in spec.space.rows()}
+    assert r["dataset.max_length"]["state"] == "n/a" and "text only" in r["dataset.max_length"]["values"]
+    assert r["algorithms.seq_length_warmup"]["values"] == (
+        "model 'tiny-cnn' takes images; seq_length_warmup works on token ids (text)"
+    )
+
+
+def test_every_gated_in_dimension_of_the_text_space_makes_a_valid_config(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    spec = studyfile.load(study(tmp_path), machine=GPU)
+    todo = sweep_module().one_at_a_time(spec.space)
+    offered = {label.split("=")[0] for label, _ in todo}
+    # Every searched dimension but the fused step (its base value is the GPU's only sensible one).
+    assert spec.space.active - offered <= {"optimizer.fused"}, spec.space.active - offered
+    for label, cfg in todo:
+        TrainConfig.from_dict(cfg)  # raises on a value the gates let in that the rules refuse
+    assert "algorithms.low_precision_layernorm=True" in [label for label, _ in todo]
+
+
+RISKY = (
+    "model.pooling=cls",
+    "optimizer.kfac=True",
+    "selection.strategy=gradmatch-pb",
+    "sparsity=True",
+    "algorithms.mixup=True",
+    "algorithms.swa=True",
+    "algorithms.sam=True",
+    "algorithms.layer_freezing=True",
+    "algorithms.seq_length_warmup=True",
+)
+
+
+def test_the_risky_dimensions_of_the_text_space_train(tmp_path):
+    mod = sweep_module()
+    spec = studyfile.load(study(tmp_path), machine=Machine())
+    picked = [(label, cfg) for label, cfg in mod.one_at_a_time(spec.space) if label in RISKY]
+    assert sorted(label for label, _ in picked) == sorted(RISKY)
+    from effsearch.trainer.training import train
+
+    for label, cfg in picked:
+        result = train(TrainConfig.from_dict(mod.here(cfg, 1.0, 2.0, 64)), data_root=tmp_path / "d", progress=False)
+        assert result.status in ("completed", "diverged"), (label, result.status, result.reason)
