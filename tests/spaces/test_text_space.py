@@ -99,7 +99,7 @@ def test_every_gated_in_dimension_of_the_text_space_makes_a_valid_config(tmp_pat
     offered = {label.split("=")[0] for label, _ in todo}
     # Every searched dimension but the fused step (its base value is the GPU's only sensible one).
     assert spec.space.active - offered <= {"optimizer.fused"}, spec.space.active - offered
-    for label, cfg in todo:
+    for _label, cfg in todo:
         TrainConfig.from_dict(cfg)  # raises on a value the gates let in that the rules refuse
     assert "algorithms.low_precision_layernorm=True" in [label for label, _ in todo]
 
