@@ -11,8 +11,13 @@ median of per-pair ratios effsearch / plain (1.00 means no overhead).
                           so the framework's per-step cost shows without a GPU
     --device cpu          tiny CNN at width 32, batch 128, 8,000 images
     --device cuda         tiny CNN at width 32, batch 512, all 54,000 images, amp_bf16
+    --text                the text encoder of configs/debian-topics.yaml on a quarter of its texts
+                          (--text-config another), AdamW; the plain loop gathers the same batches,
+                          each cut to its longest text, and calls the encoder with ids and mask
 
     EFFSEARCH_DATA_DIR=../shared/data uv run python benchmarks/trainer_overhead.py --device cpu --tiny
+    OMP_NUM_THREADS=1 uv run python benchmarks/trainer_overhead.py --device cpu --text --repeats 5 --epochs 1.5
+(one thread where the cores are shared: docs/benchmarks.md, "Trainer overhead", says why)
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch.nn.functional as F
 from effsearch.config import TrainConfig
 from effsearch.trainer.data.splits import BatchAugment, Splits, load_splits, to_device
 from effsearch.trainer.models import build_model
+from effsearch.trainer.models.text import TextEncoder
 from effsearch.trainer.techniques.schedule import factors
 from effsearch.trainer.training import train
 
@@ -92,6 +98,63 @@ def plain_loop(cfg: TrainConfig, splits: Splits, device: str) -> tuple[float, in
     return _now(cuda) - t, steps
 
 
+def text_recipe(path: str, device: str, epochs: float) -> TrainConfig:
+    """The text config at ``path`` for the overhead: a quarter of its texts, one evaluation at the end."""
+    changes = [f"device={device}", f"epochs={epochs}", f"eval_every={epochs}", "target_accuracy=0.0"]
+    changes += ["dataset.data_fraction=0.25"] + (["precision=amp_bf16"] if device == "cuda" else [])
+    return TrainConfig.from_yaml(path, changes)
+
+
+def plain_text_loop(cfg: TrainConfig, splits: Splits, device: str) -> tuple[float, int]:
+    """A hand-written loop over the same batches as the trainer's: a permutation an epoch, one gather
+    a batch cut to its longest text (lengths read on the host), the encoder called with ids and mask,
+    AdamW (fused on CUDA), no host sync until the end. Returns (seconds, steps)."""
+    from effsearch.config import MODEL_WIDTHS
+    from effsearch.config.choices import TEXT_ENCODER
+
+    cuda, m, o = device == "cuda", cfg.model, cfg.optimizer
+    assert splits.tokens is not None  # a text dataset
+    torch.manual_seed(cfg.seed)
+    model = TextEncoder(
+        splits.tokens.vocab_size,
+        splits.num_classes,
+        splits.tokens.max_length,
+        m.width or MODEL_WIDTHS["text-encoder"],
+        m.depth or TEXT_ENCODER["depth"],
+        m.heads or TEXT_ENCODER["heads"],
+        m.pooling,
+        m.dropout,
+    ).to(device)
+    fused = {"fused": True} if cuda else {}
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=o.lr, betas=(o.momentum, o.beta2), weight_decay=o.weight_decay, **fused
+    )
+    x_all, y_all = splits.train_x, splits.train_y
+    lengths = (x_all != 0).sum(1).cpu()
+    n, b = len(y_all), cfg.batch_size
+    steps = max(1, round(cfg.epochs * math.ceil(n / b)))
+    lrs = factors(cfg.schedule, steps)
+    dtype = torch.bfloat16 if cfg.precision == "amp_bf16" else None
+    model.train()
+    t, step = _now(cuda), 0
+    while step < steps:
+        perm = torch.randperm(n)
+        for i in range(0, n, b):
+            idx = perm[i : i + b]
+            x = x_all[idx.to(device), : int(lengths[idx].max())]
+            for g in opt.param_groups:
+                g["lr"] = o.lr * lrs[step]
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+                loss = F.cross_entropy(model(x, x != 0), y_all[idx.to(device)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            if step >= steps:
+                break
+    return _now(cuda) - t, steps
+
+
 def effsearch_run(cfg: TrainConfig, data_root) -> tuple[float, int, float]:
     """(train seconds, steps, wall seconds outside training and evaluation: set-up)."""
     t = time.perf_counter()
@@ -110,26 +173,33 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--text", action="store_true", help="the text encoder (--text-config) instead of the tiny CNN")
+    ap.add_argument("--text-config", default="configs/debian-topics.yaml")
     ap.add_argument(
         "--profile",
         metavar="FILE",
         help="also profile one effsearch run (torch.profiler) into FILE and print its host reads per step",
     )
     args = ap.parse_args()
-    cfg = TrainConfig.from_dict(recipe(args.device, args.tiny, args.epochs))
+    if args.text:
+        cfg = text_recipe(args.text_config, args.device, args.epochs)
+    else:
+        cfg = TrainConfig.from_dict(recipe(args.device, args.tiny, args.epochs))
     splits = load_splits(cfg, args.data_dir)
     on_device = to_device(splits, args.device)
+    plain = plain_text_loop if args.text else plain_loop
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    what = "texts" if args.text else "images"
     print(
-        f"device: {name}; {len(splits.train_y)} training images, {cfg.epochs:g} epochs, batch {cfg.batch_size}, "
-        f"tiny-cnn width {cfg.model.width}, {cfg.precision}"
+        f"device: {name}; {len(splits.train_y)} training {what}, {cfg.epochs:g} epochs, batch {cfg.batch_size}, "
+        f"{cfg.model.name} width {cfg.model.width}, {cfg.precision}"
     )
-    plain_loop(cfg, on_device, args.device)  # warm-up: first-touch allocations, cuDNN autotuning, lazy imports
+    plain(cfg, on_device, args.device)  # warm-up: first-touch allocations, cuDNN autotuning, lazy imports
     effsearch_run(cfg, args.data_dir)
     ratios, setups = [], []
     for i in range(args.repeats):
         a, steps_a, setup = effsearch_run(cfg, args.data_dir)
-        b, steps_b = plain_loop(cfg, on_device, args.device)
+        b, steps_b = plain(cfg, on_device, args.device)
         per_a, per_b = a / steps_a, b / steps_b
         ratios.append(per_a / per_b)
         setups.append(setup)

@@ -32,7 +32,8 @@ def test_the_walkthrough_has_its_parts():
 def test_the_walkthrough_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "mymodels", raising=False)  # the page's module, not one imported before
+    for module in ("mymodels", "textmodels", "topics"):  # the page's modules, not ones imported before
+        monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "cache"))
     ran = []
     for file, lang, body in blocks():
@@ -50,10 +51,15 @@ def test_the_walkthrough_runs_as_written(tmp_path, monkeypatch, capsys):
                 ran.append(words[3])
         elif lang == "python":
             exec(compile(body, f"{DOC.name} block", "exec"), {"__name__": "walkthrough"})
-    assert ran == ["train", "train", "space", "run", "status", "export", "best", "train"]
+    assert ran == ["train", "train", "space", "run", "status", "export", "best", "train", "data", "train", "train"]
     assert Path("best.yaml").is_file() and Path("front.csv").is_file()
     # The pattern images are grayscale: ResNet-18's 3-channel stem gets them repeated, and says so.
     resnet = json.loads(Path("runs/resnet18/result.json").read_text())
     assert "1-channel images are repeated to the 3 channels" in resnet["final"]["input_adapted"]
     best = json.loads(Path("runs/best/result.json").read_text())
     assert best["status"] == "completed" and best["config"]["model"]["name"] == "mymodels:small_cnn"
+    # Text: the built-in encoder and the page's own model, on the tokens `data prepare` cached.
+    for run in ("text", "bag"):
+        text = json.loads(Path(f"runs/{run}/result.json").read_text())
+        assert text["status"] == "completed" and text["final"]["val_accuracy"] > 0.6, (run, text["final"])
+    assert list(Path("cache/text-cache").iterdir())
