@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|text|summary   # one part (each installs first)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
@@ -22,6 +22,9 @@
 # the machine's own torch, with --no-deps (mosaicml pins torch<2.7.1; the machine's newer torch
 # is what is there). Data: $EFFSEARCH_DATA_DIR, else .gpu/data (prepare copies Fashion-MNIST).
 # Output: .gpu/out/ (logs, result.json files, the study journal); with $OUT set, copies there.
+# `text` trains the Debian topic task's baseline (configs/debian-topics.yaml) and its study's pick
+# (docs/results/debian-topics-pick.yaml) with bf16 and compile, each under TEXT_SECONDS (75),
+# about two minutes in all with the install: `bash benchmarks/gpu_check.sh text`.
 # GPU_CHECK_SMOKE=1 runs every step tiny and on CPU: a check of this script, not of a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +52,9 @@ want = ["mosaicml", "torch-optimizer", "pytorch-ranger", "coolname", "cords", "a
         "questionary", "ruamel-yaml", "validators", "termcolor", "tzdata",
         # not in the GPU image: gql's websockets transport (mcli imports it), and importlib_metadata
         # (composer.utils.collect_env); the first found by the rehearsal below, the second on the H200
-        "websockets", "importlib-metadata"]
+        "websockets", "importlib-metadata",
+        # dataset.tokenizer bpe (the text part); the image has one, but of its own version
+        "tokenizers"]
 for name in want:
     m = re.search(r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
     if m:
@@ -64,6 +69,7 @@ EOF
   done
   local src=${EFFSEARCH_DATA_DIR:-$ROOT/../shared/data}
   cp -r "$src/fashion-mnist" "$GPU/data/"
+  cp -r "$src/debian-packages" "$GPU/data/"  # the text part's 7 MB; tokenized there (seconds)
   du -sh "$GPU"
   echo "carry .gpu: run(command='bash benchmarks/gpu_check.sh', carry=['.gpu'])"
 }
@@ -95,11 +101,11 @@ setup_run() {
   OUTDIR=$GPU/out
   mkdir -p "$OUTDIR"
   if [ "$SMOKE" = 1 ]; then
-    DEV=cpu; PREC=fp32; SMOKE_SET=(--set epochs=0.2 --set dataset.data_fraction=0.05)
+    DEV=cpu; PREC=fp32; COMPILE=false; SMOKE_SET=(--set epochs=0.2 --set dataset.data_fraction=0.05)
   else
     "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
       || { echo "no CUDA device here: this check needs a GPU (GPU_CHECK_SMOKE=1 tries the script on CPU)" >&2; exit 2; }
-    DEV=cuda; PREC=amp_bf16; SMOKE_SET=()
+    DEV=cuda; PREC=amp_bf16; COMPILE=true; SMOKE_SET=()
   fi
 }
 
@@ -233,7 +239,34 @@ fronts() {
   done
 }
 
-PARTS=(baseline overhead costs shapes recipe study fronts summary)
+text() {
+  # The Debian topic task's baseline and its study's pick with bf16 and compile, each under
+  # TEXT_SECONDS; a run's figures go to $OUT/text.txt, its result.json to $OUT, as soon as it ends, so
+  # a call the device's time limit kills keeps the runs that finished. TEXT_DATA: another copy of
+  # debian-packages.jsonl.gz (the test's small one); TEXT_RUNS picks among baseline and pick.
+  local data=${TEXT_DATA:-$EFFSEARCH_DATA_DIR/debian-packages/debian-packages.jsonl.gz}
+  [ -f "$data" ] || { echo "no $data: run 'bash benchmarks/gpu_check.sh prepare' here and carry .gpu" >&2; exit 2; }
+  local sinks=("$OUTDIR/text.txt") r cfg
+  if [ -n "${OUT:-}" ]; then sinks+=("$OUT/text.txt"); fi
+  local changes=(--set device=$DEV --set precision=$PREC --set compile=$COMPILE --set "dataset.path=$data")
+  if [ "$SMOKE" = 1 ]; then changes+=(--set epochs=0.5 --set dataset.tokenizer.vocab_size=300); fi
+  for r in ${TEXT_RUNS:-baseline pick}; do
+    case "$r" in
+      baseline) cfg=configs/debian-topics.yaml ;;
+      pick) cfg=docs/results/debian-topics-pick.yaml ;;
+      *) echo "gpu_check: TEXT_RUNS takes baseline, pick; not '$r'" >&2; exit 2 ;;
+    esac
+    if [ ! -f "$cfg" ]; then echo "text $r: no $cfg, skipped" | tee -a "${sinks[@]}"; continue; fi
+    log "text $r: $cfg ($DEV, $PREC, compile $COMPILE; ${TEXT_SECONDS:-75} s at most)"
+    { timeout "${TEXT_SECONDS:-75}" "$PY" -m effsearch.cli train "$cfg" "${changes[@]}" --quiet \
+        --out "$OUTDIR/text-$r" 2>&1 | tail -4 || echo "exit $?"
+      "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --runs "text-$r"
+    } 2>&1 | tee -a "${sinks[@]}"
+    if [ -n "${OUT:-}" ] && [ -f "$OUTDIR/text-$r/result.json" ]; then cp "$OUTDIR/text-$r/result.json" "$OUT/text-$r.json"; fi
+  done
+}
+
+PARTS=(baseline overhead costs shapes recipe study fronts text summary)
 known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 case "$step" in

@@ -13,21 +13,24 @@ import json
 from pathlib import Path
 
 TEST_TARGET = 0.91
+RUNS = ("baseline", "baseline-bf16", "fast", "text-baseline", "text-pick")  # gpu_check.sh's --out folders
 
 
-def recipe_lines(out: Path) -> list[str]:
+def recipe_lines(out: Path, names: tuple[str, ...] = RUNS) -> list[str]:
     lines = []
-    for name in ("baseline", "baseline-bf16", "fast"):
+    for name in names:
         path = out / name / "result.json"
         if not path.is_file():
             continue
         r = json.loads(path.read_text())
         f, tta = r["final"], r.get("time_to_target")
         cfg = r["config"]
+        compiled = f"compile {f['compile_seconds']:.2f}s  " if f.get("compile_seconds") else ""
         lines.append(
             f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5g} "
             f"time to {r['target_accuracy']:.2f} val: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
             f"test {f.get('test_accuracy', float('nan')):.4f}  set-up {f.get('setup_seconds', 0):.2f}s  "
+            f"{compiled}"
             f"[{r['device']}]"
         )
     return lines
@@ -134,9 +137,15 @@ def compute_split(trials) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--study", type=Path, required=True)
+    ap.add_argument("--study", type=Path)
     ap.add_argument("--study-only", action="store_true", help="the study's lines alone, written nowhere")
+    ap.add_argument("--runs", nargs="+", metavar="NAME", help="these trained runs' lines alone, written nowhere")
     args = ap.parse_args()
+    if args.runs:
+        print("\n".join(recipe_lines(args.out, tuple(args.runs))) or f"no result for {' '.join(args.runs)}")
+        return
+    if args.study is None:
+        ap.error("--study is needed unless --runs is given")
     if args.study_only:
         print("\n".join(study_lines(args.study)) or f"no study at {args.study}")
         return

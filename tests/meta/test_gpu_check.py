@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 
 
-def run(args, tmp_path, **env):
+def run(args, tmp_path, timeout=300, **env):
     e = {**os.environ, "GPU_CHECK_SMOKE": "1", "GPU_CHECK_DIR": str(tmp_path / "gpu"), **env}
     return subprocess.run(
-        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=300, cwd=tmp_path
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=timeout, cwd=tmp_path
     )
 
 
@@ -88,3 +88,31 @@ def test_the_study_summary_splits_the_compute(tmp_path):
         "set-up 5 s (5%), other 25 s (25%)"
     )
     assert gpu_summary.compute_split([]) == "compute: none recorded"
+
+
+def test_text_trains_the_topic_baseline_and_brings_back_each_runs_figures(tmp_path):
+    """The text part (the Debian topic task's baseline and its study's pick, bf16 and compile on the
+    GPU) in smoke mode: on the CPU, on a small file of the same columns the test writes (TEXT_DATA:
+    tests never read the shared data); each run's line lands in $OUT/text.txt, its result beside it."""
+    import gzip
+    import json
+
+    import yaml
+
+    classes = yaml.safe_load((ROOT / "configs" / "debian-topics.yaml").read_text())["dataset"]["classes"]
+    data = tmp_path / "topics.jsonl.gz"
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        for i in range(13 * 16):
+            c = classes[i % 13]
+            row = {"text": f"{c} tool for {c} work, {c} files", "section": c, "source": f"src{i // 2}"}
+            f.write(json.dumps({**row, "split": "test" if i % 8 == 0 else "train"}) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["text"], tmp_path, 1500, OUT=str(out), TEXT_DATA=str(data), TEXT_SECONDS="700")  # a loaded CPU
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = (out / "text.txt").read_text()
+    assert "text-baseline  fp32" in lines and "time to 0.80 val" in lines, lines
+    assert "text-pick      fp32" in lines, lines  # docs/results/debian-topics-pick.yaml, the study's knee
+    assert all(json.loads((out / f"text-{r}.json").read_text())["status"] == "completed" for r in ("baseline", "pick"))
+    bad = run(["text"], tmp_path, TEXT_DATA=str(data), TEXT_RUNS="bogus")
+    assert bad.returncode == 1 and "TEXT_RUNS takes baseline, pick; not 'bogus'" in bad.stderr
