@@ -109,6 +109,7 @@ def algorithm_dims(model: dict) -> list[Dim]:
             gate.extra["unavailable"] = _why_not(algo, spec.needs_structure, model)
         elif algo in BROKEN:
             missing, gate.extra["unavailable"] = True, BROKEN[algo]
+        gate.extra["model_bound"] = missing  # no range a study file gives can change the model
         dims.append(gate)
         for param, rng in params.items():
             to_cfg: Callable[[Any], Any] | None = None
@@ -133,7 +134,7 @@ def algorithm_dims(model: dict) -> list[Dim]:
                 kind, lo, hi, log = rng
                 dims.append(Dim(name, "algorithms", kind, low=lo, high=hi, log=log, **common))
             if missing:
-                dims[-1].extra["unavailable"] = gate.extra["unavailable"]
+                dims[-1].extra.update(unavailable=gate.extra["unavailable"], model_bound=True)
     return dims
 
 

@@ -135,13 +135,14 @@ def _by_modality(by_name: dict[str, Dim], base: TrainConfig) -> None:
     text model not built in: the encoder's own fields), each with the reason."""
     if readers.text_run(base.to_dict()):
         for name, why in IMAGE_ONLY.items():
-            by_name[name].extra["unavailable"] = why
+            by_name[name].extra.update(unavailable=why, model_bound=True)
         if base.model.name != "text-encoder":
             for name in TEXT_ONLY[1:]:
-                by_name[name].extra["unavailable"] = f"the built-in text-encoder's; {base.model.name!r} sizes itself"
+                why = f"the built-in text-encoder's; {base.model.name!r} sizes itself"
+                by_name[name].extra.update(unavailable=why, model_bound=True)
         return
     for name in TEXT_ONLY:
-        by_name[name].extra["unavailable"] = "text only (the run is on images)"
+        by_name[name].extra.update(unavailable="text only (the run is on images)", model_bound=True)
 
 
 def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:

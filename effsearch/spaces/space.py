@@ -67,6 +67,7 @@ class Space:
             section, "exclude", [], dims, by_name, prefix
         )
         explicit = _ranges(section, by_name, prefix)
+        _refuse_model_bound(section, explicit, by_name, prefix)
         dims = [by_name[d.name] for d in dims]
         fixed = _fixed(section, by_name, explicit, prefix)
         active = {
@@ -181,6 +182,20 @@ def unavailable(d: Dim) -> str | None:
     """Why this machine cannot search ``d`` (None: it can)."""
     why = d.extra.get("unavailable")
     return why() if callable(why) else why
+
+
+def _refuse_model_bound(section: dict, explicit: set[str], by_name: dict[str, Dim], prefix: str) -> None:
+    """A dimension the base's model rules out (an image algorithm on a text model, ALiBi), named
+    alone in ``include`` or given a range: refused with the reason, as a config asking for it is
+    (a group that holds it leaves it out quietly, as `space show --all` says)."""
+    include = section.get("include")
+    named: list = include if isinstance(include, list) else []
+    where = {name: f"{prefix}.ranges.{name}" for name in explicit}
+    where.update({item: f"{prefix}.include[{i}]" for i, item in enumerate(named) if item in by_name})
+    for name, at in where.items():
+        d = by_name[name]
+        if d.extra.get("model_bound") and unavailable(d):
+            raise ConfigError(at, f"{name} cannot be searched for this model: {unavailable(d)}")
 
 
 def _unknown(name: str, by_name: dict[str, Dim]) -> str:

@@ -127,3 +127,28 @@ def test_the_risky_dimensions_of_the_text_space_train(tmp_path):
     for label, cfg in picked:
         result = train(TrainConfig.from_dict(mod.here(cfg, 1.0, 2.0, 64)), data_root=tmp_path / "d", progress=False)
         assert result.status in ("completed", "diverged"), (label, result.status, result.reason)
+
+
+@pytest.mark.parametrize(
+    "space, field, words",
+    [
+        ({"ranges": {"algorithms.alibi": {"choices": [True, False]}}}, "space.ranges.algorithms.alibi", "broken"),
+        ({"include": ["algorithms.cutmix", "optimizer"]}, "space.include[0]", "cutmix works on images"),
+        ({"ranges": {"algorithms.cutout.length": [0.1, 0.3]}}, "space.ranges.algorithms.cutout.length", "images"),
+        ({"include": ["channels_last"]}, "space.include[0]", "lays images out NHWC"),
+    ],
+)
+def test_a_study_asking_for_what_the_text_model_cannot_take_is_refused(tmp_path, space, field, words):
+    """Named alone or given a range, an image dimension or ALiBi on a text model is refused with the
+    reason (it had been searched under a gate that never holds, or left out without a word)."""
+    from effsearch.config import ConfigError
+
+    path = study(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**doc, "space": space}))
+    with pytest.raises(ConfigError) as e:
+        studyfile.load(path, machine=Machine())
+    assert e.value.field == field and words in e.value.message, (e.value.field, e.value.message)
+    # A group that holds them leaves them out quietly, as `space show --all` says.
+    path.write_text(yaml.safe_dump({**doc, "space": {"include": ["algorithms"]}}))
+    assert "algorithms.cutmix" not in studyfile.load(path, machine=Machine()).space.active
