@@ -252,7 +252,7 @@ def test_space_show_says_the_rules_when():
         rows["algorithms.sam"] == rules.when_text("algorithms.sam") == "optimizer not kfac-sgd, precision != amp_fp16"
     )
     assert (
-        rows["algorithms.cutmix"] == "a model with image inputs, not mixup"
+        rows["algorithms.cutmix"] == "a model of images, not mixup"
         and "compile off" in rows["algorithms.progressive_resizing"]
     )
     assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
