@@ -24,7 +24,8 @@
 # Output: .gpu/out/ (logs, result.json files, the study journal); with $OUT set, copies there.
 # `text` trains the Debian topic task's baseline (configs/debian-topics.yaml) and its study's pick
 # (docs/results/debian-topics-pick.yaml) with bf16 and compile, each under TEXT_SECONDS (75),
-# about two minutes in all with the install: `bash benchmarks/gpu_check.sh text`.
+# about two minutes in all with the install: `bash benchmarks/gpu_check.sh text` (its .gpu alone:
+# `PREPARE_DATA=debian-packages bash benchmarks/gpu_check.sh prepare`, about 29 MB).
 # GPU_CHECK_SMOKE=1 runs every step tiny and on CPU: a check of this script, not of a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,8 +69,10 @@ EOF
       || python3 -m pip wheel -q --no-deps -w "$GPU/wheels" "$pin"
   done
   local src=${EFFSEARCH_DATA_DIR:-$ROOT/../shared/data}
-  cp -r "$src/fashion-mnist" "$GPU/data/"
-  cp -r "$src/debian-packages" "$GPU/data/"  # the text part's 7 MB; tokenized there (seconds)
+  # PREPARE_DATA: the data sets to carry (the text part alone needs only debian-packages, 7 MB,
+  # tokenized there in seconds; with fashion-mnist's 30 MB and the wheels .gpu is about 58 MiB)
+  local d
+  for d in ${PREPARE_DATA:-fashion-mnist debian-packages}; do cp -r "$src/$d" "$GPU/data/"; done
   du -sh "$GPU"
   echo "carry .gpu: run(command='bash benchmarks/gpu_check.sh', carry=['.gpu'])"
 }
