@@ -301,16 +301,17 @@ def status(study: str | Path, storage: str | None = None, *, front_only: bool = 
     of its Pareto front), what it cost, and with a tuning phase how well phase 1 predicted phase 2.
     ``study``: a study file, or its name with ``storage``."""
     from effsearch.search.results import best, report
-    from effsearch.search.store.attrs import OBJECTIVES_KEY, TARGET_KEY
+    from effsearch.search.store.attrs import OBJECTIVES_KEY
+    from effsearch.search.store.queries import study_target
     from effsearch.search.store.urls import redact
     from effsearch.search.study import phases
 
     opened, url = _opened(study, storage)
     objectives = opened.user_attrs.get(OBJECTIVES_KEY) or [f"objective {i}" for i in range(len(opened.directions))]
-    target = opened.user_attrs.get(TARGET_KEY)
+    target = study_target(opened)
     lines = [
         f"study {opened.study_name!r} in {redact(url)}: objectives {', '.join(objectives)}"
-        + (f"; target val accuracy {target:g}" if target is not None else ""),
+        + (f"; target {report.target_words(target)}" if target is not None else ""),
         report.status_table(opened, objectives, show_all=not front_only),
         "\n" + "\n".join(best.cost_of(opened).lines()),
     ]

@@ -12,9 +12,13 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from effsearch.api import check_output
 from effsearch.config import ConfigError
+
+if TYPE_CHECKING:
+    from effsearch.trainer.result import RunResult
 
 EXIT_BAD_INPUT = 2
 
@@ -98,10 +102,14 @@ def _cmd_train(args) -> int:
     ttt = f"{result.time_to_target:.1f}s" if result.time_to_target is not None else "not reached"
     print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     nan = float("nan")
-    print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
+    if result.target_metric == "val_accuracy":
+        print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
+    else:  # a language model: its loss (lower is better) and bits per byte of the held-out text
+        bpb = f"  bits per byte {f.val_bpb:.4f}" if f.val_bpb is not None else ""
+        print(f"val loss {_or(f.val_loss, nan):.4f}{bpb}  (lower is better)")
     print(
         f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
-        f"time to {result.target_accuracy:.3f}: {ttt}"
+        f"time to {_target_words(result)}: {ttt}"
     )
     if f.sparsity:
         print(f"sparsity {f.sparsity:.3f}  nonzero params {f.nonzero_params:,}")
@@ -118,6 +126,12 @@ def _cmd_train(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
     return 0 if result.status == "completed" else 1
+
+
+def _target_words(result: RunResult) -> str:
+    """``0.900`` for an accuracy (as before), ``val loss <= 2.3`` for any other metric."""
+    t = result.target
+    return f"{t.value:.3f}" if t.metric == "val_accuracy" else t.text()
 
 
 def _or(value, default):
@@ -367,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "export",
         help="write a study's Pareto front as CSV, JSON, YAML, HTML or PNG",
-        description="Write the Pareto front of a study (time to target vs final accuracy): "
+        description="Write the Pareto front of a study (time to target vs the final value of its "
+        "metric: val accuracy, or a language model's val loss): "
         "trial, objective values, test accuracy, speed-up over the baseline, "
         "reached target, and the config. html and png draw it; trials that missed "
         "the target are left off the drawing (the title counts them).",
@@ -395,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one trial's TrainConfig YAML, for `effsearch train`",
         description="Pick a trial of a study and write its TrainConfig, with where it came from "
         "as a comment header; `effsearch train FILE` trains exactly that config. "
-        "fastest, knee, fastest-above and fastest-within count only trials that "
+        "fastest, knee, fastest-above, fastest-below and fastest-within count only trials that "
         "reached the target; "
         "knee: after min-max normalising time and accuracy over the front, the front "
         "point farthest above the line joining its two ends.",
@@ -405,10 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--pick",
         default="knee",
         metavar="PICK",
-        help="knee (default), fastest, most-accurate, fastest-above:ACC (least time to target "
-        "with final val accuracy >= ACC, e.g. fastest-above:0.95), or fastest-within:D (least "
-        "time to target with final val accuracy at most D below the baseline trial's, e.g. "
-        "fastest-within:0.01 for within 1 point)",
+        help="knee (default), fastest, most-accurate (the best final value: highest accuracy, lowest "
+        "loss), fastest-above:ACC (least time to target with final val accuracy >= ACC, e.g. "
+        "fastest-above:0.95), fastest-below:LOSS (the same where lower is better: final val loss "
+        "<= LOSS), or fastest-within:D (least time to target with a final value at most D worse than "
+        "the baseline trial's, e.g. fastest-within:0.01 for within 1 point of accuracy)",
     )
     b.add_argument("-o", "--out", required=True, metavar="FILE", help="output YAML, e.g. best.yaml")
     b.set_defaults(func=_cmd_best)

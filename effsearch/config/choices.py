@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 DATASETS = ("digits", "fashion-mnist", "cifar10", "cifar100", "synthetic")
-MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck", "text-encoder")
+MODELS = ("tiny-cnn", "resnet9", "resnet20", "resnet56", "resnet-bottleneck", "text-encoder", "gpt")
 # Each model's channel width at ``model.width: 0`` (the text encoder's: its embedding width).
 MODEL_WIDTHS = {
     "tiny-cnn": 32,
@@ -16,6 +16,20 @@ MODEL_WIDTHS = {
 # The text encoder's layers and attention heads at ``model.depth: 0`` and ``model.heads: 0``.
 TEXT_ENCODER = {"depth": 2, "heads": 4}
 POOLINGS = ("mean", "cls")
+# The built-in gpt's model.kwargs and their defaults (nanoGPT's shape, shrunk; the speedrun's switches).
+GPT = {
+    "n_layer": 2,
+    "n_head": 4,
+    "n_embd": 128,
+    "qk_norm": False,  # RMS-normalised queries and keys (the speedrun's QK-norm)
+    "activation": "gelu",  # gelu, or relu2 (ReLU squared, the speedrun's)
+    "tied": True,  # the output layer shares the token embedding's weights
+    "zero_init": False,  # attention and MLP output projections start at zero
+}
+GPT_ACTIVATIONS = ("gelu", "relu2")
+# The algorithms a language model trains with: they change the optimisation, not a per-example loss
+# (MixUp, label smoothing, selective backprop: one label a text) or the input (images, a sequence length).
+LM_ALGORITHMS = ("ema", "sam", "gradient_clipping")
 TOKENIZERS = ("bytes", "bpe", "wordpiece")
 # Every tokenizer's ids 0-3 are its special tokens (padding, the classifier's first token, the end
 # of a document, unknown); bytes are 4 + their value, so 260 is the smallest vocabulary.

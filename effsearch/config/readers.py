@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any, cast
 
 from effsearch.config.algorithms import ALGORITHMS, parse_time
-from effsearch.config.choices import GREEDY, MODEL_WIDTHS, TEXT_ENCODER
+from effsearch.config.choices import GPT, GPT_ACTIVATIONS, GREEDY, MODEL_WIDTHS, TEXT_ENCODER
 from effsearch.config.fields import get_path
 from effsearch.config.schema import TrainFields
 from effsearch.config.sources import ModelFacts, data_modality, facts
@@ -30,7 +30,10 @@ READ_FIELDS = (
     "dataset.classes",
     "dataset.tokenizer.name",
     "dataset.tokenizer.vocab_size",
+    "dataset.label_column",
+    "dataset.val_tokens",
     "model.name",
+    "model.kwargs",
     "model.width",
     "model.depth",
     "model.heads",
@@ -61,6 +64,8 @@ READ_FIELDS = (
     "distributed.compression.method",
     "distributed.compression.granularity",
     "distributed.compression.error_feedback",
+    "target.metric",
+    "target.value",
 )
 _SCHEMA = TrainFields().to_dict()
 DEFAULTS: dict[str, Any] = {path: get_path(_SCHEMA, path) for path in READ_FIELDS}
@@ -214,3 +219,46 @@ def swa_not_after(cfg: dict) -> bool:
 def bad_milestones(cfg: dict) -> bool:
     ms = value(cfg, "schedule.milestones")
     return not ms or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in ms)
+
+
+def gpt_problem(kwargs: Any) -> str | None:
+    """What is wrong with the built-in gpt's ``model.kwargs`` (None: nothing), naming the key."""
+    if not isinstance(kwargs, dict):
+        return f"must be a mapping; got {type(kwargs).__name__}"
+    unknown = [k for k in kwargs if k not in GPT]
+    if unknown:
+        return f"gpt takes no {', '.join(map(repr, unknown))}; it takes {', '.join(GPT)} (defaults: {GPT})"
+    k = {**GPT, **kwargs}
+    for name in ("n_layer", "n_head", "n_embd"):
+        if isinstance(k[name], bool) or not isinstance(k[name], int) or k[name] < 1:
+            return f"{name} must be a positive integer; got {k[name]!r}"
+    for name in ("qk_norm", "tied", "zero_init"):
+        if not isinstance(k[name], bool):
+            return f"{name} must be true or false; got {k[name]!r}"
+    if k["activation"] not in GPT_ACTIVATIONS:
+        return f"activation must be one of {', '.join(GPT_ACTIVATIONS)}; got {k['activation']!r}"
+    if k["n_embd"] % k["n_head"]:
+        return f"n_head {k['n_head']} does not divide n_embd {k['n_embd']}: each head takes an equal share"
+    return None
+
+
+def gpt_kwargs(cfg: dict) -> Any:
+    return value(cfg, "model.kwargs") or {}
+
+
+def lm_data(cfg: dict) -> bool:
+    """The dataset is a language model's corpus: plain text files, or rows read without labels
+    (``dataset.label_column: null``)."""
+    name = dataset_name(cfg)
+    return name == "text" or (value(cfg, "dataset.label_column") is None and data_modality(name) != "images")
+
+
+def lm_model(cfg: dict) -> bool | None:
+    """The (known) model is a language model (logits for every position); None: not probed yet."""
+    known = _facts(cfg)
+    return known.causal if known is not None else None
+
+
+def lm_run(cfg: dict) -> bool:
+    """The run trains a language model, as its data or its (known) model says."""
+    return lm_data(cfg) or bool(lm_model(cfg))

@@ -25,6 +25,7 @@ from effsearch.config.algorithms import ALGORITHMS, CONFLICTS, RESHAPES_BATCHES,
 from effsearch.config.choices import (
     FUSABLE,
     GREEDY,
+    LM_ALGORITHMS,
     MIN_VOCAB,
     MODEL_SELECTIONS,
     NO_FEEDBACK,
@@ -35,6 +36,7 @@ from effsearch.config.choices import (
     WEIGHTED_SELECTIONS,
 )
 from effsearch.config.fields import ConfigError, quote
+from effsearch.config.metrics import ACCURACY, METRICS
 from effsearch.config.readers import (
     bad_milestones,
     compression_method,
@@ -42,11 +44,16 @@ from effsearch.config.readers import (
     ema_every,
     encoder_heads,
     encoder_width,
+    gpt_kwargs,
+    gpt_problem,
     greedy_wrong,
     half_life,
     has,
     kfac,
     lacks,
+    lm_data,
+    lm_model,
+    lm_run,
     loader,
     modality_clash,
     model_modality,
@@ -109,9 +116,12 @@ TAKES = {"images": "images", "tokens": "token ids (text)"}
 def _lacks_message(fact: str, cfg: dict) -> str:
     if fact in TAKES:
         other = "tokens" if fact == "images" else "images"
-        return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]}" + (
-            " (mixup, label_smoothing, ema, swa, sam, gradient_clipping and layer_freezing work on both)"
+        both = (
+            f"a language model takes {', '.join(LM_ALGORITHMS)}"
+            if lm_run(cfg)
+            else "mixup, label_smoothing, ema, swa, sam, gradient_clipping and layer_freezing work on both"
         )
+        return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]} ({both})"
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
 
 
@@ -166,7 +176,112 @@ def _text_only(field: str, on: Callable[[dict], bool], what: str) -> Rule:
 
 _UNWEIGHTED = ", ".join(s for s in ("random", "random-online", "glister", "glister-pb", "glister-pc"))
 
+
+def _bad_target(cfg: dict) -> bool:
+    return not METRICS[value(cfg, "target.metric")].allows(float(value(cfg, "target.value")))
+
+
+def _target_message(cfg: dict) -> str:
+    m = METRICS[value(cfg, "target.metric")]
+    bounds = f"in [{m.low:g}, {m.high:g}]" if m.high is not None else f"above {m.low:g}"
+    return f"a target on {m.name} must be {bounds} ({m.why}); got {quote(value(cfg, 'target.value'))}"
+
+
+def _lm_only(c: dict) -> bool:
+    """A language model's run (its data or its known model says so)."""
+    return lm_run(c)
+
+
+_LM_WHY = "a language model predicts every token of a window, not one label a text"
+_LM_RULES = [
+    Rule(
+        "selection.strategy",
+        "selection.strategy",
+        on=lambda c: strategy(c) != "full",
+        forbids=_lm_only,
+        message=lambda c: (
+            f"{quote(strategy(c))} selects examples by their loss or last-layer gradient; {_LM_WHY}, and a "
+            "per-window last-layer gradient is vocabulary x width: subset selection is off for language "
+            "models (strategy full)"
+        ),
+        when="not a language model",
+        reads=("dataset.name", "dataset.label_column", "model.name", "model.kwargs"),
+    ),
+    *[
+        Rule(
+            f"algorithms.{name}",
+            f"algorithms.{name}",
+            on=partial(has, name),
+            forbids=_lm_only,
+            message=f"does not apply to a language model ({_LM_WHY}); a language model takes "
+            f"{', '.join(LM_ALGORITHMS)}",
+            when="not a language model",
+            reads=("dataset.name", "dataset.label_column", "model.name", "model.kwargs"),
+        )
+        for name, spec in ALGORITHMS.items()
+        if name not in LM_ALGORITHMS and spec.needs_structure != "images"
+    ],
+    Rule(
+        "model.kwargs",
+        "model.kwargs",
+        on=lambda c: model_name(c) == "gpt",
+        forbids=lambda c: gpt_problem(gpt_kwargs(c)) is not None,
+        message=lambda c: str(gpt_problem(gpt_kwargs(c))),
+        when="gpt's n_layer, n_head, n_embd and switches",
+        reads=("model.name",),
+    ),
+    Rule(
+        "model.name",
+        "model.name",
+        on=lambda c: bool(lm_model(c)),
+        forbids=lambda c: not lm_data(c),
+        message=lambda c: (
+            f"{quote(model_name(c))} is a language model (it predicts each next token) and the dataset's "
+            "rows have labels: set dataset.label_column: null (or dataset.name text) to train it on the "
+            "texts, or use a classifier (text-encoder, hf:BertConfig)"
+        ),
+        when="a language model's corpus",
+        reads=("dataset.name", "dataset.label_column"),
+    ),
+    Rule(
+        "model.name",
+        "model.name",
+        on=lm_data,
+        forbids=lambda c: lm_model(c) is False and model_modality(c) == "tokens",
+        message=lambda c: (
+            f"{quote(model_name(c))} is a classifier (one label a text) and the dataset is a language model's "
+            "corpus (dataset.name text, or label_column null): use gpt, hf:GPT2Config or a factory taking "
+            "vocab_size and max_length and returning logits (N, L, vocab_size)"
+        ),
+        when="a language model",
+        reads=("model.name", "model.kwargs"),
+    ),
+]
+
+
 RULES: list[Rule] = [
+    Rule(
+        "target.value",
+        "target.value",
+        on=lambda c: value(c, "target.value") is not None,
+        forbids=_bad_target,
+        message=_target_message,
+        when="within the metric's range",
+        reads=("target.metric",),
+    ),
+    # Without a value the target falls back to target_accuracy: a metric named alone would be ignored.
+    Rule(
+        "target.metric",
+        "target.value",
+        on=lambda c: value(c, "target.metric") != ACCURACY,
+        forbids=lambda c: value(c, "target.value") is None,
+        message=lambda c: (
+            f"target.metric {quote(value(c, 'target.metric'))} needs a value to reach (e.g. target: "
+            f"{{metric: {value(c, 'target.metric')}, value: 2.0}}); without one the target is target_accuracy"
+        ),
+        when="target.value given",
+        reads=("target.value",),
+    ),
     Rule(
         "dataset.path",
         "dataset.path",
@@ -175,7 +290,8 @@ RULES: list[Rule] = [
         message=lambda c: (
             f"dataset.name {quote(dataset_name(c))} reads its data from dataset.path; set it (a folder "
             "of class folders for imagefolder, a .npz file, a folder written by datasets' "
-            "save_to_disk for hf, a .jsonl or .csv file for jsonl and csv)"
+            "save_to_disk for hf, a .jsonl or .csv file for jsonl and csv, a text file or a folder of them "
+            "for text)"
         ),
         when="a dataset read from a path",
         reads=("dataset.name",),
@@ -188,7 +304,7 @@ RULES: list[Rule] = [
         message=lambda c: (
             f"only applies to dataset.name {', '.join(FILE_DATASETS)}; dataset.name is {quote(dataset_name(c))}"
         ),
-        when="dataset imagefolder, npz, hf, jsonl or csv",
+        when="dataset imagefolder, npz, hf, jsonl, csv or text",
         reads=("dataset.name",),
     ),
     # What the data holds and what the model takes must agree; the dataset's name says it for the
@@ -523,6 +639,7 @@ RULES: list[Rule] = [
         for name, spec in ALGORITHMS.items()
         if spec.needs_structure
     ],
+    *_LM_RULES,
     Rule(
         "selection.model_based",
         "selection.strategy",

@@ -37,6 +37,7 @@ from effsearch.config.choices import (
     TOKENIZERS,
 )
 from effsearch.config.fields import SEED_MAX, spec
+from effsearch.config.metrics import METRICS
 from effsearch.config.sources import check_dataset_name, check_model_name
 
 
@@ -63,7 +64,8 @@ class DatasetConfig:
         "digits",
         check=check_dataset_name,
         help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
-        "text: jsonl or csv (read from dataset.path), hf text; or an import path "
+        "text: jsonl or csv (read from dataset.path), hf text, text (plain text files, a language model's "
+        "corpus); or an import path "
         "package.module:callable returning x_train, y_train, x_test, y_test (images, or lists of "
         "strings: text) (runs that code)",
     )
@@ -71,7 +73,8 @@ class DatasetConfig:
         None,
         help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
         "npz: a .npz file; hf: a folder written by datasets' save_to_disk; jsonl: a file of one JSON "
-        "object a line (.gz read as gzip); csv: a file with a header row",
+        "object a line (.gz read as gzip); csv: a file with a header row; text: a text file (its "
+        "paragraphs are the documents) or a folder of them (each file a document)",
     )
     test_fraction: float = spec(
         0.2,
@@ -81,8 +84,10 @@ class DatasetConfig:
         help="held-out test share carved (stratified) from a source with no test split (an imagefolder without test/)",
     )
     image_column: str = spec("image", help="hf: the column of images")
-    label_column: str = spec(
-        "label", help="hf, jsonl, csv: the column of class labels (strings or integers, mapped in sorted order)"
+    label_column: str | None = spec(
+        "label",
+        help="hf, jsonl, csv: the column of class labels (strings or integers, mapped in sorted order); null: "
+        "the rows are documents of a language model's corpus (no labels), as dataset.name text is",
     )
     text_column: str = spec("text", help="jsonl, csv, hf text: the column of texts")
     split_column: str | None = spec(
@@ -105,7 +110,15 @@ class DatasetConfig:
         128,
         low=1,
         high=65_536,
-        help="text: tokens a text is cut to, the classifier's first token included (a batch pads to its longest)",
+        help="text: tokens a text is cut to, the classifier's first token included (a batch pads to its "
+        "longest); a language model: the window of the token stream it reads and predicts",
+    )
+    val_tokens: int | None = spec(
+        None,
+        low=1,
+        high=1_000_000_000,
+        help="a language model: the held-out tokens every evaluation scores, the same for every trial (the "
+        "first ones of the validation stream; null: all of it)",
     )
     data_fraction: float = spec(1.0, low=0.0, high=1.0, low_open=True, help="stratified share of the training set used")
     val_fraction: float = spec(
@@ -276,6 +289,21 @@ class DistributedConfig:
 
 
 @dataclass
+class TargetConfig:
+    metric: str = spec(
+        "val_accuracy",
+        choices=tuple(METRICS),
+        help="the validation metric whose first crossing is the time to target: val_accuracy (higher is "
+        "better), val_loss or val_bpb (bits per byte of held-out text; lower is better)",
+    )
+    value: float | None = spec(
+        None,
+        help="the target on that metric, reached at or past it in the metric's direction (a loss: at or "
+        "below it); null: target_accuracy is the target (on val_accuracy)",
+    )
+
+
+@dataclass
 class TrainFields:
     """Every field of a training run; ``TrainConfig`` (config/trainconfig.py) is this, built and checked."""
 
@@ -318,8 +346,13 @@ class TrainFields:
     )
     seed: int = spec(0, low=0, high=SEED_MAX, help="seed of the weights, data order and augmentation")
     target_accuracy: float = spec(
-        0.9, low=0.0, high=1.0, help="validation accuracy whose first crossing is the time to target"
+        0.9,
+        low=0.0,
+        high=1.0,
+        help="validation accuracy whose first crossing is the time to target (short for target: "
+        "{metric: val_accuracy, value: ...}; unused where target.value is given)",
     )
+    target: TargetConfig = spec(factory=TargetConfig)
     eval_every: float = spec(
         1.0, low=0.0, high=10_000, low_open=True, help="epochs between evaluations (fractions allowed)"
     )

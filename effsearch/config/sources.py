@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from effsearch.config.choices import DATASETS, MODELS
 
 MODEL_LIBRARIES = ("torchvision", "timm", "hf")
-FILE_DATASETS = ("imagefolder", "npz", "hf", "jsonl", "csv")  # read from dataset.path
-TEXT_FILES = ("jsonl", "csv")  # always text; hf and an import path hold text or images
+FILE_DATASETS = ("imagefolder", "npz", "hf", "jsonl", "csv", "text")  # read from dataset.path
+TEXT_FILES = ("jsonl", "csv", "text")  # always text; hf and an import path hold text or images
 IMAGE_SOURCES = ("builtin", "imagefolder", "npz")  # always images
 # ``package.module:callable`` (dotted names on both sides of one colon).
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -42,7 +42,7 @@ def model_kind(name: str) -> str:
 
 
 def dataset_kind(name: str) -> str:
-    """``builtin``, ``imagefolder``, ``npz``, ``hf``, ``jsonl``, ``csv`` or ``import``."""
+    """``builtin``, ``imagefolder``, ``npz``, ``hf``, ``jsonl``, ``csv``, ``text`` or ``import``."""
     if name in DATASETS:
         return "builtin"
     return name if name in FILE_DATASETS else "import"
@@ -103,6 +103,8 @@ class ModelFacts:
     attention: bool = False  # self-attention layers
     bert: bool = False  # BERT's feed-forward blocks (GatedLinearUnits replaces them)
     positions: int | None = None  # the longest sequence its position embeddings take (None: any)
+    causal: bool = False  # a language model: logits for every position (N, L, vocabulary), not one per text
+    matrices: bool = False  # 2-d weights besides its embeddings and output layer (what Muon updates)
 
     @property
     def images(self) -> bool:
@@ -133,6 +135,18 @@ _BUILTIN = {
         modality="tokens",
         layernorm=True,
         attention=True,
+        matrices=True,
+    ),
+    "gpt": ModelFacts(
+        bottleneck=False,
+        batchnorm=False,
+        downsamples=False,
+        final_linear=True,
+        modality="tokens",
+        layernorm=True,
+        attention=True,
+        causal=True,
+        matrices=True,
     ),
 }
 _PROBED: dict[str, ModelFacts] = {}

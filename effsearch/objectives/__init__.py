@@ -26,12 +26,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from effsearch.config import ConfigError
+from effsearch.config.metrics import ACCURACY
 
 if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
 
 __all__ = [
     "DEFAULT",
+    "FINAL_METRIC",
+    "TIME_OBJECTIVES",
     "NEEDS",
     "OBJECTIVES",
     "Objective",
@@ -39,6 +42,8 @@ __all__ = [
     "constraints",
     "directions",
     "final_accuracy",
+    "final_metric",
+    "metric_of",
     "miss_constraint",
     "model_size",
     "quantized_size",
@@ -58,10 +63,16 @@ def time_to_accuracy(result: RunResult) -> float:
 
 def miss_constraint(result: RunResult) -> float:
     """Optuna's constraint value (feasible when <= 0): 0 for a run whose delivered model reached
-    the target, else how far its final validation accuracy fell short (at least 1e-6)."""
-    acc = result.final.val_accuracy
-    acc = acc if isinstance(acc, (int, float)) and math.isfinite(acc) else 0.0
-    return shortfall(acc, result.time_to_target is not None, result.target_accuracy)
+    the target, else how far its final value of the target's metric fell short (at least 1e-6;
+    an accuracy never measured counts as 0, a loss never measured as 1e6 short)."""
+    target = result.target
+    final = target.of(result.final)
+    if target.metric == ACCURACY:
+        acc = final if final is not None and math.isfinite(final) else 0.0
+        return shortfall(acc, result.time_to_target is not None, result.target_accuracy)
+    if result.time_to_target is not None:
+        return 0.0
+    return max(min(target.shortfall(final), 1e6), 1e-6)
 
 
 def shortfall(accuracy: float, hit: bool, target: float) -> float:
@@ -72,6 +83,15 @@ def shortfall(accuracy: float, hit: bool, target: float) -> float:
 
 def final_accuracy(result: RunResult) -> float:
     return float(_required(result, "val_accuracy"))
+
+
+def final_metric(name: str) -> Callable[[RunResult], float]:
+    """The delivered model's value of the metric ``name`` (a KeyError where it was not measured)."""
+
+    def value(result: RunResult) -> float:
+        return float(_required(result, name))
+
+    return value
 
 
 def train_time(result: RunResult) -> float:
@@ -127,12 +147,34 @@ OBJECTIVES: dict[str, Objective] = {
             quantized_size,
             "bytes of the int8-quantized model file, gzip-compressed (needs quantize: int8)",
         ),
+        Objective(
+            "time_to_target",
+            "minimize",
+            "s",
+            time_to_accuracy,
+            "train seconds until the target's metric (target.metric: val_loss, val_bpb or val_accuracy) "
+            "first reaches target.value, if the final model reaches it (a miss is infeasible, as for "
+            "time_to_accuracy)",
+        ),
+        Objective(
+            "final_val_loss", "minimize", "", final_metric("val_loss"), "validation loss at the end (lower is better)"
+        ),
+        Objective(
+            "final_val_bpb",
+            "minimize",
+            "",
+            final_metric("val_bpb"),
+            "bits per byte of the held-out text at the end (language models; comparable across tokenizers)",
+        ),
     )
 }
 # Objectives that need a field of the trial's config to hold: name -> (field, value).
 NEEDS = {"quantized_size": ("quantize", "int8")}
 
 DEFAULT = ("time_to_accuracy", "final_accuracy")
+# The objectives that time a run to its target (a miss is infeasible), and the final-value ones by metric.
+TIME_OBJECTIVES = ("time_to_accuracy", "time_to_target")
+FINAL_METRIC = {"final_accuracy": ACCURACY, "final_val_loss": "val_loss", "final_val_bpb": "val_bpb"}
 NEVER = {
     "test_accuracy": "test accuracy is recorded on every trial but never optimised (that would "
     "select on the test set); use final_accuracy (validation)"
@@ -167,4 +209,10 @@ def values(result: RunResult, names: Sequence[str]) -> list[float]:
 def constraints(result: RunResult, names: Sequence[str]) -> list[float]:
     """Optuna constraint values (feasible when all <= 0): a miss is infeasible when time to
     target is an objective; none otherwise."""
-    return [miss_constraint(result)] if "time_to_accuracy" in names else []
+    return [miss_constraint(result)] if any(n in TIME_OBJECTIVES for n in names) else []
+
+
+def metric_of(names: Sequence[str], target_metric: str = ACCURACY) -> str:
+    """The metric a study's reports read the final quality on: its final-value objective's, else
+    the target's."""
+    return next((FINAL_METRIC[n] for n in names if n in FINAL_METRIC), target_metric)

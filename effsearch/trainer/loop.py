@@ -35,7 +35,9 @@ import torch
 import torch.nn.functional as F
 from composer.core import Engine, Event, State, Time, Timestamp, TimeUnit
 
+from effsearch.config.metrics import ACCURACY, target_of
 from effsearch.trainer.composer.events import BATCH_EVENTS, composer_device, listens
+from effsearch.trainer.data.lmdata import IGNORE
 from effsearch.trainer.result import EvalPoint
 from effsearch.trainer.techniques.schedule import factors
 
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
     from effsearch.config import TrainConfig
     from effsearch.trainer.composer.model import EffModel
+    from effsearch.trainer.data.lmdata import HeldOut
     from effsearch.trainer.hooks import RunHooks
     from effsearch.trainer.parallel.compression import HookState
     from effsearch.trainer.parallel.distributed import Context
@@ -88,6 +91,7 @@ class LoopParts:
     algorithms: list[Algorithm] = field(default_factory=list)
     point_extras: list[Callable[[], dict]] = field(default_factory=list)
     on_deliver: list[Callable[[], None]] = field(default_factory=list)
+    held_out: HeldOut | None = None  # a language model's scored validation tokens (bits per byte)
 
 
 class Loop:
@@ -118,13 +122,15 @@ class Loop:
         self.augment, self.eval_augment, self.val = parts.augment, parts.eval_augment, parts.val
         self.on_eval, self.progress, self.point_extras = hooks.on_eval, hooks.progress, list(parts.point_extras)
         self.on_deliver = list(parts.on_deliver)  # e.g. sparsity's masks, applied to whatever weights are delivered
+        self.held_out = parts.held_out
         self.cuda = device == "cuda"
         from effsearch.trainer.parallel.distributed import SINGLE
 
         self.dist = dist if dist is not None else SINGLE
         # Points scored on as much of the validation set as their decision needs (``settle``):
         # in a shuffled order (fixed, the same for every trial), so any prefix is a fair sample.
-        self.settle = settle = hooks.settle
+        # Only an accuracy has the exact bound a partial score is settled by: a loss target scores whole.
+        self.settle = settle = hooks.settle if target_of(cfg).metric == ACCURACY else False
         if settle and self.dist.main:
             x, y = parts.val
             order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0)).to(y.device)
@@ -451,6 +457,8 @@ class Loop:
             "val_loss": loss,
             "train_loss": train_loss,
         }
+        if self.held_out is not None:
+            fields["val_bpb"] = self.held_out.bpb(loss)
         if n < len(self.val[1]):
             fields["val_images"] = n
         for extra in self.point_extras:
@@ -500,14 +508,16 @@ class Loop:
     def score(
         self, x: torch.Tensor, y: torch.Tensor, enough: Callable[[float], bool] | None = None
     ) -> tuple[float, float, int]:
-        """Accuracy, mean loss and images scored. ``enough(upper)``: asked after 1, 2, 4, ...
+        """Accuracy, mean loss and images (rows) scored. ``enough(upper)``: asked after 1, 2, 4, ...
         batches with an upper bound of the accuracy so far; True stops there (one read
-        per question: a few a point, where a whole pass is the alternative)."""
+        per question: a few a point, where a whole pass is the alternative). A language model's
+        rows are windows: the accuracy and loss are per scored token (targets ``IGNORE`` left out)."""
         module = self.eval_module
         was_training = module.training
         module.eval()
         correct = torch.zeros((), dtype=torch.long, device=self.device)
         total_loss = torch.zeros((), device=self.device)
+        tokens = torch.zeros((), dtype=torch.long, device=self.device)  # a language model's scored targets
         n, ask = len(y), 1
         try:
             with torch.no_grad(), self.autocast:
@@ -515,7 +525,10 @@ class Loop:
                 for b, i in enumerate(range(0, len(y), step), 1):
                     xb, yb = self.eval_augment((x[i : i + step], y[i : i + step]))
                     out = module(xb).float()
-                    total_loss += F.cross_entropy(out, yb, reduction="sum")
+                    if out.dim() == 3:  # (rows, positions, vocabulary): every position a prediction
+                        out, yb = out.flatten(0, 1), yb.flatten()
+                        tokens += (yb != IGNORE).sum()
+                    total_loss += F.cross_entropy(out, yb, reduction="sum", ignore_index=IGNORE)
                     correct += (out.argmax(1) == yb).sum()
                     if enough is not None and b == ask and i + step < len(y):
                         ask *= 2
@@ -524,8 +537,9 @@ class Loop:
                             break
         finally:
             module.train(was_training)
-        c, lsum = torch.stack([correct.float(), total_loss]).tolist()
-        return c / max(n, 1), lsum / max(n, 1), n
+        c, lsum, t = torch.stack([correct.float(), total_loss, tokens.float()]).tolist()
+        units = t if t else n
+        return c / max(units, 1), lsum / max(units, 1), n
 
     def finish(self) -> None:
         if self.t_end is None and self.t0 is not None:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from effsearch.trainer.data.tokenizer import TokenShape
 
 
-def facts_of(net: nn.Module) -> ModelFacts:
+def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
+    """``causal``: the model was built as a language model (for a language model's corpus)."""
     modules = list(net.modules())
     convs = [m for m in modules if isinstance(m, nn.Conv2d)]
     linears = [m for m in modules if isinstance(m, nn.Linear)]
@@ -47,7 +48,18 @@ def facts_of(net: nn.Module) -> ModelFacts:
         attention=any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention") for m in modules),
         bert=_bert_blocks(modules),
         positions=_positions(modules),
+        causal=causal,
+        matrices=_matrices(net, modules),
     )
+
+
+def _matrices(net: nn.Module, modules: list[nn.Module]) -> bool:
+    """2-d weights besides the embeddings and the output layer (what Muon orthogonalises)."""
+    skip = {id(m.weight) for m in modules if isinstance(m, nn.Embedding)}
+    head = final_linear(net)
+    if head is not None:
+        skip.add(id(head.weight))
+    return any(p.dim() == 2 and id(p) not in skip for p in net.parameters())
 
 
 def _bert_blocks(modules: list[nn.Module]) -> bool:
@@ -91,7 +103,7 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: 
         raise
     except Exception:  # noqa: BLE001 - a builder that needs real tensors: build it on the CPU instead
         net = build_network(model, channels, num_classes, tokens)
-    found = facts_of(net)
+    found = facts_of(net, causal=bool(tokens and tokens.causal))
     remember(model_dict, found)
     return found
 
@@ -199,12 +211,13 @@ def check_text_network(
     net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
 ) -> nn.Module:
     """The text network ready to train: its facts recorded, its logits checked on two token rows
-    (one padded), eval mode, no gradients, and something to train."""
-    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
+    (one padded; a language model's: two windows), eval mode, no gradients, and something to train."""
+    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net, causal=tokens.causal))
     length = min(tokens.max_length, 8)
     ids = torch.full((2, length), 4 % tokens.vocab_size, dtype=torch.int32, device=device)
     ids[:, 0] = 1  # CLS
-    ids[1, max(1, length // 2) :] = tokens.pad_id
+    if not tokens.causal:
+        ids[1, max(1, length // 2) :] = tokens.pad_id
     was_training = net.training
     net.eval()
     try:
@@ -213,17 +226,20 @@ def check_text_network(
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
         raise ConfigError(
             "model.name",
-            f"{model.name!r} failed on a batch of 2 token rows of length {length} (ids and mask): "
-            f"{type(e).__name__}: {str(e)[:300]}",
+            f"{model.name!r} failed on a batch of 2 token rows of length {length}"
+            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]}",
         ) from None
     finally:
         net.train(was_training)
-    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
+    want = (2, length, num_classes) if tokens.causal else (2, num_classes)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ConfigError(
-            "model.name",
-            f"{model.name!r} must map token ids (N, L) and their mask to logits (N, {num_classes}) "
-            f"for the dataset's {num_classes} classes; it returned {got}",
+        what = (
+            f"token ids (N, L) to logits (N, L, {num_classes}), one row a position, for the tokenizer's "
+            f"{num_classes} tokens"
+            if tokens.causal
+            else f"token ids (N, L) and their mask to logits (N, {num_classes}) for the dataset's {num_classes} classes"
         )
+        raise ConfigError("model.name", f"{model.name!r} must map {what}; it returned {got}")
     _check_trainable(net, model)
     return net

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from effsearch.config.metrics import ACCURACY, Target
+
 
 def _known(cls: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
@@ -45,6 +47,7 @@ class EvalPoint:
     train_seconds: float
     val_accuracy: float
     val_loss: float | None = None
+    val_bpb: float | None = None  # language models: bits per byte of the held-out tokens
     train_loss: float | None = None
     subset_size: int | None = None  # data subset selection: images in the current subset
     selections: int | None = None  # data subset selection: subsets chosen so far
@@ -66,6 +69,7 @@ class Final:
 
     val_accuracy: float | None = None
     val_loss: float | None = None
+    val_bpb: float | None = None  # language models: bits per byte of the held-out tokens
     test_accuracy: float | None = None  # recorded, never optimised
     train_seconds: float | None = None  # evaluation excluded
     eval_seconds: float | None = None
@@ -114,11 +118,12 @@ class RunResult:
     config: dict
     history: list[EvalPoint] = field(default_factory=list)
     final: Final = field(default_factory=Final)
-    target_accuracy: float = 0.0
+    target_accuracy: float = 0.0  # the target's value, on ``target_metric`` (the name is the stored format's)
     time_to_target: float | None = None
     reason: str = ""
     device: str = "cpu"
     versions: dict = field(default_factory=dict)
+    target_metric: str = ACCURACY
 
     def __post_init__(self) -> None:  # result.json's shape (dicts) in, typed out
         self.history = [EvalPoint.from_dict(p) for p in self.history]
@@ -128,11 +133,17 @@ class RunResult:
     def reached_target(self) -> bool:
         return self.time_to_target is not None
 
+    @property
+    def target(self) -> Target:
+        return Target(self.target_metric, self.target_accuracy)
+
     def to_dict(self) -> dict:
         """result.json's shape (as before the types: history a list of dicts, final a dict)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["history"] = [p.to_dict() for p in self.history]
         d["final"] = self.final.to_dict()
+        if self.target_metric == ACCURACY:  # an accuracy run's file is as before the metric targets
+            del d["target_metric"]
         return clean(d)
 
     @classmethod
@@ -201,17 +212,19 @@ def hold_ctrl_c() -> Iterator[None]:
             previous(signal.SIGINT, frames[-1])
 
 
-def time_to_target(history: list, target: float, final_accuracy: float | None = None) -> float | None:
-    """Train seconds at the first evaluation at or above ``target``.
+def time_to_target(history: list, target: float | Target, final_value: float | None = None) -> float | None:
+    """Train seconds at the first evaluation at or past ``target`` in its metric's direction (a
+    number: a val accuracy; a loss is reached at or below it).
 
-    With ``final_accuracy`` (the delivered model's validation accuracy), a run whose final
+    With ``final_value`` (the delivered model's value of the metric), a run whose final
     model misses the target has no time to target: a crossing earlier in training was not
     earned by the model the user gets (sparsity pruned further after it, say).
     """
-    if final_accuracy is not None and not final_accuracy >= target:
+    t = target if isinstance(target, Target) else Target(ACCURACY, float(target))
+    if final_value is not None and not t.reached(final_value):
         return None
     for point in map(EvalPoint.from_dict, history):  # EvalPoints, or their dicts (a stored curve)
-        if point.val_accuracy is not None and point.val_accuracy >= target:
+        if t.reached(t.of(point)):
             return point.train_seconds
     return None
 

@@ -25,6 +25,7 @@ from effsearch.config import ConfigError, TrainConfig, effective_batch, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.imports import resolve_paths
 from effsearch.config.machine import check_runnable
+from effsearch.config.metrics import target_of
 from effsearch.config.sources import model_kind
 from effsearch.trainer.data.cachefolder import removed_on_refusal
 from effsearch.trainer.data.splits import (
@@ -155,7 +156,8 @@ def _train(
     result = RunResult(
         status="failed",
         config=cfg.to_dict(),
-        target_accuracy=cfg.target_accuracy,
+        target_accuracy=target_of(cfg).value,
+        target_metric=target_of(cfg).metric,
         device=_device_name(device),
         versions=versions(),
     )
@@ -199,10 +201,11 @@ def _check_model(cfg: TrainConfig) -> None:
 def _finish(result: RunResult, cfg: TrainConfig, data_seconds: float) -> None:
     if result.final.data_seconds is None:
         result.final.data_seconds = data_seconds
-    # Earned by the delivered model only: no final accuracy (a crash, Ctrl-C), no time.
-    final_acc = result.final.val_accuracy if result.final.val_accuracy is not None else float("nan")
-    result.time_to_target = time_to_target(result.history, cfg.target_accuracy, final_acc)
-    crossed = time_to_target(result.history, cfg.target_accuracy)
+    # Earned by the delivered model only: no final value (a crash, Ctrl-C), no time.
+    target = target_of(cfg)
+    final = target.of(result.final)
+    result.time_to_target = time_to_target(result.history, target, final if final is not None else float("nan"))
+    crossed = time_to_target(result.history, target)
     if crossed is not None and result.time_to_target is None:
         result.final.target_crossed_at = crossed  # shown, never counted
 
@@ -271,6 +274,7 @@ def prepare(
         algorithms=algorithms,
         point_extras=[selection.point_extra] if selection is not None else [],
         on_deliver=[gmp.apply_masks] if gmp is not None else [],
+        held_out=splits.held_out,
     )
     loop = Loop(cfg, parts, device, result, hooks, dist)
     loop.setup_seconds = time.perf_counter() - t_setup
@@ -315,7 +319,11 @@ def _network(cfg: TrainConfig, splits: Splits, device: str, result: RunResult | 
 
 def _augment(cfg: TrainConfig, splits: Splits, device: str, dist: Context, train: bool) -> Any:
     """Batch augmentation on the device; each rank draws its own flips and crops. Token rows: onto
-    the device (evaluation batches cut to their longest text)."""
+    the device (evaluation batches cut to their longest text); a language model's windows as they are."""
+    if splits.held_out is not None:
+        from effsearch.trainer.data.lmdata import LMBatch
+
+        return LMBatch(device)
     if splits.tokens is not None:
         from effsearch.trainer.data.textbatches import TokenBatch
 
@@ -392,13 +400,18 @@ def _fit(
         else:
             val_acc, val_loss = loop.evaluate(run.splits.val_x, run.splits.val_y)
             if hooks.test:
-                result.final.test_accuracy = loop.evaluate(run.splits.test_x, run.splits.test_y)[0]
+                test_acc, test_loss = loop.evaluate(run.splits.test_x, run.splits.test_y)
+                result.final.test_accuracy = test_acc
+                if run.splits.held_out is not None:  # a language model's test loss, recorded beside it
+                    result.final.extra["test_loss"] = test_loss
         sizes = measure(model)
         if cfg.quantize == "int8":
             from effsearch.trainer.techniques import quantize
 
             sizes.update(quantize.measure(model, run.splits, cfg.seed))
     result.final.set(val_accuracy=val_acc, val_loss=val_loss, final_eval_seconds=time.perf_counter() - t_eval, **sizes)
+    if run.splits.held_out is not None and val_loss is not None:
+        result.final.val_bpb = run.splits.held_out.bpb(val_loss)
     if loop.stop_reason:
         result.status, result.reason = loop.stop_status, loop.stop_reason
     elif not math.isfinite(cast(float, val_loss)):  # evaluated: not a pruned trial's
@@ -432,6 +445,12 @@ def _train_loader(
     from effsearch.trainer.parallel.distributed import SINGLE
 
     dist = dist if dist is not None else SINGLE
+    if splits.held_out is not None:  # a language model: windows of the token stream
+        from effsearch.trainer.data.lmdata import LMBatches
+
+        length = cfg.dataset.max_length
+        stream = cast(torch.Tensor, splits.train_x)  # a token stream, never images on disk
+        return LMBatches(stream, cfg.batch_size, length, cfg.seed, dist.rank, dist.world), None
     if cfg.loader == "ffcv":
         from effsearch.trainer.data.ffcv_loader import make_train_loader
 

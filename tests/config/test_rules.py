@@ -79,7 +79,7 @@ def test_a_valid_config_passes(cfg):
         (
             {"dataset": {"path": "/x"}},
             "dataset.path",
-            "only applies to dataset.name imagefolder, npz, hf, jsonl, csv; dataset.name is 'digits'",
+            "only applies to dataset.name imagefolder, npz, hf, jsonl, csv, text; dataset.name is 'digits'",
         ),
         (
             {"model": {"name": "timm:resnet18", "width": 8}},

@@ -50,7 +50,7 @@ def test_a_miss_stores_real_seconds_and_is_infeasible_by_its_shortfall():
     assert near == pytest.approx(0.01) and 0 < near < far
     assert O.constraints(near_miss, ["final_accuracy"]) == []  # no time objective: nothing to violate
     crossed_then_lost = result([0.95, 0.5])  # the delivered model misses: no time, however early it crossed
-    crossed_then_lost.time_to_target = time_to_target(crossed_then_lost.history, 0.9, final_accuracy=0.5)
+    crossed_then_lost.time_to_target = time_to_target(crossed_then_lost.history, 0.9, final_value=0.5)
     assert O.constraints(crossed_then_lost, names)[0] == pytest.approx(0.4)
 
 

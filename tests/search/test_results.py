@@ -110,7 +110,7 @@ def test_time_to_target_reads_points_and_stored_dicts():
     ]
     assert time_to_target(points, 0.8) == 2.0
     assert time_to_target([p.to_dict() for p in points], 0.8) == 2.0
-    assert time_to_target(points, 0.8, final_accuracy=0.7) is None
+    assert time_to_target(points, 0.8, final_value=0.7) is None
 
 
 def test_one_speedup_function():
@@ -131,7 +131,7 @@ def test_a_run_at_exactly_the_target_reached_it():
         EvalPoint(epoch=2, train_seconds=2.0, val_accuracy=0.75),
     ]
     assert time_to_target(points, 0.75) == 2.0
-    assert time_to_target(points, 0.75, final_accuracy=0.75) == 2.0
+    assert time_to_target(points, 0.75, final_value=0.75) == 2.0
     assert time_to_target(points + [{"epoch": 3, "train_seconds": 3.0, "val_accuracy": None}], 0.9) is None
 
 

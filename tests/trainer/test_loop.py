@@ -189,9 +189,9 @@ def test_evaluation_does_not_depend_on_its_batch_size(monkeypatch):
 
 def test_time_to_target_needs_the_final_model_to_reach_it(monkeypatch):
     h = [EvalPoint(epoch=1, train_seconds=1, val_accuracy=0.5), EvalPoint(epoch=2, train_seconds=2, val_accuracy=0.95)]
-    assert time_to_target(h, 0.9, final_accuracy=0.91) == 2
-    assert time_to_target(h, 0.9, final_accuracy=0.2) is None
-    assert time_to_target(h, 0.9, final_accuracy=float("nan")) is None
+    assert time_to_target(h, 0.9, final_value=0.91) == 2
+    assert time_to_target(h, 0.9, final_value=0.2) is None
+    assert time_to_target(h, 0.9, final_value=float("nan")) is None
 
     # A run whose evaluations cross the target but whose delivered model misses it.
     scores = iter([(0.9, 0.3), (0.9, 0.3), (0.1, 2.0), (0.1, 2.0)])

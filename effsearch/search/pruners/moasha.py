@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from effsearch.config.metrics import ACCURACY, Target, target_of
 from effsearch.config.options import MOASHAOptions, check_options
 from effsearch.search.store.attrs import HISTORY_KEY, TIME_RUNG_KEY, TIME_TO_TARGET_KEY, rung_key
 from effsearch.trainer.result import EvalPoint
@@ -68,15 +69,16 @@ class MOASHAStudyPruner:
         self._time_rung: tuple[float, float | None] | None = None
 
     def time_rung(self) -> tuple[float, float | None] | None:
-        """Clock ``time``: the rung's train seconds and the baseline's val accuracy at its first
-        evaluation at or past them (None when it recorded its own point there); None until the
+        """Clock ``time``: the rung's train seconds and the baseline's score (``Target.score``: its
+        val accuracy, or its loss negated) at its first evaluation at or past them (None when it
+        recorded its own point there); None until the
         study's baseline has completed with a time to target."""
         if self.pruner.clock != "time" or self.study is None:
             return None
         if self._time_rung is None:
             from optuna.trial import TrialState
 
-            from effsearch.search.store.queries import baseline_trial
+            from effsearch.search.store.queries import baseline_trial, study_target
 
             base = baseline_trial(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             tta = base.user_attrs.get(TIME_TO_TARGET_KEY) if base is not None else None
@@ -86,13 +88,15 @@ class MOASHAStudyPruner:
                 hist = base.user_attrs.get(HISTORY_KEY) or []
                 p = next((p for p in hist if p.get("train_seconds", 0.0) >= mark), None)
                 own = TIME_RUNG_KEY in base.user_attrs
-                self._time_rung = (mark, None if own or p is None else float(p["val_accuracy"]))
+                target = study_target(self.study) or Target()
+                value = None if own or p is None else target.of(EvalPoint.from_dict(p))
+                self._time_rung = (mark, None if value is None else target.score(value))
         return self._time_rung
 
     def begin(self, trial: BaseTrial, cfg: TrainConfig, may_prune: bool = True) -> None:
         rung = self.time_rung()
         self.tracker = RungTracker(
-            self.pruner, self.study, trial, cfg.epochs, cfg.target_accuracy, may_prune=may_prune, time_rung=rung
+            self.pruner, self.study, trial, cfg.epochs, target_of(cfg), may_prune=may_prune, time_rung=rung
         )
 
     def on_eval(self, trial: BaseTrial, point: EvalPoint) -> str | None:
@@ -123,16 +127,16 @@ class MOASHAStudyPruner:
 @dataclass
 class RungPoint:
     time_bound: float  # time to target if reached, else predicted (rank: predicted) or spent so far
-    accuracy: float
+    score: float  # the target's metric, higher is better: a val accuracy, a loss negated (Target.score)
     reached: bool
 
     def objectives(self) -> tuple[float, float]:
         """Both minimised. An unreached trial's bound is optimistic: it is never
         dominated in time by a trial that only reached the target later."""
-        return (self.time_bound, -self.accuracy)
+        return (self.time_bound, -self.score)
 
     def to_attr(self) -> list:
-        return [self.time_bound, self.accuracy, self.reached]
+        return [self.time_bound, self.score, self.reached]
 
     @classmethod
     def from_attr(cls, v: list) -> RungPoint:
@@ -140,18 +144,26 @@ class RungPoint:
 
 
 def predicted_time(
-    seconds: float, accuracy: float, fraction_done: float, target: float, previous: tuple[float, float] | None
+    seconds: float,
+    score: float,
+    fraction_done: float,
+    target: float,
+    previous: tuple[float, float] | None,
+    start: float | None = 0.0,
 ) -> float:
-    """Time to ``target`` the curve predicts at (``seconds``, ``accuracy``), ``fraction_done`` of
-    the budget in: the slope since ``previous`` (seconds, accuracy; else since the start at 0)
-    extended to the target, capped at 10x the run's projected seconds (a flat or falling curve
-    gets the cap)."""
-    if accuracy >= target:
+    """Time to ``target`` the curve predicts at (``seconds``, ``score``; scores rise towards the
+    target: an accuracy, a loss negated), ``fraction_done`` of the budget in: the slope since
+    ``previous`` (seconds, score; else since ``start`` at 0 s: an accuracy starts at 0, a loss at no
+    known value, None) extended to the target, capped at 10x the run's projected seconds (a flat
+    or falling curve, or one with no slope to read, gets the cap)."""
+    if score >= target:
         return seconds
     cap = 10 * seconds / max(fraction_done, 1e-9)
-    t0, a0 = previous if previous is not None else (0.0, 0.0)
-    rate = (accuracy - a0) / max(seconds - t0, 1e-9)
-    return min(seconds + (target - accuracy) / rate, cap) if rate > 0 else cap
+    if previous is None and start is None:
+        return cap
+    t0, a0 = previous if previous is not None else (0.0, float(start or 0.0))
+    rate = (score - a0) / max(seconds - t0, 1e-9)
+    return min(seconds + (target - score) / rate, cap) if rate > 0 else cap
 
 
 _DEFAULT = MOASHAOptions()  # the one home of the defaults (a study file's and this class's)
@@ -216,7 +228,13 @@ class MOASHAPruner:
 
     # -- the study side: state in trial attributes ------------------------------------
     def check(
-        self, study: optuna.Study | None, trial: BaseTrial, k: int, me: RungPoint, may_prune: bool = True
+        self,
+        study: optuna.Study | None,
+        trial: BaseTrial,
+        k: int,
+        me: RungPoint,
+        may_prune: bool = True,
+        target: Target | None = None,
     ) -> str | None:
         """``trial`` reached rung ``k`` at ``me``; returns a reason to prune, or None. With
         ``may_prune`` False (the baseline) the point is recorded for the others only."""
@@ -232,7 +250,7 @@ class MOASHAPruner:
         return (
             f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
             f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
-            f"{me.time_bound:.1f}s, val accuracy {me.accuracy:.4f})"
+            f"{me.time_bound:.1f}s, {said(me.score, target)})"
         )
 
     @staticmethod
@@ -245,48 +263,55 @@ class MOASHAPruner:
             if t.number != trial.number and key in t.user_attrs
         ]
 
-    def keep_by_accuracy(self, accuracy: float, peers: list[float]) -> bool:
-        """True: keep a trial at ``accuracy`` among ``peers`` (the others' accuracies at the same
-        rung): fewer than ``ceil(n / eta)`` of them are more accurate (ASHA)."""
+    def keep_by_accuracy(self, score: float, peers: list[float]) -> bool:
+        """True: keep a trial at ``score`` (an accuracy, a loss negated) among ``peers`` (the others'
+        scores at the same rung): fewer than ``ceil(n / eta)`` of them are better (ASHA)."""
         n = len(peers) + 1
         if n < self.min_trials:
             return True
-        return sum(1 for p in peers if p > accuracy) < max(1, math.ceil(n / self.eta))
+        return sum(1 for p in peers if p > score) < max(1, math.ceil(n / self.eta))
 
     def check_time(
         self,
         study: optuna.Study | None,
         trial: BaseTrial,
         seconds: float,
-        accuracy: float,
-        base_accuracy: float | None,
+        score: float,
+        base_score: float | None,
         may_prune: bool = True,
+        target: Target | None = None,
     ) -> str | None:
-        """``trial`` reached the time rung at ``seconds`` with ``accuracy``; a reason to prune, or
-        None. ``base_accuracy``: the baseline's accuracy there, when it has no point of its own."""
+        """``trial`` reached the time rung at ``seconds`` with ``score``; a reason to prune, or
+        None. ``base_score``: the baseline's score there, when it has no point of its own."""
         if TIME_RUNG_KEY in getattr(trial, "user_attrs", {}):
             return None  # decided before (a retried or resumed trial keeps its first verdict)
-        trial.set_user_attr(TIME_RUNG_KEY, [seconds, accuracy])
+        trial.set_user_attr(TIME_RUNG_KEY, [seconds, score])
         if not may_prune:
             return None
-        peers = self.time_peers(study, trial, base_accuracy)
-        if self.keep_by_accuracy(accuracy, peers):
+        peers = self.time_peers(study, trial, base_score)
+        if self.keep_by_accuracy(score, peers):
             return None
         return (
             f"pruned at {seconds:.2f} train seconds ({self.time_fraction:g} of the baseline's time to "
-            f"target): val accuracy {accuracy:.4f} not in the best 1/{self.eta:g} of {len(peers) + 1} "
+            f"target): {said(score, target)} not in the best 1/{self.eta:g} of {len(peers) + 1} "
             f"trials there"
         )
 
-    def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_accuracy: float | None) -> list[float]:
-        """The accuracies ``trial`` is ranked among at the time rung (the baseline's too)."""
+    def time_peers(self, study: optuna.Study | None, trial: BaseTrial, base_score: float | None) -> list[float]:
+        """The scores ``trial`` is ranked among at the time rung (the baseline's too)."""
         peers = [float(v[1]) for v in self.peers(study, trial, TIME_RUNG_KEY)]
-        return peers + ([base_accuracy] if base_accuracy is not None else [])
+        return peers + ([base_score] if base_score is not None else [])
 
     def _time_label(self, me: RungPoint) -> str:
         if me.reached:
             return "time to target"
         return "predicted time to target" if self.rank == "predicted" else "seconds so far"
+
+
+def said(score: float, target: Target | None) -> str:
+    """A score as the metric's value, named: ``val loss 2.3456`` (no target: a val accuracy)."""
+    t = target or Target()
+    return f"{t.m.label} {t.unscore(score):.4f}"
 
 
 class RungTracker:
@@ -298,13 +323,16 @@ class RungTracker:
         study: optuna.Study | None,
         trial: BaseTrial,
         budget_epochs: float,
-        target: float,
+        target: float | Target,
         may_prune: bool = True,
         time_rung: tuple[float, float | None] | None = None,
     ) -> None:
         self.pruner, self.study, self.trial, self.may_prune = pruner, study, trial, may_prune
-        self.budget, self.target = budget_epochs, target
-        self.time_rung = time_rung  # (seconds, the baseline's accuracy there): judged there, not at budget rungs
+        # A number is a val accuracy; points are ranked on the target's score (a loss negated).
+        self.goal = target if isinstance(target, Target) else Target(ACCURACY, float(target))
+        self.budget, self.target = budget_epochs, self.goal.score(self.goal.value)
+        self.start = 0.0 if self.goal.metric == ACCURACY else None  # an untrained model's score, where known
+        self.time_rung = time_rung  # (seconds, the baseline's score there): judged there, not at budget rungs
         self.reached_seconds: float | None = None
         self.previous: tuple[float, float] | None = None  # the evaluation before this one
         self.seen: set = set()  # rungs decided: their indices, and "time"
@@ -314,15 +342,20 @@ class RungTracker:
         self._peers = None
         if self.time_rung is not None:
             return self._at_time(point)
-        if self.reached_seconds is None and point.val_accuracy >= self.target:
+        score = self._score(point)
+        if self.reached_seconds is None and score >= self.target:
             self.reached_seconds = point.train_seconds
-        previous, self.previous = self.previous, (point.train_seconds, point.val_accuracy)
+        previous, self.previous = self.previous, (point.train_seconds, score)
         k = self._rung(point.epoch)
         if k is None:
             return None
         self.seen.add(k)
-        me = self._point(point.epoch, point.train_seconds, point.val_accuracy, previous)
-        return self.pruner.check(self.study, self.trial, k, me, self.may_prune)
+        me = self._point(point.epoch, point.train_seconds, score, previous)
+        return self.pruner.check(self.study, self.trial, k, me, self.may_prune, self.goal)
+
+    def _score(self, point: EvalPoint) -> float:
+        value = self.goal.of(point)
+        return self.goal.score(value) if value is not None and math.isfinite(value) else -math.inf
 
     def settle(self, epoch: float, seconds: float, upper: float) -> bool | None:
         """A rung's point scored on part of the validation set, its accuracy at most ``upper``: True
@@ -371,7 +404,7 @@ class RungTracker:
         elif reached:
             t = seconds
         elif self.pruner.rank == "predicted":
-            t = predicted_time(seconds, accuracy, epoch / self.budget, self.target, previous)
+            t = predicted_time(seconds, accuracy, epoch / self.budget, self.target, previous, self.start)
         else:
             t = seconds
         return RungPoint(t, accuracy, reached)
@@ -385,5 +418,5 @@ class RungTracker:
         if point.epoch / self.budget >= 0.99:  # its budget ended first: nothing left to save
             return None
         return self.pruner.check_time(
-            self.study, self.trial, point.train_seconds, point.val_accuracy, base_accuracy, self.may_prune
+            self.study, self.trial, point.train_seconds, self._score(point), base_accuracy, self.may_prune, self.goal
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from effsearch.config.metrics import Target, target_of
+
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import BaseTrial
@@ -32,7 +34,7 @@ class SlowStop:
         self._base_tta: float | None = None
         self.trial: int | None = None
         self.limit: float | None = None
-        self.target, self.reached = 1.0, False
+        self.target, self.reached = Target(), False
 
     @classmethod
     def mark(cls, factor: float, tta: float) -> float:
@@ -51,7 +53,7 @@ class SlowStop:
         self.inner.begin(trial, cfg, may_prune=may_prune)
         tta = self.base_tta() if may_prune else None
         self.trial, self.limit = trial.number, (self.mark(self.factor, tta) if tta else None)
-        self.target, self.reached = cfg.target_accuracy, False
+        self.target, self.reached = target_of(cfg), False
 
     def eval_at(self, cfg: TrainConfig) -> tuple[float, ...]:
         return self.inner.eval_at(cfg)
@@ -66,7 +68,7 @@ class SlowStop:
         reason = self.inner.on_eval(trial, point)  # first: a rung's point is recorded for the others
         if reason or trial.number != self.trial:
             return reason
-        if point.val_accuracy >= self.target:
+        if self.target.reached(self.target.of(point)):
             self.reached = True
         if self._over(trial, point.train_seconds):
             limit, base = cast(float, self.limit), cast(float, self.base_tta())  # both set: _over holds
@@ -78,6 +80,6 @@ class SlowStop:
         return None
 
     def settle(self, trial: BaseTrial, epoch: float, seconds: float, upper: float) -> bool | None:
-        if self._over(trial, seconds) and upper < self.target:
+        if self._over(trial, seconds) and not self.target.reached(upper):  # upper: an accuracy's bound
             return True  # stopped whatever the rest of the validation set says
         return self.inner.settle(trial, epoch, seconds, upper)

@@ -1,13 +1,16 @@
 """`effsearch best`: one trial's TrainConfig as a YAML that `effsearch train` takes as it is.
 
-Picks, read on each complete trial's time to target and final validation accuracy
-(the study's objective values where it has them, else the recorded attributes):
+Picks, read on each complete trial's time to target and the final value of the study's metric
+(val accuracy; a language model's val loss or bits per byte: ``queries.measures``), from the
+study's objective values where it has them, else the recorded attributes:
 
 - ``fastest``: the least time to target.
-- ``most-accurate``: the highest final val accuracy (ties: the faster).
-- ``fastest-above:ACC``: the least time to target among those with final val accuracy >= ACC.
-- ``fastest-within:D``: the least time to target among those with final val accuracy at most
-  D below the baseline trial's (0.01: within 1 point), the question a speed-up is asked with.
+- ``most-accurate``: the best final value (the highest accuracy, the lowest loss; ties: the faster).
+- ``fastest-above:ACC``: the least time to target among those with final val accuracy >= ACC;
+  ``fastest-below:L`` the same for a metric where lower is better (final val loss <= L).
+- ``fastest-within:D``: the least time to target among those whose final value is at most D
+  worse than the baseline trial's (0.01: within 1 point of accuracy; a loss at most D above),
+  the question a speed-up is asked with.
 - ``knee``: on the Pareto front, after min-max normalising time (0 fastest, 1 slowest)
   and accuracy (0 least, 1 most accurate), the point farthest from the straight line
   joining the front's two ends, on the side of the ideal corner (fast and accurate):
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, cast
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.metrics import ACCURACY
 from effsearch.search import pareto
 from effsearch.search.results import cost, report
 from effsearch.search.store import queries
@@ -44,15 +48,17 @@ from effsearch.trainer.result import speedup
 if TYPE_CHECKING:
     from optuna import Study
 
-PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-within:D")
+PICKS = ("knee", "fastest", "most-accurate", "fastest-above:ACC", "fastest-below:LOSS", "fastest-within:D")
 
 
 # The picks that take a number: (its name, the range it must fall in, what to say when not).
 _ARG_PICKS = {
     "fastest-above": (lambda x: 0 < x <= 1, "a val accuracy in (0, 1], e.g. fastest-above:0.95"),
+    "fastest-below": (lambda x: x > 0, "a val loss (or bits per byte) above 0, e.g. fastest-below:2.5"),
     "fastest-within": (
         lambda x: 0 <= x < 1,
-        "how far below the baseline's val accuracy, in [0, 1), e.g. fastest-within:0.01 (1 point)",
+        "how much worse than the baseline's final value, in [0, 1), e.g. fastest-within:0.01 "
+        "(1 point of val accuracy; a loss 0.01 above the baseline's)",
     ),
 }
 
@@ -97,6 +103,7 @@ def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | Non
         if t.state == TrialState.COMPLETE and queries.config_of(t) is not None
     ]
     m = {t.number: queries.measures(t, objectives) for t in trials}
+    kind, acc = _directed(study, trials, kind, acc)
     if kind == "most-accurate":
         return min(trials, key=lambda t: (-m[t.number][1], m[t.number][0], t.number), default=None)
     hits = [t for t in trials if m[t.number][2]]
@@ -105,13 +112,13 @@ def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | Non
         if base is None:
             raise ConfigError(
                 "--pick",
-                f"fastest-within reads the baseline trial's accuracy, and study "
-                f"{study.study_name!r} has none; give fastest-above:ACC",
+                f"fastest-within reads the baseline trial's final value, and study "
+                f"{study.study_name!r} has none; give fastest-above:ACC (or fastest-below:LOSS)",
             )
         assert acc is not None  # parse_pick gives fastest-within its points
         kind, acc = "fastest-above", m[base.number][1] - acc - 1e-9  # 1e-9: 0.95 - 0.02 is 0.9299999...
     if kind == "fastest-above":
-        assert acc is not None  # parse_pick gives fastest-above its accuracy
+        assert acc is not None  # parse_pick gives fastest-above its accuracy (a score: _directed)
         hits = [t for t in hits if m[t.number][1] >= acc]
     if kind in ("fastest", "fastest-above"):
         return min(hits, key=lambda t: (m[t.number][0], -m[t.number][1], t.number), default=None)
@@ -120,6 +127,25 @@ def pick(study: Study, kind: str, acc: float | None = None) -> FrozenTrial | Non
     points = [(m[t.number][0], -m[t.number][1]) for t in hits]
     front = sorted((hits[i] for i in pareto.fronts(points)[0]), key=lambda t: (m[t.number][0], t.number))
     return front[knee([m[t.number][:2] for t in front])]
+
+
+def _directed(study: Study, trials: list[FrozenTrial], kind: str, x: float | None) -> tuple[str, float | None]:
+    """``fastest-above``/``fastest-below`` checked against the study's metric's direction, and read as
+    ``fastest-above`` on the score ``queries.measures`` ranks (a loss negated)."""
+    if kind not in ("fastest-above", "fastest-below"):
+        return kind, x
+    recorded = Recorded.of(trials[0]).target_metric if trials else ACCURACY
+    q = queries.quality(objectives_of(study), recorded)
+    wanted = "fastest-above" if q.m.higher else "fastest-below"
+    if kind != wanted:
+        raise ConfigError(
+            "--pick",
+            f"{kind} reads a metric where {'higher' if kind == 'fastest-above' else 'lower'} is better, and "
+            f"study {study.study_name!r} is judged on {q.m.label} ({'higher' if q.m.higher else 'lower'} is "
+            f"better): give {wanted}:VALUE",
+        )
+    assert x is not None  # parse_pick gives both their number
+    return "fastest-above", q.score(x)
 
 
 def cost_of(study: Study, pick_text: str = cost.DEFAULT_PICK) -> cost.Cost:
@@ -133,7 +159,7 @@ def cost_of(study: Study, pick_text: str = cost.DEFAULT_PICK) -> cost.Cost:
 
 
 def describe(kind: str, acc: float | None) -> str:
-    return f"{kind}:{acc:g}" if kind in ("fastest-above", "fastest-within") else kind
+    return f"{kind}:{acc:g}" if kind in ("fastest-above", "fastest-below", "fastest-within") else kind
 
 
 def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, out: Path) -> str:

@@ -20,12 +20,14 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config import ConfigError
+from effsearch.config.metrics import ACCURACY
 from effsearch.search.results import anytime, report
 from effsearch.search.results.best import cost_of
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import (
     SEED_TRIALS_KEY,
     TARGET_KEY,
+    TARGET_METRIC_KEY,
     TUNE_STUDY_KEY,
     TUNE_TRIAL_KEY,
     TUNING_KEY,
@@ -126,7 +128,8 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
         "storage": storage_label,
         "objectives": objectives_of(study),
         "directions": [d.name.lower() for d in study.directions],
-        "target_accuracy": study.user_attrs.get(TARGET_KEY),
+        "target_accuracy": study.user_attrs.get(TARGET_KEY),  # the target's value (the key older exports had)
+        "target_metric": study.user_attrs.get(TARGET_METRIC_KEY) or ACCURACY,
         "baseline_trial": base.number if base else None,
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,

@@ -1,6 +1,7 @@
 """The Pareto front drawn for `effsearch export`: HTML (plotly, works offline) and PNG.
 
-Time to target against final accuracy; the baseline is a star; dominated
+Time to target against the final value of its metric (accuracy, or a language model's loss),
+each axis named with the target's metric and direction; the baseline is a star; dominated
 trials (``--all``) are lighter. A trial that missed the target has no time to
 target, so it is left off the plot and the title says how many were.
 """
@@ -12,11 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from effsearch.config import ConfigError
+from effsearch.config.metrics import ACCURACY, Target
+from effsearch.objectives import FINAL_METRIC, TIME_OBJECTIVES
 from effsearch.search.results.report import fmt_value
 
 LABELS = {
     "time_to_accuracy": "time to target accuracy (train seconds)",
+    "time_to_target": "time to target (train seconds)",
     "final_accuracy": "final val accuracy",
+    "final_val_loss": "final val loss (lower is better)",
+    "final_val_bpb": "final val bits per byte (lower is better)",
     "train_time": "train seconds",
     "model_size": "model size (bytes of nonzero weights)",
     "quantized_size": "int8 model file (bytes, gzip)",
@@ -24,9 +30,25 @@ LABELS = {
 FRONT, DOMINATED, BASELINE = "#1f77b4", "#9aa5b1", "#d62728"
 
 
+def label(name: str, target: Target | None = None) -> str:
+    """An objective's axis title; a time objective's names its target (``val loss <= 2.3``)."""
+    if name in TIME_OBJECTIVES and target is not None and target.metric != ACCURACY:
+        return f"time to {target.text()} (train seconds)"
+    return LABELS.get(name, name)
+
+
+def doc_target(doc: dict) -> Target | None:
+    value = doc.get("target_accuracy")
+    return Target(doc.get("target_metric") or ACCURACY, float(value)) if value is not None else None
+
+
 def axes(objectives: list[str]) -> tuple[str, str]:
     if "time_to_accuracy" in objectives and "final_accuracy" in objectives:
         return "time_to_accuracy", "final_accuracy"
+    time = next((n for n in objectives if n in TIME_OBJECTIVES), None)
+    final = next((n for n in objectives if n in FINAL_METRIC), None)
+    if time is not None and final is not None:
+        return time, final
     if len(objectives) < 2:
         raise ConfigError(
             "--format", f"a plot needs two objectives; this study has {objectives}; export csv, json or yaml instead"
@@ -35,7 +57,13 @@ def axes(objectives: list[str]) -> tuple[str, str]:
 
 
 def missed(r: dict, x: str) -> bool:
-    return x == "time_to_accuracy" and (r.get("reached_target") is False or r[x] is None)
+    return x in TIME_OBJECTIVES and (r.get("reached_target") is False or r[x] is None)
+
+
+def target_text(doc: dict) -> str:
+    """The study's target in words (``val accuracy >= 0.9``); older exports: the accuracy as given."""
+    target = doc_target(doc)
+    return target.text() if target is not None else f"val accuracy {doc.get('target_accuracy')}"
 
 
 def series(doc: dict) -> dict:
@@ -59,10 +87,11 @@ def title(doc: dict, s: dict) -> str:
         t += f" on {len(doc['objectives'])} objectives, shown on two"
     n = len(s["missed"])
     if n:
-        target = doc.get("target_accuracy")
+        target = doc_target(doc)
         t += (
             f"; {n} trial{'s' if n != 1 else ''} missed the target"
-            + (f" {target:g}" if target is not None else "")
+            + (f" {target.value:g}" if target is not None and target.metric == ACCURACY else "")
+            + (f" {target.text()}" if target is not None and target.metric != ACCURACY else "")
             + " (not shown)"
         )
     return t
@@ -129,8 +158,8 @@ def figure(doc: dict) -> Any:  # a plotly Figure
     fig.update_layout(
         title={"text": title(doc, s), "font": {"size": 14}},
         template="plotly_white",
-        xaxis_title=LABELS.get(x, x),
-        yaxis_title=LABELS.get(y, y),
+        xaxis_title=label(x, doc_target(doc)),
+        yaxis_title=label(y, doc_target(doc)),
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
@@ -176,7 +205,7 @@ def write_html(doc: dict, path: Path) -> None:
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}</style></head>
 <body><h2>Study {name}</h2>
 <p>storage {html.escape(doc["storage"])}; objectives {html.escape(", ".join(doc["objectives"]))};
-target val accuracy {doc.get("target_accuracy")}; * = baseline trial</p>
+target {html.escape(target_text(doc))}; * = baseline trial</p>
 {plot}
 {table_html(doc)}
 </body></html>
@@ -210,8 +239,8 @@ def write_png(doc: dict, path: Path) -> None:
         ax.scatter([b[x]], [b[y]], marker="*", s=220, color=BASELINE, label=f"baseline (trial {b['trial']})", zorder=4)
     if not fx and not s["dominated"]:
         ax.text(0.5, 0.5, "no trial to show", transform=ax.transAxes, ha="center", color="grey")
-    ax.set_xlabel(LABELS.get(x, x))
-    ax.set_ylabel(LABELS.get(y, y))
+    ax.set_xlabel(label(x, doc_target(doc)))
+    ax.set_ylabel(label(y, doc_target(doc)))
     ax.set_title(_wrap(title(doc, s)), fontsize=10)
     ax.grid(alpha=0.3)
     ax.margins(0.08)
@@ -365,7 +394,7 @@ def write_anytime_html(doc: dict, path: Path) -> None:
     path.write_text(f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{name}: anytime curve</title></head>
 <body style="font-family:sans-serif;margin:1.5em"><h2>Study {name}</h2>
-<p>storage {html.escape(doc["storage"])}; target val accuracy {doc.get("target_accuracy")}</p>
+<p>storage {html.escape(doc["storage"])}; target {html.escape(target_text(doc))}</p>
 {body}
 </body></html>
 """)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, cast
 
 from optuna.trial import TrialState
 
+from effsearch.config.metrics import ACCURACY, Target
+from effsearch.objectives import FINAL_METRIC, TIME_OBJECTIVES
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import (
     BASELINE_KEY,
@@ -31,11 +33,19 @@ if TYPE_CHECKING:
 
 ABBREV = {
     "time_to_accuracy": "tta",
+    "time_to_target": "ttt",
     "final_accuracy": "acc",
+    "final_val_loss": "loss",
+    "final_val_bpb": "bpb",
     "train_time": "train",
     "model_size": "size",
     "quantized_size": "int8",
 }
+
+
+def target_words(target: Target) -> str:
+    """``val loss <= 2.3 (lower is better)``: a target with its metric and direction."""
+    return f"{target.text()} ({'higher' if target.m.higher else 'lower'} is better)"
 
 
 def summary(cfg: dict) -> str:
@@ -64,11 +74,11 @@ def summary(cfg: dict) -> str:
 def fmt_value(name: str, value: float | None, hit: bool = True) -> str:
     if value is None:
         return "-"
-    if name == "time_to_accuracy":
+    if name in TIME_OBJECTIVES:
         return f"{value:.2f}" if hit else "miss"
     if name in ("model_size", "quantized_size"):
         return f"{value / 1024:.1f}K"
-    if name == "final_accuracy":
+    if name in FINAL_METRIC:
         return f"{value:.4f}"
     return f"{value:.2f}"
 
@@ -144,10 +154,11 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         return table_row(t, objectives, base_tta, recipe, recipe_tta)
 
     c = queries.counts(trials)
+    target = queries.study_target(study)
     lines = [
         f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
         f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"
-    ]
+    ] + ([f"target: {target_words(target)}"] if target is not None and target.metric != ACCURACY else [])
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
     pareto = queries.front(study)
@@ -165,7 +176,7 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
     ]
     if pareto:
         lines.append(format_table(head, [row(t) for t in pareto]))
-    elif c["complete"] and "time_to_accuracy" in objectives:
+    elif c["complete"] and any(n in TIME_OBJECTIVES for n in objectives):
         lines.append(
             "  (no complete trial reached the target: a trial that misses it has no time to target "
             "and is not on the front)"
@@ -220,10 +231,11 @@ def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
     if done:
         t = done[0]
         r = Recorded.of(t)
-        target, acc = r.target_accuracy, r.val_accuracy
+        target = r.target
+        final = r.final(target.metric) if target is not None else None
         why = (
-            f"missed the target {target:g} (final val accuracy {acc:.4f})"
-            if target is not None and acc is not None
+            f"missed the target {target.value:g} (final {target.m.label} {final:.4f})"
+            if target is not None and final is not None
             else "missed the target"
         )
     else:
@@ -233,14 +245,18 @@ def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
         why = t.user_attrs.get(STATUS_KEY) or t.state.name.lower()  # its reason is on its own line
     return (
         f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
-        "Lower target_accuracy or give the baseline more epochs (the study file's base and baseline)"
+        "Loosen the target (target_accuracy, or target.value) or give the baseline more epochs (the study "
+        "file's base and baseline)"
     )
 
 
 def _short(name: str) -> str:
     return {
         "time_to_accuracy": "time to target s",
+        "time_to_target": "time to target s",
         "final_accuracy": "val acc",
+        "final_val_loss": "val loss (lower better)",
+        "final_val_bpb": "val bpb (lower better)",
         "train_time": "train time s",
         "model_size": "size",
         "quantized_size": "int8 size",

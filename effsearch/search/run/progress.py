@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from optuna.trial import FrozenTrial, TrialState
 
+from effsearch.config.metrics import target_of
 from effsearch.search.results import best, report
 from effsearch.search.run import target
 from effsearch.search.run.budget import spent
@@ -143,7 +144,7 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             f"effsearch run: {phase}study {spec.name!r} from {spec.source}",
             f"  storage    {spec.storage_label()}",
             artifacts_line(spec),
-            f"  objectives {objs}; target val accuracy {target_text(spec)}",
+            f"  objectives {objs}; target {target_text(spec)}",
             f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
             f"(effsearch space show {spec.source})",
             f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
@@ -194,9 +195,9 @@ def dashboard_hint(spec: StudySpec) -> str:
 def target_text(spec: StudySpec) -> str:
     """The phase's target as the header says it: a number, or relative to the baseline."""
     by = target.offset(spec)
-    if by is None:
-        return f"{phases.trial_config(spec, spec.base).target_accuracy:g}"
-    return f"the baseline's final {by:+g} (resolved when trial 0 completes)"
+    if by is None:  # "val accuracy 0.9" as before metric targets; "val loss <= 2" on another metric
+        return target_of(phases.trial_config(spec, spec.base)).text()
+    return f"val accuracy the baseline's final {by:+g} (resolved when trial 0 completes)"
 
 
 def budget_text(spec: StudySpec, seconds: str = "s") -> str:

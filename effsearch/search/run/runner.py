@@ -19,13 +19,21 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
+from effsearch.config.metrics import Target, target_of
 from effsearch.search.run import target, warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.run.errors import StudyFailed
 from effsearch.search.run.objective import TrainFn
 from effsearch.search.run.progress import Callback, Progress, Report, budget_text
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
-from effsearch.search.store.attrs import BASELINE_KEY, OBJECTIVES_KEY, STUDY_FILE_KEY, TARGET_KEY, TUNE_COMPUTE_KEY
+from effsearch.search.store.attrs import (
+    BASELINE_KEY,
+    OBJECTIVES_KEY,
+    STUDY_FILE_KEY,
+    TARGET_KEY,
+    TARGET_METRIC_KEY,
+    TUNE_COMPUTE_KEY,
+)
 from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import check_storage, open_storage
 from effsearch.search.study import phases
@@ -65,11 +73,12 @@ def preflight(
         raise BaselineBroken(f"{type(e).__name__}: {e}") from None
 
 
-def metric_names(objectives: Sequence[str]) -> list[str]:
-    """What optuna-dashboard labels each objective with (the study's user attr keeps the names)."""
-    from effsearch.search.results.plots import LABELS
+def metric_names(objectives: Sequence[str], target: Target | None = None) -> list[str]:
+    """What optuna-dashboard labels each objective with (the study's user attr keeps the names): a
+    time objective names its target's metric and direction (``time to val loss <= 2.3``)."""
+    from effsearch.search.results.plots import label
 
-    return [LABELS.get(n, n) for n in objectives]
+    return [label(n, target) for n in objectives]
 
 
 def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
@@ -97,8 +106,10 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
         )
         study.set_user_attr(OBJECTIVES_KEY, list(spec.objectives))
         by = target.offset(spec)
+        goal = target_of(phases.trial_config(spec, spec.base))
+        study.set_user_attr(TARGET_METRIC_KEY, goal.metric)
         if by is None:
-            study.set_user_attr(TARGET_KEY, phases.trial_config(spec, spec.base).target_accuracy)
+            study.set_user_attr(TARGET_KEY, goal.value)
         else:  # resolved from the baseline when it completes (search/run/target.py)
             study.set_user_attr(target.OFFSET_KEY, by)
         from effsearch.search.study.studyfile import dump
@@ -107,7 +118,7 @@ def ensure_study(spec: StudySpec, storage: str | BaseStorage) -> optuna.Study:
     if study.metric_names is None:  # the dashboard's axes read these instead of "Objective 0"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            study.set_metric_names(metric_names(spec.objectives))
+            study.set_metric_names(metric_names(spec.objectives, target_of(phases.trial_config(spec, spec.base))))
     if not any(t.user_attrs.get(BASELINE_KEY) for t in study.get_trials(deepcopy=False)):
         study.enqueue_trial(spec.space.encode(spec.baseline), user_attrs={BASELINE_KEY: True})
     if spec.phase != "confirm":  # phase 2 confirms phase 1's picks only

@@ -41,19 +41,24 @@ RETRY_REASON_KEY = "retry_reason"  # str: why that trial is retried ("interrupte
 # -- a trial's result (record.result_attrs; a duplicate copies them from the trial it repeats) ----
 REACHED_KEY = "reached_target"  # bool: the delivered model reached the target
 TIME_TO_TARGET_KEY = "time_to_target"  # float | None: train seconds to the target
-TARGET_KEY = "target_accuracy"  # float: the target that trial (or, on a study, the study) aims at
+TARGET_KEY = "target_accuracy"  # float: the target's value that trial (or, on a study, the study) aims at
+# str: the metric TARGET_KEY's value is on (val_accuracy, val_loss, val_bpb); absent: val_accuracy (older studies)
+TARGET_METRIC_KEY = "target_metric"
 HISTORY_KEY = "history"  # list[dict]: the evaluation points (EvalPoint.to_dict)
 DEVICE_KEY = "device"  # str: what trained it
 VERSIONS_KEY = "versions"  # dict: package versions
 SPEEDUP_KEY = "speedup"  # float | None: the baseline's time to target over this trial's
 KFAC_KEY = "kfac_fallbacks"  # dict: K-FAC's layers and steps that took plain SGD (also a Final.extra key)
 VAL_ACCURACY_KEY = "val_accuracy"  # float: the final validation accuracy (one of FINAL_KEYS)
+VAL_LOSS_KEY = "val_loss"  # float: the final validation loss (one of FINAL_KEYS)
+VAL_BPB_KEY = "val_bpb"  # float: language models, the final bits per byte of held-out text (one of FINAL_KEYS)
 TEST_ACCURACY_KEY = "test_accuracy"  # float: the final test accuracy, recorded, never optimised
 TRAIN_SECONDS_KEY = "train_seconds"  # float: training time, evaluation excluded
 # Final's fields of the same names (trainer/result.py), each written when the run measured it.
 FINAL_KEYS = (
     VAL_ACCURACY_KEY,
-    "val_loss",
+    VAL_LOSS_KEY,
+    VAL_BPB_KEY,
     TEST_ACCURACY_KEY,
     TRAIN_SECONDS_KEY,
     "eval_seconds",
@@ -83,7 +88,9 @@ SEED_TRIALS_KEY = "seed_trials"  # list[int]: the trials whose seeds this point 
 FAILED_SEEDS_KEY = "failed_seed_trials"  # list[int]: its seeds that failed (the point is a miss)
 
 # -- a study's user attributes ---------------------------------------------------------------------
-OBJECTIVES_KEY = "objectives"  # list[str]: the objectives' names (runner.ensure_study); TARGET_KEY too
+OBJECTIVES_KEY = (
+    "objectives"  # list[str]: the objectives' names (runner.ensure_study); TARGET_KEY, TARGET_METRIC_KEY too
+)
 STUDY_FILE_KEY = "study_file"  # str: the study file as read (studyfile.dump)
 # float: the offset a target relative to the baseline adds to its final val accuracy (search/run/target.py);
 # TARGET_KEY is then set when the baseline completes

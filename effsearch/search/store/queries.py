@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import yaml
 from optuna.trial import TrialState
 
+from effsearch.config.metrics import ACCURACY, Target
+from effsearch.objectives import FINAL_METRIC, TIME_OBJECTIVES, metric_of
 from effsearch.search.store.attrs import (
     BASELINE_KEY,
     CONFIG_KEY,
@@ -22,6 +24,8 @@ from effsearch.search.store.attrs import (
     DUPLICATE_KEY,
     OBJECTIVES_KEY,
     STATUS_KEY,
+    TARGET_KEY,
+    TARGET_METRIC_KEY,
     TIME_TO_TARGET_KEY,
     WARM_KEY,
 )
@@ -41,15 +45,33 @@ def objectives_of(study: optuna.Study) -> list[str]:
 
 
 def measures(trial: FrozenTrial, objectives: list[str]) -> tuple[float, float, bool]:
-    """(time to target (inf for a miss), final val accuracy, reached the target)."""
+    """(time to target (inf for a miss), the final quality as a score, reached the target). The
+    quality is the final value of the study's metric (its final-value objective's, else the target's:
+    ``objectives.metric_of``), turned so that higher is better (a loss negated: ``Target.score``);
+    ``quality`` reads it back as the metric's value."""
     a = Recorded.of(trial)
     values = dict(zip(objectives, trial.values))
-    tta = values.get("time_to_accuracy", a.time_to_target)
-    acc = values.get("final_accuracy", a.val_accuracy)
+    tta = next((values[n] for n in TIME_OBJECTIVES if n in values), a.time_to_target)
+    metric = metric_of(objectives, a.target_metric)
+    final = next((values[n] for n, m in FINAL_METRIC.items() if m == metric and n in values), a.final(metric))
     hit = reached(trial)
     if tta is None or not hit:
         tta = math.inf
-    return float(tta), float(acc) if acc is not None else -math.inf, bool(hit)
+    score = Target(metric, 0.0).score(final) if final is not None else -math.inf
+    return float(tta), score, bool(hit)
+
+
+def quality(objectives: list[str], target_metric: str = ACCURACY) -> Target:
+    """What ``measures``' score is a score of: the metric, with its direction (``unscore`` reads it back)."""
+    return Target(metric_of(objectives, target_metric), 0.0)
+
+
+def study_target(study: optuna.Study) -> Target | None:
+    """The target a study's trials aim at (None: not recorded yet); older studies': val accuracy."""
+    value = study.user_attrs.get(TARGET_KEY)
+    if value is None:
+        return None
+    return Target(study.user_attrs.get(TARGET_METRIC_KEY) or ACCURACY, float(value))
 
 
 def counted(trial: FrozenTrial) -> bool:

@@ -19,6 +19,7 @@ import optuna
 import yaml
 
 from effsearch.config import TrainConfig
+from effsearch.config.metrics import ACCURACY, Target
 from effsearch.search.store.attrs import (
     BASELINE_KEY,
     CONFIG_KEY,
@@ -31,10 +32,13 @@ from effsearch.search.store.attrs import (
     SPEEDUP_KEY,
     STATUS_KEY,
     TARGET_KEY,
+    TARGET_METRIC_KEY,
     TEST_ACCURACY_KEY,
     TIME_TO_TARGET_KEY,
     TRAIN_SECONDS_KEY,
     VAL_ACCURACY_KEY,
+    VAL_BPB_KEY,
+    VAL_LOSS_KEY,
     VERSIONS_KEY,
 )
 from effsearch.trainer.result import RunResult, clean
@@ -61,13 +65,24 @@ class Recorded:
     baseline: bool = False
     reached_target: bool | None = None
     time_to_target: float | None = None
-    target_accuracy: float | None = None
+    target_accuracy: float | None = None  # the target's value, on target_metric
+    target_metric: str = ACCURACY
     speedup: float | None = None
     val_accuracy: float | None = None
+    val_loss: float | None = None
+    val_bpb: float | None = None
     test_accuracy: float | None = None
     train_seconds: float | None = None
     device: str | None = None
     versions: dict = field(default_factory=dict)
+
+    @property
+    def target(self) -> Target | None:
+        return Target(self.target_metric, self.target_accuracy) if self.target_accuracy is not None else None
+
+    def final(self, metric: str) -> float | None:
+        """The delivered model's recorded value of ``metric`` (val_accuracy, val_loss, val_bpb)."""
+        return getattr(self, metric, None)
 
     @classmethod
     def of(cls, trial: BaseTrial) -> Recorded:
@@ -79,8 +94,11 @@ class Recorded:
             reached_target=a.get(REACHED_KEY),
             time_to_target=a.get(TIME_TO_TARGET_KEY),
             target_accuracy=a.get(TARGET_KEY),
+            target_metric=a.get(TARGET_METRIC_KEY) or ACCURACY,
             speedup=a.get(SPEEDUP_KEY),
             val_accuracy=a.get(VAL_ACCURACY_KEY),
+            val_loss=a.get(VAL_LOSS_KEY),
+            val_bpb=a.get(VAL_BPB_KEY),
             test_accuracy=a.get(TEST_ACCURACY_KEY),
             train_seconds=a.get(TRAIN_SECONDS_KEY),
             device=a.get(DEVICE_KEY),
@@ -108,6 +126,7 @@ RESULT_KEYS = (
     REACHED_KEY,
     TIME_TO_TARGET_KEY,
     TARGET_KEY,
+    TARGET_METRIC_KEY,
     HISTORY_KEY,
     DEVICE_KEY,
     VERSIONS_KEY,
@@ -129,6 +148,7 @@ def result_attrs(result: RunResult, speedup: float | None) -> dict:
         REACHED_KEY: result.reached_target,
         TIME_TO_TARGET_KEY: result.time_to_target,
         TARGET_KEY: result.target_accuracy,
+        TARGET_METRIC_KEY: result.target_metric,
         HISTORY_KEY: [p.to_dict() for p in result.history],
         DEVICE_KEY: result.device,
         VERSIONS_KEY: result.versions,
@@ -165,15 +185,17 @@ def upload_files(
 
 
 def plot_curve(result: RunResult, path: Path, title: str = "") -> bool:
-    """Validation accuracy against train seconds, with the target line (~0.1 s: no pyplot state)."""
+    """The target's metric (validation accuracy, loss, ...) against train seconds, with the target
+    line (~0.1 s: no pyplot state)."""
     from matplotlib.figure import Figure  # a required dependency: a broken install is an error, recorded
 
     xs = [p.train_seconds for p in result.history]
-    ys = [p.val_accuracy for p in result.history]
+    target = result.target
+    ys = [_or(target.of(p), NAN) for p in result.history]
     fig = Figure(figsize=(5, 3.2), dpi=90)
     ax = fig.add_subplot()
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.15, top=0.9)
-    ax.plot(xs, ys, marker="o", label="validation accuracy")
+    ax.plot(xs, ys, marker="o", label=target.m.label)
     part = [(x, y) for x, y, p in zip(xs, ys, result.history) if p.val_images]
     if part:  # scored on a prefix of the validation set: settled, not measured to the last image
         ax.plot(
@@ -184,16 +206,16 @@ def plot_curve(result: RunResult, path: Path, title: str = "") -> bool:
             color="C0",
             label="on part of the validation set",
         )
-    ax.axhline(result.target_accuracy, color="grey", linestyle="--", label=f"target {result.target_accuracy:g}")
+    ax.axhline(target.value, color="grey", linestyle="--", label=f"target {target.text()}")
     if result.time_to_target is not None:
         ax.axvline(
             result.time_to_target, color="green", linestyle=":", label=f"reached at {result.time_to_target:.2f} s"
         )
     ax.set_xlabel("train seconds (evaluation excluded)")
-    ax.set_ylabel("validation accuracy")
+    ax.set_ylabel(target.m.label + ("" if target.m.higher else " (lower is better)"))
     ax.set_title(f"{title} ({result.status})")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right" if target.m.higher else "upper right", fontsize=8)
     fig.savefig(path)
     return True
 
@@ -219,10 +241,8 @@ def note_text(trial_number: int, result: RunResult, summary: str, speedup: float
     lines = [
         f"### Trial {trial_number}{' (baseline)' if baseline else ''}: {result.status}",
         f"{result.reason}" if result.reason else "",
-        f"- time to {result.target_accuracy:g} val accuracy: **{ttt}**"
-        + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
-        f"- val accuracy {_or(f.val_accuracy, NAN):.4f}, test accuracy "
-        f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)",
+        f"- time to {result.target.text()}: **{ttt}**" + (f" ({speedup:.2f}x the baseline)" if speedup else ""),
+        final_line(result),
         f"- train {_or(f.train_seconds, 0):.2f} s, selection {_or(f.selection_seconds, 0):.2f} s, "
         f"sparsity {_or(f.sparsity, 0):.2f}",
         f"- {summary}",
@@ -231,6 +251,18 @@ def note_text(trial_number: int, result: RunResult, summary: str, speedup: float
         f"- device: {result.device}",
     ]
     return "\n".join(line for line in lines if line)
+
+
+def final_line(result: RunResult) -> str:
+    """The delivered model's validation (and test) measurements, the target's metric first."""
+    f = result.final
+    if result.target_metric == ACCURACY:
+        return (
+            f"- val accuracy {_or(f.val_accuracy, NAN):.4f}, test accuracy "
+            f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)"
+        )
+    parts = [f"val loss {_or(f.val_loss, NAN):.4f}"] + ([f"val bits per byte {f.val_bpb:.4f}"] if f.val_bpb else [])
+    return "- " + ", ".join(parts) + f", val next-token accuracy {_or(f.val_accuracy, NAN):.4f}"
 
 
 def kfac_line(fallbacks: dict | None) -> str:

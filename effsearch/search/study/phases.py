@@ -48,6 +48,8 @@ from effsearch.search.store.attrs import (
     TUNE_VALUES_KEY,
     TUNING_KEY,
     VAL_ACCURACY_KEY,
+    VAL_BPB_KEY,
+    VAL_LOSS_KEY,
     WALL_KEY,
 )
 from effsearch.search.store.storage import CONSTRAINTS_KEY
@@ -227,7 +229,14 @@ def seed_means(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
         a = m.user_attrs
         hits = [t.user_attrs.get(REACHED_KEY) for t in ts]
         a[REACHED_KEY] = None if None in hits else all(hits)
-        for key in (TIME_TO_TARGET_KEY, VAL_ACCURACY_KEY, TEST_ACCURACY_KEY, TRAIN_SECONDS_KEY):
+        for key in (
+            TIME_TO_TARGET_KEY,
+            VAL_ACCURACY_KEY,
+            VAL_LOSS_KEY,
+            VAL_BPB_KEY,
+            TEST_ACCURACY_KEY,
+            TRAIN_SECONDS_KEY,
+        ):
             xs = [t.user_attrs.get(key) for t in ts]
             a[key] = None if None in xs else fmean(xs)
         a.pop(SPEEDUP_KEY, None)  # the mean's is the baseline's time over the mean time (computed when read)

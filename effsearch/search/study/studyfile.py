@@ -53,6 +53,7 @@ from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules, targets
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
+from effsearch.config.metrics import ACCURACY, target_of
 from effsearch.config.options import StudyNumbers, SubsetTuning, check_budget, check_heartbeat, check_tuning
 from effsearch.config.sources import model_kind
 from effsearch.search.pruners import check_pruner
@@ -309,9 +310,18 @@ def _relative_target(base_raw: Any) -> tuple[Any, float | None]:
 
 
 def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start: list) -> tuple[str, ...]:
-    """The objectives, each measurable by every config the study trains as given."""
-    objectives = O.check(raw.get("objectives", list(O.DEFAULT)))
+    """The objectives, each measurable by every config the study trains as given. Without
+    ``objectives``: time to target and the final value of the base's target metric."""
+    target = target_of(base)
+    default = list(O.DEFAULT) if target.metric == ACCURACY else ["time_to_target", f"final_{target.metric}"]
+    objectives = O.check(raw.get("objectives", default))
     for i, objective in enumerate(objectives):
+        if objective == "time_to_accuracy" and target.metric != ACCURACY:
+            raise ConfigError(
+                f"objectives[{i}]",
+                f"time_to_accuracy times a val accuracy rising to its target, and the base's target is "
+                f"{target.text()} (target.metric {target.metric}: lower is better); use time_to_target",
+            )
         if objective in O.NEEDS:
             key, want = O.NEEDS[objective]
             for label, cfg in (("base", base), ("baseline", baseline), *warm_start):

@@ -92,6 +92,8 @@ def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor, reduction: st
 
     Composer's ``soft_cross_entropy`` gives the same numbers for such targets but reads
     their total back to the host twice a step to warn about rows summing below 1."""
+    if logits.dim() == 3:  # a language model: (rows, positions, vocabulary), a target per position
+        return F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction=reduction)
     if target.dim() == logits.dim() - 1:
         return F.cross_entropy(logits, target, reduction=reduction)
     per_sample = -(target * F.log_softmax(logits, dim=1)).sum(dim=1)

@@ -24,6 +24,7 @@ from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, userdata
 from effsearch.trainer.data.datasets import LOADERS, SHAPES, data_dir, no_folders_left
 from effsearch.trainer.data.textsources import holds_texts
+from effsearch.trainer.data.tokenizer import TokenShape
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from effsearch.config import DatasetConfig, TrainConfig
+    from effsearch.trainer.data.lmdata import HeldOut, Streams
     from effsearch.trainer.data.sampler import SubsetSampler
-    from effsearch.trainer.data.tokenizer import TokenShape
 
 
 class DiskImages:
@@ -100,6 +101,9 @@ class Splits:
     train_index: np.ndarray  # positions in the source training set, for FFCV and CORDS lookups
     # Text: x are int32 token rows (N, max_length), padded with 0; what the model is built for.
     tokens: TokenShape | None = None
+    # A language model: train_x is the training token stream (1-d), val and test are windows of
+    # inputs and targets (N, max_length); what the validation score counts (bits per byte).
+    held_out: HeldOut | None = None
 
     @property
     def channels(self) -> int:
@@ -213,6 +217,8 @@ def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
             d.tokenizer.name,
             d.tokenizer.vocab_size,
             d.max_length,
+            d.group_column,
+            d.val_tokens,
         )
     return key
 
@@ -275,6 +281,11 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
     key = _cache_key(cfg, folder)
     if key in _CACHE:
         return _CACHE[key]
+    from effsearch.trainer.data import lmdata, text
+
+    if text.is_lm(d):
+        _CACHE[key] = _streams(d, lmdata.load(d, folder))
+        return _CACHE[key]
     u = _raw(cfg, folder)
     tr_idx, val_idx, xval, yval = _split(d, u.train_x, u.train_y, u.classes, u.val)
     if u.tokens is not None:  # token rows: nothing to resize, no images to stream
@@ -286,6 +297,14 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
         splits = _images(cfg, u, tr_idx, val_idx, xval, yval)
     _CACHE[key] = splits
     return splits
+
+
+def _streams(d: DatasetConfig, s: Streams) -> Splits:
+    """A language model's splits: the training stream, validation and test windows (int64)."""
+    t = [torch.from_numpy(a) for a in (s.train, s.val_x, s.val_y, s.test_x, s.test_y)]
+    shape = TokenShape(s.vocab_size, d.max_length, causal=True)
+    none = torch.zeros(0, dtype=torch.long)
+    return Splits(d.name, t[0], none, t[1], t[2], t[3], t[4], s.vocab_size, np.arange(0), shape, s.held_out)
 
 
 def _images(

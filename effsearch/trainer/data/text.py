@@ -105,7 +105,7 @@ def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     """Classes, splits, a tokenizer trained on the training split, and every text's padded row."""
     names, y = _classes(rows, d)
     groups = np.asarray(rows.groups) if rows.groups is not None else None
-    part = _carve(_given(rows, y), y, d, groups)
+    part = carve(given(rows, y), y, d, groups)
     tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
     arrays = {}
     for split in SPLITS:
@@ -154,13 +154,13 @@ def _classes(rows: TextRows, d: DatasetConfig) -> tuple[list, np.ndarray]:
     return [c if isinstance(c, (int, str)) else str(c) for c in names], y
 
 
-def _given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
+def given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
     """The rows of each split the source names, leaving out the classes not kept."""
     split = np.asarray(rows.splits or ["train"] * len(y))
     return {s: np.flatnonzero((split == s) & (y >= 0)) for s in SPLITS if np.any((split == s) & (y >= 0))}
 
 
-def _carve(
+def carve(
     part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig, groups: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """Test, then validation, carved (stratified; ``groups`` whole) from the training rows where the
@@ -202,6 +202,12 @@ def _held_out(
     return train[keep], train[held]
 
 
+def is_lm(d: DatasetConfig) -> bool:
+    """The dataset is a language model's corpus (``lmdata``): plain text files, or rows read without
+    labels (``dataset.label_column: null``)."""
+    return d.name == "text" or d.label_column is None
+
+
 def text_source(d: DatasetConfig) -> bool | None:
     """Whether the dataset ``d`` holds text, as far as can be told without calling user code:
     jsonl and csv do, an hf folder does when its text column holds strings; None for an import
@@ -228,4 +234,4 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
     if not text:
         return None
     vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size
-    return tokenizer.TokenShape(vocab, d.max_length)
+    return tokenizer.TokenShape(vocab, d.max_length, causal=is_lm(d))

@@ -6,7 +6,8 @@
   strings (splits ``train``, ``validation``/``valid``/``val``, ``test``; a ``ClassLabel`` column
   gives its names);
 * ``package.module:callable``: ``x_train``, ``y_train``, ``x_test``, ``y_test`` (optionally
-  ``x_val``, ``y_val``), the x's lists of strings.
+  ``x_val``, ``y_val``), the x's lists of strings;
+* ``text``: plain text files, a language model's documents (``read_text``).
 
 A file's rows may name their split in ``dataset.split_column`` (train, validation or val, test);
 ``text.py`` carves what a source does not give. Bad input is a ConfigError naming the field and the
@@ -210,6 +211,29 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
         raise ConfigError("dataset.path", f"{path} holds no rows")
     if rows.labels and all(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in rows.labels):
         rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
+    return rows
+
+
+def read_text(path: Path) -> TextRows:
+    """Plain text as a language model's documents: a file's paragraphs (blocks between blank lines),
+    or each file of a folder (its files in sorted order, ``.gz`` read as gzip), whole."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    rows = TextRows(str(path), "line")
+    for file in files:
+        text = _decoded(file)
+        if path.is_dir():
+            if text.strip():
+                rows.texts.append(text)
+                rows.lines.append(1)
+            continue
+        line = 1
+        for block in text.split("\n\n"):
+            if block.strip():
+                rows.texts.append(block.strip("\n"))
+                rows.lines.append(line)
+            line += block.count("\n") + 2
+    if not rows.texts:
+        raise ConfigError("dataset.path", f"{path} holds no text")
     return rows
 
 

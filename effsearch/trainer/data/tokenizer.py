@@ -37,11 +37,13 @@ TEXT_HINT = (
 
 @dataclass(frozen=True)
 class TokenShape:
-    """What a text model is built for: the tokenizer's vocabulary, the longest sequence, the padding id."""
+    """What a text model is built for: the tokenizer's vocabulary, the longest sequence, the padding
+    id, and whether it is a language model (``causal``: logits for every position of a window)."""
 
     vocab_size: int
     max_length: int
     pad_id: int = PAD
+    causal: bool = False
 
 
 class Tokenizer:
@@ -62,6 +64,17 @@ class Tokenizer:
     def to_json(self) -> str:
         raise NotImplementedError
 
+    def token_bytes(self) -> np.ndarray:
+        """Bytes of text each id stands for (what bits per byte divide by): a document's end (SEP)
+        counts one, as the line break between two documents would; the other special ids none."""
+        raise NotImplementedError
+
+
+def _specials(n: int) -> np.ndarray:
+    out = np.zeros(n, np.int64)
+    out[SEP] = 1
+    return out
+
 
 class ByteTokenizer(Tokenizer):
     name = "bytes"
@@ -78,6 +91,11 @@ class ByteTokenizer(Tokenizer):
 
     def to_json(self) -> str:
         return json.dumps({"effsearch": "bytes"})
+
+    def token_bytes(self) -> np.ndarray:
+        out = _specials(MIN_VOCAB)
+        out[BYTE_OFFSET:] = 1
+        return out
 
 
 class TrainedTokenizer(Tokenizer):
@@ -101,6 +119,26 @@ class TrainedTokenizer(Tokenizer):
 
     def to_json(self) -> str:
         return json.dumps({"effsearch": self.name, "tokenizer": json.loads(self.tok.to_str())})
+
+    def token_bytes(self) -> np.ndarray:
+        """Byte-level BPE: each token's characters map back to one byte each (GPT-2's byte alphabet).
+        WordPiece lower-cases and drops spaces, so its tokens have no byte count: a ValueError."""
+        if self.name != "bpe":
+            raise ValueError(f"{self.name} tokens do not map back to the text's bytes")
+        alphabet = _byte_alphabet()
+        out = _specials(self.vocab_size)
+        for token, i in self.tok.get_vocab().items():
+            if i >= len(SPECIAL_TOKENS):
+                out[i] = sum(1 for ch in token if ch in alphabet)
+        return out
+
+
+def _byte_alphabet() -> set[str]:
+    """The 256 characters byte-level BPE writes bytes as (GPT-2's bytes_to_unicode): printable
+    bytes as themselves, the others shifted past U+0100."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [256 + i for i in range(256 - len(keep))]
+    return {chr(c) for c in keep + shifted}
 
 
 def _tokenizers(name: str) -> Any:

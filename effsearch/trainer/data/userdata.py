@@ -230,8 +230,9 @@ def from_callable(arrays: dict[str, Any], d: Any) -> UserData:
     return _from_arrays(arrays, "dataset.name", f"{d.name}()", d)
 
 
-def call(name: str) -> dict[str, Any]:
-    """What the import path ``name``'s callable returns, as a mapping of x_train, y_train, ..."""
+def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
+    """What the import path ``name``'s callable returns, as a mapping of x_train, y_train, ...
+    (``needs``: the keys it must have; a language model's corpus needs x_train only)."""
     fn = load_object(name, "dataset.name")
     try:
         out = fn()
@@ -244,11 +245,10 @@ def call(name: str) -> dict[str, Any]:
             "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
         ) from None
     if isinstance(out, Mapping):
-        missing = [k for k in ARRAYS if k not in out]
+        missing = [k for k in needs if k not in out]
         if missing:
             raise ConfigError(
-                "dataset.name",
-                f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(ARRAYS)}",
+                "dataset.name", f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
             )
         return dict(out)
     if isinstance(out, tuple | list) and len(out) == 4:

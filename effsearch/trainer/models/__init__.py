@@ -1,4 +1,5 @@
-"""Models by name: the built-ins (``vision``: CNNs and ResNets; ``text``: the text encoder), a
+"""Models by name: the built-ins (``vision``: CNNs and ResNets; ``text``: the text encoder; ``gpt``:
+the language model), a
 library's (``torchvision:``, ``timm:``, ``hf:`` through ``hfconfig``), or an import path's.
 
 An image model is an ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits ``(N, num_classes)``.
@@ -19,6 +20,7 @@ from effsearch.config import MODEL_WIDTHS, ConfigError
 from effsearch.config.choices import TEXT_ENCODER
 from effsearch.config.imports import load_object
 from effsearch.config.sources import model_kind
+from effsearch.trainer.models.gpt import GPT, gpt
 from effsearch.trainer.models.text import TextEncoder, TokenInput, encoder
 from effsearch.trainer.models.vision import Classifier, RepeatChannels, build_model, tiny_cnn
 
@@ -26,9 +28,22 @@ if TYPE_CHECKING:
     from effsearch.config import ModelConfig
     from effsearch.trainer.data.tokenizer import TokenShape
 
-__all__ = ["Classifier", "RepeatChannels", "TextEncoder", "TokenInput", "build_model", "build_network", "tiny_cnn"]
+__all__ = [
+    "GPT",
+    "Classifier",
+    "RepeatChannels",
+    "TextEncoder",
+    "TokenInput",
+    "build_model",
+    "build_network",
+    "tiny_cnn",
+]
 
 TIMM_HINT = "timm: models need the optional extra timm (`uv sync --extra timm`, or `pip install 'effsearch[timm]'`)"
+LM_ON_LABELS = (
+    "'gpt' is a language model (it predicts each next token); the dataset's rows have labels: set "
+    "dataset.label_column: null to train it on the texts, or use a classifier (text-encoder, hf:BertConfig)"
+)
 IMAGE_MODEL = (
     "{name!r} takes images; the dataset holds text: use text-encoder, hf:CONFIG_CLASS or a factory "
     "taking vocab_size, num_classes and max_length"
@@ -42,7 +57,7 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
     if tokens is not None:
         return _text_network(model, num_classes, tokens)
     kind = model_kind(model.name)
-    if model.name == "text-encoder" or kind == "hf":
+    if model.name in ("text-encoder", "gpt") or kind == "hf":
         raise ConfigError(
             "model.name",
             f"{model.name!r} takes token ids (text); the dataset holds images: use an image model "
@@ -83,6 +98,10 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
 
 def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> TokenInput:
     kind = model_kind(model.name)
+    if tokens.causal:
+        return _language_model(model, tokens)
+    if model.name == "gpt":
+        raise ConfigError("model.name", LM_ON_LABELS)
     if kind == "builtin":
         if model.name != "text-encoder":
             raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
@@ -107,6 +126,27 @@ def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> T
         raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
     base = {"vocab_size": tokens.vocab_size, "num_classes": num_classes, "max_length": tokens.max_length}
     return TokenInput(_from_factory(model, base), "ids_mask")
+
+
+def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
+    """A causal language model: the built-in gpt, a transformers causal LM from a config, or a
+    factory called with vocab_size and max_length; each maps ids (N, L) to logits (N, L, vocab)."""
+    kind = model_kind(model.name)
+    if model.name == "gpt":
+        return TokenInput(gpt(tokens.vocab_size, tokens.max_length, model.kwargs), "causal")
+    if kind == "hf":
+        from effsearch.trainer.models import hfconfig
+
+        return TokenInput(hfconfig.build_causal(model.name.split(":", 1)[1], model.kwargs, tokens.vocab_size), "hf")
+    if kind != "import":
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} is no language model; the dataset is a language model's corpus (dataset.name text, "
+            "or label_column null): use gpt, hf:GPT2Config (a causal LM from a config) or a factory taking "
+            "vocab_size and max_length and returning logits (N, L, vocab_size)",
+        )
+    base = {"vocab_size": tokens.vocab_size, "max_length": tokens.max_length}
+    return TokenInput(_from_factory(model, base), "causal")
 
 
 def _no_kwargs(model: ModelConfig) -> None:

@@ -1,5 +1,6 @@
-"""``model.name: hf:CONFIG_CLASS``: a transformers sequence classifier built from a config class and
-``model.kwargs`` (its fields), with fresh weights: never pretrained ones, never a download.
+"""``model.name: hf:CONFIG_CLASS``: a transformers sequence classifier (or, on a language model's
+corpus, a causal language model: ``build_causal``) built from a config class and ``model.kwargs``
+(its fields), with fresh weights: never pretrained ones, never a download.
 
 ``transformers.AutoModelForSequenceClassification.from_config`` picks the model of the config's
 family (``hf:BertConfig`` builds ``BertForSequenceClassification``); effsearch sets the
@@ -52,5 +53,39 @@ def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Modu
 def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: int) -> Any:
     try:
         return cls(**kwargs, vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0)
+    except Exception as e:  # noqa: BLE001 - a field the config class refuses
+        raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
+
+
+def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
+    """A transformers causal language model (``AutoModelForCausalLM``) from the config ``hf:name``."""
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("model.name", f"hf:{name} {TEXT_HINT}") from None
+    cls = getattr(transformers, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PretrainedConfig)):
+        raise ConfigError(
+            "model.name", f"transformers has no config class {name!r} (e.g. hf:GPT2Config, hf:LlamaConfig)"
+        )
+    taken = [k for k in ("vocab_size", "pad_token_id") if k in kwargs]
+    if taken:
+        raise ConfigError(
+            "model.kwargs",
+            f"{', '.join(taken)}: set by effsearch (the tokenizer's vocabulary, padding id 0); leave out",
+        )
+    config = _causal_config(cls, name, kwargs, vocab_size)
+    try:
+        return transformers.AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - a config of no causal LM, or fields that do not fit
+        raise ConfigError(
+            "model.name",
+            f"transformers cannot build a causal language model from {name}: {type(e).__name__}: {e}"[:400],
+        ) from None
+
+
+def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
+    try:
+        return cls(**kwargs, vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None

@@ -107,8 +107,9 @@ class TokenInput(nn.Module):
     """A text model called with token ids only: the mask is made here (``ids != PAD``).
 
     ``style`` says how the model is called: ``"ids_mask"`` (``net(ids, mask)``: the built-in
-    encoder, a user's factory) or ``"hf"`` (a transformers model: ``input_ids``, ``attention_mask``,
-    its output's ``logits``). ``mixing`` (a 0-d tensor and a permutation of the batch, set by the
+    encoder, a user's factory), ``"hf"`` (a transformers model: ``input_ids``, ``attention_mask``,
+    its output's ``logits``) or ``"causal"`` (a language model: ``net(ids)``, no mask: a window of
+    the token stream has no padding, and the model masks the future itself). ``mixing`` (a 0-d tensor and a permutation of the batch, set by the
     trainer's MixUp just before a forward) mixes the input embeddings of that forward, and the mask
     then covers the tokens of both texts.
     """
@@ -119,7 +120,7 @@ class TokenInput(nn.Module):
         self.mixing: tuple[torch.Tensor, torch.Tensor] | None = None
         embedding = next((m for m in net.modules() if isinstance(m, nn.Embedding)), None)
         self.embedding_dim = embedding.embedding_dim if embedding is not None else None
-        if embedding is not None:
+        if embedding is not None and style != "causal":  # no MixUp for a language model (rules.py)
             embedding.register_forward_hook(self._mix)
 
     def _mix(self, _module: nn.Module, _inputs: Any, out: torch.Tensor) -> torch.Tensor | None:
@@ -129,6 +130,8 @@ class TokenInput(nn.Module):
         return out * (1 - lam) + out[perm] * lam  # Composer's MixUp: (1 - mixing) x + mixing x[perm]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.style == "causal":
+            return self.net(ids)
         mask = ids != PAD
         if self.mixing is not None:
             mask = mask | mask[self.mixing[1]]

@@ -1,0 +1,227 @@
+"""A language model's data: documents without labels, split by document, tokenized once, packed.
+
+Documents come from the text readers (``textsources``: a jsonl or csv file's text column with
+``dataset.label_column: null``, an hf text dataset, plain ``text`` files, an import path's
+``x_train``). The splits are the source's own where it names them, else validation and test carved
+by *document* (``dataset.val_fraction``, ``test_fraction``; ``group_column`` keeps a group whole),
+never by window, so no held-out window shares a document with training. The tokenizer learns from
+the training documents only. Each split becomes one token stream, every document followed by
+``SEP``; the streams and each token's byte count (for bits per byte) are cached on disk
+(``textcache``), so a study's workers tokenize nothing.
+
+Training draws windows of ``max_length + 1`` tokens from the training stream (``LMBatches``): an
+epoch is one pass over it, the windows at a random offset and in a random order. Validation scores
+the first ``dataset.val_tokens`` tokens of the held-out stream (all of it by default): the same
+tokens for every trial whatever its ``max_length``, cut into windows of its length, the last one
+masked past them (``windows``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from effsearch.config import ConfigError
+from effsearch.config.sources import dataset_kind
+from effsearch.trainer.data import textcache, tokenizer
+from effsearch.trainer.data.text import SPLITS, carve, given
+from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl, read_text
+
+if TYPE_CHECKING:
+    from effsearch.config import DatasetConfig
+
+IGNORE = -100  # a target no loss counts (F.cross_entropy's ignore_index): past the scored tokens
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What the validation score is made of: the tokens scored and the bytes of text they stand for."""
+
+    tokens: int
+    bytes: int
+
+    def bpb(self, loss: float) -> float:
+        """Bits per byte of a mean loss (nats a token) over these tokens."""
+        return loss * self.tokens / (math.log(2) * max(self.bytes, 1))
+
+
+@dataclass
+class Streams:
+    """The packed token streams (int64), the vocabulary, and the scored validation tokens."""
+
+    train: np.ndarray
+    val_x: np.ndarray
+    val_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+    vocab_size: int
+    held_out: HeldOut
+
+
+def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> Streams:
+    """``d``'s streams, cut for ``d.max_length`` (``arrays``: what an import path's callable returned)."""
+    made = tokenized(d, cache_root, arrays)
+    a, length = made.arrays, d.max_length
+    train, val, test = (a[s].astype(np.int64) for s in SPLITS)
+    if len(train) < length + 1:
+        raise ConfigError(
+            "dataset.path",
+            f"the training documents hold {len(train)} tokens, shorter than one window of dataset.max_length "
+            f"{length} (+1 for its last target); give more text or a shorter max_length",
+        )
+    train = train[: max(length + 1, round(len(train) * d.data_fraction))]
+    count = _scored(d, len(val) - 1)
+    test_x, test_y = windows(test, length, len(test) - 1) if len(test) > 1 else windows(val, length, count)
+    held = HeldOut(count, int(a["token_bytes"][val[1 : count + 1]].sum()))
+    return Streams(train, *windows(val, length, count), test_x, test_y, int(made.facts["vocab_size"]), held)
+
+
+def _scored(d: DatasetConfig, available: int) -> int:
+    """The validation tokens each evaluation scores (``val_tokens``, shrunk by ``val_subset``)."""
+    if d.max_length > available:
+        raise ConfigError(
+            "dataset.max_length",
+            f"is {d.max_length} but the validation stream holds {available} tokens to predict: no window of "
+            "it fits; lower max_length or hold out more text (dataset.val_fraction)",
+        )
+    if d.val_tokens is not None and d.val_tokens > available:
+        raise ConfigError(
+            "dataset.val_tokens",
+            f"is {d.val_tokens} but the validation stream holds {available} tokens to predict; lower it "
+            "(null: all of them) or hold out more text (dataset.val_fraction)",
+        )
+    return max(1, round((d.val_tokens or available) * d.val_subset))
+
+
+def windows(stream: np.ndarray, length: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``count`` targets of ``stream`` (its tokens 1..count) as windows (k, length) of
+    inputs and targets, the last window's targets past ``count`` masked (``IGNORE``)."""
+    k = -(-count // length)
+    padded = np.full(k * length + 1, tokenizer.PAD, np.int64)
+    take = min(len(padded), len(stream))
+    padded[:take] = stream[:take]
+    x = padded[:-1].reshape(k, length)
+    y = padded[1:].reshape(k, length).copy()
+    y.reshape(-1)[count:] = IGNORE
+    return x, y
+
+
+def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> textcache.Tokenized:
+    """The packed streams of ``d``'s splits and each token's bytes, from the cache or built into it."""
+    cols = Columns(d.text_column, None, d.split_column, d.group_column)
+    rows, identity = _source(d, cols, arrays)
+    key = {
+        "task": "language model",
+        "source": identity,
+        "columns": [cols.text, cols.split, cols.group],
+        "split": [d.val_fraction, d.test_fraction, d.split_seed],
+        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
+    }
+    return textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
+
+
+def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -> tuple[TextRows | None, Any]:
+    """(the rows, if reading them was needed to know the source; what identifies the source)."""
+    if dataset_kind(d.name) == "import":
+        import hashlib
+
+        from effsearch.trainer.data.userdata import call
+
+        rows = from_arrays(arrays if arrays is not None else call(d.name, needs=("x_train",)), f"{d.name}()", cols)
+        digest = hashlib.sha256()
+        for t, s in zip(rows.texts, rows.splits or []):
+            digest.update(f"{s}\0{t}\0".encode())
+        return rows, {"callable": d.name, "sha256": digest.hexdigest()}
+    path = _path(d)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return None, [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def _path(d: DatasetConfig) -> Path:
+    path = Path(d.path or "").expanduser().absolute()
+    if not path.exists():
+        raise ConfigError("dataset.path", f"{path} does not exist")
+    return path
+
+
+def _read(d: DatasetConfig, cols: Columns) -> TextRows:
+    path, kind = _path(d), dataset_kind(d.name)
+    readers = {"jsonl": read_jsonl, "csv": read_csv, "hf": read_hf}
+    if kind == "text":
+        return read_text(path)
+    if kind not in readers:
+        raise ConfigError(
+            "dataset.label_column",
+            f"null makes the rows a language model's documents; dataset.name {d.name!r} holds images",
+        )
+    return readers[kind](path, cols)
+
+
+def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
+    """Splits by document, a tokenizer trained on the training documents, each split packed."""
+    y = np.zeros(len(rows.texts), np.int64)  # one "class": the carving is by document (and group) alone
+    groups = np.asarray(rows.groups) if rows.groups is not None else None
+    part = carve(given(rows, y), y, d, groups)
+    if d.tokenizer.name == "wordpiece":
+        raise ConfigError(
+            "dataset.tokenizer.name", "wordpiece cannot be a language model's tokenizer: use bpe or bytes"
+        )
+    tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
+    arrays = {split: pack(tok.encode([rows.texts[i] for i in part[split]])) for split in SPLITS}
+    arrays["token_bytes"] = tok.token_bytes()
+    facts = {"vocab_size": tok.vocab_size, "documents": {s: len(part[s]) for s in SPLITS}}
+    return textcache.Tokenized(arrays, tok.to_json(), facts)
+
+
+def pack(docs: list[np.ndarray]) -> np.ndarray:
+    """Documents' ids as one stream, each document followed by ``SEP`` (int32)."""
+    if not docs:
+        return np.zeros(0, np.int32)
+    sep = np.array([tokenizer.SEP], np.int32)
+    return np.concatenate([part for ids in docs for part in (ids.astype(np.int32), sep)])
+
+
+class LMBatches:
+    """Training windows from the token stream on the device: each epoch at a random offset, in a
+    random order, ``batch_size`` a batch (whole batches only: one shape for every step); each batch
+    is (inputs, targets), the targets the inputs moved on by one token. With ``world > 1`` each rank
+    serves every world-th window of the same order."""
+
+    def __init__(
+        self, stream: torch.Tensor, batch_size: int, length: int, seed: int, rank: int = 0, world: int = 1
+    ) -> None:
+        self.stream, self.batch_size, self.length = stream, batch_size, length
+        self.rank, self.world = rank, world
+        # The fewest whole windows any offset leaves: every epoch has as many batches.
+        self.windows = (len(stream) - length) // length
+        self.gen = torch.Generator()
+        self.gen.manual_seed(seed)
+        self.span = torch.arange(length + 1, device=stream.device)
+
+    def __len__(self) -> int:
+        return max(1, self.windows // self.world // self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        offset = int(torch.randint(0, self.length, (1,), generator=self.gen))
+        starts = offset + self.length * torch.randperm(self.windows, generator=self.gen)
+        starts = starts[self.rank :: self.world].to(self.stream.device)
+        b = self.batch_size
+        for i in range(len(self)):
+            w = self.stream[starts[i * b : (i + 1) * b, None] + self.span]
+            yield w[:, :-1], w[:, 1:]
+
+
+class LMBatch:
+    """A batch of windows onto the device (nothing to augment, no padding to cut)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def __call__(self, batch: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(t.to(self.device, non_blocking=True) for t in batch)

@@ -1,0 +1,137 @@
+"""Language models: plain text packed into token streams, split by document, a fixed number of
+validation tokens, the built-in gpt trained to a target loss."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from effsearch.cli import main
+from effsearch.config import ConfigError, TrainConfig
+from effsearch.trainer.data import lmdata, tokenizer
+from effsearch.trainer.models.gpt import gpt
+from effsearch.trainer.result import RunResult
+
+NAMES = "alice bob carol dave erin frank".split()
+VERBS = "sees likes helps calls meets finds".split()
+
+
+def corpus(path, n=120, seed=0, tag=False):
+    """``n`` documents (paragraphs) of short sentences: a byte-level model learns them in steps.
+    ``tag``: each document starts with its number (``doc 7:``), to tell where a document went."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        sentences = [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)}." for _ in range(rng.randint(2, 5))]
+        docs.append((f"doc {i}: " if tag else "") + " ".join(sentences))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+def lm_config(path, **overrides) -> dict:
+    d = {
+        "dataset": {
+            "name": "text",
+            "path": str(path),
+            "max_length": 16,
+            "tokenizer": {"name": "bytes"},
+            "val_fraction": 0.1,
+            "test_fraction": 0.1,
+            "val_tokens": 256,
+        },
+        "model": {"name": "gpt", "kwargs": {"n_layer": 1, "n_head": 2, "n_embd": 32}},
+        "epochs": 0.25,
+        "eval_every": 0.02,
+        "batch_size": 8,
+        "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.0},
+        "schedule": {"name": "constant"},
+        "device": "cpu",
+        "target": {"metric": "val_loss", "value": 3.5},
+    }
+    for key, value in overrides.items():
+        node = d
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return d
+
+
+def test_effsearch_train_times_a_gpt_to_its_target_loss(tmp_path, capsys):
+    """The crossing is the first evaluation at or below the target loss (an untrained byte model
+    starts near ln 260 = 5.6 nats); the run reports the time, bits per byte and the final loss."""
+    cfg = tmp_path / "lm.yaml"
+    cfg.write_text(yaml.safe_dump(lm_config(corpus(tmp_path / "c.txt"))))
+    out = tmp_path / "out"
+    assert main(["train", str(cfg), "--data-dir", str(tmp_path / "data"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    r = RunResult.load(out / "result.json")
+    losses = [p.val_loss for p in r.history]
+    assert losses[0] > 3.5 and r.final.val_loss <= 3.5, losses
+    first = next(p for p in r.history if p.val_loss <= 3.5)
+    assert r.time_to_target == first.train_seconds
+    assert all(p.val_loss > 3.5 for p in r.history[: r.history.index(first)])
+    assert r.target_metric == "val_loss" and r.final.val_bpb > 0
+    # Bytes: a token is a byte (a document's end, one), so bits per byte is the loss in bits.
+    assert r.final.val_bpb == pytest.approx(r.final.val_loss / np.log(2), rel=1e-6)
+    assert "time to val loss <= 3.5" in printed and "bits per byte" in printed and "val loss" in printed
+
+
+def test_the_held_out_stream_is_split_by_document_and_scores_fixed_tokens(tmp_path):
+    path = corpus(tmp_path / "c.txt", n=200, tag=True)
+    d = TrainConfig.from_dict(lm_config(path)).dataset
+    made = lmdata.tokenized(d, tmp_path)
+    a = made.arrays
+
+    def docs(stream):
+        text = bytes(int(i) - tokenizer.BYTE_OFFSET for i in stream if i >= tokenizer.BYTE_OFFSET).decode()
+        return {int(w.split(":")[0]) for w in text.split("doc ")[1:]}
+
+    train, val, test = docs(a["train"]), docs(a["val"]), docs(a["test"])
+    assert val and test and not (train & val) and not (train & test) and not (val & test)
+    assert len(train | val | test) == 200
+    assert (a["train"] == tokenizer.SEP).sum() == made.facts["documents"]["train"]  # one SEP a document
+    # The same validation tokens whatever the window: 256 targets scored, the rest masked.
+    for length in (16, 48):
+        s = lmdata.load(TrainConfig.from_dict(lm_config(path, **{"dataset.max_length": length})).dataset, tmp_path)
+        assert (s.val_y != lmdata.IGNORE).sum() == 256 and s.val_x.shape[1] == length
+        assert s.held_out.tokens == 256
+        assert np.array_equal(s.val_y[s.val_y != lmdata.IGNORE], a["val"][1:257])
+
+
+def test_a_gpt_predicts_each_next_token_causally():
+    net = gpt(260, 16, {"n_layer": 1, "n_head": 2, "n_embd": 16, "qk_norm": True, "activation": "relu2"})
+    ids = torch.randint(4, 260, (2, 16))
+    out = net(ids)
+    assert out.shape == (2, 16, 260)
+    changed = ids.clone()
+    changed[:, 10] = torch.where(ids[:, 10] == 5, 6, 5)
+    again = net(changed)
+    assert torch.allclose(out[:, :10], again[:, :10], atol=1e-6)  # the future is masked
+    assert not torch.allclose(out[:, 10:], again[:, 10:])
+    assert net.head.weight is net.embed.weight
+    untied = gpt(260, 16, {"tied": False, "zero_init": True, "n_embd": 16, "n_head": 2, "n_layer": 1})
+    assert untied.head.weight is not untied.embed.weight
+    assert not untied.blocks[0].mlp.proj.weight.detach().any()
+
+
+@pytest.mark.parametrize(
+    "overrides,n_docs,field,words",
+    [
+        ({"dataset.max_length": 4096, "dataset.val_tokens": None}, 120, "dataset.max_length", "validation stream"),
+        ({"dataset.val_tokens": 10**6}, 120, "dataset.val_tokens", "validation stream holds"),
+        (
+            {"dataset.max_length": 2048, "dataset.val_fraction": 0.5, "dataset.val_tokens": None},
+            8,
+            "dataset.path",
+            "one window",
+        ),
+    ],
+)
+def test_a_corpus_too_short_for_its_windows_names_the_field(tmp_path, overrides, n_docs, field, words):
+    path = corpus(tmp_path / "c.txt", n=n_docs)
+    with pytest.raises(ConfigError) as e:
+        lmdata.load(TrainConfig.from_dict(lm_config(path, **overrides)).dataset, tmp_path)
+    assert e.value.field == field and words in str(e.value)
