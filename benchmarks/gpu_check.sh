@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
-#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|text|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|text|lm|summary   # one part (each installs first)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
@@ -16,6 +16,8 @@
 # `fronts` runs the GPU study without its recipes' warm starts and as shipped (FRONTS, STUDY_SECONDS
 # each); `STUDY_SECONDS=160 RUNS=fast bash benchmarks/gpu_check.sh baseline fronts` fits a 15-minute
 # lease (519 s on an H100, 2026-11-27).
+# `lm` times the built-in gpt against a plain PyTorch loop (bf16, compile), then trains
+# configs/debian-lm.yaml to its target loss; about 3 minutes (LM_SECONDS, LM_TRAIN_SECONDS).
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -269,7 +271,32 @@ text() {
   done
 }
 
-PARTS=(baseline overhead costs shapes recipe study fronts text summary)
+lm() {
+  # A language model (the built-in gpt): effsearch's trainer against a plain PyTorch loop of the same
+  # model over the same windows (benchmarks/lm_overhead.py; bf16 and compile on CUDA), then
+  # configs/debian-lm.yaml to its target loss. Bounded by LM_SECONDS (default 150) and
+  # LM_TRAIN_SECONDS (default 60); every line goes into $OUT as it comes.
+  local sinks=("$OUTDIR/lm.txt") corpus=$EFFSEARCH_DATA_DIR/debian-packages/debian-packages.jsonl.gz
+  if [ -n "${OUT:-}" ]; then sinks+=("$OUT/lm.txt"); fi
+  local from=(); if [ -f "$corpus" ]; then from=(--corpus "$corpus"); fi  # else its synthetic corpus
+  log "language model ($DEV): gpt, effsearch vs a plain loop (benchmarks/lm_overhead.py)" | tee "${sinks[@]}"
+  if [ "$SMOKE" = 1 ]; then
+    "$PY" benchmarks/lm_overhead.py --device cpu --tiny --repeats 1 --steps 4 --data-dir "$OUTDIR/lm-data" 2>&1 \
+      | tee -a "${sinks[@]}"
+    return
+  fi
+  timeout "${LM_SECONDS:-150}" "$PY" benchmarks/lm_overhead.py --device cuda "${from[@]}" --repeats "${LM_REPEATS:-3}" \
+    --steps "${LM_STEPS:-200}" --data-dir "$OUTDIR/lm-data" 2>&1 | grep --line-buffered -v "AUTOTUNE\|triton_mm\|^  mm " \
+    | tee -a "${sinks[@]}" || echo "lm_overhead exited ${PIPESTATUS[0]}" | tee -a "${sinks[@]}"
+  if [ -f "$corpus" ]; then
+    log "configs/debian-lm.yaml on $DEV (bf16, compile), ${LM_TRAIN_SECONDS:-60} s at most" | tee -a "${sinks[@]}"
+    timeout "${LM_TRAIN_SECONDS:-60}" "$PY" -m effsearch.cli train configs/debian-lm.yaml --set device=$DEV \
+      --set precision=$PREC --set compile=true --set dataset.path="$corpus" --data-dir "$OUTDIR/lm-data" --quiet \
+      --out "$OUTDIR/lm-baseline" 2>&1 | tail -6 | tee -a "${sinks[@]}" || true
+  fi
+}
+
+PARTS=(baseline overhead costs shapes recipe study fronts text lm summary)
 known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 case "$step" in

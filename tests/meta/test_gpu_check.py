@@ -49,6 +49,17 @@ def test_recipe_streams_its_log_into_out(tmp_path):
     assert "status: completed" in log and "final {'train_seconds'" in log
 
 
+def test_lm_times_a_gpt_against_a_plain_loop_into_out(tmp_path):
+    """The lm part (smoke: a tiny gpt on the CPU, on the script's own synthetic corpus) writes its
+    pairs and ratio into $OUT as it goes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["lm"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    text = (out / "lm.txt").read_text()
+    assert "pair 1: effsearch" in text and "ratio=" in text and "gpt {'n_layer': 2" in text
+
+
 def test_the_study_summary_splits_the_compute(tmp_path):
     """gpu_summary's "where the compute went", read from a scripted study's trials: wall seconds split
     into training (compile shown apart, as part of it: a compiled trial's first step), evaluation,
