@@ -300,6 +300,7 @@ def status(study: str | Path, storage: str | None = None, *, front_only: bool = 
     """What `effsearch status` shows: where the study lives, the table of its trials (``front_only``:
     of its Pareto front), what it cost, and with a tuning phase how well phase 1 predicted phase 2.
     ``study``: a study file, or its name with ``storage``."""
+    from effsearch.config.metrics import ACCURACY
     from effsearch.search.results import best, report
     from effsearch.search.store.attrs import OBJECTIVES_KEY
     from effsearch.search.store.queries import study_target
@@ -311,7 +312,7 @@ def status(study: str | Path, storage: str | None = None, *, front_only: bool = 
     target = study_target(opened)
     lines = [
         f"study {opened.study_name!r} in {redact(url)}: objectives {', '.join(objectives)}"
-        + (f"; target {report.target_words(target)}" if target is not None else ""),
+        + (f"; target {report.target_words(target) if target.metric != ACCURACY else target.said()}" if target else ""),
         report.status_table(opened, objectives, show_all=not front_only),
         "\n" + "\n".join(best.cost_of(opened).lines()),
     ]

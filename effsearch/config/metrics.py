@@ -99,10 +99,23 @@ class Target:
             return math.inf
         return max(0.0, self.score(self.value) - self.score(value))
 
+    def relative(self, baseline: float, offset: float) -> Target:
+        """The target ``offset`` better than ``baseline`` (the baseline's final value) in the metric's
+        direction: -0.01 is a point of accuracy below it, or a loss 0.01 above it. What a target
+        relative to the baseline resolves to, on any metric (an accuracy kept in [0, 1])."""
+        value = float(baseline) + float(offset) if self.m.higher else float(baseline) - float(offset)
+        if self.m.high is not None:
+            value = min(self.m.high, max(self.m.low, value))
+        return Target(self.metric, value)
+
     def of(self, point: Any) -> float | None:
         """The metric's value on an EvalPoint or Final (None: not measured)."""
         v = getattr(point, self.metric, None)
         return float(v) if v is not None else None
+
+    def said(self) -> str:
+        """A header's words: ``val accuracy 0.9`` as before metric targets, else ``text()``."""
+        return f"val accuracy {self.value:g}" if self.metric == ACCURACY else self.text()
 
     def text(self) -> str:
         """``val loss <= 2`` (what a report says the run aims at)."""

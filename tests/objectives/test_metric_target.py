@@ -103,3 +103,10 @@ def test_the_pruner_ranks_a_loss_lower_is_better():
 def test_an_unmeasured_loss_ranks_last():
     tracker = RungTracker(MOASHAPruner(), None, None, 4, Target("val_loss", 2.0))
     assert tracker._score(EvalPoint(epoch=1, train_seconds=1.0, val_accuracy=0.0)) == -math.inf
+
+
+def test_a_relative_target_moves_in_the_metric_s_direction():
+    """Within a point of the baseline: an accuracy a point below its final value, a loss 0.01 above."""
+    assert Target("val_accuracy", 0.0).relative(0.9, -0.01).value == pytest.approx(0.89)
+    assert Target("val_loss", 0.0).relative(2.0, -0.01).value == pytest.approx(2.01)
+    assert Target("val_accuracy", 0.0).relative(0.995, 0.01).value == 1.0  # an accuracy stays in [0, 1]

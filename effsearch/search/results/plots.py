@@ -63,7 +63,7 @@ def missed(r: dict, x: str) -> bool:
 def target_text(doc: dict) -> str:
     """The study's target in words (``val accuracy >= 0.9``); older exports: the accuracy as given."""
     target = doc_target(doc)
-    return target.text() if target is not None else f"val accuracy {doc.get('target_accuracy')}"
+    return target.said() if target is not None else f"val accuracy {doc.get('target_accuracy')}"
 
 
 def series(doc: dict) -> dict:

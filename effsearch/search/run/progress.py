@@ -196,7 +196,7 @@ def target_text(spec: StudySpec) -> str:
     """The phase's target as the header says it: a number, or relative to the baseline."""
     by = target.offset(spec)
     if by is None:  # "val accuracy 0.9" as before metric targets; "val loss <= 2" on another metric
-        return target_of(phases.trial_config(spec, spec.base)).text()
+        return target_of(phases.trial_config(spec, spec.base)).said()
     return f"val accuracy the baseline's final {by:+g} (resolved when trial 0 completes)"
 
 
