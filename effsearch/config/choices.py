@@ -35,7 +35,7 @@ TOKENIZERS = ("bytes", "bpe", "wordpiece")
 # of a document, unknown); bytes are 4 + their value, so 260 is the smallest vocabulary.
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]")
 MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
-OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd")
+OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd", "muon")
 # Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
 FUSABLE = ("sgd", "adamw", "kfac-sgd")
 SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")

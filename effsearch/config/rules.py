@@ -453,6 +453,18 @@ RULES: list[Rule] = [
         reads=("epochs", "selection.kappa", "selection.select_every"),
     ),
     Rule(
+        "optimizer.name",
+        "optimizer.name",
+        on=lambda c: optimizer(c) == "muon",
+        forbids=partial(lacks, "matrices"),
+        message=lambda c: (
+            f"muon updates 2-d weights besides the embeddings and the output layer, and model.name "
+            f"{quote(model_name(c))} has none (convolutions are 4-d); use adamw or sgd"
+        ),
+        when="a model with hidden 2-d weights",
+        reads=("model.name", "model.kwargs"),
+    ),
+    Rule(
         "optimizer.fused",
         "optimizer.fused",
         on=lambda c: bool(value(c, "optimizer.fused")),

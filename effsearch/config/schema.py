@@ -183,7 +183,8 @@ class OptimizerConfig:
     name: str = spec(
         "sgd",
         choices=OPTIMIZERS,
-        help="sgdw: Composer's decoupled weight decay; kfac-sgd: SGD preconditioned by K-FAC (conv and linear layers)",
+        help="sgdw: Composer's decoupled weight decay; kfac-sgd: SGD preconditioned by K-FAC (conv and linear layers); "
+        "muon: Muon for the hidden 2-d weights (momentum orthogonalised), AdamW for the rest, one lr",
     )
     lr: float = spec(0.05, low=0.0, high=10.0, low_open=True, help="peak learning rate")
     weight_decay: float = spec(5e-4, low=0.0, high=1.0, help="L2 penalty (adamw, sgdw: decoupled)")

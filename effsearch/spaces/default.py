@@ -314,8 +314,11 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             help="channels of the first layer (half, base and double the base width)",
         ),
         # -- optimizer ---------------------------------------------------------
-        # K-FAC is offered as a switch on SGD (optimizer.kfac below), not as a name.
-        Dim("optimizer.name", "optimizer", "cat", choices=tuple(o for o in OPTIMIZERS if o != "kfac-sgd")),
+        # K-FAC is offered as a switch on SGD (optimizer.kfac below), not as a name; Muon is not offered
+        # here (a language model's optimizer: the image studies sample as they did).
+        Dim(
+            "optimizer.name", "optimizer", "cat", choices=tuple(o for o in OPTIMIZERS if o not in ("kfac-sgd", "muon"))
+        ),
         # K-FAC as a switch on SGD, so that its rules (no compile, no fp16 scaling) gate it.
         Dim(
             "optimizer.kfac",

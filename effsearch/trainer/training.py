@@ -82,6 +82,12 @@ def build_optimizer(
             accum_scale=cfg.accumulate,
             **fast,
         )
+    if o.name == "muon":
+        from effsearch.trainer.techniques.muon import MuonAdamW
+
+        if model is None:
+            raise ValueError("muon needs the model (its hidden 2-d weights)")
+        return MuonAdamW(model, lr, o.momentum, o.nesterov, o.beta2, o.weight_decay)
     if o.name == "sgd":
         return torch.optim.SGD(
             params,

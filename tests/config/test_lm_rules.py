@@ -36,6 +36,12 @@ def lm(**top) -> dict:
             "label_column: null",
         ),
         (lm(model={"name": "resnet9"}), "model.name", "takes images"),
+        (  # a CNN's weights are 4-d convolutions and its output layer: nothing for Muon
+            {"model": {"name": "tiny-cnn"}, "optimizer": {"name": "muon"}},
+            "optimizer.name",
+            "has none (convolutions are 4-d)",
+        ),
+        (lm(optimizer={"name": "muon", "fused": True}), "optimizer.fused", "no fused step"),
     ],
 )
 def test_a_language_model_s_bad_input_names_its_field(cfg, field, words):
@@ -46,6 +52,7 @@ def test_a_language_model_s_bad_input_names_its_field(cfg, field, words):
 
 def test_a_language_model_with_the_algorithms_it_takes_passes():
     TrainConfig.from_dict(lm(algorithms={"ema": {}, "gradient_clipping": {}}))
+    TrainConfig.from_dict(lm(optimizer={"name": "muon", "lr": 0.01}))
     TrainConfig.from_dict(lm(dataset={"name": "jsonl", "path": "/rows.jsonl", "label_column": None}))
     # A classifier keeps MixUp and subset selection.
     TrainConfig.from_dict(

@@ -135,3 +135,23 @@ def test_a_corpus_too_short_for_its_windows_names_the_field(tmp_path, overrides,
     with pytest.raises(ConfigError) as e:
         lmdata.load(TrainConfig.from_dict(lm_config(path, **overrides)).dataset, tmp_path)
     assert e.value.field == field and words in str(e.value)
+
+
+def test_muon_updates_the_hidden_matrices_and_adamw_the_rest(tmp_path):
+    """optimizer muon: the blocks' 2-d weights in Muon's group, the embeddings (tied output layer)
+    and norms in AdamW's; the loop's lr reaches both; a short run learns."""
+    from effsearch.trainer.techniques.muon import MuonAdamW, hidden_matrices
+    from effsearch.trainer.training import train
+
+    net = gpt(260, 16, {"n_layer": 1, "n_head": 2, "n_embd": 16})
+    opt = MuonAdamW(net, 0.01, 0.9, True, 0.95, 0.0)
+    muon, adamw = ({id(p) for p in g["params"]} for g in opt.param_groups)
+    assert muon == {id(p) for p in hidden_matrices(net)} and len(muon) == 4  # qkv, proj, fc, mlp proj
+    assert id(net.embed.weight) in adamw and id(net.norm.weight) in adamw and not muon & adamw
+    opt.param_groups[0]["lr"] = 0.5
+    assert opt.muon.param_groups[0]["lr"] == 0.5
+    cfg = TrainConfig.from_dict(
+        lm_config(corpus(tmp_path / "c.txt"), **{"optimizer.name": "muon", "optimizer.lr": 0.02})
+    )
+    r = train(cfg, data_root=tmp_path / "data", progress=False, test=False)
+    assert r.status == "completed" and r.history[-1].val_loss < r.history[0].val_loss
