@@ -383,10 +383,11 @@ RULES: list[Rule] = [
         "model.width",
         "model.width",
         on=lambda c: bool(value(c, "model.width")),
-        forbids=lambda c: model_kind(model_name(c)) in ("torchvision", "timm"),
+        forbids=lambda c: model_kind(model_name(c)) in ("torchvision", "timm") or model_name(c) == "gpt",
         message=lambda c: (
             f"applies to the built-in models and to factories that take `width`; "
             f"{quote(model_name(c))} takes its size from its name or model.kwargs"
+            + (" (gpt: n_embd)" if model_name(c) == "gpt" else "")
         ),
         when="a built-in model or a factory",
         reads=("model.name",),

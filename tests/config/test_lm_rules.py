@@ -42,6 +42,7 @@ def lm(**top) -> dict:
             "has none (convolutions are 4-d)",
         ),
         (lm(optimizer={"name": "muon", "fused": True}), "optimizer.fused", "no fused step"),
+        (lm(model={"name": "gpt", "width": 64}), "model.width", "(gpt: n_embd)"),
     ],
 )
 def test_a_language_model_s_bad_input_names_its_field(cfg, field, words):
