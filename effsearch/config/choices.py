@@ -38,7 +38,7 @@ MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
 OPTIMIZERS = ("sgd", "adamw", "sgdw", "kfac-sgd", "muon")
 # Optimizers torch can step with one fused kernel (Composer's DecoupledSGDW has no fused path).
 FUSABLE = ("sgd", "adamw", "kfac-sgd")
-SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle")
+SCHEDULES = ("constant", "multistep", "cosine", "linear", "onecycle", "wsd")
 SPARSITY_SCHEDULES = ("constant", "polynomial")
 PRECISIONS = ("fp32", "amp_fp16", "amp_bf16")
 DEVICES = ("auto", "cpu", "cuda")

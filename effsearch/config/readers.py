@@ -66,6 +66,8 @@ READ_FIELDS = (
     "distributed.compression.error_feedback",
     "target.metric",
     "target.value",
+    "schedule.warmup_fraction",
+    "schedule.cooldown_fraction",
 )
 _SCHEMA = TrainFields().to_dict()
 DEFAULTS: dict[str, Any] = {path: get_path(_SCHEMA, path) for path in READ_FIELDS}

@@ -38,6 +38,7 @@ from effsearch.config.choices import (
 from effsearch.config.fields import ConfigError, quote
 from effsearch.config.metrics import ACCURACY, METRICS
 from effsearch.config.readers import (
+    DEFAULTS,
     bad_milestones,
     compression_method,
     dataset_name,
@@ -400,6 +401,27 @@ RULES: list[Rule] = [
         message=lambda c: f"must be fractions in (0, 1); got {quote(value(c, 'schedule.milestones'))}",
         when="fractions in (0, 1)",
         reads=("schedule.milestones",),
+    ),
+    Rule(
+        "schedule.cooldown_fraction",
+        "schedule.cooldown_fraction",
+        on=lambda c: value(c, "schedule.cooldown_fraction") != DEFAULTS["schedule.cooldown_fraction"],
+        forbids=lambda c: value(c, "schedule.name") != "wsd",
+        message=lambda c: f"applies to schedule wsd only; schedule.name is {quote(value(c, 'schedule.name'))}",
+        when="schedule wsd",
+        reads=("schedule.name",),
+    ),
+    Rule(
+        "schedule.cooldown_fraction",
+        "schedule.cooldown_fraction",
+        on=lambda c: value(c, "schedule.name") == "wsd",
+        forbids=lambda c: value(c, "schedule.warmup_fraction") + value(c, "schedule.cooldown_fraction") > 1.0,
+        message=lambda c: (
+            f"{value(c, 'schedule.cooldown_fraction')} and schedule.warmup_fraction "
+            f"{value(c, 'schedule.warmup_fraction')} overlap: together at most 1"
+        ),
+        when="with the warm-up, at most 1",
+        reads=("schedule.warmup_fraction",),
     ),
     Rule(
         "sparsity.end",

@@ -221,6 +221,14 @@ class ScheduleConfig:
     milestones: list = spec(factory=lambda: [0.5, 0.75], help="multistep: fractions of training where lr drops")
     gamma: float = spec(0.1, low=0.0, high=1.0, low_open=True, help="multistep: lr factor at each milestone")
     final_lr_fraction: float = spec(0.0, low=0.0, high=1.0, help="lr at the end / peak lr")
+    cooldown_fraction: float = spec(
+        0.2,
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        help="wsd (warmup-stable-decay): the last share of training, where the lr falls linearly to "
+        "final_lr_fraction (the speedrun's long cool-down); before it the lr holds at its peak",
+    )
 
 
 @dataclass

@@ -421,7 +421,8 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         ),
         Dim("optimizer.weight_decay", "optimizer", "float", low=1e-6, high=1e-2, log=True),
         # -- schedule ----------------------------------------------------------
-        Dim("schedule.name", "schedule", "cat", choices=SCHEDULES),
+        # wsd is a language model's shape, not offered here: the image studies sample as they did.
+        Dim("schedule.name", "schedule", "cat", choices=tuple(s for s in SCHEDULES if s != "wsd")),
         Dim(
             "schedule.warmup_fraction",
             "schedule",

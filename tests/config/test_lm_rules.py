@@ -75,3 +75,18 @@ def test_effsearch_train_exits_2_on_one_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "algorithms.mixup" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_warmup_stable_decay_holds_the_peak_then_cools_down():
+    from effsearch.trainer.techniques.schedule import factors
+
+    s = TrainConfig.from_dict(
+        lm(schedule={"name": "wsd", "warmup_fraction": 0.1, "cooldown_fraction": 0.4, "final_lr_fraction": 0.0})
+    ).schedule
+    f = factors(s, 100)
+    assert f[5] == pytest.approx(0.5) and f[10] == f[59] == 1.0  # warm-up, then the peak held
+    assert f[60] == pytest.approx(1.0) and f[80] == pytest.approx(0.5) and f[99] == pytest.approx(0.025)
+    with pytest.raises(ConfigError, match="schedule.cooldown_fraction: applies to schedule wsd only"):
+        TrainConfig.from_dict(lm(schedule={"name": "cosine", "cooldown_fraction": 0.5}))
+    with pytest.raises(ConfigError, match="overlap"):
+        TrainConfig.from_dict(lm(schedule={"name": "wsd", "warmup_fraction": 0.5, "cooldown_fraction": 0.6}))

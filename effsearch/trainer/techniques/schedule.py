@@ -34,6 +34,9 @@ def factor(p: float, s: ScheduleConfig) -> float:
         return s.final_lr_fraction + (1.0 - s.final_lr_fraction) * 0.5 * (1.0 + math.cos(math.pi * frac))
     if s.name == "linear":
         return 1.0 + (s.final_lr_fraction - 1.0) * frac
+    if s.name == "wsd":  # warm-up, hold at the peak, then a linear cool-down over the last cooldown_fraction
+        into = (p - (1.0 - s.cooldown_fraction)) / s.cooldown_fraction
+        return 1.0 if into <= 0 else 1.0 + (s.final_lr_fraction - 1.0) * into
     raise ValueError(f"unknown schedule {s.name!r}")
 
 
