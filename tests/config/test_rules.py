@@ -272,7 +272,13 @@ def test_the_space_reads_the_same_rules():
     assert blocked == sam
     assert rules.blockers("algorithms.sam", {"precision": "amp_fp16"}) == sam[1:]
     # A subject's rules read the fields named once each, in order.
-    assert rules.reads("algorithms.stochastic_depth") == ("distributed.processes", "model.name", "model.kwargs")
+    assert rules.reads("algorithms.stochastic_depth") == (
+        "distributed.processes",
+        "model.name",
+        "model.kwargs",
+        "dataset.name",  # a language model's rules: its data or its model says it is one
+        "dataset.label_column",
+    )
 
 
 def test_check_reports_the_first_broken_rule_of_those_given():
