@@ -5,6 +5,7 @@ import json
 
 import optuna
 import pytest
+import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
@@ -91,3 +92,16 @@ def test_status_and_export_name_the_metric_and_its_direction(loss_study, tmp_pat
     x, y = plots.axes(doc["objectives"])
     assert plots.label(x, plots.doc_target(doc)) == "time to val loss <= 2.5 (train seconds)"
     assert plots.label(y, plots.doc_target(doc)) == "final val loss (lower is better)"
+
+
+def test_a_relative_accuracy_target_beside_a_loss_target_is_refused(tmp_path):
+    from effsearch.api import study_spec
+    from effsearch.config import ConfigError
+
+    base = tiny(**{"target.metric": "val_loss", "target.value": 2.5})
+    base["target_accuracy"] = {"relative_to_baseline": -0.01}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "base": base, "n_trials": 2}))
+    with pytest.raises(ConfigError) as e:
+        study_spec(path)
+    assert e.value.field == "base.target_accuracy" and "give one or the other" in str(e.value)

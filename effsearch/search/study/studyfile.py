@@ -306,6 +306,14 @@ def _relative_target(base_raw: Any) -> tuple[Any, float | None]:
         return base_raw, None
     rel = targets.read(base_raw["target_accuracy"], "base.target_accuracy")
     assert isinstance(rel, targets.RelativeTarget)  # a mapping reads as one
+    given = base_raw.get("target")
+    if isinstance(given, dict) and given.get("value") is not None:
+        # The baseline resolves an accuracy; a target on another metric is a number for now.
+        raise ConfigError(
+            "base.target_accuracy",
+            f"a target relative to the baseline is on val accuracy, and base.target gives "
+            f"{quote(given)} on {quote(given.get('metric', ACCURACY))}: give one or the other",
+        )
     return {**base_raw, "target_accuracy": targets.UNRESOLVED}, rel.relative_to_baseline
 
 
