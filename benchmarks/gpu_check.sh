@@ -274,8 +274,8 @@ text() {
 lm() {
   # A language model (the built-in gpt): effsearch's trainer against a plain PyTorch loop of the same
   # model over the same windows (benchmarks/lm_overhead.py; bf16 and compile on CUDA), then
-  # configs/debian-lm.yaml to its target loss. Bounded by LM_SECONDS (default 150) and
-  # LM_TRAIN_SECONDS (default 60); every line goes into $OUT as it comes.
+  # configs/debian-lm.yaml to its target loss. Bounded by LM_SECONDS (default 110) and
+  # LM_TRAIN_SECONDS (default 100); every line goes into $OUT as it comes.
   local sinks=("$OUTDIR/lm.txt") corpus=$EFFSEARCH_DATA_DIR/debian-packages/debian-packages.jsonl.gz
   if [ -n "${OUT:-}" ]; then sinks+=("$OUT/lm.txt"); fi
   local from=(); if [ -f "$corpus" ]; then from=(--corpus "$corpus"); fi  # else its synthetic corpus
@@ -285,12 +285,12 @@ lm() {
       | tee -a "${sinks[@]}"
     return
   fi
-  timeout "${LM_SECONDS:-150}" "$PY" benchmarks/lm_overhead.py --device cuda "${from[@]}" --repeats "${LM_REPEATS:-3}" \
+  timeout "${LM_SECONDS:-110}" "$PY" benchmarks/lm_overhead.py --device cuda "${from[@]}" --repeats "${LM_REPEATS:-2}" \
     --steps "${LM_STEPS:-200}" --data-dir "$OUTDIR/lm-data" 2>&1 | grep --line-buffered -v "AUTOTUNE\|triton_mm\|^  mm " \
     | tee -a "${sinks[@]}" || echo "lm_overhead exited ${PIPESTATUS[0]}" | tee -a "${sinks[@]}"
   if [ -f "$corpus" ]; then
-    log "configs/debian-lm.yaml on $DEV (bf16, compile), ${LM_TRAIN_SECONDS:-60} s at most" | tee -a "${sinks[@]}"
-    timeout "${LM_TRAIN_SECONDS:-60}" "$PY" -m effsearch.cli train configs/debian-lm.yaml --set device=$DEV \
+    log "configs/debian-lm.yaml on $DEV (bf16, compile), ${LM_TRAIN_SECONDS:-100} s at most" | tee -a "${sinks[@]}"
+    timeout "${LM_TRAIN_SECONDS:-100}" "$PY" -m effsearch.cli train configs/debian-lm.yaml --set device=$DEV \
       --set precision=$PREC --set compile=true --set dataset.path="$corpus" --data-dir "$OUTDIR/lm-data" --quiet \
       --out "$OUTDIR/lm-baseline" 2>&1 | tail -6 | tee -a "${sinks[@]}" || true
   fi
