@@ -256,7 +256,8 @@ def test_space_show_says_the_rules_when():
         and "compile off" in rows["algorithms.progressive_resizing"]
     )
     assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
-    assert rows["selection.strategy"] == ""  # no rule keeps selection off: FFCV serves subsets too
+    # Only a language model keeps selection off (FFCV serves subsets too).
+    assert rows["selection.strategy"] == "not a language model"
     parents = {d.name: d.parents for d in space.dims}
     assert set(parents["algorithms.sam"]) == {"optimizer.name", "optimizer.kfac", "precision"}
 
