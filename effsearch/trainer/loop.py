@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -92,6 +92,16 @@ class LoopParts:
     point_extras: list[Callable[[], dict]] = field(default_factory=list)
     on_deliver: list[Callable[[], None]] = field(default_factory=list)
     held_out: HeldOut | None = None  # a language model's scored validation tokens (bits per byte)
+    saver: Checkpointer | None = None  # trainer/checkpoint.py's Saver, with RunHooks.checkpoints
+
+
+class Checkpointer(Protocol):
+    """Checkpoints as the loop asks for them: ``start`` after FIT_START (a resume), ``maybe`` at
+    evaluation points and epoch ends, ``summary`` into the result."""
+
+    def start(self, loop: Loop) -> None: ...
+    def maybe(self, loop: Loop) -> None: ...
+    def summary(self, segments: int) -> dict: ...
 
 
 class Loop:
@@ -146,7 +156,11 @@ class Loop:
         self.loss_sum = torch.zeros((), device=device)
         self.loss_steps = 0
         self.t0 = self.t_end = None
-        self.eval_seconds = 0.0
+        self.eval_seconds = self.paused = 0.0  # this segment's evaluation, and checkpoints written
+        # A run resumed from a checkpoint (trainer/checkpoint.py): the earlier segments' seconds.
+        self.before_train = self.before_eval = 0.0
+        self.segments, self.mid_epoch, self.first_step = 1, False, 0
+        self.saver = parts.saver
         self.stop_status = self.stop_reason = ""
         self.bar = None
 
@@ -239,7 +253,7 @@ class Loop:
         if self.t0 is None:
             return 0.0
         end = now if now is not None else (self.t_end or self._now())
-        return end - self.t0 - self.eval_seconds
+        return end - self.t0 - self.eval_seconds - self.paused + self.before_train
 
     def _sync_time(self) -> None:
         self.state.timestamp = Timestamp(
@@ -265,6 +279,10 @@ class Loop:
         self.model.train()
         self._sync_time()
         self.engine.run_event(Event.FIT_START)
+        if self.saver is not None:  # after FIT_START: it sets up what a checkpoint restores (EMA's copy)
+            self.saver.start(self)
+            self._sync_time()
+        self.first_step = self.step
         self.t0 = self._now()
         try:
             while self.step < self.total and not self.stop_reason:
@@ -277,7 +295,9 @@ class Loop:
 
     def _epoch(self) -> None:
         self._sync_time()
-        self.engine.run_event(Event.EPOCH_START)  # CORDS selection: inside the clock
+        if not self.mid_epoch:  # a run resumed mid-epoch is past its start
+            self.engine.run_event(Event.EPOCH_START)  # CORDS selection: inside the clock
+        self.mid_epoch = False
         per_epoch = self.bpe
         batches = self.loader if self.accumulate == 1 else _groups(self.loader, self.accumulate)
         for batch in batches:
@@ -296,6 +316,8 @@ class Loop:
             ends_epoch = self.batch_in_epoch >= per_epoch or self.step >= self.total
             if not ends_epoch and self._due():
                 self._eval_point()
+                if self.saver is not None:
+                    self.saver.maybe(self)
             if self.stop_reason or self.step >= self.total:
                 break
         if self.batch_in_epoch >= per_epoch or self.step >= self.total:
@@ -311,6 +333,8 @@ class Loop:
             # what the epoch's algorithms made of the model (SWA's averages at its end, say).
             if not self.stop_reason and self._due():
                 self._eval_point()
+            if self.saver is not None:
+                self.saver.maybe(self)
 
     def _due(self) -> bool:
         """An evaluation is due at this step: a planned step, or a train-seconds mark passed."""
@@ -318,7 +342,7 @@ class Loop:
         if self.marks:
             if self.dist.on and self.step < self.next_look:
                 return due
-            now = time.perf_counter() - cast(float, self.t0) - self.eval_seconds  # set when fit() starts
+            now = self.train_seconds(time.perf_counter())  # the host clock: no sync
             if self.dist.on:
                 # Every rank must evaluate at the same step (rank 0 scores, the others wait in
                 # _agree), so rank 0's clock decides. A broadcast costs ~0.7 ms on 2 CPU processes
@@ -352,7 +376,7 @@ class Loop:
         lr = self.lr_factors[self.step]
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * lr
-        first = self.cfg.compile and self.step == 0
+        first = self.cfg.compile and self.step == self.first_step  # a resumed run compiles again
         if first:
             t = self._now()
         if self.closure:
@@ -367,7 +391,7 @@ class Loop:
             else:
                 self.optimizer.step()
         if first:
-            self.compile_seconds = self._now() - t  # the first step compiles; the user pays it
+            self.compile_seconds += self._now() - t  # the first step compiles; the user pays it
         loss = loss.detach()
         self.loss_sum += loss
         self.loss_steps += 1
@@ -551,10 +575,12 @@ class Loop:
     def summary(self) -> dict:
         out = {
             "train_seconds": self.train_seconds(),
-            "eval_seconds": self.eval_seconds,
+            "eval_seconds": self.before_eval + self.eval_seconds,
             "compile_seconds": self.compile_seconds,
             "steps": self.step,
         }
+        if self.saver is not None:
+            out.update(self.saver.summary(self.segments))
         if self.accumulate > 1 or self.dist.on:
             out["effective_batch"] = self.cfg.batch_size * self.accumulate * self.dist.world
         if self.dist.on:

@@ -37,7 +37,7 @@ from effsearch.trainer.data.splits import (
     shape_of,
     to_device,
 )
-from effsearch.trainer.hooks import EvalHook, RunHooks, SettleHook
+from effsearch.trainer.hooks import Checkpoints, EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import RunResult, hold_ctrl_c, time_to_target, versions
 
@@ -116,6 +116,7 @@ def train(
     test: bool = True,
     eval_after: tuple[float, ...] = (),
     settle: SettleHook | bool = False,
+    checkpoints: Checkpoints | None = None,
 ) -> RunResult:
     """Train ``cfg`` once; return (and, with ``out_dir``, write) its RunResult. The other
     arguments are a RunHooks's fields.
@@ -135,6 +136,7 @@ def train(
         eval_after=tuple(eval_after),
         settle=settle,
         test=test,
+        checkpoints=checkpoints,
     )
     # Every rank must evaluate at the same steps (they agree on stopping there): the other ranks
     # get the same extra points (rank 0 scores them, the others wait there).
@@ -145,6 +147,23 @@ def train(
         if not dist.main:  # ranks 1..N-1 train alongside rank 0 and write nothing
             out_dir, hooks = None, hooks.quiet()
         return _train(cfg, device, dist, data_root, out_dir, hooks)
+
+
+def fresh_compile_state() -> None:
+    """Dynamo's and Inductor's in-process caches as a new process has them: a worker calls it
+    between trials, so that a trial's compile time is its own. The same compile configuration's
+    first step took 4.0 s as its worker's first compile trial and 77.9 s as its fourth on an H100
+    (docs/benchmarks.md, "GPU study"; `bash benchmarks/gpu_check.sh compile-reset` measures it).
+    A process that never compiled has nothing to reset."""
+    import sys
+
+    if "torch._dynamo" not in sys.modules:
+        return
+    torch.compiler.reset()
+    inductor = sys.modules.get("torch._inductor.utils")  # loaded by a compile that used Inductor
+    clear = getattr(inductor, "clear_inductor_caches", None)
+    if clear is not None:
+        clear()
 
 
 def _train(
@@ -254,6 +273,7 @@ def prepare(
 ) -> Prepared:
     """Build model, loader, algorithms and the loop for ``cfg`` (``dist``: this rank's place
     in a data-parallel run, default a single process; ``callbacks``: added to ``hooks``')."""
+    from effsearch.trainer.checkpoint import Saver
     from effsearch.trainer.loop import Loop, LoopParts
     from effsearch.trainer.parallel.distributed import SINGLE
 
@@ -281,6 +301,7 @@ def prepare(
         point_extras=[selection.point_extra] if selection is not None else [],
         on_deliver=[gmp.apply_masks] if gmp is not None else [],
         held_out=splits.held_out,
+        saver=Saver(hooks.checkpoints) if hooks.checkpoints is not None else None,
     )
     loop = Loop(cfg, parts, device, result, hooks, dist)
     loop.setup_seconds = time.perf_counter() - t_setup

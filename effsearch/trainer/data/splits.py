@@ -462,6 +462,8 @@ class DeviceBatches:
         # is the same on every device and the FFCV loader can serve the very same batches.
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
+        self.epoch_state = self.gen.get_state()  # as the current epoch began (a checkpoint's data order)
+        self.skip = 0  # batches the next epoch leaves out: a run resumed mid-epoch trained them
         # What code that asks a loader for its dataset sees (its length, the same weights tensor).
         self.dataset = tensor_images(x, y)
         self.dataset.weights = weights
@@ -479,6 +481,7 @@ class DeviceBatches:
         if self.sampler is not None:
             order = torch.as_tensor(list(iter(self.sampler)), dtype=torch.long)
         else:
+            self.epoch_state = self.gen.get_state()
             order = torch.randperm(len(self.y), generator=self.gen)
         if self.world > 1:
             pad = (-len(order)) % self.world
@@ -494,7 +497,8 @@ class DeviceBatches:
         weights = self.weights.to(self.device) if self.weights is not None else None  # once an epoch
         n, b = len(order), self.batch_size
         stop = n - n % b if self.drop_last and n >= b else n
-        for i in range(0, stop, b):
+        start, self.skip = self.skip * b, 0
+        for i in range(start, stop, b):
             j = order[i : i + b]
             if weights is not None:
                 yield self.x[j], self.y[j], weights[j]

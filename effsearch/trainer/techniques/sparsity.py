@@ -8,7 +8,7 @@ SWA have swapped their averaged weights in).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from composer.core import Algorithm, Event
@@ -59,6 +59,16 @@ class GradualMagnitudePruning(Algorithm):
         elif int(state.timestamp.batch) % self.update_every == 0:
             self.update(float(cast("Time[float]", state.get_elapsed_duration())))  # the loop sets max_duration
         self.apply_masks()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The masks (in ``prunable`` order) and the sparsity reached, for a checkpoint (trainer/checkpoint.py)."""
+        return {"masks": list(self.masks.values()), "current": self.current}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A checkpoint's masks, into the ones FIT_START made (the same weights, in the same order)."""
+        for mask, saved in zip(self.masks.values(), state["masks"]):
+            mask.copy_(saved)
+        self.current = state["current"]
 
     @torch.no_grad()
     def update(self, progress: float) -> None:
