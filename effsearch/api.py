@@ -192,7 +192,7 @@ def run_study(
     n_trials: int | None = None,
     timeout: float | None = None,
     budget: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     storage: str | None = None,
     data_dir: str | Path | None = None,
     warm_start: Sequence[str] = (),

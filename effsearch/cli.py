@@ -134,6 +134,16 @@ def _target_words(result: RunResult) -> str:
     return f"{t.value:.3f}" if t.metric == "val_accuracy" else t.text()
 
 
+def _workers(text: str) -> int | str:
+    """--workers: a count, or auto (checked with the study file: the error names the flag)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or auto; got {text!r}") from None
+
+
 def _or(value, default):
     return default if value is None else value
 
@@ -364,7 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
         "after the baseline, trained as given; repeatable; a resumed study does not queue "
         "them again",
     )
-    r.add_argument("--workers", type=int, metavar="K", help="worker processes on this machine (at most its CPU cores)")
+    r.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="K|auto",
+        help="worker processes on this machine; auto (the default): one per GPU, each pinned to its own "
+        "(CUDA_VISIBLE_DEVICES; a trial of distributed.processes k gets k), 1 without GPUs. At most one "
+        "per free GPU (share_devices: true in the study file allows more), or per CPU core without GPUs",
+    )
     _data_dir_arg(r)
     _plugin_arg(r)
     r.set_defaults(func=_cmd_run)

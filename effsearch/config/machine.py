@@ -4,12 +4,18 @@
 Detected once per process; tests pass a ``Machine`` by hand to check the rules
 of machines they do not have (a GPU, FFCV). torch is imported lazily (~5 s): reading
 a config or a study file's options does not need it.
+
+Also here: which GPUs each worker of a study gets (``worker_devices``: its own
+``CUDA_VISIBLE_DEVICES``) and what a trial records of the device it ran on
+(``device_record``). ``EFFSEARCH_FAKE_GPUS`` and ``EFFSEARCH_FAKE_HOST`` are for tests: a CPU
+machine that shows N GPUs to the device assignment, and a host name of its own per "node".
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -94,9 +100,10 @@ def detect(device: str = "auto") -> Machine:
     import torch
 
     cuda = torch.cuda.is_available() and device != "cpu"
+    fake = fake_gpus()
     return Machine(
         cores=cpu_cores(),
-        gpus=torch.cuda.device_count() if cuda else 0,
+        gpus=fake[0] if fake is not None else (torch.cuda.device_count() if cuda else 0),
         device="cuda" if cuda else "cpu",
         bf16=bool(cuda and torch.cuda.is_bf16_supported()),
         ffcv=None,  # checked on demand
@@ -112,6 +119,83 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+# -- GPUs per worker -----------------------------------------------------------------
+
+# For tests only: "N" or "N:NAME" makes this machine show N GPUs (named NAME, default "fake GPU")
+# to the device assignment below, while trials still train on the CPU; read here and nowhere else.
+FAKE_GPUS = "EFFSEARCH_FAKE_GPUS"
+FAKE_HOST = "EFFSEARCH_FAKE_HOST"  # for tests only: the host name trials record (two "nodes" on one machine)
+
+
+def fake_gpus() -> tuple[int, str] | None:
+    """(count, name) of the GPUs ``EFFSEARCH_FAKE_GPUS`` pretends this machine has (None: unset)."""
+    text = os.environ.get(FAKE_GPUS, "").strip()
+    if not text:
+        return None
+    count, _, name = text.partition(":")
+    try:
+        n = int(count)
+    except ValueError:
+        raise ConfigError(FAKE_GPUS, f"must be N or N:NAME (a test's fake GPUs); got {text!r}") from None
+    return max(0, n), name or "fake GPU"
+
+
+def gpus_in_sight() -> int:
+    """GPUs this machine may have, read without torch (its import takes seconds): the fake ones, else
+    the NVIDIA driver's list (0 where it has none). Only to let a check of a study file's own values
+    skip a bound that GPUs change; ``detect`` counts them."""
+    fake = fake_gpus()
+    if fake is not None:
+        return fake[0]
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def host_name() -> str:
+    """This machine's name, as trials record it."""
+    return os.environ.get(FAKE_HOST) or socket.gethostname()
+
+
+def visible_ids(gpus: int) -> list[str]:
+    """The ids of this process's ``gpus`` GPUs, as CUDA_VISIBLE_DEVICES names them: the user's own
+    list where it is set (a worker pinned to "2,3" of it gets "2"), else 0..gpus-1."""
+    given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return given[:gpus] if len(given) >= gpus else [str(i) for i in range(gpus)]
+
+
+def free_workers(gpus: int, per_trial: int) -> int:
+    """Workers that each hold ``per_trial`` GPUs of their own."""
+    return gpus // max(1, per_trial)
+
+
+def worker_devices(gpus: int, workers: int, per_trial: int) -> list[str]:
+    """Each worker's CUDA_VISIBLE_DEVICES: ``per_trial`` GPUs of its own while they last; past
+    that (``share_devices``) the same GPUs again, round the machine."""
+    ids = visible_ids(gpus)
+    k = max(1, per_trial)
+    slots = [",".join(ids[i * k : (i + 1) * k]) for i in range(max(1, free_workers(gpus, k)))]
+    return [slots[i % len(slots)] for i in range(workers)]
+
+
+def device_record(device: str, index: str | None, shared: bool) -> dict:
+    """What a trial on ``device`` ("cuda" or "cpu") records of where it trained: the device's name
+    (its kind: speed-ups are read against a baseline of the same kind), ``index`` (this worker's
+    CUDA_VISIBLE_DEVICES), the host, and whether other workers trained on the same GPU meanwhile
+    (their times then measure each other)."""
+    fake = fake_gpus()
+    if fake is not None and fake[0] > 0:
+        name = fake[1]
+    elif device == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+    else:
+        name, index, shared = "cpu", None, False
+    return {"name": name, "index": index, "host": host_name(), "shared": shared}
 
 
 def under_torchrun() -> bool:

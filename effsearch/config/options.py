@@ -187,7 +187,28 @@ class StudyNumbers:
         "{baseline_runs: N}: N runs of its baseline trial)",
     )
     seed: int = spec(0, low=0, high=SEED_MAX, help="the samplers' seed (each trial's is derived from it)")
-    workers: int = spec(1, low=1, help="worker processes on this machine (at most one per CPU core: studyfile)")
+    workers: int | None = spec(
+        None,
+        low=1,
+        help="worker processes on this machine; auto (null): one per GPU, or per distributed.processes "
+        "GPUs, each pinned to its own (CUDA_VISIBLE_DEVICES); 1 on a machine without GPUs. At most one "
+        "per GPU (share_devices: more), or per CPU core without GPUs",
+    )
+    share_devices: bool = spec(
+        False,
+        help="allow more workers than free GPUs: they share them, and every trial's time is marked "
+        "as measured on a shared device (its record, `status`)",
+    )
+    # Off by default: a lost worker's trial of seconds costs seconds to train again, and a checkpoint
+    # copies the model and optimizer off the device (docs/guide.md, "Several GPUs and several machines").
+    checkpoint_every: float | None = spec(
+        None,
+        low=0,
+        low_open=True,
+        help="seconds of training between a trial's checkpoints (model, optimizer, algorithms, data "
+        "order, RNG, clock) in the artifact store; a trial re-queued after its worker was lost "
+        "resumes from its last one (null: none)",
+    )
     failure_limit: int = spec(3, low=0, help="stop after this many same failures in a row (0: never)")
     dedupe: bool = spec(
         True,

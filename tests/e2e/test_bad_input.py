@@ -467,14 +467,17 @@ def test_more_workers_than_cores_are_refused_naming_the_flag_or_the_field(tmp_pa
     assert files(tmp_path) == before
 
 
-def test_workers_are_bounded_by_the_cores_on_a_gpu_machine_too(tmp_path):
+def test_workers_are_bounded_by_the_gpus_on_a_gpu_machine(tmp_path):
+    """One worker per GPU (each pinned to its own), whatever the cores: a trial timed on a GPU
+    another trial uses measures both (tests/search/test_devices.py has the rest)."""
     from effsearch.config.machine import Machine
     from effsearch.search.study import studyfile
 
     gpu = Machine("cuda", cores=4, gpus=8)
-    assert studyfile.from_mapping({**STUDY, "workers": 4}, tmp_path / "s.yaml", machine=gpu).workers == 4
-    with pytest.raises(ConfigError, match=r"--workers: must be at most 4 here"):
-        studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu, workers=5)
+    assert studyfile.from_mapping({**STUDY, "workers": 8}, tmp_path / "s.yaml", machine=gpu).workers == 8
+    assert studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu).workers == 8  # auto
+    with pytest.raises(ConfigError, match=r"--workers: 9 workers x one GPU a trial need 9 GPUs; this machine shows 8"):
+        studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu, workers=9)
 
 
 # -- 6. messages that blame the wrong thing ------------------------------------------------------------

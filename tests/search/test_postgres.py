@@ -266,3 +266,112 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
     assert not any("failed_trial" in t.system_attrs for t in trials)  # no retry: no trial was lost
     assert len({tuple(sorted(t.params.items())) for t in complete}) == n  # no configuration twice
     assert len({t.user_attrs["worker"]["pid"] for t in complete}) == 2  # both workers went on
+
+
+@pytest.mark.slow
+def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_on_postgres(tmp_path, postgres_url):
+    """tests/search/test_resume.py on PostgreSQL: Optuna's heartbeats find the killed worker's trial,
+    its retry (which inherits the trial's attributes there) resumes from the last checkpoint and
+    goes on as the uninterrupted run of the same config did."""
+    from tests.search.test_resume import EPOCHS, check_resumed, kill_at_checkpoint, resume_study, start
+
+    path = resume_study(tmp_path, "pg-resume")
+    first = start(path, "--storage", postgres_url, log=tmp_path / "a.log")
+    lost = kill_at_checkpoint(first, "pg-resume", postgres_url, EPOCHS * 2 / 3, tmp_path / "a.log")
+    assert lost["trial"] == 0
+    second = start(path, "--storage", postgres_url, log=tmp_path / "b.log")
+    assert second.wait(timeout=400) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    study = optuna.load_study(study_name="pg-resume", storage=open_url(postgres_url))
+    check_resumed(study, lost, tmp_path / "pg-resume.artifacts")
+
+
+@pytest.mark.slow
+def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_path, postgres_url):
+    """Two "nodes" on one PostgreSQL study: node-a shows 2 GPUs (two workers, each its own), node-b
+    one (one worker), each its own host name. Every trial records its node and GPU, no configuration
+    is proposed twice, and once node-a is killed (its whole process group, mid-trial) node-b takes
+    over its trial and resumes it from its checkpoint."""
+    from tests.search.test_resume import start
+
+    path = _study_file(
+        tmp_path,
+        "pg-nodes",
+        n_trials=5,
+        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 16}),
+        checkpoint_every=0.05,
+    )
+    n = 5
+    nodes = {"node-a": "2", "node-b": "1"}
+    a = start(
+        path,
+        "--storage",
+        postgres_url,
+        "--n-trials",
+        str(n),
+        "--workers",
+        "auto",
+        log=tmp_path / "a.log",
+        env={"EFFSEARCH_FAKE_GPUS": nodes["node-a"], "EFFSEARCH_FAKE_HOST": "node-a"},
+    )
+    b = start(
+        path,
+        "--storage",
+        postgres_url,
+        "--n-trials",
+        str(n),
+        "--workers",
+        "auto",
+        log=tmp_path / "b.log",
+        env={"EFFSEARCH_FAKE_GPUS": nodes["node-b"], "EFFSEARCH_FAKE_HOST": "node-b"},
+    )
+    try:
+        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log")
+        assert b.wait(timeout=500) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    trials = optuna.load_study(study_name="pg-nodes", storage=open_url(postgres_url)).get_trials()
+    placed = [
+        (t.user_attrs["placement"]["host"], t.user_attrs["placement"]["index"])
+        for t in trials
+        if "placement" in t.user_attrs
+    ]
+    assert {i for h, i in placed if h == "node-a"} <= {"0", "1"} and {i for h, i in placed if h == "node-b"} == {"0"}
+    assert {
+        (t.user_attrs["worker"]["host"], t.user_attrs["placement"]["host"])
+        for t in trials
+        if "placement" in t.user_attrs
+    } <= {("node-a", "node-a"), ("node-b", "node-b")}
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == n == queries.counts(trials)["done"]
+    fresh = [t for t in complete if "failed_trial" not in t.system_attrs]
+    assert len({tuple(sorted(t.params.items())) for t in fresh}) == len(fresh)  # no configuration twice
+    retry = next(t for t in trials if t.system_attrs.get("failed_trial") == lost["trial"])
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["placement"]["host"] == "node-b"
+    assert retry.user_attrs["resumed_from"]["trial"] == lost["trial"]
+    assert trials[lost["trial"]].user_attrs["placement"]["host"] == "node-a"
+
+
+def kill_at_checkpoint_on(proc, host, study_name, url, log, deadline=400.0):
+    """SIGKILL ``proc``'s process group once a trial of ``host`` is RUNNING with a checkpoint (and
+    one trial is complete: both nodes are under way); that checkpoint's record and trial."""
+    storage, end = open_url(url), time.time() + deadline
+    while time.time() < end and proc.poll() is None:
+        if study_name in optuna.get_all_study_names(storage):
+            trials = optuna.load_study(study_name=study_name, storage=storage).get_trials()
+            for t in trials:
+                ckpt = t.user_attrs.get("checkpoint")
+                on = (t.user_attrs.get("worker") or {}).get("host") == host
+                if (
+                    on
+                    and t.state == TrialState.RUNNING
+                    and ckpt
+                    and any(x.state == TrialState.COMPLETE for x in trials)
+                ):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    return {"trial": t.number, **ckpt}
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"no checkpointed trial on {host} seen:\n{log.read_text()[-3000:]}")

@@ -65,7 +65,8 @@ def _best(
         ):
             continue  # a pick whose other seeds are still to run
         _, acc, hit = queries.measures(t, objectives)
-        sp = speedup(base_tta, queries.seconds_to_target(t))
+        own = queries.seconds_to_target(queries.baseline_for(finished, t))  # on its own kind of device
+        sp = speedup(own, queries.seconds_to_target(t))
         if hit and acc >= floor and sp is not None and (best is None or sp > best):
             best, who = sp, t.number
     return best, who

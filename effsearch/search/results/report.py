@@ -18,6 +18,7 @@ from effsearch.search.store.attrs import (
     BASELINE_KEY,
     DUPLICATE_KEY,
     FAIL_REASON_KEY,
+    PLACEMENT_KEY,
     REASON_KEY,
     SEED_TRIALS_KEY,
     STATUS_KEY,
@@ -99,7 +100,7 @@ def trial_line(
     if trial.state == TrialState.COMPLETE:
         hit = queries.reached(trial)
         vals = "  ".join(f"{ABBREV.get(n, n)} {fmt_value(n, v, hit)}" for n, v in zip(objectives, trial.values))
-        base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
+        base_tta = queries.seconds_to_target(queries.baseline_for(trials, trial))  # its kind of device
         sp = speedup(base_tta, queries.seconds_to_target(trial))
         what = vals + (f" ({sp:.2f}x)" if sp else "")
     elif same_as is not None:
@@ -139,7 +140,6 @@ def recipe_line(trials: Iterable[FrozenTrial]) -> str | None:
 
 def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool = True) -> str:
     trials = study.get_trials(deepcopy=False)
-    base_tta = queries.seconds_to_target(queries.baseline_trial(trials))
     recipe = queries.best_recipe(trials)
     recipe_tta = queries.seconds_to_target(recipe)
     head = (
@@ -150,14 +150,18 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         + ["test acc", "train s", "config / reason"]
     )
 
-    def row(t: FrozenTrial) -> list:
-        return table_row(t, objectives, base_tta, recipe, recipe_tta)
+    def row(t: FrozenTrial) -> list:  # each trial's speed-up over the baseline of its kind of device
+        return table_row(t, objectives, queries.seconds_to_target(queries.baseline_for(trials, t)), recipe, recipe_tta)
 
     c = queries.counts(trials)
     target = queries.study_target(study)
+    shared = any(_shared(t) for t in trials)
     lines = [
         f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
-        f"{c['running']} running, {c['waiting']} waiting  (* = baseline)"
+        f"{c['running']} running, {c['waiting']} waiting  (* = baseline"
+        + ("; ~ = timed on a shared GPU" if shared else "")
+        + ")",
+        *device_lines(trials),
     ] + ([f"target: {target_words(target)}"] if target is not None and target.metric != ACCURACY else [])
     if show_all and trials:
         lines += ["", format_table(head, [row(t) for t in trials])]
@@ -208,6 +212,8 @@ def table_row(
     state = t.state.name
     if t.user_attrs.get(BASELINE_KEY):
         state += "*"
+    if _shared(t):
+        state += "~"
     r = Recorded.of(t)
     test, train = r.test_accuracy, r.train_seconds
     seeds = t.user_attrs.get(SEED_TRIALS_KEY)  # a front point: the mean of these trials' seeds
@@ -218,6 +224,43 @@ def table_row(
         + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
         + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", str(tail)[:90]]
     )
+
+
+def _shared(trial: FrozenTrial) -> bool:
+    return bool((trial.user_attrs.get(PLACEMENT_KEY) or {}).get("shared"))
+
+
+def device_lines(trials: Sequence[FrozenTrial]) -> list[str]:
+    """Where the trials trained, by kind of device and host (each GPU's trials), when any trained
+    on a GPU or on several hosts; what a shared GPU means; a kind of device without a baseline."""
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for t in trials:
+        p = t.user_attrs.get(PLACEMENT_KEY)
+        if isinstance(p, dict):
+            where = groups.setdefault((str(p.get("name")), str(p.get("host"))), {})
+            where[str(p.get("index"))] = where.get(str(p.get("index")), 0) + 1
+    if not groups or (len(groups) == 1 and all(i == "None" for g in groups.values() for i in g)):
+        return []  # one CPU machine: nothing to tell apart
+    parts = [
+        f"{name} on {host}: "
+        + ", ".join(f"{'GPU ' + i if i != 'None' else 'CPU'} {n} trial{'s' if n != 1 else ''}" for i, n in g.items())
+        for (name, host), g in groups.items()
+    ]
+    lines = ["devices: " + "; ".join(parts)]
+    shared = sum(_shared(t) for t in trials)
+    if shared:
+        lines.append(
+            f"  {shared} trial{'s were' if shared != 1 else ' was'} timed on a GPU other workers trained on "
+            "meanwhile (share_devices: true): those times measure the neighbours too"
+        )
+    kinds = {name for name, _ in groups}
+    bare = sorted(k for k in kinds if queries.baseline_trial(trials, k) is None)
+    if len(kinds) > 1 and bare:
+        lines.append(
+            f"  no baseline timed on {', '.join(bare)} yet: speed-ups of trials there read '-' "
+            "(each kind of device is read against its own baseline)"
+        )
+    return lines
 
 
 def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:

@@ -22,19 +22,22 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch import objectives as O
 from effsearch.config import TrainConfig
+from effsearch.config.machine import device_record
 from effsearch.search.pruners import SlowStop, make_pruner
 from effsearch.search.results import report
-from effsearch.search.run import target, warmstart
+from effsearch.search.run import kinds, target, warmstart
+from effsearch.search.run.resume import TrialCheckpoints
 from effsearch.search.store import queries, record
 from effsearch.search.store.attrs import (
     ARTIFACT_ERROR_KEY,
+    BASELINE_FOR_KEY,
     BASELINE_KEY,
     CONFIG_HASH_KEY,
     CONFIG_KEY,
@@ -43,6 +46,7 @@ from effsearch.search.store.attrs import (
     DUPLICATE_KEY,
     FULL_CONFIG_KEY,
     NOTE_ERROR_KEY,
+    PLACEMENT_KEY,
     REASON_KEY,
     STATUS_KEY,
     WAITED_FOR_KEY,
@@ -69,6 +73,7 @@ if TYPE_CHECKING:
     from optuna.artifacts import FileSystemArtifactStore
 
     from effsearch.search.study.spec import StudySpec
+    from effsearch.trainer.hooks import Checkpoints
     from effsearch.trainer.result import RunResult
 
 
@@ -137,12 +142,21 @@ class Objective:
         self.no_store = artifact_problem(spec) if store is None else None  # why trials keep no files
         self.uncounted: str | None = None  # a trial's wall seconds could not be written: the worker stops
         self.warned: set[str] = set()
-        self._baseline_tta: float | None = None
+        self._baseline_tta: dict[str | None, float | None] = {}  # by kind of device
         self.current: optuna.Trial | None = None  # the trial run last, until Optuna records its end (``told``)
         self.raised: BaseException | None = None  # what the current trial's call raised, if anything
         self.dropped: int | None = None  # its number, when it was taken over and dropped
         self._trained = False  # the current trial's training returned
         self.wall = 0.0  # the current trial's wall seconds
+        self.started = 0.0  # when the current trial started (clock)
+        self.devices: str | None = None  # this worker's CUDA_VISIBLE_DEVICES (None: no GPUs to pin)
+        self.shared = False  # other workers train on the same GPUs
+        self.kind: str | None = None  # the kind of device it trains on (its name)
+
+    def place(self, devices: str | None, shared: bool, kind: str | None = None) -> None:
+        """The GPUs this worker trains on, whether others train there too (recorded on each trial),
+        and their kind (a baseline is queued for a kind that has none: search/run/kinds.py)."""
+        self.devices, self.shared, self.kind = devices, shared, kind
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.current, self.raised, self.dropped, self._trained = trial, None, None, False
@@ -153,11 +167,16 @@ class Objective:
             raise
 
     def _call(self, trial: optuna.Trial) -> list[float]:
-        start = clock()
+        start = self.started = clock()
+        from effsearch.trainer.training import fresh_compile_state
+
+        fresh_compile_state()  # a trial's compile time is its own, not the worker's earlier trials'
         try:
             trial.set_user_attr(WORKER_KEY, worker_id())
             if self.heartbeat is not None:
                 self.heartbeat.beat(trial_id(trial))
+            if self.kind is not None:
+                kinds.queue_baseline(self.spec, self.study, self.kind)
             return self._run(trial)
         except (KeyboardInterrupt, SystemExit):
             self._interrupted(trial)
@@ -273,7 +292,8 @@ class Objective:
                 REASON_KEY, "a second baseline, queued by another worker starting at the same moment; not run"
             )
             raise TrialFailed("duplicate baseline")
-        warm, full, cfg = self._configs(trial, is_baseline)
+        warm, full, cfg, device = self._configs(trial, is_baseline)
+        self._place(trial, device, is_baseline)
         self._set_config(trial, full, cfg)
         # Never pruned (their rung points still count): the baseline, the yardstick, and a warm
         # start, a recipe the user queued to be trained as given. With rungs evaluated where they
@@ -326,10 +346,40 @@ class Objective:
             self.pruner.on_eval(trial, point)
         return full, cfg
 
+    def _place(self, trial: optuna.Trial, device: str, is_baseline: bool) -> None:
+        """Where the trial trains, recorded; a baseline queued for another kind of device handed back."""
+        placement = device_record(device, self.devices, self.shared)
+        trial.set_user_attr(PLACEMENT_KEY, placement)
+        other = kinds.not_mine(trial, placement["name"]) if is_baseline else None
+        if other is not None:
+            self._fail(
+                trial,
+                kinds.HANDED_BACK,
+                f"the baseline for {other} devices, drawn by a worker on {placement['name']}: handed back "
+                "untrained (a worker on that kind queues it again)",
+            )
+
     def _train(self, trial: optuna.Trial, cfg: TrainConfig, watched: bool = True) -> RunResult:
-        """``cfg`` trained under the pruner's eyes; a trainer that raises fails the trial ("failed").
+        """``cfg`` trained under the pruner's eyes (and checkpointed, or resumed from a lost
+        worker's checkpoint: ``TrialCheckpoints``); a trainer that raises fails the trial ("failed").
         ``watched`` False (a baseline whose target is not known yet): every point scored whole, and
         the pruner sees none while it trains."""
+        with TrialCheckpoints(
+            self.study, trial, cfg, self.store, self.spec.checkpoint_every, lambda: clock() - self.started, self._warn
+        ) as saved:
+            try:
+                result = self._train_once(trial, cfg, saved.hooks(), watched)
+            except TrialFailed:  # the trainer raised: the trial is over, its checkpoints with it
+                saved.finish()
+                raise
+            saved.note(result)
+            saved.finish()
+            return result
+
+    def _train_once(
+        self, trial: optuna.Trial, cfg: TrainConfig, checkpoints: Checkpoints | None, watched: bool
+    ) -> RunResult:
+        extra: dict[str, Any] = {"checkpoints": checkpoints} if checkpoints is not None else {}
         try:
             # Phase 1 of a tuning phase scores no test set: its subset model's test accuracy is read
             # by no one, and on Fashion-MNIST its 10,000 images were most of the 3 s of final
@@ -348,6 +398,7 @@ class Objective:
                 settle=(lambda epoch, seconds, upper: self.pruner.settle(trial, epoch, seconds, upper))
                 if watched
                 else False,
+                **extra,
             )
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -356,8 +407,8 @@ class Objective:
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
 
     def _configs(self, trial: optuna.Trial, is_baseline: bool) -> tuple:
-        """(the warm start or None, the full config, the config this trial trains): a trial that
-        cannot have them (a space bug, a rule the space does not know) fails as invalid, untrained."""
+        """(the warm start or None, the full config, the config this trial trains, its device): a trial
+        that cannot have them (a space bug, a rule the space does not know) fails as invalid, untrained."""
         from effsearch.config.machine import check_runnable
 
         resolved = None
@@ -381,16 +432,16 @@ class Objective:
             if resolved is not None:
                 full = full.replace(target_accuracy=resolved)
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
-            check_runnable(cfg)
+            device = check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained
             self._fail(trial, "invalid", f"invalid config: {e}")
-        return warm, full, cfg
+        return warm, full, cfg, device
 
     def _record(
         self, trial: optuna.Trial, cfg: TrainConfig, result: RunResult, config_yaml: str, is_baseline: bool
     ) -> None:
         """The result's attributes, files and note on the trial."""
-        sp = 1.0 if is_baseline and result.reached_target else self._speedup(result)
+        sp = 1.0 if is_baseline and result.reached_target else self._speedup(trial, result)
         record.set_attrs(trial, record.result_attrs(result, sp))
         self._keep_files(trial, result, config_yaml)
         self._save_note(
@@ -549,8 +600,11 @@ class Objective:
     def _other_baseline(self, trial: optuna.Trial) -> bool:
         """Two workers that start on a new study together both queue the baseline: the lower number wins."""
         mine = set(retry_history(trial)) | {trial.number}
+        kind = trial.user_attrs.get(BASELINE_FOR_KEY)
         for t in self.study.get_trials(deepcopy=False):
             if t.number >= trial.number or t.number in mine or not t.user_attrs.get(BASELINE_KEY):
+                continue
+            if t.user_attrs.get(BASELINE_FOR_KEY) != kind:  # another kind of device's baseline
                 continue
             if t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) not in COUNTED_FAIL:
                 continue  # lost, interrupted or itself a duplicate: its retry (if any) is the baseline
@@ -574,12 +628,14 @@ class Objective:
             + _remark(trial),
         )
 
-    def _speedup(self, result: RunResult) -> float | None:
+    def _speedup(self, trial: optuna.Trial, result: RunResult) -> float | None:
+        """Over the baseline timed on the same kind of device as ``trial`` (None: no such baseline)."""
         if result.time_to_target is None:
             return None
-        if self._baseline_tta is None:
-            self._baseline_tta = queries.baseline_time_to_target(self.study)
-        return speedup(self._baseline_tta, result.time_to_target)
+        kind = (trial.user_attrs.get(PLACEMENT_KEY) or {}).get("name")
+        if self._baseline_tta.get(kind) is None:
+            self._baseline_tta[kind] = queries.baseline_time_to_target(self.study, kind)
+        return speedup(self._baseline_tta[kind], result.time_to_target)
 
 
 def _refused_as_finished(e: BaseException | None) -> bool:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from optuna.trial import FrozenTrial, TrialState
 
+from effsearch.config.machine import free_workers, worker_devices
 from effsearch.config.metrics import target_of
 from effsearch.search.results import best, report
 from effsearch.search.run import target
@@ -160,8 +161,25 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             ),
         ]
         + ([f"  tuning     {phases.summary(spec)}"] if spec.phase == "tune" else [])
+        + devices_line(spec)
         + warm_line(spec)
     )
+
+
+def devices_line(spec: StudySpec) -> list[str]:
+    """Which GPUs each worker trains on (none on a machine without GPUs), and checkpoints."""
+    lines = []
+    gpus = spec.space.machine.gpus
+    if gpus:
+        slots = worker_devices(gpus, spec.workers, spec.devices_per_trial)
+        shared = spec.workers > free_workers(gpus, spec.devices_per_trial)
+        lines.append(
+            f"  devices    {spec.workers} worker(s) on CUDA_VISIBLE_DEVICES {' | '.join(slots)}"
+            + (" (share_devices: their trials' times are marked shared)" if shared else "")
+        )
+    if spec.checkpoint_every is not None:
+        lines.append(f"  checkpoint every {spec.checkpoint_every:g} s of training, into the artifact folder")
+    return lines
 
 
 def artifacts_line(spec: StudySpec) -> str:

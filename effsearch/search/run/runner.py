@@ -35,7 +35,7 @@ from effsearch.search.store.attrs import (
     TUNE_COMPUTE_KEY,
 )
 from effsearch.search.store.heartbeat import requeue_dead_local
-from effsearch.search.store.storage import check_storage, open_storage
+from effsearch.search.store.storage import check_artifacts, check_storage, open_storage
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ def preflight(
     """Before the first trial: the storage opens (a ConfigError naming --storage otherwise), the
     data is there and the baseline's config trains a few batches (which also warms this process up)."""
     check_storage(spec)
+    if spec.checkpoint_every is not None:
+        check_artifacts(spec)
     cfg = phases.trial_config(spec, spec.baseline)
     try:
         if warm:

@@ -27,6 +27,7 @@ import optuna
 from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
+from effsearch.config.machine import check_runnable, device_record, free_workers, worker_devices
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
 from effsearch.search.run.objective import Objective, TrainFn, TrialFailed, trainer
 from effsearch.search.run.progress import Progress
@@ -120,6 +121,7 @@ def work(
     since: float | None = None,
     warm: bool = True,
     train_fn: TrainFn | None = None,
+    devices: str | None = None,
 ) -> str:
     """One worker: run trials until the study has n_trials, the timeout passes, the budget is
     spent, the same error repeats (``failure_limit``) or Ctrl-C. Returns "done", "failed" or "interrupted".
@@ -127,6 +129,7 @@ def work(
     ``progress``: shows each finished trial (the main process's worker); ``since``: when the
     command started (the failure limit counts this run's trials only); ``train_fn``: what its trials
     train with (default: ``objective.trainer``'s).
+    ``devices``: this worker's CUDA_VISIBLE_DEVICES, recorded on its trials (None: the first worker's).
     """
     quiet_and_share_cores(spec)
     started = time.time()
@@ -142,6 +145,8 @@ def work(
     failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
     beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat.interval)
     objective = Objective(spec, study, artifact_store(spec), data_root, beat, lambda: reap_dead(spec, study), train_fn)
+    devices = devices if devices is not None else devices_of(spec)[0]
+    objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
         objective.told,
         stop,
@@ -331,7 +336,10 @@ def _worker_main(
     data_root: str | Path | None,
     since: float,
     setup: WorkerSetup,
+    devices: str | None = None,
 ) -> None:
+    if devices is not None:  # before anything asks CUDA: it reads the variable once, at its start
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices
     from effsearch.config.imports import import_plugins
     from effsearch.search.study.studyfile import from_mapping
 
@@ -342,11 +350,35 @@ def _worker_main(
     try:
         import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS); the study's own come with from_mapping
         phase = overrides.pop("phase")
-        # The study as the parent read it (a study given as a mapping has no file to read again).
+        # The study as the parent read it (a study given as a mapping has no file to read again), on
+        # the parent's machine: this worker sees only its own GPUs, the study counts them all.
         spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase)
-        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn)])
+        sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn, devices=devices)])
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def devices_of(spec: StudySpec) -> list[str | None]:
+    """Each worker's CUDA_VISIBLE_DEVICES (None on a machine without GPUs: nothing to pin)."""
+    gpus = spec.space.machine.gpus
+    if not gpus:
+        return [None] * spec.workers
+    return list(worker_devices(gpus, spec.workers, spec.devices_per_trial))
+
+
+def worker_kind(spec: StudySpec, devices: str | None) -> str | None:
+    """The kind of device this worker trains the baseline on (None: it cannot, and its trials say why)."""
+    try:
+        device = check_runnable(phases.trial_config(spec, spec.baseline))
+    except ConfigError:
+        return None
+    return str(device_record(device, devices, False)["name"])
+
+
+def shares_devices(spec: StudySpec) -> bool:
+    """Do this study's workers train on GPUs another worker uses too (``share_devices``)?"""
+    gpus = spec.space.machine.gpus
+    return bool(gpus) and spec.workers > free_workers(gpus, spec.devices_per_trial)
 
 
 class _Relay(logging.Handler):
@@ -365,15 +397,16 @@ def start_workers(spec: StudySpec, data_root: str | Path | None, since: float, s
         "timeout": spec.timeout,
         "budget": spec.budget,
         "workers": spec.workers,
+        "machine": spec.space.machine,
         "phase": spec.phase,
     }
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since, setup),
+            args=(spec.raw, str(spec.path), spec.source, overrides, i, data_root, since, setup, devices),
             name=f"effsearch-worker-{i}",
         )
-        for i in range(spec.workers)
+        for i, devices in enumerate(devices_of(spec))
     ]
     for p in procs:
         p.start()

@@ -22,6 +22,9 @@ NOTE_ERROR_KEY = "note_error"  # str: why the trial has no dashboard note
 DUPLICATE_KEY = "duplicate_of"  # int: the trial whose result a duplicate config was answered with
 DEDUPE_NOTE_KEY = "dedupe_note"  # str: why a config trained before trains again (it failed, or ran on)
 WAITED_FOR_KEY = "waited_for"  # dict {"trial", "seconds", "its_end"}: the same config's trial a duplicate waited on
+# dict {"name", "index", "host", "shared"}: the device it trained on (config.machine.device_record): its kind
+# (name), the worker's CUDA_VISIBLE_DEVICES, the host, and whether other workers trained on that GPU meanwhile
+PLACEMENT_KEY = "placement"
 
 # Statuses of a trial that failed for a reason of its own (counted, never retried); a lost worker's
 # or an interrupted trial is queued again instead.
@@ -37,6 +40,16 @@ CONFIRM_SEED_KEY = "confirm_seed"  # int: phase 2, the seed this confirmation tr
 CONFIRM_CONFIG_KEY = "confirm_config"  # str: phase 2, the full-data config YAML it re-runs
 RETRY_OF_KEY = "retry_of"  # int: the trial this one retries (storage.requeue)
 RETRY_REASON_KEY = "retry_reason"  # str: why that trial is retried ("interrupted", a lost worker)
+BASELINE_FOR_KEY = "baseline_for"  # str: a baseline queued for one kind of device (search/run/kinds.py)
+
+# -- a trial's checkpoints (checkpoint_every; search/store/checkpoints.py, search/run/resume.py) -------
+# dict {"artifact_id", "config_hash", "epoch", "step", "train_seconds"}: its last checkpoint in the artifact store
+CHECKPOINT_KEY = "checkpoint"
+RESUMED_KEY = "resumed_from"  # dict {"trial", "epoch", "step", "train_seconds"}: the checkpoint it started from
+RESTORE_KEY = "restore_seconds"  # float: reading and restoring that checkpoint (not in its train seconds)
+SEGMENTS_KEY = "segments"  # int: its training segments (2: resumed once)
+CHECKPOINT_SKIPPED_KEY = "checkpoint_skipped"  # str: why a trial of a study with checkpoint_every took none
+CHECKPOINT_ERROR_KEY = "checkpoint_error"  # str: why a checkpoint could not be saved
 
 # -- a trial's result (record.result_attrs; a duplicate copies them from the trial it repeats) ----
 REACHED_KEY = "reached_target"  # bool: the delivered model reached the target

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState
 
+from effsearch.config.machine import host_name
 from effsearch.search.store.attrs import HEARTBEAT_KEY, RETRY_HISTORY_KEY, WORKER_KEY
 from effsearch.search.store.storage import mark_failed, requeue, save_note_by_id, storage_errors, why
 
@@ -35,11 +35,8 @@ _WORKER_TOKEN = uuid.uuid4().hex[:12]  # one per process: host and pid alone rep
 
 
 def worker_id() -> dict:
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "id": f"{socket.gethostname()}-{os.getpid()}-{_WORKER_TOKEN}",
-    }
+    host = host_name()
+    return {"host": host, "pid": os.getpid(), "id": f"{host}-{os.getpid()}-{_WORKER_TOKEN}"}
 
 
 def _alive(pid: int) -> bool:
@@ -101,7 +98,7 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
 
     Only for storages without Optuna's heartbeats (journal files); RDB storages use Optuna's own.
     """
-    host = socket.gethostname()
+    host = host_name()
     orphan = "its worker died before saying who it was (no heartbeat since it was asked for)"
     done = []
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))

@@ -23,6 +23,7 @@ from effsearch.search.store.attrs import (
     COUNTED_FAIL,
     DUPLICATE_KEY,
     OBJECTIVES_KEY,
+    PLACEMENT_KEY,
     STATUS_KEY,
     TARGET_KEY,
     TARGET_METRIC_KEY,
@@ -120,16 +121,33 @@ def seconds_to_target(trial: FrozenTrial | None) -> float | None:
     return Recorded.of(trial).time_to_target if trial is not None else None
 
 
-def baseline_trial(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
+def device_kind(trial: FrozenTrial | None) -> str | None:
+    """The kind of device a trial trained on (its name: "NVIDIA H100 80GB HBM3", "cpu"); None when
+    it recorded none (not yet run, or an effsearch before devices were recorded)."""
+    placement = trial.user_attrs.get(PLACEMENT_KEY) if trial is not None else None
+    return placement.get("name") if isinstance(placement, dict) else None
+
+
+def baseline_trial(trials: Iterable[FrozenTrial], kind: str | None = None) -> FrozenTrial | None:
+    """The study's completed baseline; with ``kind``, the one timed on that kind of device (a
+    baseline that recorded no kind counts for every kind). Speed-ups are read against it only:
+    a trial's time on another kind of GPU says nothing of its method."""
     for t in trials:
         if t.user_attrs.get(BASELINE_KEY) and t.state == TrialState.COMPLETE:
-            return t
+            if kind is None or device_kind(t) in (None, kind):
+                return t
     return None
 
 
-def baseline_time_to_target(study: optuna.Study) -> float | None:
-    """The study's completed baseline's time to target (None: none yet, or it missed)."""
-    base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+def baseline_for(trials: Sequence[FrozenTrial], trial: FrozenTrial) -> FrozenTrial | None:
+    """The baseline ``trial``'s speed-up is read against: the one timed on its kind of device."""
+    return baseline_trial(trials, device_kind(trial))
+
+
+def baseline_time_to_target(study: optuna.Study, kind: str | None = None) -> float | None:
+    """The study's completed baseline's time to target, on ``kind`` of device when given (None:
+    none yet, or it missed)."""
+    base = baseline_trial(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), kind)
     return base.user_attrs.get(TIME_TO_TARGET_KEY) if base is not None else None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 import warnings
@@ -32,6 +33,7 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.search.store.attrs import (
+    BASELINE_FOR_KEY,
     BASELINE_KEY,
     CONFIRM_CONFIG_KEY,
     CONFIRM_SEED_KEY,
@@ -287,6 +289,7 @@ def _check_folder(path: Path, spec: StudySpec) -> None:
 # What a queued trial is (the baseline, a tuning phase's confirmation): a retry must stay it.
 KEEP_ON_RETRY = (
     BASELINE_KEY,
+    BASELINE_FOR_KEY,
     TUNE_TRIAL_KEY,
     TUNE_VALUES_KEY,
     CONFIRM_SEED_KEY,
@@ -325,6 +328,26 @@ def artifact_problem(spec: StudySpec) -> str | None:
     except OSError as e:
         return f"cannot create {spec.artifacts}: {e.strerror or e}"
     return None
+
+
+def check_artifacts(spec: StudySpec) -> None:
+    """The artifact folder takes files (checkpoint_every keeps each trial's checkpoints there):
+    refused before the first trial, naming the study file's ``artifacts``, when it does not."""
+    problem = artifact_problem(spec)
+    if problem is None:
+        probe = spec.artifacts / f".effsearch-write-check-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            problem = f"cannot write in {spec.artifacts}: {e.strerror or e}"
+    if problem is not None:
+        raise ConfigError(
+            "artifacts",
+            f"{problem}; checkpoint_every keeps each trial's checkpoints there: give a folder every "
+            "worker can write (on several machines, one they all reach), or checkpoint_every: null",
+            spec.source,
+        )
 
 
 def artifact_store(spec: StudySpec) -> FileSystemArtifactStore | None:

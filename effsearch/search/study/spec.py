@@ -40,6 +40,9 @@ class StudySpec:
     budget: float | None = None  # compute seconds (effsearch.search.run.budget)
     budget_runs: float | None = None  # the budget in runs of the baseline trial (effsearch.search.run.budget)
     relative_target: float | None = None  # base's target relative to the baseline's final (search/run/target.py)
+    share_devices: bool = False  # more workers than free GPUs: trials marked as timed on a shared device
+    checkpoint_every: float | None = None  # train seconds between a trial's checkpoints (None: none)
+    devices_per_trial: int = 1  # GPUs a trial may ask for (its distributed.processes at most)
     warm_start: list = field(default_factory=list)  # (label, TrainConfig) queued after the baseline
     raw: dict = field(default_factory=dict)
     path: Path | None = None

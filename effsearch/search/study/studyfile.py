@@ -22,7 +22,12 @@ field and what is allowed (exit code 2 in the CLI). Keys::
                                 # both tuning phases): no new trial starts once its trials'
                                 # summed wall seconds reach it (effsearch.search.run.budget)
     seed: 0
-    workers: 1                  # worker processes on this machine
+    workers: auto               # worker processes on this machine: one per GPU (its own
+                                # CUDA_VISIBLE_DEVICES; distributed.processes k: one per k GPUs),
+                                # 1 without GPUs
+    share_devices: false        # true: more workers than free GPUs, each trial's time marked shared
+    checkpoint_every: null      # seconds of training between a trial's checkpoints (artifacts);
+                                # a trial re-queued after a lost worker resumes from its last one
     pruner: none                # or {name: moasha, clock: budget, eta: 9, min_trials: 2}
     tuning: none                # or {name: subset, data_fraction: 0.2, epochs_fraction: 1,
                                 #     val_subset: 1, target_accuracy: T, top_k: 5, seeds: 2}
@@ -45,7 +50,7 @@ from __future__ import annotations
 import copy
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -53,6 +58,7 @@ from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules, targets
 from effsearch.config.fields import SEED_MAX, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
+from effsearch.config.machine import Machine, cpu_cores, free_workers, gpus_in_sight, visible_ids
 from effsearch.config.metrics import ACCURACY, target_of
 from effsearch.config.options import StudyNumbers, SubsetTuning, check_budget, check_heartbeat, check_tuning
 from effsearch.config.sources import model_kind
@@ -63,9 +69,6 @@ from effsearch.search.study.samplers import check_sampler
 from effsearch.search.study.spec import StudySpec
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from effsearch.config.machine import Machine
 
 # What an empty study file is told.
 MINIMAL_STUDY = (
@@ -89,6 +92,8 @@ KEYS = (
     "budget",
     "seed",
     "workers",
+    "share_devices",
+    "checkpoint_every",
     "pruner",
     "tuning",
     "heartbeat",
@@ -127,7 +132,7 @@ def load(
     storage: str | None = None,
     n_trials: int | None = None,
     timeout: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     budget: float | None = None,
     machine: Machine | None = None,
 ) -> StudySpec:
@@ -147,7 +152,7 @@ def from_mapping(
     storage: str | None = None,
     n_trials: int | None = None,
     timeout: float | None = None,
-    workers: int | None = None,
+    workers: int | str | None = None,
     budget: float | None = None,
     machine: Machine | None = None,
 ) -> StudySpec:
@@ -170,7 +175,7 @@ def _load(
     storage_flag: str | None,
     n_trials_flag: int | None,
     timeout_flag: float | None,
-    workers_flag: int | None,
+    workers_flag: int | str | None,
     budget_flag: float | None,
     machine: Machine | None,
 ) -> StudySpec:
@@ -198,6 +203,9 @@ def _load(
     from effsearch.spaces.space import Space
 
     space = Space.build(base, raw.get("space"), machine)
+    per_trial = _devices_per_trial(machine, space, [("base", base), ("baseline", baseline), *warm_start])
+    numbers["workers"] = _workers(numbers, machine, per_trial, "--workers" if workers_flag is not None else "workers")
+    _check_sqlite(storage, numbers["workers"], workers_flag)
     return StudySpec(
         name=name,
         source=source,
@@ -212,6 +220,7 @@ def _load(
         tuning=tuning,
         heartbeat=heartbeat,
         **numbers,
+        devices_per_trial=per_trial,
         warm_start=warm_start,
         relative_target=relative,
         raw=raw,
@@ -230,23 +239,28 @@ def _text(raw: dict, key: str, default: str, nonblank: bool = False) -> str:
 
 
 def _where(
-    raw: dict, path: Path, storage_flag: str | None, workers_flag: int | None, workers: int
+    raw: dict, path: Path, storage_flag: str | None, workers_flag: int | str | None, workers: int | None
 ) -> tuple[str, str, Path]:
     """Where the study lives: its storage, the field that named it, its artifact folder."""
     storage = _storage(storage_flag, raw.get("storage"), path)
     storage_field = "--storage" if storage_flag is not None else "storage"
-    if workers > 1 and storage.startswith("sqlite"):
-        raise ConfigError(
-            "--workers" if workers_flag is not None else "workers",
-            f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
-            "use the default journal file or PostgreSQL for several workers",
-        )
+    _check_sqlite(storage, workers, workers_flag)
     artifacts = raw.get("artifacts")
     if artifacts is not None and not isinstance(artifacts, str):
         raise ConfigError("artifacts", f"must be a folder path; got {quote(artifacts)}")
     artifacts_dir = artifact_dir(path, artifacts, storage)
     assert artifacts_dir is not None  # a study file's path gives a folder
     return storage, storage_field, artifacts_dir
+
+
+def _check_sqlite(storage: str, workers: int | None, workers_flag: int | str | None) -> None:
+    """Several workers on SQLite lock each other out (None: auto, checked once settled)."""
+    if workers is not None and workers > 1 and storage.startswith("sqlite"):
+        raise ConfigError(
+            "--workers" if workers_flag is not None else "workers",
+            f"{workers} workers on SQLite ({storage}) end in 'database is locked'; "
+            "use the default journal file or PostgreSQL for several workers",
+        )
 
 
 def _plugins(raw: dict, here: Path) -> None:
@@ -345,39 +359,84 @@ def _objectives(raw: dict, base: TrainConfig, baseline: TrainConfig, warm_start:
 
 def _numbers(raw: dict, machine: Machine | None, **flags: Any) -> dict:
     """The study numbers (StudySpec's fields of StudyNumbers' names): the command line's value
-    when given (an error names its flag), else the file's, else StudyNumbers' default."""
+    when given (an error names its flag), else the file's, else StudyNumbers' default. ``workers``
+    stays None for auto (``_workers`` settles it once the machine is known)."""
 
     def number(key: str) -> Any:
-        if flags.get(key) is not None:
-            return options.check_value(StudyNumbers, key, flags[key], "--" + key.replace("_", "-"))
-        return options.check_value(StudyNumbers, key, raw.get(key, getattr(StudyNumbers, key)), key)
+        given, where = (flags[key], "--" + key.replace("_", "-")) if flags.get(key) is not None else (None, key)
+        value = given if given is not None else raw.get(key, getattr(StudyNumbers, key))
+        if key == "workers" and isinstance(value, str):
+            if value == "auto":
+                return None
+            raise ConfigError(where, f"must be an integer or auto; got {quote(value)}")
+        return options.check_value(StudyNumbers, key, value, where)
 
-    out = {
-        key: number(key)
-        for key in ("n_trials", "timeout", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
-    }
+    keys = ("n_trials", "timeout", "seed", "workers", "failure_limit", "dedupe", "max_slowdown")
+    out = {key: number(key) for key in (*keys, "share_devices", "checkpoint_every")}
     out["budget"], out["budget_runs"] = (
         (number("budget"), None) if flags.get("budget") is not None else check_budget(raw.get("budget"))
     )
     if out["n_trials"] is None and out["timeout"] is None and out["budget"] is None and out["budget_runs"] is None:
         raise ConfigError("n_trials", "give n_trials, timeout or budget (or several), else the study never ends")
-    _check_workers(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
+    _check_cores(out["workers"], machine, "--workers" if flags.get("workers") is not None else "workers")
     return out
 
 
-def _check_workers(workers: int, machine: Machine | None, field_name: str) -> None:
-    """At most one worker per CPU core this process may use: each worker is a process with its own
-    threads and data, so more only share the cores (and memory) the first ones had. On a GPU machine
-    the workers share the GPUs, and the bound stays the cores (``cpu_cores``, as ``detect`` reads
-    them: no torch needed)."""
-    from effsearch.config.machine import cpu_cores
-
+def _check_cores(workers: int | None, machine: Machine | None, field_name: str) -> None:
+    """Without GPUs, at most one worker per CPU core this process may use: each worker is a process
+    with its own threads and data, so more only share the cores (and memory) the first ones had.
+    Checked before the machine is detected (torch's import) when no GPU is in sight (``gpus_in_sight``
+    reads no torch); with GPUs the bound is theirs (``_workers``, once the machine is known)."""
+    gpus = machine.gpus if machine is not None else gpus_in_sight()
     cores = machine.cores if machine is not None else cpu_cores()
-    if workers > cores:
+    if workers is not None and not gpus and workers > cores:
         raise ConfigError(
             field_name,
             f"must be at most {cores} here (one worker process per CPU core; this process may use {cores}); got {workers}",
         )
+
+
+def _devices_per_trial(machine: Machine, space: Any, configs: list[tuple[str, TrainConfig]]) -> int:
+    """The GPUs a trial may ask for (distributed.processes: the base's, the baseline's, the warm
+    starts', the space's largest), each within the GPUs this machine shows."""
+    asks = [(f"{label}.distributed.processes", cfg.distributed.processes) for label, cfg in configs]
+    if "distributed.processes" in space.fixed:
+        asks.append(("space.fixed.distributed.processes", space.fixed["distributed.processes"]))
+    elif "distributed.processes" in space.active:
+        dim = next(d for d in space.dims if d.name == "distributed.processes")
+        asks.append(("space: distributed.processes", max(dim.choices)))
+    if machine.gpus:
+        for where, k in asks:
+            if k > machine.gpus:
+                raise ConfigError(
+                    where,
+                    f"asks for {k} GPUs a trial (one per process); this machine shows {machine.gpus}; "
+                    f"give at most {machine.gpus}",
+                )
+    return max(k for _, k in asks)
+
+
+def _workers(numbers: dict, machine: Machine, per_trial: int, field_name: str) -> int:
+    """The study's workers on this machine. With GPUs: one per ``per_trial`` of them (auto), and
+    no more unless ``share_devices`` (a trial timed on a GPU another trial uses measures both).
+    Without: auto is one, and at most one per CPU core (each worker is a process with its own
+    threads and data: more only share the cores the first ones had)."""
+    workers = numbers["workers"]
+    if not machine.gpus:
+        _check_cores(workers, machine, field_name)
+        return workers or 1
+    free = free_workers(machine.gpus, per_trial)
+    if workers is None:
+        return max(1, free)
+    if workers > free and not numbers["share_devices"]:
+        each = f"{per_trial} GPUs" if per_trial > 1 else "one GPU"
+        raise ConfigError(
+            field_name,
+            f"{workers} workers x {each} a trial need {workers * per_trial} GPUs; this machine shows "
+            f"{machine.gpus} ({', '.join(visible_ids(machine.gpus))}): at most {free} (auto), or "
+            "share_devices: true to run more on the same GPUs (every trial's time then marked shared)",
+        )
+    return workers
 
 
 def _check_confirm_seeds(base: TrainConfig, tuning: SubsetTuning | None) -> None:

@@ -1,0 +1,146 @@
+"""Trials that survive a lost worker (``checkpoint_every``): a worker SIGKILLed mid-trial, another
+`effsearch run` re-queues its trial and resumes it from its last checkpoint. The resumed curve is
+the uninterrupted run's (the same seed, points and accuracies; the study's warm start trains that
+very config from the start, in the same process), its time to target sums the training of both
+segments, and the study's compute counts the lost segment once (its wall seconds, written with
+each checkpoint) and the retry's own segment once. tests/search/test_postgres.py does the same on
+PostgreSQL, and with two "nodes"."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from effsearch.cli import main
+from effsearch.search.run.budget import spent
+from effsearch.search.store.checkpoints import CHECKPOINT_KEY, RESUMED_KEY
+from effsearch.search.store.storage import open_url
+from tests.support.helpers import tiny
+
+ROOT = Path(__file__).resolve().parents[2]
+EPOCHS = 24
+
+
+def resume_study(folder: Path, name: str = "resume", **changes) -> Path:
+    """The baseline (trial 0, killed mid-way), then a warm start of the very same config (trained
+    whole: the uninterrupted run of the same seed); ``dedupe: false`` trains it again."""
+    d = {
+        "name": name,
+        "base": tiny(**{"dataset.synthetic_size": 640, "epochs": EPOCHS, "target_accuracy": 0.6}),
+        "n_trials": 2,
+        "warm_start": [{}],
+        "dedupe": False,
+        "max_slowdown": None,
+        "space": {"include": ["optimizer"]},
+        "checkpoint_every": 0.05,
+        "heartbeat": {"interval": 1, "grace_period": 3, "max_retry": 2},
+        **changes,
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return path
+
+
+def start(path: Path, *args: str, env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
+    out = open(log or path.with_suffix(".log"), "a")
+    return subprocess.Popen(
+        [sys.executable, "-m", "effsearch.cli", "run", str(path), *args],
+        cwd=ROOT,
+        env={**os.environ, "TQDM_DISABLE": "1", **(env or {})},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_at_checkpoint(proc: subprocess.Popen, study_name: str, storage: str, past: float, log: Path) -> dict:
+    """SIGKILL ``proc``'s process group once one of its trials is RUNNING with a checkpoint past
+    epoch ``past``; that checkpoint's record."""
+    store = open_url(storage)
+    deadline = time.time() + 400
+    while time.time() < deadline and proc.poll() is None:
+        if study_name in optuna.get_all_study_names(store):
+            for t in optuna.load_study(study_name=study_name, storage=store).get_trials():
+                ckpt = t.user_attrs.get(CHECKPOINT_KEY)
+                if t.state == TrialState.RUNNING and ckpt and ckpt["epoch"] >= past:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    return {"trial": t.number, **ckpt}
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"no checkpoint past epoch {past} seen:\n{log.read_text()[-3000:]}")
+
+
+def check_resumed(study: optuna.Study, lost: dict, artifacts: Path) -> None:
+    """The retry resumed from ``lost``'s checkpoint and went on as the uninterrupted run did; the
+    checkpoint files are gone once it is over."""
+    trials = {t.number: t for t in study.get_trials()}
+    dead = trials[lost["trial"]]
+    retry = next(t for t in trials.values() if t.system_attrs.get("failed_trial") == lost["trial"])
+    whole = next(t for t in trials.values() if t.user_attrs.get("warm_start"))
+    assert dead.state == TrialState.FAIL and retry.state == whole.state == TrialState.COMPLETE
+    assert retry.user_attrs[RESUMED_KEY]["trial"] == lost["trial"]
+    assert retry.user_attrs[RESUMED_KEY]["train_seconds"] >= lost["train_seconds"]  # the last one it saved
+    assert retry.user_attrs["segments"] == 2 and retry.user_attrs["restore_seconds"] > 0
+
+    def curve(t):
+        return [(p["epoch"], p["val_accuracy"], p["val_loss"], p.get("val_images")) for p in t.user_attrs["history"]]
+
+    assert curve(retry) == curve(whole) and len(curve(whole)) == EPOCHS
+    assert retry.user_attrs["val_accuracy"] == whole.user_attrs["val_accuracy"]
+    # Time to target: training seconds summed across both segments; the restore is apart.
+    at = retry.user_attrs[RESUMED_KEY]["train_seconds"]
+    points = retry.user_attrs["history"]
+    assert all(p["train_seconds"] <= at for p in points if p["epoch"] <= retry.user_attrs[RESUMED_KEY]["epoch"])
+    assert all(p["train_seconds"] > at for p in points if p["epoch"] > retry.user_attrs[RESUMED_KEY]["epoch"])
+    assert retry.user_attrs["train_seconds"] > at and retry.user_attrs["time_to_target"] is not None
+    # Compute: the lost segment counted once (its wall seconds as of its last checkpoint), the
+    # retry's own segment once (it started at the checkpoint: less than the whole run's).
+    w_dead, w_retry, w_whole = (t.user_attrs["wall_seconds"] for t in (dead, retry, whole))
+    assert w_dead >= lost["train_seconds"] and w_retry < w_whole
+    assert spent(trials.values()) == w_dead + w_retry + w_whole
+    assert artifacts.is_dir() and not list(artifacts.glob("checkpoint-*"))
+
+
+def test_a_worker_killed_mid_trial_is_resumed_from_its_checkpoint_by_another(tmp_path):
+    path = resume_study(tmp_path)
+    storage = str(tmp_path / "resume.journal")
+    first = start(path, log=tmp_path / "a.log")
+    lost = kill_at_checkpoint(first, "resume", storage, EPOCHS * 2 / 3, tmp_path / "a.log")
+    assert lost["trial"] == 0  # the baseline, run first
+    assert main(["run", str(path)]) == 0  # another worker: re-queues the lost trial, resumes it
+    check_resumed(
+        optuna.load_study(study_name="resume", storage=open_url(storage)), lost, tmp_path / "resume.artifacts"
+    )
+
+
+def test_a_checkpointed_study_refuses_an_artifact_folder_it_cannot_write(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):  # root writes anywhere: a file where the folder should be
+            folder.chmod(0o700)
+            folder.rmdir()
+            folder.write_text("")
+        path = resume_study(tmp_path, artifacts="ro/sub")
+        assert main(["run", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "resume.yaml: artifacts: cannot" in err and "checkpoint_every" in err, err
+        assert not (tmp_path / "resume.journal").exists()  # refused before trial 0: nothing written
+    finally:
+        if folder.is_dir():
+            folder.chmod(0o700)
+
+
+def test_checkpoint_every_must_be_a_positive_number(tmp_path, capsys):
+    for value, words in ((-1, "must be > 0; got -1"), ("often", "must be a number, got 'often'")):
+        assert main(["run", str(resume_study(tmp_path, checkpoint_every=value))]) == 2
+        err = capsys.readouterr().err
+        assert f"resume.yaml: checkpoint_every: {words}" in err, err
