@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
 #   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|text|lm|summary   # one part (each installs first)
+#   bash benchmarks/gpu_check.sh compile-reset share resume   # GPU machines as users have them (~2 min each)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
@@ -296,7 +297,40 @@ lm() {
   fi
 }
 
-PARTS=(baseline overhead costs shapes recipe study fronts text lm summary)
+# GPU machines as users have them (docs/guide.md, "Several GPUs and several machines"), each part
+# bounded to about two minutes and printing one summary line per figure, its results copied to $OUT
+# as they come:
+compile-reset() {
+  # 5 consecutive compile trials in one worker, first-step seconds each: with the worker's reset
+  # between trials (as shipped) and as before it (the loop's own Dynamo reset only), one call.
+  log "compile state per trial ($DEV): benchmarks/compile_reset.py"
+  local out=(--out "$OUTDIR/compile-reset"); if [ -n "${OUT:-}" ]; then out=(--out "$OUT"); fi
+  if [ "$SMOKE" = 1 ]; then
+    "$PY" benchmarks/compile_reset.py --smoke --trials 3 --arms after before "${out[@]}"
+  else
+    "$PY" benchmarks/compile_reset.py --device cuda --trials "${COMPILE_TRIALS:-5}" \
+      --arm-seconds "${COMPILE_ARM_SECONDS:-55}" --arms ${COMPILE_ARMS:-after before} "${out[@]}"
+  fi
+}
+
+share() {
+  # share_devices: two workers on one GPU refused, then allowed, every trial marked shared.
+  log "two workers on one GPU ($DEV): benchmarks/share_check.py"
+  local out=(--out "$OUTDIR/share"); if [ -n "${OUT:-}" ]; then out=(--out "$OUT"); fi
+  if [ "$SMOKE" = 1 ]; then "$PY" benchmarks/share_check.py --smoke "${out[@]}"
+  else "$PY" benchmarks/share_check.py --device cuda "${out[@]}"; fi
+}
+
+resume() {
+  # A trial checkpointed, its worker SIGKILLed and the trial resumed by another worker: the curve
+  # against two uninterrupted runs of the same config.
+  log "a trial resumed after its worker was killed ($DEV): benchmarks/resume_check.py"
+  local out=(--out "$OUTDIR/resume"); if [ -n "${OUT:-}" ]; then out=(--out "$OUT"); fi
+  if [ "$SMOKE" = 1 ]; then "$PY" benchmarks/resume_check.py --smoke "${out[@]}"
+  else "$PY" benchmarks/resume_check.py --device cuda "${out[@]}"; fi
+}
+
+PARTS=(baseline overhead costs shapes recipe study fronts text lm compile-reset share resume summary)
 known_part() { local p; for p in "${PARTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 case "$step" in
