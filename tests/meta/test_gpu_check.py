@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 
@@ -127,3 +129,28 @@ def test_text_trains_the_topic_baseline_and_brings_back_each_runs_figures(tmp_pa
     assert all(json.loads((out / f"text-{r}.json").read_text())["status"] == "completed" for r in ("baseline", "pick"))
     bad = run(["text"], tmp_path, TEXT_DATA=str(data), TEXT_RUNS="bogus")
     assert bad.returncode == 1 and "TEXT_RUNS takes baseline, pick; not 'bogus'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_the_gpu_machine_parts_run_and_leave_their_figures_in_out(tmp_path):
+    """compile-reset, share and resume (docs/guide.md, "Several GPUs and several machines") in smoke
+    mode, in one call as on the lent GPU: each prints its summary line and leaves its figures in $OUT
+    (share on one fake GPU; resume on the CPU, where the resumed curve must match exactly)."""
+    import json
+
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(["compile-reset", "share", "resume"], tmp_path, OUT=str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for line in (
+        "compile-reset after: first-step seconds by trial",
+        "compile-reset before:",
+        "share: refused",
+        "resume (cpu): resumed from epoch",
+    ):
+        assert line in r.stdout, r.stdout[-3000:]
+    assert len((out / "compile_reset.jsonl").read_text().splitlines()) == 6  # 3 trials x 2 arms
+    share = json.loads((out / "share.json").read_text())
+    assert share["refused_exit"] == 2 and all(share["shared"]) and share["workers"] == 2
+    resume = json.loads((out / "resume.json").read_text())
+    assert resume["resumed_vs_whole"] == 0 and resume["whole_vs_whole"] == 0 and resume["segments"] == 2
