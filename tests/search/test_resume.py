@@ -144,3 +144,35 @@ def test_checkpoint_every_must_be_a_positive_number(tmp_path, capsys):
         assert main(["run", str(resume_study(tmp_path, checkpoint_every=value))]) == 2
         err = capsys.readouterr().err
         assert f"resume.yaml: checkpoint_every: {words}" in err, err
+
+
+def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tmp_path, monkeypatch):
+    """Ctrl-C queues the running trial again (as before); its checkpoints stay, and the next run of the
+    same command resumes it from the last one instead of training it from the start."""
+    import effsearch.trainer.training as trainer_run
+    from effsearch.search.run import runner, workers
+    from effsearch.search.store.storage import open_storage
+    from effsearch.search.study import studyfile
+
+    real, stopped = trainer_run.train, []
+
+    def train(cfg, **kw):
+        inner = kw["on_eval"]
+
+        def on_eval(point):
+            if point.epoch >= 3 and not stopped:
+                stopped.append(point.epoch)
+                raise KeyboardInterrupt
+            return inner(point)
+
+        return real(cfg, **{**kw, "on_eval": on_eval})
+
+    monkeypatch.setattr(trainer_run, "train", train)
+    spec = studyfile.load(resume_study(tmp_path, n_trials=1, warm_start=[], base=tiny(**{"epochs": 6})))
+    study = runner.ensure_study(spec, open_storage(spec))
+    assert workers.work(spec, warm=False) == "interrupted"
+    assert workers.work(spec, warm=False) == "done"
+    first, retry = study.get_trials()
+    assert first.user_attrs["status"] == "interrupted" and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs[RESUMED_KEY]["trial"] == 0 and 1 <= retry.user_attrs[RESUMED_KEY]["epoch"] < 3
+    assert [p["epoch"] for p in retry.user_attrs["history"]] == [1, 2, 3, 4, 5, 6]
