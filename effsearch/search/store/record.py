@@ -27,6 +27,7 @@ from effsearch.search.store.attrs import (
     FINAL_KEYS,
     HISTORY_KEY,
     KFAC_KEY,
+    PLACEMENT_KEY,
     REACHED_KEY,
     REASON_KEY,
     SPEEDUP_KEY,
@@ -136,8 +137,9 @@ RESULT_KEYS = (
 
 
 def copied_attrs(original: FrozenTrial) -> dict:
-    """``original``'s result attributes, for a trial answered with its result."""
-    return {k: original.user_attrs[k] for k in RESULT_KEYS if k in original.user_attrs}
+    """``original``'s result attributes, for a trial answered with its result, and where it trained
+    (its speed-up is read against the baseline of that kind of device)."""
+    return {k: original.user_attrs[k] for k in (*RESULT_KEYS, PLACEMENT_KEY) if k in original.user_attrs}
 
 
 def result_attrs(result: RunResult, speedup: float | None) -> dict:
