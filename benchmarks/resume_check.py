@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def study_file(folder: Path, device: str, epochs: float, smoke: bool) -> Path:
-    """The baseline (trial 0: the one killed) and two warm starts of the very same config."""
+    """The baseline (trial 0: the one killed) and two warm starts that train the very same way."""
     if smoke:
         base = {
             "dataset": {"name": "synthetic", "synthetic_size": 640, "val_fraction": 0.2, "crop_padding": 0},
@@ -40,11 +40,13 @@ def study_file(folder: Path, device: str, epochs: float, smoke: bool) -> Path:
     else:
         base = yaml.safe_load((ROOT / "configs" / "fashion-mnist-baseline.yaml").read_text())
     base.update(device=device, epochs=epochs)
+    # Two warm starts that train alike: the second also measures int8 after training (queued warm
+    # starts are distinct configs), which changes nothing before its end.
     d = {
         "name": "resume-check",
         "base": base,
         "n_trials": 3,
-        "warm_start": [{}, {}],
+        "warm_start": [{}, {"quantize": "int8"}],
         "dedupe": False,
         "max_slowdown": None,
         "space": {"include": ["optimizer"]},
@@ -77,9 +79,9 @@ def kill_mid_trial(proc: subprocess.Popen, storage: str, past: float, limit: flo
     store, deadline = open_url(storage), time.time() + limit
     while time.time() < deadline and proc.poll() is None:
         if "resume-check" in optuna.get_all_study_names(store):
-            t = optuna.load_study(study_name="resume-check", storage=store).get_trials()[0]
-            ckpt = t.user_attrs.get("checkpoint")
-            if t.state == TrialState.RUNNING and ckpt and ckpt["epoch"] >= past:
+            trials = optuna.load_study(study_name="resume-check", storage=store).get_trials()
+            ckpt = trials[0].user_attrs.get("checkpoint") if trials else None  # the study's trial 0, once queued
+            if ckpt and trials[0].state == TrialState.RUNNING and ckpt["epoch"] >= past:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 return ckpt
@@ -122,7 +124,7 @@ def compare(storage: str, ckpt: dict) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--epochs", type=float, default=6)
+    p.add_argument("--epochs", type=float, default=10)
     p.add_argument("--out", type=Path)
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
@@ -143,18 +145,25 @@ def main() -> int:
         print(log.read_text()[-3000:])
         raise SystemExit(f"resume: the second run exited {code}")
     facts = compare(storage, ckpt)
-    exact = facts["resumed_vs_whole"] == 0
-    print(
-        f"resume ({facts['device']}): resumed from epoch {facts['resumed_from']['epoch']:g}, curve vs an uninterrupted "
-        f"run: max |d val acc| {facts['resumed_vs_whole']:.4f} over {facts['points']} points ({'exact' if exact else 'not exact'}); "
-        f"two uninterrupted runs: {facts['whole_vs_whole']:.4f}; restore {facts['restore_seconds']:.2f} s, "
-        f"segments {facts['segments']}; time to target {facts['time_to_target']}",
-        flush=True,
-    )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "resume.json").write_text(json.dumps(facts, indent=2))
+    print(summary(facts), flush=True)
     return 0
+
+
+def summary(facts: dict) -> str:
+    def num(x: object, f: str = ".4f") -> str:
+        return format(x, f) if isinstance(x, (int, float)) else "-"
+
+    at = (facts["resumed_from"] or {}).get("epoch")
+    exact = "exact" if facts["resumed_vs_whole"] == 0 else "not exact"
+    return (
+        f"resume ({facts['device']}): resumed from epoch {num(at, 'g')}, curve vs an uninterrupted run: max |d val "
+        f"acc| {num(facts['resumed_vs_whole'])} over {facts['points']} points ({exact}); two uninterrupted runs: "
+        f"{num(facts['whole_vs_whole'])}; restore {num(facts['restore_seconds'], '.2f')} s, segments "
+        f"{facts['segments']}; time to target (resumed, whole, whole) {facts['time_to_target']}"
+    )
 
 
 if __name__ == "__main__":
