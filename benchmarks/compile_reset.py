@@ -4,7 +4,7 @@ as a worker leaves it between trials, and as it was before.
 On an H100 one configuration's first step took 4.0 s as its worker's first compile trial and
 77.9 s as its fourth (docs/benchmarks.md, "GPU study"). A worker now calls
 ``trainer.training.fresh_compile_state`` before each trial (Dynamo's and Inductor's in-process
-caches reset). Arms, each a fresh process with a fresh Inductor disk cache, one after another:
+caches reset). Arms, each a fresh process, one after another:
 
 - ``after``: as a worker runs trials now (the reset before each);
 - ``before``: as the GPU study ran (only the loop's own ``torch._dynamo.reset()`` before each compile);
@@ -13,6 +13,9 @@ caches reset). Arms, each a fresh process with a fresh Inductor disk cache, one 
 
 The trials: the study's slow configuration (benchmarks/data/gpu_slow_trial.yaml) first, variants
 of it next, and itself again last, so its first step is read as the worker's first and last trial.
+Before the arms a warm-up process compiles each configuration once into an Inductor disk cache the
+arms share (a worker's disk cache is warm after its first trials): the arms differ only in the
+in-process state.
 
     python benchmarks/compile_reset.py --device cuda --trials 5 --arms after before --out DIR
     python benchmarks/compile_reset.py --smoke          # CPU, Dynamo's eager backend: a check of this script
@@ -102,10 +105,14 @@ def one_arm(arm: str, plan: list[tuple[int, str, dict]], epochs: float, smoke: b
 
 
 def run_arm(arm: str, args: argparse.Namespace) -> list[dict]:
-    """``arm`` in fresh processes (one, or one a trial for ``process``), each with a fresh Inductor
-    cache; each trial printed, and appended to --out, as it ends."""
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"inductor-{arm}-")}
+    """``arm`` in fresh processes (one, or one a trial for ``process``) on the shared, warmed Inductor
+    disk cache (``warm``), so that arms differ only in the in-process state a reset clears; each
+    trial printed, and appended to --out, as it ends."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": args.cache}
     numbers = [str(i) for i in range(args.trials)]
+    if arm == "warm":  # each distinct configuration once, untimed: the disk cache every arm reads
+        labels = {label: i for i, (label, _) in reversed(list(enumerate(configs(args.trials, args.smoke))))}
+        numbers = [str(i) for i in sorted(labels.values())]
     calls = [numbers] if arm != "process" else [[n] for n in numbers]
     records: list[dict] = []
     deadline = time.monotonic() + args.arm_seconds
@@ -114,7 +121,7 @@ def run_arm(arm: str, args: argparse.Namespace) -> list[dict]:
             sys.executable,
             __file__,
             "--inner",
-            "after" if arm == "process" else arm,
+            {"process": "after", "warm": "before"}.get(arm, arm),
             "--trials",
             str(args.trials),
             "--only",
@@ -141,7 +148,7 @@ def run_arm(arm: str, args: argparse.Namespace) -> list[dict]:
                     f"{rec['first_step']:.2f} s, wall {rec['wall']:.1f} s, {rec['status']}",
                     flush=True,
                 )
-                if args.out is not None:
+                if args.out is not None and arm != "warm":
                     with open(args.out / "compile_reset.jsonl", "a") as f:
                         f.write(json.dumps(rec) + "\n")
             if time.monotonic() > deadline:
@@ -172,7 +179,8 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--epochs", type=float, default=0.1, help="each trial's epochs (its first step is the figure)")
     p.add_argument("--arms", nargs="+", default=["after", "before"], choices=["after", "before", "none", "process"])
-    p.add_argument("--arm-seconds", type=float, default=55.0, help="time limit of each arm")
+    p.add_argument("--arm-seconds", type=float, default=50.0, help="time limit of each arm (and of the warm-up)")
+    p.add_argument("--cold", action="store_true", help="no warm-up: the first arm meets a cold Inductor disk cache")
     p.add_argument("--out", type=Path, help="folder for compile_reset.jsonl and compile_reset.txt")
     p.add_argument("--smoke", action="store_true", help="tiny, on the CPU, Dynamo's eager backend")
     p.add_argument("--inner", help=argparse.SUPPRESS)
@@ -187,6 +195,10 @@ def main() -> int:
         return 0
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
+    args.cache = tempfile.mkdtemp(prefix="inductor-")
+    if not args.cold:
+        warm = run_arm("warm", args)
+        print(f"compile-reset warm-up: {len(warm)} configurations compiled once into the shared disk cache", flush=True)
     lines = [summary(arm, run_arm(arm, args)) for arm in args.arms]
     print("\n".join(lines))
     if args.out is not None:
