@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from effsearch.cli import main
 from effsearch.search.run.budget import spent
-from effsearch.search.store.checkpoints import CHECKPOINT_KEY, RESUMED_KEY
+from effsearch.search.store.attrs import CHECKPOINT_KEY, RESUMED_KEY
 from effsearch.search.store.storage import open_url
 from tests.support.helpers import tiny
 
