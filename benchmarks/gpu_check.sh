@@ -306,7 +306,7 @@ compile-reset() {
   log "compile state per trial ($DEV): benchmarks/compile_reset.py"
   local out=(--out "$OUTDIR/compile-reset"); if [ -n "${OUT:-}" ]; then out=(--out "$OUT"); fi
   if [ "$SMOKE" = 1 ]; then
-    "$PY" benchmarks/compile_reset.py --smoke --cold --trials 3 --arm-seconds 300 --arms after before "${out[@]}"
+    "$PY" benchmarks/compile_reset.py --smoke --cold --trials 2 --arm-seconds 300 --arms after before "${out[@]}"
   else
     "$PY" benchmarks/compile_reset.py --device cuda --trials "${COMPILE_TRIALS:-5}" \
       --arm-seconds "${COMPILE_ARM_SECONDS:-50}" --arms ${COMPILE_ARMS:-after before} "${out[@]}"

@@ -30,7 +30,7 @@ def study_file(folder: Path, device: str, epochs: float, smoke: bool) -> Path:
     """The baseline (trial 0: the one killed) and two warm starts that train the very same way."""
     if smoke:
         base = {
-            "dataset": {"name": "synthetic", "synthetic_size": 640, "val_fraction": 0.2, "crop_padding": 0},
+            "dataset": {"name": "synthetic", "synthetic_size": 480, "val_fraction": 0.2, "crop_padding": 0},
             "model": {"name": "tiny-cnn", "width": 8},
             "batch_size": 32,
             "optimizer": {"name": "sgd", "lr": 0.05},
@@ -129,7 +129,7 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     if args.smoke:
-        args.device, args.epochs = "cpu", 24
+        args.device, args.epochs = "cpu", 12
     folder = Path(tempfile.mkdtemp(prefix="resume-check-"))
     path = study_file(folder, args.device, args.epochs, args.smoke)
     storage, log = str(folder / "resume-check.journal"), folder / "run.log"

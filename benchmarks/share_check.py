@@ -29,7 +29,7 @@ def study_file(folder: Path, name: str, device: str, smoke: bool, **changes: obj
             "dataset": {"name": "synthetic", "synthetic_size": 320, "val_fraction": 0.2, "crop_padding": 0},
             "model": {"name": "tiny-cnn", "width": 8},
             "batch_size": 32,
-            "epochs": 2,
+            "epochs": 1,
             "optimizer": {"name": "sgd", "lr": 0.05},
             "schedule": {"name": "constant"},
             "target_accuracy": 0.5,
