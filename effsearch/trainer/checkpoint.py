@@ -81,7 +81,9 @@ def _rng_states(loop: Loop) -> dict:
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
         "numpy": np.random.get_state(),
-        "augment": [loop.augment.gen.get_state(), loop.eval_augment.gen.get_state()],
+        "augment": [
+            gen.get_state() if (gen := _gen(a)) is not None else None for a in (loop.augment, loop.eval_augment)
+        ],
     }
     if loop.cuda:
         states["cuda"] = torch.cuda.get_rng_state_all()
@@ -143,10 +145,17 @@ def _restore_rng(loop: Loop, rng: dict) -> None:
     torch.set_rng_state(_cpu(rng["torch"]))
     random.setstate(rng["python"])
     np.random.set_state(rng["numpy"])
-    loop.augment.gen.set_state(_cpu(rng["augment"][0]))
-    loop.eval_augment.gen.set_state(_cpu(rng["augment"][1]))
+    for augment, saved in zip((loop.augment, loop.eval_augment), rng["augment"]):
+        gen = _gen(augment)
+        if gen is not None and saved is not None:
+            gen.set_state(_cpu(saved))
     if loop.cuda and "cuda" in rng:
         torch.cuda.set_rng_state_all([_cpu(s) for s in rng["cuda"]])
+
+
+def _gen(augment: Any) -> torch.Generator | None:
+    """A batch augmentation's random generator (an image one's flips and crops; None: it draws nothing)."""
+    return getattr(augment, "gen", None)
 
 
 def _cpu(t: Any) -> Any:
