@@ -94,19 +94,17 @@ def test_the_flag_takes_auto_and_refuses_a_word(tmp_path, capsys):
 def test_a_shared_gpu_marks_every_trial_s_time_and_status_says_so(tmp_path, monkeypatch, capsys):
     """Two workers on one GPU (share_devices): each trial's record says its time was measured on a
     shared device, and `status` marks those rows and says what it means."""
-    import effsearch.trainer.training as trainer_run
     from effsearch.search.run import runner
     from effsearch.search.store.storage import open_storage
-    from tests.search.test_phases import scripted_train
+    from tests.support.scripted import scripted_train
 
     monkeypatch.setenv("EFFSEARCH_FAKE_GPUS", "1:fake H100")
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
     spec = studyfile.load(study_file(tmp_path, 2, share_devices=True, workers=2))
     assert spec.workers == 2 and workers.shares_devices(spec)
     study = runner.ensure_study(spec, open_storage(spec))
     threads = torch.get_num_threads()
     try:
-        assert workers.work(spec, warm=False, devices="0") == "done"  # one of the two, here
+        assert workers.work(spec, warm=False, train_fn=scripted_train, devices="0") == "done"  # one of the two
     finally:
         torch.set_num_threads(threads)
     placements = [t.user_attrs[PLACEMENT_KEY] for t in study.get_trials()]
@@ -159,10 +157,9 @@ def test_every_trial_of_a_worker_starts_with_a_fresh_compile_state(tmp_path, mon
     again by the next, which pays its own compile. Without the reset the next trial ran the first's
     graph (no compile time paid), and on an H100 a worker's fourth compile trial took 77.9 s in its
     first step where its first took 4.0 s (docs/benchmarks.md, "GPU study")."""
-    import effsearch.trainer.training as trainer_run
     from effsearch.search.run import runner
     from effsearch.search.store.storage import open_storage
-    from tests.search.test_phases import scripted_train
+    from tests.support.scripted import scripted_train
 
     compiles = []
 
@@ -178,10 +175,9 @@ def test_every_trial_of_a_worker_starts_with_a_fresh_compile_state(tmp_path, mon
 
     torch._dynamo.reset()
     monkeypatch.delenv("EFFSEARCH_FAKE_GPUS", raising=False)
-    monkeypatch.setattr(trainer_run, "train", train)
     spec = studyfile.load(study_file(tmp_path, 3))
     runner.ensure_study(spec, open_storage(spec))
-    assert workers.work(spec, warm=False) == "done"
+    assert workers.work(spec, warm=False, train_fn=train) == "done"
     assert len(compiles) == 3  # once a trial
 
 
@@ -189,19 +185,17 @@ def test_a_new_kind_of_device_gets_a_baseline_of_its_own(tmp_path, monkeypatch, 
     """Speed-ups are read against a baseline timed on the same kind of device: a worker on a kind
     the study has no baseline of queues one, runs it, and its trials' speed-ups read against it. A
     worker of another kind that draws such a baseline hands it back untrained (not counted)."""
-    import effsearch.trainer.training as trainer_run
     from effsearch.search.run import kinds, runner
     from effsearch.search.store import queries
     from effsearch.search.store.storage import open_storage
-    from tests.search.test_phases import scripted_train
+    from tests.support.scripted import scripted_train
 
-    monkeypatch.setattr(trainer_run, "train", scripted_train)
     spec = studyfile.load(study_file(tmp_path, 2))
     study = runner.ensure_study(spec, open_storage(spec))
     monkeypatch.setenv("EFFSEARCH_FAKE_GPUS", "1:kind-a")
-    assert workers.work(spec, warm=False) == "done"
+    assert workers.work(spec, warm=False, train_fn=scripted_train) == "done"
     monkeypatch.setenv("EFFSEARCH_FAKE_GPUS", "1:kind-b")  # a node with another kind of GPU joins
-    assert workers.work(studyfile.load(study_file(tmp_path, 4)), warm=False) == "done"
+    assert workers.work(studyfile.load(study_file(tmp_path, 4)), warm=False, train_fn=scripted_train) == "done"
     trials = study.get_trials()
     base_b = [t for t in trials if t.user_attrs.get(BASELINE_FOR_KEY) == "kind-b"]
     assert len(base_b) == 1 and base_b[0].state.name == "COMPLETE"
@@ -217,7 +211,7 @@ def test_a_new_kind_of_device_gets_a_baseline_of_its_own(tmp_path, monkeypatch, 
 
     # A baseline queued for a kind no worker here has: drawn and handed back, untrained, uncounted.
     study.enqueue_trial(spec.space.encode(spec.baseline), user_attrs={"baseline": True, BASELINE_FOR_KEY: "kind-c"})
-    assert workers.work(studyfile.load(study_file(tmp_path, 5)), warm=False) == "done"
+    assert workers.work(studyfile.load(study_file(tmp_path, 5)), warm=False, train_fn=scripted_train) == "done"
     handed = [t for t in study.get_trials() if t.user_attrs.get(BASELINE_FOR_KEY) == "kind-c"]
     assert [t.user_attrs["status"] for t in handed] == [kinds.HANDED_BACK] and "history" not in handed[0].user_attrs
     assert queries.counts(study.get_trials())["done"] == 5  # the handed-back one is not among them

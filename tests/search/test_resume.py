@@ -146,15 +146,15 @@ def test_checkpoint_every_must_be_a_positive_number(tmp_path, capsys):
         assert f"resume.yaml: checkpoint_every: {words}" in err, err
 
 
-def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tmp_path, monkeypatch):
+def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tmp_path):
     """Ctrl-C queues the running trial again (as before); its checkpoints stay, and the next run of the
     same command resumes it from the last one instead of training it from the start."""
-    import effsearch.trainer.training as trainer_run
     from effsearch.search.run import runner, workers
     from effsearch.search.store.storage import open_storage
     from effsearch.search.study import studyfile
+    from effsearch.trainer.training import train as real
 
-    real, stopped = trainer_run.train, []
+    stopped = []
 
     def train(cfg, **kw):
         inner = kw["on_eval"]
@@ -167,11 +167,10 @@ def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tm
 
         return real(cfg, **{**kw, "on_eval": on_eval})
 
-    monkeypatch.setattr(trainer_run, "train", train)
     spec = studyfile.load(resume_study(tmp_path, n_trials=1, warm_start=[], base=tiny(**{"epochs": 6})))
     study = runner.ensure_study(spec, open_storage(spec))
-    assert workers.work(spec, warm=False) == "interrupted"
-    assert workers.work(spec, warm=False) == "done"
+    assert workers.work(spec, warm=False, train_fn=train) == "interrupted"
+    assert workers.work(spec, warm=False, train_fn=train) == "done"
     first, retry = study.get_trials()
     assert first.user_attrs["status"] == "interrupted" and retry.state == TrialState.COMPLETE
     assert retry.user_attrs[RESUMED_KEY]["trial"] == 0 and 1 <= retry.user_attrs[RESUMED_KEY]["epoch"] < 3
