@@ -175,3 +175,30 @@ def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tm
     assert first.user_attrs["status"] == "interrupted" and retry.state == TrialState.COMPLETE
     assert retry.user_attrs[RESUMED_KEY]["trial"] == 0 and 1 <= retry.user_attrs[RESUMED_KEY]["epoch"] < 3
     assert [p["epoch"] for p in retry.user_attrs["history"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_finished_retry_removes_the_files_a_killed_worker_left_unnamed_or_not_yet_removed(tmp_path):
+    """A worker killed between writing a checkpoint and naming it, or between naming it and
+    removing the one before, leaves a file no record names; the retry's end removes those too,
+    and nothing of another trial."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    from effsearch.search.store import checkpoints
+    from effsearch.search.store.storage import requeue, trial_id
+
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    store = FileSystemArtifactStore(str(folder))
+    study = optuna.create_study(storage=open_url(str(tmp_path / "s.journal")), directions=["minimize"])
+    lost, other = study.ask(), study.ask()
+    src = tmp_path / "state.pt"
+    src.write_bytes(b"state")
+    for t in (lost, other):
+        checkpoints.save(t, store, src, {"epoch": 1}, "h")
+    (folder / f"{checkpoints.prefix(trial_id(lost))}unnamed.pt").write_bytes(b"half")  # killed before naming
+    study.tell(lost, state=TrialState.FAIL)
+    requeue(study, study.get_trials()[lost.number], "lost")
+    retry = study.ask()
+    checkpoints.save(retry, store, src, {"epoch": 2}, "h")
+    checkpoints.sweep(folder, study, retry)
+    assert [p.name for p in folder.iterdir()] == [other.user_attrs[CHECKPOINT_KEY]["artifact_id"]]

@@ -365,7 +365,14 @@ class Objective:
         ``watched`` False (a baseline whose target is not known yet): every point scored whole, and
         the pruner sees none while it trains."""
         with TrialCheckpoints(
-            self.study, trial, cfg, self.store, self.spec.checkpoint_every, lambda: clock() - self.started, self._warn
+            self.study,
+            trial,
+            cfg,
+            self.store,
+            self.spec.artifacts,
+            self.spec.checkpoint_every,
+            lambda: clock() - self.started,
+            self._warn,
         ) as saved:
             try:
                 result = self._train_once(trial, cfg, saved.hooks(), watched)

@@ -22,7 +22,6 @@ from optuna.artifacts.exceptions import ArtifactNotFound
 from effsearch.search.store import checkpoints
 from effsearch.search.store.attrs import (
     CHECKPOINT_ERROR_KEY,
-    CHECKPOINT_KEY,
     CHECKPOINT_SKIPPED_KEY,
     RESTORE_KEY,
     RESUMED_KEY,
@@ -55,11 +54,13 @@ class TrialCheckpoints:
         trial: optuna.Trial,
         cfg: TrainConfig,
         store: FileSystemArtifactStore | None,
+        folder: Path,
         every: float | None,
         wall: Callable[[], float],
         warn: Callable[[str, str], None],
     ) -> None:
         self.study, self.trial, self.hash, self.store, self.every = study, trial, cfg.hash(), store, every
+        self.folder = folder  # the store's folder: the files a killed worker left are found there
         self.wall, self.warn = wall, warn
         self.tmp: tempfile.TemporaryDirectory | None = None
         self.resume: tuple[int, dict] | None = None  # (the trial that saved it, its record)
@@ -116,13 +117,13 @@ class TrialCheckpoints:
             self.trial.set_user_attr(CHECKPOINT_SKIPPED_KEY, extra[CHECKPOINT_SKIPPED_KEY])
 
     def finish(self) -> None:
-        """The trial is over: its checkpoint files, and the one it resumed from, are removed."""
+        """The trial is over: its checkpoint files, and those of the trials it retries, are removed."""
         if self.store is None:
             return
-        own = self.trial.user_attrs.get(CHECKPOINT_KEY)
-        for record in (own, self.resume[1] if self.resume else None):
-            if record:
-                checkpoints.drop(self.store, record)
+        try:
+            checkpoints.sweep(self.folder, self.study, self.trial)
+        except OSError as e:  # a file left is disk space, not a wrong result
+            self.warn("checkpoint", f"trial {self.trial.number}'s checkpoint files were not all removed: {e}")
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if self.tmp is not None:
