@@ -338,6 +338,13 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
         if "placement" in t.user_attrs
     ]
     assert {i for h, i in placed if h == "node-a"} <= {"0", "1"} and {i for h, i in placed if h == "node-b"} == {"0"}
+    pinned = {
+        (t.user_attrs["worker"]["host"], t.user_attrs["worker"]["pid"], t.user_attrs["placement"]["index"])
+        for t in trials
+        if "placement" in t.user_attrs
+    }
+    pairs = [(h, i) for h, _, i in pinned]
+    assert len(pairs) == len(set(pairs))  # each worker process one GPU of its own, never two on one
     assert {
         (t.user_attrs["worker"]["host"], t.user_attrs["placement"]["host"])
         for t in trials
