@@ -215,3 +215,11 @@ def test_a_new_kind_of_device_gets_a_baseline_of_its_own(tmp_path, monkeypatch, 
     handed = [t for t in study.get_trials() if t.user_attrs.get(BASELINE_FOR_KEY) == "kind-c"]
     assert [t.user_attrs["status"] for t in handed] == [kinds.HANDED_BACK] and "history" not in handed[0].user_attrs
     assert queries.counts(study.get_trials())["done"] == 5  # the handed-back one is not among them
+
+
+def test_the_cores_bound_checked_before_the_machine_leaves_a_gpu_machine_to_its_gpus(tmp_path, monkeypatch):
+    """Without a GPU in sight a worker count over the cores is refused before torch is imported;
+    with GPUs the bound is theirs, so the early check stands aside and the refusal is the GPUs'."""
+    monkeypatch.setenv("EFFSEARCH_FAKE_GPUS", "4")
+    with pytest.raises(ConfigError, match=r"workers: 10000 workers x one GPU a trial need 10000 GPUs"):
+        load(tmp_path, {**STUDY, "workers": 10_000})
