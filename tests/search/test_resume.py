@@ -167,7 +167,10 @@ def test_a_trial_stopped_by_ctrl_c_resumes_from_its_checkpoint_when_run_again(tm
 
         return real(cfg, **{**kw, "on_eval": on_eval})
 
-    spec = studyfile.load(resume_study(tmp_path, n_trials=1, warm_start=[], base=tiny(**{"epochs": 6})))
+    # A checkpoint at every epoch end, however fast the epochs: one before the stop at epoch 3, always.
+    spec = studyfile.load(
+        resume_study(tmp_path, n_trials=1, warm_start=[], base=tiny(**{"epochs": 6}), checkpoint_every=1e-6)
+    )
     study = runner.ensure_study(spec, open_storage(spec))
     assert workers.work(spec, warm=False, train_fn=train) == "interrupted"
     assert workers.work(spec, warm=False, train_fn=train) == "done"
