@@ -297,7 +297,7 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
         tmp_path,
         "pg-nodes",
         n_trials=5,
-        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 16}),
+        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 48}),  # 5 trials outlast the other node's warm-up
         checkpoint_every=0.05,
     )
     n = 5
