@@ -299,6 +299,12 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
         n_trials=5,
         base=tiny(**{"dataset.synthetic_size": 640, "epochs": 48}),  # 5 trials outlast the other node's warm-up
         checkpoint_every=0.05,
+        space={  # K-FAC trials take no checkpoint (docs/guide.md): every trial here must take one
+            "include": ["optimizer"],
+            "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
+            "exclude": ["optimizer.kfac"],
+            "fixed": {"optimizer.name": "sgd"},
+        },
     )
     n = 5
     nodes = {"node-a": "2", "node-b": "1"}
