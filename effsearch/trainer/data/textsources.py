@@ -30,9 +30,9 @@ import numpy as np
 
 from effsearch.config import ConfigError
 from effsearch.config.fields import quote
+from effsearch.trainer.data.hfdisk import load_splits
 
 SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "test": "test"}
-HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
 
 
 @dataclass
@@ -295,19 +295,9 @@ def hf_text_column(root: Path, column: str) -> bool:
 
 
 def read_hf(root: Path, cols: Columns) -> TextRows:
-    try:
-        import datasets
-    except ImportError:
-        raise ConfigError("dataset.name", f"'hf' {HF_EXTRA}") from None
-    try:
-        loaded = datasets.load_from_disk(str(root))
-    except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
-        raise ConfigError(
-            "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
-        ) from None
-    found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
-    if "train" not in found:
-        raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
+    found = load_splits(root, "'hf'")
+    import datasets  # present: load_splits refused its absence
+
     parts: dict[str, tuple[Sequence[Any], Sequence[Any] | None]] = {}
     for name, ds in found.items():
         split = SPLIT_NAMES.get(name)

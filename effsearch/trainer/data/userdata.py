@@ -53,6 +53,7 @@ from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import GRAY_MODES, Part, header
+from effsearch.trainer.data.hfdisk import load_splits
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.tokenizer import TokenShape
 
@@ -62,7 +63,6 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".
 SPLIT_FOLDERS = ("train", "val", "test")
 HF_VALIDATION = ("validation", "valid", "val")
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
-HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
 
 
 class Rows:
@@ -506,19 +506,9 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
 
 def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
     """The splits of a saved ``datasets`` dataset, images as their encoded bytes (or files)."""
-    try:
-        import datasets
-    except ImportError:
-        raise ConfigError("dataset.name", f"{d.name!r} {HF_EXTRA}") from None
-    try:
-        loaded = datasets.load_from_disk(str(root))
-    except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
-        raise ConfigError(
-            "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
-        ) from None
-    found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
-    if "train" not in found:
-        raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
+    found = load_splits(root, repr(d.name))
+    import datasets  # present: load_splits refused its absence
+
     val = next((n for n in HF_VALIDATION if n in found), None)
     chosen = {
         "train": found["train"],
