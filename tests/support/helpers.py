@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from effsearch.config.fields import set_path
+
 # A stratified part of Fashion-MNIST the repository carries (tests/data/make_fashion_mnist.py).
 TEST_DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +27,7 @@ def tiny(**overrides) -> dict:
         "target_accuracy": 0.5,
     }
     for key, value in overrides.items():
-        node = d
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        set_path(d, key, value)
     return d
 
 

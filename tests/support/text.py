@@ -4,6 +4,8 @@ import json
 import random
 from pathlib import Path
 
+from effsearch.config.fields import set_path
+
 TOPICS = {
     "sports": "game team score player win match goal coach season league",
     "science": "atom energy cell theory physics lab experiment data gene star",
@@ -57,9 +59,5 @@ def tiny_text(path: Path, **overrides) -> dict:
         "target_accuracy": 0.6,
     }
     for key, value in overrides.items():
-        node = d
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        set_path(d, key, value)
     return d
