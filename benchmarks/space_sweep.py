@@ -70,9 +70,6 @@ def sweep(
     import optuna
     import torch
 
-    from effsearch.config import ConfigError, TrainConfig
-    from effsearch.trainer.training import train
-
     spec = load_space(path, as_gpu)
     real = torch.compile
     torch.compile = lambda m, mode=None, **kw: real(m, backend="eager")
@@ -82,37 +79,47 @@ def sweep(
     try:
         for i in range(n):
             sampled = spec.space.sample(study.ask())
-            try:
-                TrainConfig.from_dict(sampled)
-            except ConfigError as e:  # the space sampled what the rules refuse: the space's crash
-                crashes.append(f"{i}: refused as sampled: {e}")
-                print(crashes[-1], file=out, flush=True)
-                continue
-            d = here(sampled, data_fraction, max_epochs, max_batch)
-            algos = ",".join(k for k, v in (d.get("algorithms") or {}).items() if v is not None)
+            made = here(sampled, data_fraction, max_epochs, max_batch)
+            algos = ",".join(k for k, v in (made.get("algorithms") or {}).items() if v is not None)
             what = (
-                f"{d['optimizer']['name']} bs {d['batch_size']} compile {d.get('compile')} "
-                f"channels_last {d.get('channels_last')} sparsity {d.get('sparsity', {}).get('target', 0):.2f} "
-                f"accumulate {d.get('accumulate', 1)} [{algos}]"
+                f"{made['optimizer']['name']} bs {made['batch_size']} compile {made.get('compile')} "
+                f"channels_last {made.get('channels_last')} sparsity {made.get('sparsity', {}).get('target', 0):.2f} "
+                f"accumulate {made.get('accumulate', 1)} [{algos}]"
             )
-            try:
-                cfg = TrainConfig.from_dict(d)
-            except ConfigError as e:  # made small, a rule refuses it (fewer epochs than a schedule needs)
-                print(f"{i}: skipped: made small, it is refused: {e}", file=out, flush=True)
-                continue
-            t = time.perf_counter()
-            try:
-                r = train(cfg, data_root=data_root, progress=False, test=False)
-                line = f"{i}: {r.status} {time.perf_counter() - t:.1f}s {what}"
-                if r.status not in ("completed", "diverged"):
-                    crashes.append(f"{line}: {r.reason}")
-            except Exception as e:
-                line = f"{i}: {type(e).__name__}: {str(e)[:300]} ({what})"
-                crashes.append(line + "\n" + traceback.format_exc(limit=4))
-            print(line, file=out, flush=True)
+            _train_one(str(i), sampled, made, "sampled", what, data_root, crashes, out)
     finally:
         torch.compile = real
     return crashes
+
+
+def _train_one(label: str, sampled: dict, made: dict, how: str, what: str, data_root, crashes: list, out) -> None:
+    """Check ``sampled`` as the space gave it, train ``made`` (it made small), say how it went; a
+    crash (the rules refuse what the space gave, or a run that neither completes nor diverges) joins
+    ``crashes``."""
+    from effsearch.config import ConfigError, TrainConfig
+    from effsearch.trainer.training import train
+
+    try:
+        TrainConfig.from_dict(sampled)
+    except ConfigError as e:  # the space gave what the rules refuse: the space's crash
+        crashes.append(f"{label}: refused as {how}: {e}")
+        print(crashes[-1], file=out, flush=True)
+        return
+    try:
+        cfg = TrainConfig.from_dict(made)
+    except ConfigError as e:  # made small, a rule refuses it (fewer epochs than a schedule needs)
+        print(f"{label}: skipped: made small, it is refused: {e}", file=out, flush=True)
+        return
+    t = time.perf_counter()
+    try:
+        r = train(cfg, data_root=data_root, progress=False, test=False)
+        line = f"{label}: {r.status} {time.perf_counter() - t:.1f}s" + (f" {what}" if what else "")
+        if r.status not in ("completed", "diverged"):
+            crashes.append(f"{line}: {r.reason}")
+    except Exception as e:
+        line = f"{label}: {type(e).__name__}: {str(e)[:300]}" + (f" ({what})" if what else "")
+        crashes.append(line + "\n" + traceback.format_exc(limit=4))
+    print(line, file=out, flush=True)
 
 
 def _opened(d, cfg: dict, by_name: dict) -> dict | None:
@@ -167,36 +174,14 @@ def sweep_each(
     """Train the base with each searched dimension changed once (``one_at_a_time``); crashes."""
     import torch
 
-    from effsearch.config import ConfigError, TrainConfig
-    from effsearch.trainer.training import train
-
     spec = load_space(path, as_gpu)
     real = torch.compile
     torch.compile = lambda m, mode=None, **kw: real(m, backend="eager")
     crashes = []
     try:
         for label, sampled in one_at_a_time(spec.space):
-            try:
-                TrainConfig.from_dict(sampled)
-            except ConfigError as e:  # a value the gates let in that the rules refuse: the space's crash
-                crashes.append(f"{label}: refused as offered: {e}")
-                print(crashes[-1], file=out, flush=True)
-                continue
-            try:
-                cfg = TrainConfig.from_dict(here(sampled, data_fraction, max_epochs, max_batch))
-            except ConfigError as e:  # made small, a rule refuses it
-                print(f"{label}: skipped: made small, it is refused: {e}", file=out, flush=True)
-                continue
-            t = time.perf_counter()
-            try:
-                r = train(cfg, data_root=data_root, progress=False, test=False)
-                line = f"{label}: {r.status} {time.perf_counter() - t:.1f}s"
-                if r.status not in ("completed", "diverged"):
-                    crashes.append(f"{line}: {r.reason}")
-            except Exception as e:
-                line = f"{label}: {type(e).__name__}: {str(e)[:300]}"
-                crashes.append(line + "\n" + traceback.format_exc(limit=4))
-            print(line, file=out, flush=True)
+            made = here(sampled, data_fraction, max_epochs, max_batch)
+            _train_one(label, sampled, made, "offered", "", data_root, crashes, out)
     finally:
         torch.compile = real
     return crashes
