@@ -145,9 +145,7 @@ def _connect(url: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
     engine: dict[str, Any] = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     if url.startswith("postgresql"):  # a host that drops packets: fail in seconds, not minutes
         engine["connect_args"] = {"connect_timeout": 15}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ExperimentalWarning (heartbeats)
-        storage = ReconnectingRDBStorage(rdb_url(url), engine_kwargs=engine, **kwargs)
+    storage = _first_open(rdb_url(url), engine, kwargs)
     if not url.startswith("sqlite"):  # after opening: a server down at the start is an error at once
         from sqlalchemy import event
 
@@ -155,6 +153,26 @@ def _connect(url: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
     return storage
 
 
+def _first_open(url: str, engine: dict[str, Any], kwargs: dict[str, Any]) -> ReconnectingRDBStorage:
+    """The RDB storage; on an empty database each worker starting at once creates Optuna's tables,
+    and the losers of that race meet the winner's (PostgreSQL: a unique violation in its catalogue,
+    or a table that exists): they open again, and find them made (tests/search/test_postgres.py)."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(SCHEMA_TRIES):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ExperimentalWarning (heartbeats)
+                return ReconnectingRDBStorage(url, engine_kwargs=engine, **kwargs)
+        except (IntegrityError, ProgrammingError) as e:
+            if attempt == SCHEMA_TRIES - 1:
+                raise
+            log.debug("another worker is creating the study tables (%s); opening again", why(e))
+            time.sleep(0.2 + 0.3 * attempt)
+    raise AssertionError("unreachable")
+
+
+SCHEMA_TRIES = 5  # opens of an empty database racing other workers to create its tables
 RECONNECT_SECONDS = 60.0  # how long a new connection waits for a server that went away (a restart)
 TRIES = 3  # of one storage call whose connection was cut
 
