@@ -205,3 +205,33 @@ def test_a_finished_retry_removes_the_files_a_killed_worker_left_unnamed_or_not_
     checkpoints.save(retry, store, src, {"epoch": 2}, "h")
     checkpoints.sweep(folder, study, retry)
     assert [p.name for p in folder.iterdir()] == [other.user_attrs[CHECKPOINT_KEY]["artifact_id"]]
+
+
+def test_a_worker_stopped_while_it_records_a_trained_trial_leaves_its_checkpoint_to_the_retry(tmp_path, monkeypatch):
+    """Training over, the trial's results being written (Ctrl-C here; SIGKILL alike): its checkpoint
+    files stay until the trial's end is recorded, so the retry resumes from the last one instead of
+    training from the start."""
+    from effsearch.search.run import runner, workers
+    from effsearch.search.run.objective import Objective
+    from effsearch.search.store.storage import open_storage
+    from effsearch.search.study import studyfile
+
+    record, stopped = Objective._record, []
+
+    def stop_once(self, *args, **kwargs):
+        if not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt
+        return record(self, *args, **kwargs)
+
+    monkeypatch.setattr(Objective, "_record", stop_once)
+    spec = studyfile.load(
+        resume_study(tmp_path, n_trials=1, warm_start=[], base=tiny(**{"epochs": 4}), checkpoint_every=1e-6)
+    )
+    study = runner.ensure_study(spec, open_storage(spec))
+    assert workers.work(spec, warm=False) == "interrupted"
+    assert workers.work(spec, warm=False) == "done"
+    first, retry = study.get_trials()
+    assert first.user_attrs["status"] == "interrupted" and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs[RESUMED_KEY]["trial"] == 0, retry.user_attrs.get("warnings")
+    assert not list((tmp_path / "resume.artifacts").glob("checkpoint-*"))  # removed once the retry is recorded

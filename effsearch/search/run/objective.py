@@ -144,6 +144,7 @@ class Objective:
         self.warned: set[str] = set()
         self._baseline_tta: dict[str | None, float | None] = {}  # by kind of device
         self.current: optuna.Trial | None = None  # the trial run last, until Optuna records its end (``told``)
+        self.to_sweep: TrialCheckpoints | None = None  # its checkpoints, removed once its end is recorded
         self.raised: BaseException | None = None  # what the current trial's call raised, if anything
         self.dropped: int | None = None  # its number, when it was taken over and dropped
         self._trained = False  # the current trial's training returned
@@ -160,6 +161,7 @@ class Objective:
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         self.current, self.raised, self.dropped, self._trained = trial, None, None, False
+        self.to_sweep = None  # an earlier trial's end not recorded here: its checkpoints are its retry's now
         try:
             return self._call(trial)
         except BaseException as e:
@@ -229,8 +231,13 @@ class Objective:
 
     # -- a trial taken over by the other workers -------------------------------------------------
     def told(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        """A study.optimize callback: Optuna recorded the end of the current trial."""
+        """A study.optimize callback: Optuna recorded the end of the current trial; only now are its
+        checkpoint files removed (a worker killed while it records the trial's results leaves them
+        to the retry, which then resumes instead of training from the start)."""
         self.current = None
+        if self.to_sweep is not None and self.to_sweep.trial.number == trial.number:
+            self.to_sweep.finish()
+        self.to_sweep = None
 
     def lost_at_tell(self, e: Exception) -> bool:
         """After ``study.optimize`` raised ``e``: True when that is Optuna failing to record the
@@ -380,7 +387,7 @@ class Objective:
                 saved.finish()
                 raise
             saved.note(result)
-            saved.finish()
+            self.to_sweep = saved  # removed once the trial's end is recorded (``told``)
             return result
 
     def _train_once(
