@@ -58,7 +58,9 @@ want = ["mosaicml", "torch-optimizer", "pytorch-ranger", "coolname", "cords", "a
         # (composer.utils.collect_env); the first found by the rehearsal below, the second on the H200
         "websockets", "importlib-metadata",
         # dataset.tokenizer bpe (the text part); the image has one, but of its own version
-        "tokenizers"]
+        "tokenizers",
+        # a lost trial's note (search/store/storage.save_note_by_id): found by `resume` on the H200
+        "optuna-dashboard", "bottle"]
 for name in want:
     m = re.search(r'\[\[package\]\]\nname = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
     if m:
