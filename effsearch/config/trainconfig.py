@@ -24,6 +24,7 @@ class TrainConfig(TrainFields):
         try:
             if isinstance(data, dict):
                 targets.refuse(data.get("target_accuracy"))
+                targets.refuse(data.get("target"), "target")
             cfg = build(cls, data, "")
             rules.validate(cfg)
         except ConfigError as e:

@@ -1,6 +1,7 @@
-"""A target relative to the baseline (``target_accuracy: {relative_to_baseline: -0.01}``), resolved
-from trial 0's final val accuracy before any other trial; refused where there is no baseline; and
-a budget in runs of the baseline (``budget: {baseline_runs: N}``)."""
+"""A target relative to the baseline (``target_accuracy: {relative_to_baseline: -0.01}``, or on any
+metric ``target: {metric: val_loss, relative_to_baseline: -0.1}``), resolved from trial 0's final
+value before any other trial; refused where there is no baseline; and a budget in runs of the
+baseline (``budget: {baseline_runs: N}``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.cli import main
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import ConfigError, TrainConfig, targets
+from effsearch.config.metrics import Target
 from effsearch.search.run import objective, target
 from effsearch.search.store.storage import BASELINE_KEY
-from effsearch.trainer.result import time_to_target
+from effsearch.trainer.result import Final, RunResult, time_to_target
 from tests.search.test_study_run import load, write_study
 from tests.support.helpers import tiny
+from tests.support.text import corpus, lm_config
 
 RELATIVE = {"relative_to_baseline": -0.01}
 
@@ -57,6 +60,68 @@ def test_a_relative_target_without_a_baseline_is_refused(tmp_path, capsys):
     path = write_study(tmp_path, base=tiny(target_accuracy={"relative_to_baseline": 0.5}))
     assert main(["run", str(path)]) == 2
     assert "base.target_accuracy.relative_to_baseline" in capsys.readouterr().err  # at most 0: within the baseline
+
+
+LM_SPACE = {"include": ["optimizer.lr@adamw"], "ranges": {"optimizer.lr": {"low": 0.005, "high": 0.03}}}
+LOSS_RELATIVE = {"metric": "val_loss", "relative_to_baseline": -0.1}
+
+
+def test_a_relative_target_on_a_loss_is_the_baselines_final_loss_plus_the_offset(tmp_path, capsys):
+    base = lm_config(corpus(tmp_path / "c.txt"), target=LOSS_RELATIVE)
+    path = write_study(tmp_path, n_trials=3, base=base, space=LM_SPACE, warm_start=[{"optimizer.lr": 0.02}])
+    assert main(["run", str(path), "--data-dir", str(tmp_path / "data")]) == 0
+    assert "target val loss the baseline's final +0.1 (resolved when trial 0 completes)" in capsys.readouterr().err
+    study, _ = load(path)
+    trials = study.get_trials()
+    b = trials[0].user_attrs
+    resolved = b["val_loss"] + 0.1  # a loss: the offset -0.1 is 0.1 worse, above it
+    assert study.user_attrs["target_metric"] == "val_loss"
+    assert study.user_attrs["target_accuracy"] == pytest.approx(resolved)
+    assert b["target_accuracy"] == pytest.approx(resolved) and b["target_metric"] == "val_loss"
+    assert b["time_to_target"] is not None
+    assert b["time_to_target"] == time_to_target(b["history"], Target("val_loss", resolved), b["val_loss"])
+    for t in trials:
+        assert t.state == TrialState.COMPLETE, t.user_attrs.get("reason")
+        cfg = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
+        assert (cfg.target.metric, cfg.target.value) == ("val_loss", pytest.approx(resolved))
+        if t.user_attrs["reached_target"]:
+            assert t.values[0] == t.user_attrs["time_to_target"]  # timed to the resolved loss
+    assert trials[1].user_attrs.get("warm_start") == "warm_start[0]"
+
+
+@pytest.mark.parametrize(
+    "target_given,extra,field,words",
+    [
+        ({"metric": "val_loss", "relative_to_baseline": 0.5}, {}, "base.target.relative_to_baseline", "0.01 above"),
+        ({"metric": "val_bpb", "relative_to_baseline": -2}, {}, "base.target.relative_to_baseline", "-1"),
+        ({"metric": "val_loss", "relative_to_baseline": -0.1, "value": 2.0}, {}, "base.target.value", "one or the"),
+        ({"metric": "val_perplexity", "relative_to_baseline": -0.1}, {}, "base.target.metric", "unknown metric"),
+        ({"metric": "val_loss", "relative_to_baseline": -0.1, "by": 1}, {}, "base.target.by", "allowed"),
+        (LOSS_RELATIVE, {"target_accuracy": {"relative_to_baseline": -0.01}}, "base.target_accuracy", "two targets"),
+    ],
+)
+def test_a_bad_relative_target_on_a_metric_names_its_field(tmp_path, capsys, target_given, extra, field, words):
+    base = lm_config(corpus(tmp_path / "c.txt"), target=target_given, **extra)
+    path = write_study(tmp_path, base=base, space=LM_SPACE)
+    assert main(["run", str(path), "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert f"{field}:" in err and words in err, err
+    assert not (tmp_path / "data").exists() and not path.with_suffix(".journal").exists()
+
+
+def test_a_relative_loss_target_in_a_training_config_or_one_resolving_to_no_loss_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="relative to a study's baseline") as e:
+        TrainConfig.from_dict(lm_config(corpus(tmp_path / "c.txt"), target=LOSS_RELATIVE))
+    assert e.value.field == "target.relative_to_baseline"
+    # The seam: a loss the offset worse is above it; a final loss of 0 (no real model's) makes none.
+    assert targets.resolve("val_loss", 2.0, -0.1) == pytest.approx(2.1)
+    assert targets.resolve("val_accuracy", 0.995, 0.0) == 0.995 and targets.resolve("val_accuracy", 0.2, -0.5) == 0.0
+    assert targets.resolve("val_loss", 0.0, 0.0) is None
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    zero = RunResult(status="completed", config={}, target_metric="val_loss", final=Final(val_loss=0.0))
+    with pytest.raises(target.NoBaseline, match="makes no target"):
+        target.resolve_from(study, zero, 0.0)
+    assert target.resolved(study) is None
 
 
 def test_a_trial_waits_for_the_baseline_to_resolve_the_target():

@@ -1,8 +1,6 @@
 """Language models: plain text packed into token streams, split by document, a fixed number of
 validation tokens, the built-in gpt trained to a target loss."""
 
-import random
-
 import numpy as np
 import pytest
 import torch
@@ -13,50 +11,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data import lmdata, tokenizer
 from effsearch.trainer.models.gpt import gpt
 from effsearch.trainer.result import RunResult
-
-NAMES = "alice bob carol dave erin frank".split()
-VERBS = "sees likes helps calls meets finds".split()
-
-
-def corpus(path, n=120, seed=0, tag=False):
-    """``n`` documents (paragraphs) of short sentences: a byte-level model learns them in steps.
-    ``tag``: each document starts with its number (``doc 7:``), to tell where a document went."""
-    rng = random.Random(seed)
-    docs = []
-    for i in range(n):
-        sentences = [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)}." for _ in range(rng.randint(2, 5))]
-        docs.append((f"doc {i}: " if tag else "") + " ".join(sentences))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
-
-
-def lm_config(path, **overrides) -> dict:
-    d = {
-        "dataset": {
-            "name": "text",
-            "path": str(path),
-            "max_length": 16,
-            "tokenizer": {"name": "bytes"},
-            "val_fraction": 0.1,
-            "test_fraction": 0.1,
-            "val_tokens": 256,
-        },
-        "model": {"name": "gpt", "kwargs": {"n_layer": 1, "n_head": 2, "n_embd": 32}},
-        "epochs": 0.25,
-        "eval_every": 0.02,
-        "batch_size": 8,
-        "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.0},
-        "schedule": {"name": "constant"},
-        "device": "cpu",
-        "target": {"metric": "val_loss", "value": 3.5},
-    }
-    for key, value in overrides.items():
-        node = d
-        *parents, last = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = value
-    return d
+from tests.support.text import corpus, lm_config
 
 
 def test_effsearch_train_times_a_gpt_to_its_target_loss(tmp_path, capsys):

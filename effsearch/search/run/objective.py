@@ -314,7 +314,7 @@ class Objective:
         relative = target.offset(self.spec) if is_baseline else None
         result = self._train(trial, cfg, watched=relative is None)
         self._trained = True
-        if relative is not None:  # the target is this baseline's final accuracy plus the offset
+        if relative is not None:  # the target is this baseline's final value, the offset better
             full, cfg = self._resolve(trial, full, cfg, result, relative)
         self._record(trial, cfg, result, cfg.to_yaml(), is_baseline)
         if result.status in ("completed", "pruned"):
@@ -346,7 +346,7 @@ class Objective:
             t = target.resolve_from(self.study, result, by)
         except target.NoBaseline as e:
             self._fail(trial, "failed" if result.status != "diverged" else "diverged", str(e))
-        full, cfg = full.replace(target_accuracy=t), cfg.replace(target_accuracy=t)
+        full, cfg = target.applied(full, t), target.applied(cfg, t)
         self._set_config(trial, full, cfg)
         self.pruner.begin(trial, cfg, may_prune=False)
         for point in result.history:
@@ -444,7 +444,7 @@ class Objective:
                 or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             )
             if resolved is not None:
-                full = full.replace(target_accuracy=resolved)
+                full = target.applied(full, resolved)
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
             device = check_runnable(cfg)
         except Exception as e:  # a space bug or a rule the space does not know: never trained

@@ -215,7 +215,8 @@ def target_text(spec: StudySpec) -> str:
     by = target.offset(spec)
     if by is None:  # "val accuracy 0.9" as before metric targets; "val loss <= 2" on another metric
         return target_of(phases.trial_config(spec, spec.base)).said()
-    return f"val accuracy the baseline's final {by:+g} (resolved when trial 0 completes)"
+    m = target_of(phases.trial_config(spec, spec.base)).m  # a loss: the offset said as the loss it adds
+    return f"{m.label} the baseline's final {by if m.higher else -by:+g} (resolved when trial 0 completes)"
 
 
 def budget_text(spec: StudySpec, seconds: str = "s") -> str:

@@ -313,20 +313,32 @@ def _configs(raw: dict, here: Path, machine: Machine | None) -> tuple:
 
 
 def _relative_target(base_raw: Any) -> tuple[Any, float | None]:
-    """The base mapping with a relative target (``{relative_to_baseline: OFFSET}``) taken out, and
-    its offset (None: a number, or none). The base trains towards ``targets.UNRESOLVED`` until
-    the baseline resolves it (effsearch/search/run/target.py)."""
-    if not isinstance(base_raw, dict) or not isinstance(base_raw.get("target_accuracy"), dict):
+    """The base mapping with a relative target (``target_accuracy: {relative_to_baseline: OFFSET}``,
+    or ``target: {metric: M, relative_to_baseline: OFFSET}``) taken out, and its offset (None: a
+    number, or none). The base trains towards ``targets.unresolved`` of its metric until the
+    baseline resolves it (effsearch/search/run/target.py)."""
+    if not isinstance(base_raw, dict):
         return base_raw, None
-    rel = targets.read(base_raw["target_accuracy"], "base.target_accuracy")
+    given, accuracy = base_raw.get("target"), base_raw.get("target_accuracy")
+    if isinstance(given, dict) and targets.is_relative(given):
+        metric, by = targets.read_target(given, "base.target")
+        if targets.is_relative(accuracy):
+            raise ConfigError(
+                "base.target_accuracy",
+                f"{quote(accuracy)} beside base.target {quote(given)}: two targets relative to the "
+                "baseline; keep the one on the metric you time",
+            )
+        return {**base_raw, "target": {"metric": metric, "value": targets.unresolved(metric)}}, by
+    if not isinstance(accuracy, dict):
+        return base_raw, None
+    rel = targets.read(accuracy, "base.target_accuracy")
     assert isinstance(rel, targets.RelativeTarget)  # a mapping reads as one
-    given = base_raw.get("target")
     if isinstance(given, dict) and given.get("value") is not None:
-        # The baseline resolves an accuracy; a target on another metric is a number for now.
         raise ConfigError(
             "base.target_accuracy",
-            f"a target relative to the baseline is on val accuracy, and base.target gives "
-            f"{quote(given)} on {quote(given.get('metric', ACCURACY))}: give one or the other",
+            f"a target relative to the baseline here is on val accuracy, and base.target gives "
+            f"{quote(given)} on {quote(given.get('metric', ACCURACY))}: give one or the other (a relative "
+            "target on another metric: base.target: {metric: M, relative_to_baseline: OFFSET})",
         )
     return {**base_raw, "target_accuracy": targets.UNRESOLVED}, rel.relative_to_baseline
 
