@@ -92,6 +92,24 @@ def test_a_corpus_too_short_for_its_windows_names_the_field(tmp_path, overrides,
     assert e.value.field == field and words in str(e.value)
 
 
+def test_a_refusal_after_the_tokens_are_cached_leaves_no_cache_behind_and_keeps_an_earlier_one(
+    tmp_path, capsys, untouched
+):
+    """The token streams are written to the cache, then the windows are refused (val_tokens beyond the
+    held-out stream): the run leaves no cache folder or lock; a cache an earlier run wrote stays."""
+    path = corpus(tmp_path / "c.txt")
+    cfg = tmp_path / "lm.yaml"
+    cfg.write_text(yaml.safe_dump(lm_config(path, **{"dataset.val_tokens": 10**6})))
+    assert main(["train", str(cfg)]) == 2
+    assert "dataset.val_tokens" in capsys.readouterr().err
+    assert not (untouched / "text-cache").exists()
+    other = tmp_path / "elsewhere"
+    good = lmdata.tokenized(TrainConfig.from_dict(lm_config(path)).dataset, other)
+    before = sorted(p.name for p in (other / "text-cache").iterdir())
+    assert main(["train", str(cfg), "--data-dir", str(other)]) == 2  # the same streams, read from that cache
+    assert sorted(p.name for p in (other / "text-cache").iterdir()) == before and good.folder.is_dir()
+
+
 def test_muon_updates_the_hidden_matrices_and_adamw_the_rest(tmp_path):
     """optimizer muon: the blocks' 2-d weights in Muon's group, the embeddings (tied output layer)
     and norms in AdamW's; the loop's lr reaches both; a short run learns."""

@@ -1,5 +1,5 @@
 """A cache folder that a refused run leaves no trace of: the way every on-disk cache of a run's data
-is made (decoded images, ``imagecache``; any later one, a tokenizer's say).
+is made (decoded images, ``imagecache``; tokenized text, ``textcache``).
 
 A cache lives in a folder of the data directory: the entry for a key is the folder ``CACHE/KEY``,
 guarded by the lock file ``CACHE/.KEY.lock``, so that processes started together (study workers,

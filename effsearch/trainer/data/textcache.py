@@ -6,14 +6,15 @@ KEY hashes what the content depends on (the caller's ``key``: the source's ident
 the split settings the tokenizer's training split depends on, the tokenizer's settings, the
 length). ``meta.json`` records the key and each file's SHA-256; a folder whose files do not match
 it (damaged, edited, cut short) is rebuilt, with one warning. Nothing is written until ``build``
-returned: input it refuses leaves the cache as it was. A folder is written aside and renamed into
-place, so a crash never leaves a half cache under a key. Language models (packed token streams)
-use it with arrays of their own.
+returned: input it refuses leaves the cache as it was. The folder and its lock come from
+``cachefolder``, as every cache's do, so input refused once the tokens are written (a language
+model's windows longer than its held-out stream) leaves none either (``removed_on_refusal``). A
+folder is written aside and renamed into place, so a crash never leaves a half cache under a key.
+Language models (packed token streams) use it with arrays of their own.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from effsearch.trainer.data.cachefolder import locked
 
 CACHE_FORMAT = 1  # bump when the files or what builds them change: older caches are not read
 TOKENIZER = "tokenizer.json"
@@ -54,9 +57,7 @@ def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
     if why:
         warnings.warn(f"the token cache {folder} is {why}: rebuilding it", stacklevel=3)
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        with open(cache / f".{name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # study workers started together: one writes, the others read
+        with locked(cache, name):  # study workers started together: one writes, the others read
             if read(folder, full)[0] is None:
                 _write(cache, name, full, made)
         made.folder = folder
