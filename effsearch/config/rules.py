@@ -338,7 +338,8 @@ RULES: list[Rule] = [
         forbids=lambda c: value(c, "dataset.max_length") > (positions(c) or 0),
         message=lambda c: (
             f"is {value(c, 'dataset.max_length')} but model.name {quote(model_name(c))} has {positions(c)} "
-            "positions (hf: max_position_embeddings in model.kwargs); lower it or give the model more"
+            "positions (hf: its config's max_position_embeddings in model.kwargs, n_positions for "
+            "GPT2Config); lower it or give the model more"
         ),
         when="within the model's positions",
         reads=("model.name", "model.kwargs"),

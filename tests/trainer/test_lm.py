@@ -1,6 +1,8 @@
 """Language models: plain text packed into token streams, split by document, a fixed number of
 validation tokens, the built-in gpt trained to a target loss."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +11,11 @@ import yaml
 from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data import lmdata, tokenizer
+from effsearch.trainer.data.tokenizer import TokenShape
+from effsearch.trainer.models import build_network
 from effsearch.trainer.models.gpt import gpt
 from effsearch.trainer.result import RunResult
+from effsearch.trainer.training import train
 from tests.support.text import corpus, lm_config
 
 
@@ -108,6 +113,72 @@ def test_a_refusal_after_the_tokens_are_cached_leaves_no_cache_behind_and_keeps_
     before = sorted(p.name for p in (other / "text-cache").iterdir())
     assert main(["train", str(cfg), "--data-dir", str(other)]) == 2  # the same streams, read from that cache
     assert sorted(p.name for p in (other / "text-cache").iterdir()) == before and good.folder.is_dir()
+
+
+GPT2 = {"name": "hf:GPT2Config", "kwargs": {"n_layer": 1, "n_head": 2, "n_embd": 32}}
+
+
+def test_a_hf_gpt2_config_trains_as_a_causal_lm_to_its_target_loss(tmp_path, capfd):
+    """``hf:GPT2Config``: transformers' causal LM with fresh weights, the vocabulary the tokenizer's
+    (its token ids in it: no warning), timed to the first evaluation at or below the target loss."""
+    pytest.importorskip("transformers")
+    cfg = TrainConfig.from_dict(lm_config(corpus(tmp_path / "c.txt"), model=GPT2))
+    r = train(cfg, data_root=tmp_path / "data", progress=False)
+    assert r.status == "completed" and r.target_metric == "val_loss", r.reason
+    losses = [p.val_loss for p in r.history]
+    assert losses[0] > 3.5 >= r.final.val_loss, losses
+    assert r.time_to_target == next(p.train_seconds for p in r.history if p.val_loss <= 3.5)
+    assert "vocabulary" not in capfd.readouterr().err  # transformers' warning: GPT-2's token ids 50256
+    net = build_network(cfg.model, 1, 0, TokenShape(260, 16, causal=True)).net
+    assert type(net).__name__ == "GPT2LMHeadModel" and net.config.vocab_size == 260
+    assert net.config.eos_token_id == tokenizer.SEP  # a document's end, as GPT-2's <|endoftext|>
+    short = lm_config(corpus(tmp_path / "c.txt"), model={**GPT2, "kwargs": {**GPT2["kwargs"], "n_positions": 8}})
+    with pytest.raises(ConfigError, match="n_positions") as e:
+        train(TrainConfig.from_dict(short), data_root=tmp_path / "data", progress=False)
+    assert e.value.field == "dataset.max_length"  # 16 tokens a window, 8 positions
+
+
+LM_FACTORY = """
+import torch
+import torch.nn as nn
+
+SEEN = {}
+
+
+class Bigram(nn.Module):
+    def __init__(self, vocab_size, max_length, width):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, width)
+        self.pos = nn.Embedding(max_length, width)
+        self.head = nn.Linear(width, vocab_size)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device)))
+
+
+def build(vocab_size, max_length, width=8):
+    SEEN.update(vocab_size=vocab_size, max_length=max_length, width=width)
+    return Bigram(vocab_size, max_length, width)
+"""
+
+
+def test_a_factory_language_model_gets_the_vocabulary_and_length_and_trains_to_a_loss(tmp_path, monkeypatch):
+    """An import path's factory is called with vocab_size and max_length (no num_classes: a corpus has
+    none) and model.width; its logits (N, L, vocab) are trained on the next tokens."""
+    (tmp_path / "tinylm.py").write_text(LM_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tinylm", raising=False)
+    cfg = lm_config(
+        corpus(tmp_path / "c.txt"),
+        model={"name": "tinylm:build", "width": 24},
+        target={"metric": "val_loss", "value": 4.0},
+    )
+    r = train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+    assert sys.modules["tinylm"].SEEN == {"vocab_size": 260, "max_length": 16, "width": 24}
+    assert r.status == "completed", r.reason
+    losses = [p.val_loss for p in r.history]
+    assert losses[0] > 4.0 >= r.final.val_loss and r.time_to_target is not None, losses
+    sys.modules.pop("tinylm", None)
 
 
 def test_muon_updates_the_hidden_matrices_and_adamw_the_rest(tmp_path):

@@ -15,6 +15,7 @@ from typing import Any
 import torch.nn as nn
 
 from effsearch.config import ConfigError
+from effsearch.trainer.data.tokenizer import SEP
 
 TEXT_HINT = "needs the optional extra text (`uv sync --extra text`, or `pip install 'effsearch[text]'`)"
 SET_HERE = ("vocab_size", "num_labels", "pad_token_id")
@@ -85,7 +86,10 @@ def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
 
 
 def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
+    # A config's own bos and eos ids are its pretrained vocabulary's (GPT-2's 50256), outside this
+    # one (transformers warns); a document's end, SEP, is what GPT-2's <|endoftext|> stands for.
+    ends = {k: SEP for k in ("bos_token_id", "eos_token_id") if k not in kwargs}
     try:
-        return cls(**kwargs, vocab_size=vocab_size, pad_token_id=0)
+        return cls(**kwargs, **ends, vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
