@@ -145,7 +145,12 @@ class SubsetTuning:
         "as much as its training when the split is large and the training subset small)",
     )
     target_accuracy: float | None = spec(
-        None, low=0, high=1, low_open=True, help="phase 1's target (default: the base config's)"
+        None,
+        low=0,
+        high=1,
+        low_open=True,
+        help="phase 1's target on val accuracy (default: the base config's; refused where the base's "
+        "target is on another metric)",
     )
     top_k: int = spec(5, low=1, help="phase-1 configurations confirmed on the full data")
     # 2, not 1: one seed's time to target is a draw. A K-FAC pick of a Fashion-MNIST study reached the

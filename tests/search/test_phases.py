@@ -23,6 +23,7 @@ from effsearch.search.store.storage import open_url
 from effsearch.search.study import phases, studyfile
 from tests.support.helpers import tiny
 from tests.support.scripted import scripted_train
+from tests.support.text import corpus, lm_config
 
 
 def write(tmp_path, **kw):
@@ -101,6 +102,55 @@ def test_max_slowdown_stops_a_trial_short_of_the_target_at_its_mark(tmp_path, sc
             assert "more than 2x the baseline's time to target (1.00s; max_slowdown" in t.user_attrs["reason"]
         else:  # reached the target by the mark: runs to its end
             assert t.state == TrialState.COMPLETE and seconds[-1] == 4.0, (t.number, seconds)
+
+
+def _picked(path, pick, tmp_path, capsys) -> int:
+    assert main(["best", str(path), "--pick", pick, "-o", str(tmp_path / "best.yaml")]) == 0
+    return int(re.search(r"trial (\d+) \(", capsys.readouterr().err).group(1))
+
+
+def test_a_tuning_phase_on_a_language_model_confirms_its_picks_and_picks_by_the_loss(tmp_path, capsys):
+    """Real training (no script): a tiny gpt timed to val loss 3.5. Phase 1 trains on half the token
+    stream, phase 2 confirms the top 2 on all of it with 2 seeds each, and the picks read a loss as
+    lower-is-better: the most accurate is the least loss, fastest-within:D a loss at most D above
+    the baseline's."""
+    path = write(
+        tmp_path,
+        base=lm_config(corpus(tmp_path / "c.txt")),
+        n_trials=3,
+        space={"include": ["optimizer.lr@adamw"]},
+        warm_start=[{"optimizer.lr": 0.02}, {"optimizer.lr": 0.03}],
+        tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 2},
+    )
+    assert main(["run", str(path), "--data-dir", str(tmp_path / "data")]) == 0
+    err = capsys.readouterr().err
+    assert "phase 2 of 2 (confirm)" in err and "target val loss <= 3.5" in err
+    s = studies(path)
+    tune, confirm = s["ph-tune"], s["ph"]
+    assert [d.name for d in confirm.directions] == ["MINIMIZE", "MINIMIZE"]
+    assert tune.user_attrs["target_metric"] == confirm.user_attrs["target_metric"] == "val_loss"
+    t1 = tune.get_trials()
+    for t in t1:
+        assert t.state == TrialState.COMPLETE, t.user_attrs.get("reason")
+        cfg = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["config"]))
+        full = TrainConfig.from_dict(yaml.safe_load(t.user_attrs["full_config"]))
+        assert (cfg.dataset.data_fraction, full.dataset.data_fraction) == (0.5, 1.0)
+        assert cfg.target == full.target and (cfg.target.metric, cfg.target.value) == ("val_loss", 3.5)
+    t2 = confirm.get_trials()
+    assert len(t2) == 1 + 2 * 2 and all(t.state == TrialState.COMPLETE for t in t2)
+    assert sorted(t.user_attrs["tune_trial"] for t in t2[1:]) == [1, 1, 2, 2]
+    points = {t.number: t.user_attrs for t in phases.seed_means(t2)}  # one point a config: its seeds' mean
+    assert len(points) == 3
+    base = points[0]["val_loss"]
+    assert _picked(path, "most-accurate", tmp_path, capsys) == min(points, key=lambda n: points[n]["val_loss"])
+    within = [n for n, a in points.items() if a["reached_target"] and a["val_loss"] <= base + 0.5]
+    fastest = min(within, key=lambda n: (points[n]["time_to_target"], points[n]["val_loss"], n))
+    assert _picked(path, "fastest-within:0.5", tmp_path, capsys) == fastest
+    tuning = {"name": "subset", "target_accuracy": 0.5}
+    bad = write(tmp_path, base=lm_config(corpus(tmp_path / "c.txt")), tuning=tuning)
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "tuning.target_accuracy:" in err and "val loss" in err
 
 
 def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys):

@@ -198,7 +198,7 @@ def _load(
     storage, storage_field, artifacts_dir = _where(raw, path, storage_flag, workers_flag, numbers["workers"])
     _text(raw, "description", "")
     base, baseline, warm_start, notes, machine, relative = _configs(raw, here, machine)
-    _check_confirm_seeds(base, tuning)
+    _check_tuning(base, tuning)
     objectives = _objectives(raw, base, baseline, warm_start)
     from effsearch.spaces.space import Space
 
@@ -449,6 +449,27 @@ def _workers(numbers: dict, machine: Machine, per_trial: int, field_name: str) -
             "share_devices: true to run more on the same GPUs (every trial's time then marked shared)",
         )
     return workers
+
+
+def _check_tuning(base: TrainConfig, tuning: SubsetTuning | None) -> None:
+    """The tuning phase's options against the base: phase 2's seeds, phase 1's target."""
+    _check_confirm_seeds(base, tuning)
+    _check_tuning_target(base, tuning)
+
+
+def _check_tuning_target(base: TrainConfig, tuning: SubsetTuning | None) -> None:
+    """``tuning.target_accuracy`` is phase 1's val accuracy target: on a base timed to another metric
+    (a loss) it would be ignored, or, with a target relative to the baseline, leave phase 1 timed to
+    an unreachable stand-in."""
+    if tuning is None or tuning.target_accuracy is None:
+        return
+    target = target_of(base)
+    if target.metric != ACCURACY:
+        raise ConfigError(
+            "tuning.target_accuracy",
+            f"is phase 1's target on val accuracy, and the base is timed to {target.m.label} "
+            f"(base.target.metric {target.metric}); leave it out: phase 1 times the base's target",
+        )
 
 
 def _check_confirm_seeds(base: TrainConfig, tuning: SubsetTuning | None) -> None:
