@@ -339,7 +339,7 @@ class Objective:
     def _resolve(
         self, trial: optuna.Trial, full: TrainConfig, cfg: TrainConfig, result: RunResult, by: float
     ) -> tuple[TrainConfig, TrainConfig]:
-        """The baseline's result at the target it resolves (its final accuracy plus ``by``): its config
+        """The baseline's result at the target it resolves (its final value made ``by`` better): its config
         recorded with that target, its points at the rungs recorded for the others as the pruner
         would have at that target (they trained unwatched: the target was unknown)."""
         try:

@@ -105,8 +105,8 @@ OBJECTIVES_KEY = (
     "objectives"  # list[str]: the objectives' names (runner.ensure_study); TARGET_KEY, TARGET_METRIC_KEY too
 )
 STUDY_FILE_KEY = "study_file"  # str: the study file as read (studyfile.dump)
-# float: the offset a target relative to the baseline adds to its final val accuracy (search/run/target.py);
-# TARGET_KEY is then set when the baseline completes
+# float: how much better than the baseline's final value of the target's metric a relative target is
+# (-0.01: an accuracy less a point, a loss plus 0.01; search/run/target.py); TARGET_KEY is set when it completes
 TARGET_OFFSET_KEY = "target_relative_to_baseline"
 PHASE_KEY = "phase"  # str: "tune" or "confirm", with a tuning phase (phases.queue_confirm)
 TUNE_STUDY_KEY = "tune_study"  # str: phase 2's study names its phase 1
