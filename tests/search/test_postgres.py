@@ -288,17 +288,19 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_on_postgres(tmp_path
 @pytest.mark.slow
 def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_path, postgres_url):
     """Two "nodes" on one PostgreSQL study: node-a shows 2 GPUs (two workers, each its own), node-b
-    one (one worker), each its own host name. Every trial records its node and GPU, no configuration
-    is proposed twice, and once node-a is killed (its whole process group, mid-trial) node-b takes
-    over its trial and resumes it from its checkpoint."""
+    one (one worker), each its own host name. node-a is killed (its whole process group, mid-trial,
+    while the study still needs that trial) and node-b, started then, takes over its trial and
+    resumes it from its checkpoint. Every trial records its node and GPU and no configuration is
+    proposed twice. (node-b starts after the kill: started together, on an idle machine node-b's
+    worker could finish the study before node-a had a trial to be killed in.)"""
     from tests.search.test_resume import start
 
     path = _study_file(
         tmp_path,
         "pg-nodes",
-        n_trials=5,
-        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 48}),  # 5 trials outlast the other node's warm-up
-        checkpoint_every=0.05,
+        n_trials=6,
+        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 48}),  # trials of seconds: the kill lands mid-trial
+        checkpoint_every=0.5,  # a checkpoint each step (0.05) made a 48-epoch trial 90 s under load
         space={  # K-FAC trials take no checkpoint (docs/guide.md): every trial here must take one
             "include": ["optimizer"],
             "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
@@ -306,7 +308,7 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
             "fixed": {"optimizer.name": "sgd"},
         },
     )
-    n = 5
+    n = 6
     nodes = {"node-a": "2", "node-b": "1"}
     a = start(
         path,
@@ -319,23 +321,24 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
         log=tmp_path / "a.log",
         env={"EFFSEARCH_FAKE_GPUS": nodes["node-a"], "EFFSEARCH_FAKE_HOST": "node-a"},
     )
-    b = start(
-        path,
-        "--storage",
-        postgres_url,
-        "--n-trials",
-        str(n),
-        "--workers",
-        "auto",
-        log=tmp_path / "b.log",
-        env={"EFFSEARCH_FAKE_GPUS": nodes["node-b"], "EFFSEARCH_FAKE_HOST": "node-b"},
-    )
+    b = None
     try:
-        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log")
+        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", needed_of=n)
+        b = start(
+            path,
+            "--storage",
+            postgres_url,
+            "--n-trials",
+            str(n),
+            "--workers",
+            "auto",
+            log=tmp_path / "b.log",
+            env={"EFFSEARCH_FAKE_GPUS": nodes["node-b"], "EFFSEARCH_FAKE_HOST": "node-b"},
+        )
         assert b.wait(timeout=500) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:
         for p in (a, b):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
     trials = optuna.load_study(study_name="pg-nodes", storage=open_url(postgres_url)).get_trials()
     placed = [
@@ -371,10 +374,11 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
     assert trials[lost["trial"]].user_attrs["placement"]["host"] == "node-a"
 
 
-def kill_at_checkpoint_on(proc, host, study_name, url, log, before_epoch=40, deadline=400.0):
+def kill_at_checkpoint_on(proc, host, study_name, url, log, needed_of, before_epoch=40, deadline=400.0):
     """SIGKILL ``proc``'s process group once a trial of ``host`` is RUNNING with a checkpoint at most
-    at ``before_epoch`` (and one trial is complete: both nodes are under way); that checkpoint's
-    record and trial."""
+    at ``before_epoch`` and the study still needs
+    the killed one (at most ``needed_of`` - 2 trials counted or running: the others cannot reach
+    ``needed_of`` with fresh trials before its retry is queued); that checkpoint's record and trial."""
     storage, end = open_url(url), time.time() + deadline
     while time.time() < end and proc.poll() is None:
         if study_name in optuna.get_all_study_names(storage):
@@ -387,7 +391,8 @@ def kill_at_checkpoint_on(proc, host, study_name, url, log, before_epoch=40, dea
                     and t.state == TrialState.RUNNING
                     and ckpt
                     and ckpt["epoch"] <= before_epoch  # not about to end before the kill lands
-                    and any(x.state == TrialState.COMPLETE for x in trials)
+                    and sum(x.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) for x in trials)
+                    <= needed_of - 2
                 ):
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
