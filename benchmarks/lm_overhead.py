@@ -10,6 +10,10 @@ evaluation excluded; with compile, the first (compiling) step is left out of bot
     --device cpu          gpt 2 x 128 wide, windows of 128, batch 16
     --device cuda         gpt 6 x 384 wide, windows of 256, batch 64, amp_bf16 and compile
 
+``--ramps``: both runs grow the batch from a quarter and the windows from a quarter of their length
+(at least 8 tokens, steps of 8) over the first half of the run: effsearch through ``batch_ramp`` and
+``length_warmup`` (trainer/techniques/ramps.py), the plain loop by slicing each full batch by hand.
+
 The corpus: ``--corpus`` (a text file or folder, or a JSONL file, .gz too, with a ``text`` column),
 else a synthetic one written to a temporary folder (sentences of a small grammar).
 
@@ -56,10 +60,21 @@ def synthetic_corpus(folder: Path, docs: int = 3000, seed: int = 0) -> Path:
     return path
 
 
-def recipe(device: str, size: str, corpus: Path, steps_hint: float, compile_: bool) -> dict:
+def hand_shape(step: int, steps: int, batch: int, length: int) -> tuple[int, int]:
+    """The ramps' shape at ``step`` of a half-run ramp, written out by hand for the plain loop."""
+    if step >= steps // 2:
+        return batch, length
+    n0, l0 = max(1, batch // 4), min(length, max(8, length // 4))
+    n = n0 + (batch - n0) * step // (steps // 2)
+    size = l0 + (length - l0) * step // (steps // 2)
+    return n, max(l0, size - size % 8)
+
+
+def recipe(device: str, size: str, corpus: Path, steps_hint: float, compile_: bool, ramps: bool = False) -> dict:
     kwargs, length, batch = SIZES[size]
     jsonl = corpus.name.endswith((".jsonl", ".jsonl.gz"))
     return {
+        **({"batch_ramp": 0.5, "length_warmup": 0.5} if ramps else {}),
         "dataset": {
             "name": "jsonl" if jsonl else "text",
             "path": str(corpus),
@@ -107,10 +122,14 @@ def plain_loop(cfg: TrainConfig, splits: Splits, device: str, steps: int) -> tup
     batches = LMBatches(stream, cfg.batch_size, cfg.dataset.max_length, cfg.seed)
     lrs = factors(cfg.schedule, steps)
     dtype = torch.bfloat16 if cfg.precision == "amp_bf16" else None
+    ramped = bool(cfg.batch_ramp or cfg.length_warmup)
     model.train()
     step, t = 0, _now(cuda)
     while step < steps:
         for x, y in batches:
+            if ramped:
+                n, length = hand_shape(step, steps, cfg.batch_size, cfg.dataset.max_length)
+                x, y = x[:n, :length], y[:n, :length]
             for g in opt.param_groups:
                 g["lr"] = o.lr * lrs[step]
             with torch.autocast(device, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
@@ -150,13 +169,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="default: on cuda")
     ap.add_argument("--data-dir", default=None, help="where the token cache goes (default: a temporary folder)")
+    ap.add_argument("--ramps", action="store_true", help="a batch-size ramp and a sequence-length warm-up in both")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="lm-overhead-"))
     corpus = args.corpus or synthetic_corpus(tmp)
     data_root = args.data_dir or str(tmp)
     size = "tiny" if args.tiny else args.device
     compile_ = args.compile if args.compile is not None else args.device == "cuda"
-    cfg = TrainConfig.from_dict(recipe(args.device, size, corpus, 1.0, compile_))
+    cfg = TrainConfig.from_dict(recipe(args.device, size, corpus, 1.0, compile_ and not args.ramps, args.ramps))
     splits = load_splits(cfg, data_root)
     per_epoch = len(LMBatches(torch.as_tensor(splits.train_x), cfg.batch_size, cfg.dataset.max_length, 0))
     epochs = args.steps / per_epoch
@@ -166,7 +186,7 @@ def main() -> None:
     print(
         f"device: {name}; corpus {corpus.name}, {len(splits.train_x):,} training tokens; gpt {cfg.model.kwargs}, "
         f"windows of {cfg.dataset.max_length}, batch {cfg.batch_size}, {steps} steps a run, {cfg.precision}, "
-        f"compile {cfg.compile}",
+        f"compile {cfg.compile}, ramps {args.ramps}",
         flush=True,
     )
     plain_loop(cfg, splits, args.device, steps)  # warm-up: allocations, kernels, compile caches

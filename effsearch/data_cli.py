@@ -136,7 +136,8 @@ def cmd_prepare(args) -> int:
 
 def _prepare_text(cfg, args) -> int:
     """Tokenize a text dataset into the token cache (or find it there)."""
-    from effsearch.trainer.data import text
+    from effsearch.config.readers import lm_data
+    from effsearch.trainer.data import lmdata, text
     from effsearch.trainer.data.datasets import data_dir
     from effsearch.trainer.data.userdata import call
 
@@ -145,13 +146,16 @@ def _prepare_text(cfg, args) -> int:
     d = cfg.dataset
     t = time.perf_counter()
     arrays = call(d.name) if text.text_source(d) is None else None
-    made = text.tokenized(d, data_dir(args.data_dir), arrays)
+    corpus = lm_data(cfg.to_dict())  # a language model's documents: packed streams, no labels
+    made = (lmdata if corpus else text).tokenized(d, data_dir(args.data_dir), arrays)
     what = "tokenized into" if made.built else "read from"
     where = made.folder or "memory (the cache folder could not be written)"
     print(f"effsearch data prepare: {what} {where} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-    a = made.arrays
+    a, vocab = made.arrays, f"{d.tokenizer.name} vocabulary {made.facts['vocab_size']}"
+    if corpus:
+        docs = made.facts["documents"]
+        print(", ".join(f"{s} {docs[s]} documents ({len(a[s])} tokens)" for s in lmdata.SPLITS) + f"; {vocab}")
+        return 0
     counts = ", ".join(f"{s} {len(a[f'{s}_y'])}" for s in text.SPLITS)
-    print(
-        f"{counts} texts; {len(made.facts['classes'])} classes; {d.tokenizer.name} vocabulary {made.facts['vocab_size']}"
-    )
+    print(f"{counts} texts; {len(made.facts['classes'])} classes; {vocab}")
     return 0

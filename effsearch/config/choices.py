@@ -27,6 +27,13 @@ GPT = {
     "zero_init": False,  # attention and MLP output projections start at zero
 }
 GPT_ACTIVATIONS = ("gelu", "relu2")
+# The switches of those kwargs, each with the values a search tries (the default first).
+GPT_SWITCHES = {
+    "qk_norm": (False, True),
+    "activation": GPT_ACTIVATIONS,
+    "tied": (True, False),
+    "zero_init": (False, True),
+}
 # The algorithms a language model trains with: they change the optimisation, not a per-example loss
 # (MixUp, label smoothing, selective backprop: one label a text) or the input (images, a sequence length).
 LM_ALGORITHMS = ("ema", "sam", "gradient_clipping")

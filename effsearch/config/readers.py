@@ -68,6 +68,8 @@ READ_FIELDS = (
     "target.value",
     "schedule.warmup_fraction",
     "schedule.cooldown_fraction",
+    "batch_ramp",
+    "length_warmup",
 )
 _SCHEMA = TrainFields().to_dict()
 DEFAULTS: dict[str, Any] = {path: get_path(_SCHEMA, path) for path in READ_FIELDS}

@@ -194,19 +194,71 @@ def _lm_only(c: dict) -> bool:
 
 
 _LM_WHY = "a language model predicts every token of a window, not one label a text"
+_LM_READS = ("dataset.name", "dataset.label_column", "model.name", "model.kwargs")
+# A language model's own techniques (top-level fields, a share of training), what each grows.
+LM_TECHNIQUES = {"batch_ramp": "a batch of windows", "length_warmup": "the windows of a token stream"}
+
+
+def _ramped(name: str, cfg: dict) -> bool:
+    return value(cfg, name) > 0
+
+
+def _compiled(cfg: dict) -> bool:
+    return bool(value(cfg, "compile"))
+
+
+def _not_lm(cfg: dict) -> bool:
+    return not lm_run(cfg)
+
+
+def _lm_technique(name: str, what: str) -> Rule:
+    return Rule(
+        name,
+        name,
+        on=partial(_ramped, name),
+        forbids=_not_lm,
+        message=lambda c: (
+            f"grows {what}, which only a language model trains on; dataset.name {quote(dataset_name(c))} with "
+            f"model.name {quote(model_name(c))} is not one (dataset.label_column null or dataset.name text "
+            "makes the data a corpus): set it to 0"
+        ),
+        when="a language model",
+        reads=_LM_READS,
+    )
+
+
+def _lm_compiled(name: str) -> Rule:
+    """Each new shape of a batch recompiles a compiled model (as Composer's SeqLengthWarmup's rule)."""
+    return Rule(
+        name,
+        name,
+        on=partial(_ramped, name),
+        forbids=_compiled,
+        message="changes the batch's shape as training goes, and each new shape recompiles the model: "
+        "set compile: false (or this to 0)",
+        when="compile off",
+        reads=("compile",),
+    )
+
+
+def lm_refused(subject: str) -> str | None:
+    """Why a language model never takes ``subject`` (None: it may), for ``space show``."""
+    for r in of(subject):
+        if r.forbids is _lm_only and isinstance(r.message, str):
+            return r.message
+    return None
+
+
 _LM_RULES = [
     Rule(
         "selection.strategy",
         "selection.strategy",
         on=lambda c: strategy(c) != "full",
         forbids=_lm_only,
-        message=lambda c: (
-            f"{quote(strategy(c))} selects examples by their loss or last-layer gradient; {_LM_WHY}, and a "
-            "per-window last-layer gradient is vocabulary x width: subset selection is off for language "
-            "models (strategy full)"
-        ),
+        message="subset selection is off for language models (strategy full): it selects examples by their "
+        f"loss or last-layer gradient; {_LM_WHY}, and a per-window last-layer gradient is vocabulary x width",
         when="not a language model",
-        reads=("dataset.name", "dataset.label_column", "model.name", "model.kwargs"),
+        reads=_LM_READS,
     ),
     *[
         Rule(
@@ -215,13 +267,16 @@ _LM_RULES = [
             on=partial(has, name),
             forbids=_lm_only,
             message=f"does not apply to a language model ({_LM_WHY}); a language model takes "
-            f"{', '.join(LM_ALGORITHMS)}",
+            f"{', '.join(LM_ALGORITHMS)}"
+            + ("; its warm-up is the field length_warmup" if name == "seq_length_warmup" else ""),
             when="not a language model",
-            reads=("dataset.name", "dataset.label_column", "model.name", "model.kwargs"),
+            reads=_LM_READS,
         )
         for name, spec in ALGORITHMS.items()
         if name not in LM_ALGORITHMS and spec.needs_structure != "images"
     ],
+    *[_lm_technique(name, what) for name, what in LM_TECHNIQUES.items()],
+    *[_lm_compiled(name) for name in LM_TECHNIQUES],
     Rule(
         "model.kwargs",
         "model.kwargs",
@@ -477,7 +532,7 @@ RULES: list[Rule] = [
         reads=("epochs", "selection.kappa", "selection.select_every"),
     ),
     Rule(
-        "optimizer.name",
+        "optimizer.muon",
         "optimizer.name",
         on=lambda c: optimizer(c) == "muon",
         forbids=partial(lacks, "matrices"),

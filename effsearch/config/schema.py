@@ -321,6 +321,22 @@ class TrainFields:
     epochs: float = spec(5, low=0.0, high=10_000, low_open=True, help="training budget in epochs")
     batch_size: int = spec(128, low=1, high=65_536, help="per process and per micro-batch")
     accumulate: int = spec(1, low=1, high=1024, help="micro-batches per optimizer step (gradient accumulation)")
+    batch_ramp: float = spec(
+        0.0,
+        low=0.0,
+        high=1.0,
+        high_open=True,
+        help="language models: the first share of training over which the batch grows linearly from a "
+        "quarter of batch_size to batch_size (0: off); the steps stay as many, so early ones see fewer windows",
+    )
+    length_warmup: float = spec(
+        0.0,
+        low=0.0,
+        high=1.0,
+        high_open=True,
+        help="language models: the first share of training over which the windows grow linearly from a "
+        "quarter of dataset.max_length (at least 8 tokens) to it (0: off); the speedrun's sequence-length warm-up",
+    )
     optimizer: OptimizerConfig = spec(factory=OptimizerConfig)
     schedule: ScheduleConfig = spec(factory=ScheduleConfig)
     algorithms: dict = spec(

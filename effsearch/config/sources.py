@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from effsearch.config.choices import DATASETS, MODELS
+from effsearch.config.choices import DATASETS, GPT_SWITCHES, MODELS
 
 MODEL_LIBRARIES = ("torchvision", "timm", "hf")
 FILE_DATASETS = ("imagefolder", "npz", "hf", "jsonl", "csv", "text")  # read from dataset.path
@@ -105,6 +105,7 @@ class ModelFacts:
     positions: int | None = None  # the longest sequence its position embeddings take (None: any)
     causal: bool = False  # a language model: logits for every position (N, L, vocabulary), not one per text
     matrices: bool = False  # 2-d weights besides its embeddings and output layer (what Muon updates)
+    switches: tuple[str, ...] = ()  # the model.kwargs switches its builder takes (GPT_SWITCHES: the built-in gpt's)
 
     @property
     def images(self) -> bool:
@@ -147,6 +148,7 @@ _BUILTIN = {
         attention=True,
         causal=True,
         matrices=True,
+        switches=tuple(GPT_SWITCHES),
     ),
 }
 _PROBED: dict[str, ModelFacts] = {}

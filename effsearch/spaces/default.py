@@ -23,6 +23,7 @@ from effsearch.config.readers import compression_method, kfac, parallel
 from effsearch.config.sources import facts
 from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start
 from effsearch.spaces.dims import Dim, gated
+from effsearch.spaces.lm_dims import language_model, leave_out
 from effsearch.spaces.text_dims import TEXT_ONLY, text_dims
 
 # What an image run's system dimensions do to images, for a text run's `space show --all`.
@@ -531,6 +532,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     ]
     dims[dims.index(next(d for d in dims if d.name == "model.width")) + 1 : 0] = text_dims(base)
     dims += algorithm_dims(base.to_dict()["model"])
+    lm = readers.lm_run(base.to_dict())
+    if lm:
+        dims = language_model(dims, base)
     by_name = {d.name: d for d in dims}
     # A rule reads config fields; a dimension's parents are the dimensions that set them
     # (optimizer.name is set by optimizer.name and by the optimizer.kfac switch).
@@ -576,4 +580,6 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
             by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.data.selection) is not installed"
     _by_modality(by_name, base)
+    if lm:
+        leave_out(by_name, base)
     return dims

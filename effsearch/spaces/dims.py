@@ -126,6 +126,10 @@ class Dim:
                     )
                 except ConfigError as e:
                     raise ConfigError(field_name, e.message) from None
+        elif "check" in self.extra:  # a value no schema field declares (a model.kwargs switch)
+            why = self.extra["check"](value)
+            if why:
+                raise ConfigError(field_name, why)
         elif self.setter is None or self.extra.get("field"):
             check_field(self.extra.get("field", self.path), value, field_name)
         elif not isinstance(value, bool):

@@ -477,7 +477,10 @@ def _train_loader(
 
         length = cfg.dataset.max_length
         stream = cast(torch.Tensor, splits.train_x)  # a token stream, never images on disk
-        return LMBatches(stream, cfg.batch_size, length, cfg.seed, dist.rank, dist.world), None
+        windows = LMBatches(stream, cfg.batch_size, length, cfg.seed, dist.rank, dist.world)
+        if cfg.batch_ramp or cfg.length_warmup:
+            windows.ramp(cfg.epochs, cfg.batch_ramp, cfg.length_warmup)
+        return windows, None
     if cfg.loader == "ffcv":
         from effsearch.trainer.data.ffcv_loader import make_train_loader
 

@@ -32,6 +32,7 @@ from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.text import SPLITS, carve, given
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl, read_text
+from effsearch.trainer.techniques.ramps import Shapes, shapes
 
 if TYPE_CHECKING:
     from effsearch.config import DatasetConfig
@@ -203,6 +204,14 @@ class LMBatches:
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
         self.span = torch.arange(length + 1, device=stream.device)
+        self.shapes: Shapes | None = None  # a batch-size ramp or sequence-length warm-up (ramps.py)
+        self.served = 0  # batches served so far: the ramps' clock
+
+    def ramp(self, epochs: float, batch_ramp: float, length_warmup: float) -> None:
+        """Grow the batch over the first ``batch_ramp`` of a run of ``epochs``, the windows over the
+        first ``length_warmup`` (shares of its batches; 0: that one off)."""
+        total = epochs * len(self)
+        self.shapes = shapes(self.batch_size, self.length, round(batch_ramp * total), round(length_warmup * total))
 
     def __len__(self) -> int:
         return max(1, self.windows // self.world // self.batch_size)
@@ -211,9 +220,23 @@ class LMBatches:
         offset = int(torch.randint(0, self.length, (1,), generator=self.gen))
         starts = offset + self.length * torch.randperm(self.windows, generator=self.gen)
         starts = starts[self.rank :: self.world].to(self.stream.device)
+        if self.shapes is not None:
+            yield from self._shaped(starts)
+            return
         b = self.batch_size
         for i in range(len(self)):
             w = self.stream[starts[i * b : (i + 1) * b, None] + self.span]
+            yield w[:, :-1], w[:, 1:]
+
+    def _shaped(self, starts: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """An epoch's batches at the ramps' shapes: fewer windows, or each window's first tokens."""
+        assert self.shapes is not None
+        at = 0
+        for _ in range(len(self)):
+            n, length = self.shapes.at(self.served)
+            w = self.stream[starts[at : at + n, None] + self.span[: length + 1]]
+            at += n
+            self.served += 1
             yield w[:, :-1], w[:, 1:]
 
 

@@ -210,10 +210,10 @@ def is_lm(d: DatasetConfig) -> bool:
 
 def text_source(d: DatasetConfig) -> bool | None:
     """Whether the dataset ``d`` holds text, as far as can be told without calling user code:
-    jsonl and csv do, an hf folder does when its text column holds strings; None for an import
-    path (its callable says, when called)."""
+    plain text files (a language model's corpus), jsonl and csv do, an hf folder does when its text
+    column holds strings; None for an import path (its callable says, when called)."""
     kind = dataset_kind(d.name)
-    if kind in ("jsonl", "csv"):
+    if kind in ("text", "jsonl", "csv"):
         return True
     if kind == "hf" and d.path:
         from effsearch.trainer.data.textsources import hf_text_column

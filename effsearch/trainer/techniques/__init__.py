@@ -1,5 +1,6 @@
-"""Training techniques that are not Composer's: ``kfac`` (K-FAC preconditioned SGD), ``sparsity``
-(gradual magnitude pruning), ``quantize`` (post-training int8) and ``schedule`` (lr schedules as
-per-step factors)."""
+"""Training techniques that are not Composer's: ``kfac`` (K-FAC preconditioned SGD), ``muon`` (Muon
+for the hidden 2-d weights), ``sparsity`` (gradual magnitude pruning), ``quantize`` (post-training
+int8), ``schedule`` (lr schedules as per-step factors) and ``ramps`` (a language model's batch-size
+ramp and sequence-length warm-up as a table of shapes)."""
 
-__all__ = ["kfac", "quantize", "schedule", "sparsity"]
+__all__ = ["kfac", "muon", "quantize", "ramps", "schedule", "sparsity"]
