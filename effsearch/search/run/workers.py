@@ -71,7 +71,9 @@ def warm_up(cfg: TrainConfig, data_root: str | Path | None = None, train_fn: Tra
     from effsearch.trainer.data.splits import load_splits
 
     t = time.perf_counter()
-    n_train = len(load_splits(cfg, data_root).train_y)  # raises DataMissing (a ConfigError) first
+    splits = load_splits(cfg, data_root)  # raises DataMissing (a ConfigError) first
+    # A language model's training examples are the windows of its stream (it has no labels).
+    n_train = len(splits.train_y) if splits.held_out is None else len(splits.train_x) // cfg.dataset.max_length
     epochs = min(float(cfg.epochs), WARM_UP_BATCHES * cfg.batch_size / max(1, n_train))
     try:
         short = cfg.replace(epochs=epochs, eval_every=epochs)
