@@ -1,4 +1,5 @@
-"""Time two TrainConfigs side by side: time to target and accuracies, alternating runs.
+"""Time two TrainConfigs side by side: time to target and accuracies (a loss target: val loss and
+bits per byte), alternating runs.
 
 A study measures each trial once, under whatever else the machine was doing; this
 re-measures a chosen config against the baseline in one process, alternating
@@ -42,6 +43,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     from effsearch.config import TrainConfig
+    from effsearch.config.metrics import ACCURACY, target_of
     from effsearch.trainer.training import train
 
     cfgs = {"A": TrainConfig.from_yaml(args.a), "B": TrainConfig.from_yaml(args.b)}
@@ -52,6 +54,15 @@ def main() -> None:
     except ValueError:
         ap.error(f"--seeds: comma-separated integers, e.g. 0,1,2; got {args.seeds!r}")
     runs: dict[str, list] = {"A": [], "B": []}
+    # An accuracy target: val and test accuracy; a loss target (a language model): val loss and bits per byte.
+    target = target_of(cfgs["A"])
+    accuracy = target.metric == ACCURACY
+    names = ("val", "test") if accuracy else ("val_loss", "val_bpb")
+    said = f"{target.value:g}" if accuracy else target.text()
+
+    def scores(f):
+        return (f.val_accuracy, f.test_accuracy) if accuracy else (f.val_loss, f.val_bpb)
+
     for r in range(args.rounds):
         for seed in seeds:
             for key, cfg in cfgs.items():
@@ -59,13 +70,13 @@ def main() -> None:
                     cfg = cfg.replace(seed=seed)
                 res = train(cfg, data_root=args.data_dir, progress=False)
                 f = res.final
-                runs[key].append((res.time_to_target, f.train_seconds, f.val_accuracy, f.test_accuracy))
+                runs[key].append((res.time_to_target, f.train_seconds, *scores(f)))
                 tta = f"{res.time_to_target:.1f}s" if res.time_to_target is not None else "missed"
                 print(
                     f"round {r + 1}{'' if seed is None else f' seed {seed}'} {key} "
-                    f"({[args.a, args.b][key == 'B'].name}): time to {cfg.target_accuracy:g} "
-                    f"{tta}, train {f.train_seconds:.1f}s, val {f.val_accuracy:.4f}, "
-                    f"test {f.test_accuracy:.4f}",
+                    f"({[args.a, args.b][key == 'B'].name}): time to {said} "
+                    f"{tta}, train {f.train_seconds:.1f}s, {names[0]} {runs[key][-1][2]:.4f}, "
+                    f"{names[1]} {runs[key][-1][3]:.4f}",
                     flush=True,
                 )
 
@@ -83,10 +94,13 @@ def main() -> None:
         print(
             f"{key} {path}: median time to target {tta if tta is None else round(tta, 1)} s"
             f"{f' ({missed} of {len(runs[key])} runs missed it)' if missed else ''}, train "
-            f"{med(key, 1):.1f} s, val {med(key, 2):.4f}, test {med(key, 3):.4f}"
+            f"{med(key, 1):.1f} s, {names[0]} {med(key, 2):.4f}, {names[1]} {med(key, 3):.4f}"
         )
     a, b = med("A", 0), med("B", 0)
-    print(f"test_accuracy_delta={med('B', 3) - med('A', 3):+.4f}")
+    if accuracy:
+        print(f"test_accuracy_delta={med('B', 3) - med('A', 3):+.4f}")
+    else:
+        print(f"val_loss_delta={med('B', 2) - med('A', 2):+.4f}")
     # Each run's ratio to its partner (same round, same seed), then the median: with --seeds the
     # ratio of medians can pair one config's fast seed with the other's slow one (run 8's pick
     # over seeds 0-2: 3.30x that way, 2.93x paired).
