@@ -22,7 +22,7 @@ from effsearch.config.machine import Machine
 from effsearch.config.readers import compression_method, kfac, parallel
 from effsearch.config.sources import facts
 from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start
-from effsearch.spaces.dims import Dim, gated
+from effsearch.spaces.dims import Dim, gated, optimizer_switch
 from effsearch.spaces.lm_dims import language_model, leave_out
 from effsearch.spaces.text_dims import TEXT_ONLY, text_dims
 
@@ -99,13 +99,6 @@ def widths(base: TrainConfig) -> tuple:
 
 def _sgd_family(cfg: dict) -> bool:
     return get_path(cfg, "optimizer.name") in ("sgd", "sgdw", "kfac-sgd")
-
-
-def _kfac_setter(cfg: dict, on: bool) -> None:
-    if on:
-        set_path(cfg, "optimizer.name", "kfac-sgd")
-    elif get_path(cfg, "optimizer.name") == "kfac-sgd":
-        set_path(cfg, "optimizer.name", "sgd")
 
 
 def _processes_setter(cfg: dict, n: int) -> None:
@@ -333,7 +326,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
                 also_parents=("optimizer.name",),
             ),
             off=False,
-            setter=_kfac_setter,
+            setter=optimizer_switch("kfac-sgd", "sgd"),
             getter=kfac,
             extra={"field": "optimizer.name"},
             help="precondition SGD with K-FAC (optimizer kfac-sgd)",

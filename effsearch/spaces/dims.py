@@ -165,6 +165,19 @@ def check_field(path: str, value: Any, field_name: str) -> None:
     check_field_of(TrainConfig, path, value, field_name)
 
 
+def optimizer_switch(on: str, off: str) -> Callable[[dict, bool], None]:
+    """The setter of a switch between two optimizers (K-FAC on SGD, Muon on AdamW): on names ``on``,
+    off puts ``off`` back only where ``on`` was set (another optimizer sampled stays)."""
+
+    def setter(cfg: dict, value: bool) -> None:
+        if value:
+            set_path(cfg, "optimizer.name", on)
+        elif get_path(cfg, "optimizer.name") == on:
+            set_path(cfg, "optimizer.name", off)
+
+    return setter
+
+
 def gated(
     subject: str, also: Callable[[dict], bool] | None = None, also_text: str = "", also_parents: tuple = ()
 ) -> dict:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from effsearch.config import TrainConfig, rules
 from effsearch.config.choices import GPT, GPT_SWITCHES
-from effsearch.config.fields import get_path, set_path
+from effsearch.config.fields import get_path
 from effsearch.config.readers import DEFAULTS, gpt_problem, optimizer
 from effsearch.config.sources import facts
-from effsearch.spaces.dims import Dim, gated
+from effsearch.spaces.dims import Dim, gated, optimizer_switch
 
 # The shapes a language model's schedule takes: cosine (the baseline's), warmup-stable-decay and one-cycle.
 LM_SCHEDULES = ("cosine", "wsd", "onecycle")
@@ -45,13 +45,6 @@ def _subject(name: str) -> str:
     if name.startswith("selection."):
         return "selection.strategy"
     return ".".join(name.split(".")[:2]) if name.startswith("algorithms.") else name
-
-
-def _muon_setter(cfg: dict, on: bool) -> None:
-    if on:
-        set_path(cfg, "optimizer.name", "muon")
-    elif get_path(cfg, "optimizer.name") == "muon":
-        set_path(cfg, "optimizer.name", "adamw")
 
 
 def _switch_dim(name: str, choices: tuple) -> Dim:
@@ -86,7 +79,7 @@ def _muon_dims() -> list[Dim]:
             also_parents=("optimizer.name",),
         ),
         off=False,
-        setter=_muon_setter,
+        setter=optimizer_switch("muon", "adamw"),
         getter=lambda cfg: optimizer(cfg) == "muon",
         extra={"field": "optimizer.name"},
         help="Muon for the hidden 2-d weights, AdamW for the rest (optimizer muon)",
