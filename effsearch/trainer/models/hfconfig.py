@@ -21,18 +21,22 @@ TEXT_HINT = "needs the optional extra text (`uv sync --extra text`, or `pip inst
 SET_HERE = ("vocab_size", "num_labels", "pad_token_id")
 
 
-def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Module:
-    """The model ``hf:name`` (``name`` a transformers config class) with ``kwargs`` as its fields."""
+def _config_class(name: str, examples: str) -> tuple[Any, type]:
+    """(the transformers module, its config class ``name``): ConfigError naming model.name when the
+    extra is missing or transformers has no such config class (``examples``: what it does have)."""
     try:
         import transformers
     except ImportError:
         raise ConfigError("model.name", f"hf:{name} {TEXT_HINT}") from None
     cls = getattr(transformers, name, None)
     if not (isinstance(cls, type) and issubclass(cls, transformers.PretrainedConfig)):
-        raise ConfigError(
-            "model.name",
-            f"transformers has no config class {name!r} (e.g. hf:BertConfig, hf:DistilBertConfig, hf:RobertaConfig)",
-        )
+        raise ConfigError("model.name", f"transformers has no config class {name!r} (e.g. {examples})")
+    return transformers, cls
+
+
+def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Module:
+    """The model ``hf:name`` (``name`` a transformers config class) with ``kwargs`` as its fields."""
+    transformers, cls = _config_class(name, "hf:BertConfig, hf:DistilBertConfig, hf:RobertaConfig")
     taken = [k for k in SET_HERE if k in kwargs]
     if taken:
         raise ConfigError(
@@ -60,15 +64,7 @@ def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: in
 
 def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
     """A transformers causal language model (``AutoModelForCausalLM``) from the config ``hf:name``."""
-    try:
-        import transformers
-    except ImportError:
-        raise ConfigError("model.name", f"hf:{name} {TEXT_HINT}") from None
-    cls = getattr(transformers, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PretrainedConfig)):
-        raise ConfigError(
-            "model.name", f"transformers has no config class {name!r} (e.g. hf:GPT2Config, hf:LlamaConfig)"
-        )
+    transformers, cls = _config_class(name, "hf:GPT2Config, hf:LlamaConfig")
     taken = [k for k in ("vocab_size", "pad_token_id") if k in kwargs]
     if taken:
         raise ConfigError(
