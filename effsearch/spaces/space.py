@@ -77,6 +77,7 @@ class Space:
         }
         space = cls(base, dims, active, dict(fixed), machine)
         space._check_fixed(prefix)
+        space._check_idle(section, explicit, prefix)
         return space
 
     def _check_fixed(self, prefix: str) -> None:
@@ -109,6 +110,50 @@ class Space:
             raise ConfigError(
                 f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not valid: {e}"
             ) from None
+
+    def _check_idle(self, section: dict, explicit: set[str], prefix: str) -> None:
+        """A range, or a dimension named alone in ``include``, that no trial would ever sample is a
+        mistake the study would otherwise make silently (a range on ``optimizer.lr`` where every trial
+        trains AdamW, whose lr is ``optimizer.lr@adamw``): refused, naming what would be sampled."""
+        include = section.get("include")
+        named = {
+            item: f"{prefix}.include[{i}]"
+            for i, item in enumerate(include if isinstance(include, list) else [])
+            if isinstance(item, str) and item in {d.name for d in self.dims}
+        }
+        where = {**named, **{name: f"{prefix}.ranges.{name}" for name in explicit}}
+        cfg = self.base.to_dict()
+        possible: set[str] = set()  # searched dimensions some trial may sample (parents come first)
+        for d in self.dims:
+            ok = d.when is None or d.when(cfg)
+            if d.name in self.fixed and ok:
+                d.apply(cfg, self.fixed[d.name])
+            elif not ok and d.off is not None:
+                d.apply(cfg, d.off)
+            if d.name in self.active and (ok or any(p in possible for p in d.parents)):
+                possible.add(d.name)
+        for d in self.dims:
+            if d.name not in where:
+                continue
+            if d.name not in self.active:
+                if d.name in self.fixed or (d.name not in explicit and unavailable(d)):
+                    continue  # fixed, or n/a on this machine (as `space show` says)
+                what = "has a range but is not searched" if d.name in explicit else "is not searched"
+                why = (
+                    f"{prefix}.exclude names it or its group ({d.group})"
+                    if _named_in(section.get("exclude"), d)
+                    else f"{prefix}.include names neither it nor its group ({d.group})"
+                )
+                fix = "include it or drop the range" if d.name in explicit else "name it in include or exclude, not both"
+                raise ConfigError(where[d.name], f"{what}: {why}; {fix}")
+            if d.name not in possible:
+                alike = [o.name for o in self.dims if o.path == d.path and o is not d and o.name in possible]
+                hint = f"; {', '.join(alike)} sets {d.path} here" if alike else ""
+                raise ConfigError(
+                    where[d.name],
+                    f"is never sampled: it needs {d.when_text or 'its parent on'}, which the base config "
+                    f"and the fixed values rule out{hint}",
+                )
 
     # -- sampling ----------------------------------------------------------------
     def sample(self, trial: BaseTrial) -> dict:
@@ -291,6 +336,12 @@ def _names(
                 f"{', '.join(GROUPS)}; dimensions: see `effsearch space show`",
             )
     return out
+
+
+def _named_in(items: Any, d: Dim) -> bool:
+    """Whether ``items`` (an include or exclude list) names ``d`` or its group."""
+    items = [items] if isinstance(items, str) else items if isinstance(items, list) else []
+    return d.name in items or d.group in items
 
 
 def _ranges(section: dict, by_name: dict[str, Dim], prefix: str) -> set[str]:

@@ -62,7 +62,7 @@ def test_a_relative_target_without_a_baseline_is_refused(tmp_path, capsys):
     assert "base.target_accuracy.relative_to_baseline" in capsys.readouterr().err  # at most 0: within the baseline
 
 
-LM_SPACE = {"include": ["optimizer.lr@adamw"], "ranges": {"optimizer.lr": {"low": 0.005, "high": 0.03}}}
+LM_SPACE = {"include": ["optimizer.lr@adamw"], "ranges": {"optimizer.lr@adamw": {"low": 0.005, "high": 0.03}}}
 LOSS_RELATIVE = {"metric": "val_loss", "relative_to_baseline": -0.1}
 
 

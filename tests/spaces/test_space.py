@@ -181,6 +181,25 @@ def test_encode_reproduces_the_baseline():
         ),
         ({"fixed": {"algorithms.mixup.alpha": -1}}, "space.fixed.algorithms.mixup.alpha", "must be in"),
         ({"fixed": {"dataset.name": "digits"}}, "space.fixed.dataset.name", "set in `base`"),
+        # a range or a lone include that no trial would sample: refused, not silently idle
+        (
+            {"include": ["optimizer.lr@adamw"], "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.1}}},
+            "space.ranges.optimizer.lr",
+            "has a range but is not searched: space.include names neither it nor its group (optimizer)",
+        ),
+        (
+            {"exclude": ["optimizer"], "ranges": {"optimizer.lr": {"low": 0.01, "high": 0.1}}},
+            "space.ranges.optimizer.lr",
+            "space.exclude names it or its group",
+        ),
+        ({"include": ["sparsity", "batch_size"], "exclude": ["batch_size"]}, "space.include[1]", "not both"),
+        (
+            {"include": ["optimizer"], "fixed": {"optimizer.name": "adamw"}, "ranges": {"optimizer.lr": [0.01, 0.1]}},
+            "space.ranges.optimizer.lr",
+            "never sampled: it needs optimizer sgd or sgdw, which the base config and the fixed values rule out; "
+            "optimizer.lr@adamw sets optimizer.lr here",
+        ),
+        ({"include": ["sparsity.target"]}, "space.include[0]", "never sampled: it needs sparsity on"),
     ],
 )
 def test_bad_space_sections_name_the_field(section, field, words):
