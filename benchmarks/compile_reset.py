@@ -11,13 +11,16 @@ caches reset). Arms, each a fresh process, one after another:
 - ``none``: no reset at all (a later trial may reuse an earlier one's graph: no compile paid);
 - ``process``: each trial in a process of its own (the floor a reset can reach; costs a start each).
 
-The trials: the study's slow configuration (benchmarks/data/gpu_slow_trial.yaml) first, variants
-of it next, and itself again last, so its first step is read as the worker's first and last trial.
+The trials: a configuration (``--config``, compile on; default the study's slow trial,
+benchmarks/data/gpu_slow_trial.yaml, whose cold compile took 235 s on an H200) first, variants of
+it next, and itself again last, so its first step is read as the worker's first and last trial.
+Each arm stops at ``--arm-seconds`` even mid-compile.
 Before the arms a warm-up process compiles each configuration once into an Inductor disk cache the
 arms share (a worker's disk cache is warm after its first trials): the arms differ only in the
 in-process state.
 
     python benchmarks/compile_reset.py --device cuda --trials 5 --arms after before --out DIR
+    python benchmarks/compile_reset.py --device cuda --config configs/fashion-mnist-fast.yaml  # cheaper compiles
     python benchmarks/compile_reset.py --smoke          # CPU, Dynamo's eager backend: a check of this script
 
 Prints a line per trial and a summary line per arm; with --out, appends each trial to
@@ -32,6 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,7 +70,9 @@ def configs(trials: int, smoke: bool) -> list[tuple[str, dict]]:
     return out
 
 
-def one_arm(arm: str, plan: list[tuple[int, str, dict]], epochs: float, smoke: bool, device: str) -> list[dict]:
+def one_arm(
+    arm: str, plan: list[tuple[int, str, dict]], epochs: float, smoke: bool, device: str, config: Path
+) -> list[dict]:
     """Train ``plan``'s trials (number, label, changes) in this process as ``arm`` says; a record each."""
     import torch
 
@@ -81,10 +87,10 @@ def one_arm(arm: str, plan: list[tuple[int, str, dict]], epochs: float, smoke: b
         training.fresh_compile_state = lambda: None  # the worker's reset, as before it existed
     if arm == "none":
         torch._dynamo.reset = lambda: None  # the loop's own reset too
-    base = read_yaml(SLOW, "")
+    base = read_yaml(config, "")
     records = []
     for number, label, changes in plan:
-        d = {**base, "device": device, "epochs": epochs}
+        d = {**base, "device": device, "epochs": epochs, "compile": True}
         for key, value in changes.items():
             set_path(d, key, value)
         training.fresh_compile_state()  # what the worker does before each trial (a no-op in before/none)
@@ -115,7 +121,8 @@ def run_arm(arm: str, args: argparse.Namespace) -> list[dict]:
         numbers = [str(i) for i in sorted(labels.values())]
     calls = [numbers] if arm != "process" else [[n] for n in numbers]
     records: list[dict] = []
-    deadline = time.monotonic() + args.arm_seconds
+    limit = args.warm_seconds if arm == "warm" else args.arm_seconds
+    deadline = time.monotonic() + limit
     for only in calls:
         cmd = [
             sys.executable,
@@ -130,35 +137,43 @@ def run_arm(arm: str, args: argparse.Namespace) -> list[dict]:
             str(args.epochs),
             "--device",
             args.device,
+            "--config",
+            str(args.config),
         ]
-        proc = subprocess.Popen(
-            cmd + (["--smoke"] if args.smoke else []),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:  # a trial at a time, as it ends
-            if line.startswith("{"):
-                rec = {**json.loads(line), "arm": arm}
-                records.append(rec)
-                print(
-                    f"compile-reset {arm:7s} trial {rec['trial'] + 1} ({rec['config']}): first step "
-                    f"{rec['first_step']:.2f} s, wall {rec['wall']:.1f} s, {rec['status']}",
-                    flush=True,
-                )
-                if args.out is not None and arm != "warm":
-                    with open(args.out / "compile_reset.jsonl", "a") as f:
-                        f.write(json.dumps(rec) + "\n")
-            if time.monotonic() > deadline:
+        # stderr to a file, not a pipe: a child that logs much (Inductor, TORCH_LOGS) would fill a
+        # pipe nobody reads and hang; a timer kills the child at the deadline even while it is silent
+        # (a cold compile prints nothing for minutes).
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(
+                cmd + (["--smoke"] if args.smoke else []), env=env, stdout=subprocess.PIPE, stderr=err, text=True
+            )
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()), proc.kill)
+            timer.start()
+            assert proc.stdout is not None
+            try:
+                for line in proc.stdout:  # a trial at a time, as it ends
+                    if line.startswith("{"):
+                        rec = {**json.loads(line), "arm": arm}
+                        records.append(rec)
+                        print(
+                            f"compile-reset {arm:7s} trial {rec['trial'] + 1} ({rec['config']}): first step "
+                            f"{rec['first_step']:.2f} s, wall {rec['wall']:.1f} s, {rec['status']}",
+                            flush=True,
+                        )
+                        if args.out is not None and arm != "warm":
+                            with open(args.out / "compile_reset.jsonl", "a") as f:
+                                f.write(json.dumps(rec) + "\n")
+            finally:
+                timer.cancel()
+                if time.monotonic() >= deadline:
+                    proc.kill()
+            code = proc.wait()
+            if time.monotonic() >= deadline and code != 0:
+                print(f"compile-reset {arm}: stopped at the arm's limit ({limit:g} s)", flush=True)
                 break
-        if time.monotonic() > deadline:
-            proc.kill()
-            print(f"compile-reset {arm}: stopped at the arm's limit ({args.arm_seconds:g} s)", flush=True)
-            break
-        if proc.wait() != 0:
-            print(f"compile-reset {arm}: exit {proc.returncode}: {proc.stderr.read()[-1500:]}", flush=True)
+            if code != 0:
+                err.seek(0)
+                print(f"compile-reset {arm}: exit {code}: {err.read()[-1500:]}", flush=True)
     return records
 
 
@@ -177,9 +192,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--trials", type=int, default=5)
+    p.add_argument(
+        "--config", type=Path, default=SLOW, help="the trials' config (compile on); default: the GPU study's slow trial"
+    )
     p.add_argument("--epochs", type=float, default=0.1, help="each trial's epochs (its first step is the figure)")
     p.add_argument("--arms", nargs="+", default=["after", "before"], choices=["after", "before", "none", "process"])
-    p.add_argument("--arm-seconds", type=float, default=50.0, help="time limit of each arm (and of the warm-up)")
+    p.add_argument("--arm-seconds", type=float, default=50.0, help="time limit of each arm")
+    p.add_argument("--warm-seconds", type=float, help="time limit of the warm-up (default: twice --arm-seconds)")
     p.add_argument("--cold", action="store_true", help="no warm-up: the first arm meets a cold Inductor disk cache")
     p.add_argument("--out", type=Path, help="folder for compile_reset.jsonl and compile_reset.txt")
     p.add_argument("--smoke", action="store_true", help="tiny, on the CPU, Dynamo's eager backend")
@@ -188,10 +207,12 @@ def main() -> int:
     args = p.parse_args()
     if args.smoke:
         args.device, args.epochs = "cpu", 0.5
+    if args.warm_seconds is None:
+        args.warm_seconds = 2 * args.arm_seconds
     if args.inner:  # one arm's trials in this process: a JSON line each on stdout
         trials = configs(args.trials, args.smoke)
         plan = [(int(i), *trials[int(i)]) for i in args.only.split(",")]
-        one_arm(args.inner, plan, args.epochs, args.smoke, args.device)
+        one_arm(args.inner, plan, args.epochs, args.smoke, args.device, args.config)
         return 0
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@
 #   bash benchmarks/gpu_check.sh prepare        # HERE, with a network: fill .gpu/ (wheels + data)
 #   bash benchmarks/gpu_check.sh [all]          # THERE: install, then baseline, overhead, study
 #   bash benchmarks/gpu_check.sh baseline|overhead|costs|shapes|recipe|study|fronts|text|lm|summary   # one part (each installs first)
-#   bash benchmarks/gpu_check.sh compile-reset share resume   # GPU machines as users have them (~2 min each)
+#   bash benchmarks/gpu_check.sh compile-reset share resume   # GPU machines as users have them (~2 min each; compile-reset <= 6)
 #   bash benchmarks/gpu_check.sh overhead shapes baseline                        # several, one install
 # Sized for a 15-minute lease with 10-minute calls: on an H200 install + baseline + overhead took
 # ~150 s, so `all` with the default 300 s study fits one call; `costs` (each method's cost a step,
@@ -17,8 +17,8 @@
 # `fronts` runs the GPU study without its recipes' warm starts and as shipped (FRONTS, STUDY_SECONDS
 # each); `STUDY_SECONDS=160 RUNS=fast bash benchmarks/gpu_check.sh baseline fronts` fits a 15-minute
 # lease (519 s on an H100, 2026-11-27).
-# `lm` times the built-in gpt against a plain PyTorch loop (bf16, compile), then trains
-# configs/debian-lm.yaml to its target loss; about 3 minutes (LM_SECONDS, LM_TRAIN_SECONDS).
+# `lm` times the built-in gpt against a plain PyTorch loop (bf16, compile), then trains the LM
+# study's baseline and pick to the target loss; about 5 minutes at most (LM_SECONDS, LM_TRAIN_SECONDS).
 #
 # Install: with a network, the README's commands (uv and the committed uv.lock). Without one
 # (the lent GPU machines have none), the wheels that `prepare` put in .gpu/wheels go on top of
@@ -276,27 +276,47 @@ text() {
 
 lm() {
   # A language model (the built-in gpt): effsearch's trainer against a plain PyTorch loop of the same
-  # model over the same windows (benchmarks/lm_overhead.py; bf16 and compile on CUDA), then
-  # configs/debian-lm.yaml to its target loss. Bounded by LM_SECONDS (default 110) and
-  # LM_TRAIN_SECONDS (default 100); every line goes into $OUT as it comes.
-  local sinks=("$OUTDIR/lm.txt") corpus=$EFFSEARCH_DATA_DIR/debian-packages/debian-packages.jsonl.gz
+  # model over the same windows (benchmarks/lm_overhead.py; bf16 and compile on CUDA), then the
+  # study's baseline (configs/debian-lm.yaml) and its pick (docs/results/debian-lm-pick.yaml) to the
+  # target loss, each under LM_TRAIN_SECONDS (default 90; the loop under LM_SECONDS, 110). Every line
+  # goes into $OUT/lm.txt as it comes, each run's result.json beside it. LM_DATA: another corpus of
+  # the same columns (the test's small one); LM_RUNS picks among overhead, baseline and pick.
+  local sinks=("$OUTDIR/lm.txt") corpus=${LM_DATA:-$EFFSEARCH_DATA_DIR/debian-packages/debian-packages.jsonl.gz} r cfg
   if [ -n "${OUT:-}" ]; then sinks+=("$OUT/lm.txt"); fi
-  local from=(); if [ -f "$corpus" ]; then from=(--corpus "$corpus"); fi  # else its synthetic corpus
-  log "language model ($DEV): gpt, effsearch vs a plain loop (benchmarks/lm_overhead.py)" | tee "${sinks[@]}"
-  if [ "$SMOKE" = 1 ]; then
-    "$PY" benchmarks/lm_overhead.py --device cpu --tiny --repeats 1 --steps 4 --data-dir "$OUTDIR/lm-data" 2>&1 \
-      | tee -a "${sinks[@]}"
-    return
-  fi
-  timeout "${LM_SECONDS:-110}" "$PY" benchmarks/lm_overhead.py --device cuda "${from[@]}" --repeats "${LM_REPEATS:-2}" \
-    --steps "${LM_STEPS:-200}" --data-dir "$OUTDIR/lm-data" 2>&1 | grep --line-buffered -v "AUTOTUNE\|triton_mm\|^  mm " \
-    | tee -a "${sinks[@]}" || echo "lm_overhead exited ${PIPESTATUS[0]}" | tee -a "${sinks[@]}"
-  if [ -f "$corpus" ]; then
-    log "configs/debian-lm.yaml on $DEV (bf16, compile), ${LM_TRAIN_SECONDS:-100} s at most" | tee -a "${sinks[@]}"
-    timeout "${LM_TRAIN_SECONDS:-100}" "$PY" -m effsearch.cli train configs/debian-lm.yaml --set device=$DEV \
-      --set precision=$PREC --set compile=true --set dataset.path="$corpus" --data-dir "$OUTDIR/lm-data" --quiet \
-      --out "$OUTDIR/lm-baseline" 2>&1 | tail -6 | tee -a "${sinks[@]}" || true
-  fi
+  for r in ${LM_RUNS:-overhead baseline pick}; do
+    case "$r" in
+      overhead|baseline|pick) ;;
+      *) echo "gpu_check: LM_RUNS takes overhead, baseline, pick; not '$r'" >&2; exit 2 ;;
+    esac
+  done
+  for r in ${LM_RUNS:-overhead baseline pick}; do
+    if [ "$r" = overhead ]; then
+      local from=(); if [ -f "$corpus" ]; then from=(--corpus "$corpus"); fi  # else its synthetic corpus
+      log "language model ($DEV): gpt, effsearch vs a plain loop (benchmarks/lm_overhead.py)" | tee -a "${sinks[@]}"
+      if [ "$SMOKE" = 1 ]; then
+        "$PY" benchmarks/lm_overhead.py --device cpu --tiny --repeats 1 --steps 4 --data-dir "$OUTDIR/lm-data" 2>&1 \
+          | tee -a "${sinks[@]}"
+      else
+        timeout "${LM_SECONDS:-110}" "$PY" benchmarks/lm_overhead.py --device cuda "${from[@]}" --repeats "${LM_REPEATS:-2}" \
+          --steps "${LM_STEPS:-200}" --data-dir "$OUTDIR/lm-data" 2>&1 | grep --line-buffered -v "AUTOTUNE\|triton_mm\|^  mm " \
+          | tee -a "${sinks[@]}" || echo "lm_overhead exited ${PIPESTATUS[0]}" | tee -a "${sinks[@]}"
+      fi
+      continue
+    fi
+    if [ ! -f "$corpus" ]; then echo "lm $r: no corpus $corpus, skipped" | tee -a "${sinks[@]}"; continue; fi
+    case "$r" in baseline) cfg=configs/debian-lm.yaml ;; pick) cfg=docs/results/debian-lm-pick.yaml ;; esac
+    local changes=(--set device=$DEV --set precision=$PREC --set compile=$COMPILE --set "dataset.path=$corpus")
+    if [ "$SMOKE" = 1 ]; then  # a small corpus: a small vocabulary, a short validation stream
+      changes+=(--set epochs=0.5 --set eval_every=0.25 --set dataset.tokenizer.vocab_size=300
+                --set dataset.val_tokens=256 --set dataset.val_fraction=0.2 --set target.value=9.0)
+    fi
+    log "lm $r: $cfg ($DEV, $PREC, compile $COMPILE; ${LM_TRAIN_SECONDS:-90} s at most)" | tee -a "${sinks[@]}"
+    { timeout "${LM_TRAIN_SECONDS:-90}" "$PY" -m effsearch.cli train "$cfg" "${changes[@]}" --data-dir "$OUTDIR/lm-data" \
+        --quiet --out "$OUTDIR/lm-$r" 2>&1 | tail -6 || echo "exit $?"
+      "$PY" benchmarks/gpu_summary.py --out "$OUTDIR" --runs "lm-$r"
+    } 2>&1 | tee -a "${sinks[@]}"
+    if [ -n "${OUT:-}" ] && [ -f "$OUTDIR/lm-$r/result.json" ]; then cp "$OUTDIR/lm-$r/result.json" "$OUT/lm-$r.json"; fi
+  done
 }
 
 # GPU machines as users have them (docs/guide.md, "Several GPUs and several machines"), each part
@@ -305,13 +325,18 @@ lm() {
 compile-reset() {
   # 5 consecutive compile trials in one worker, first-step seconds each: with the worker's reset
   # between trials (as shipped) and as before it (the loop's own Dynamo reset only), one call.
+  # COMPILE_CONFIG: the trials' config, by default the fast recipe (a cold compile in seconds), so
+  # the part takes at most 6 minutes; COMPILE_CONFIG=benchmarks/data/gpu_slow_trial.yaml is the GPU
+  # study's slow trial (235 s to compile cold on an H200: a 10-minute call of its own, with
+  # COMPILE_WARM_SECONDS=420).
   log "compile state per trial ($DEV): benchmarks/compile_reset.py"
   local out=(--out "$OUTDIR/compile-reset"); if [ -n "${OUT:-}" ]; then out=(--out "$OUT"); fi
   if [ "$SMOKE" = 1 ]; then
     "$PY" benchmarks/compile_reset.py --smoke --cold --trials 2 --arm-seconds 300 --arms after before "${out[@]}"
   else
-    "$PY" benchmarks/compile_reset.py --device cuda --trials "${COMPILE_TRIALS:-5}" \
-      --arm-seconds "${COMPILE_ARM_SECONDS:-50}" --arms ${COMPILE_ARMS:-after before} "${out[@]}"
+    "$PY" benchmarks/compile_reset.py --device cuda --trials "${COMPILE_TRIALS:-5}" --config "${COMPILE_CONFIG:-configs/fashion-mnist-fast.yaml}" \
+      --arm-seconds "${COMPILE_ARM_SECONDS:-90}" --warm-seconds "${COMPILE_WARM_SECONDS:-180}" \
+      --arms ${COMPILE_ARMS:-after before} "${out[@]}"
   fi
 }
 

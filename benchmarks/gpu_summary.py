@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 TEST_TARGET = 0.91
-RUNS = ("baseline", "baseline-bf16", "fast", "text-baseline", "text-pick")  # gpu_check.sh's --out folders
+# gpu_check.sh's --out folders
+RUNS = ("baseline", "baseline-bf16", "fast", "text-baseline", "text-pick", "lm-baseline", "lm-pick")
 
 
 def recipe_lines(out: Path, names: tuple[str, ...] = RUNS) -> list[str]:
@@ -26,14 +27,26 @@ def recipe_lines(out: Path, names: tuple[str, ...] = RUNS) -> list[str]:
         f, tta = r["final"], r.get("time_to_target")
         cfg = r["config"]
         compiled = f"compile {f['compile_seconds']:.2f}s  " if f.get("compile_seconds") else ""
+        metric = r.get("target_metric", "val_accuracy")  # absent from an accuracy run's file
+        if metric == "val_accuracy":
+            to, quality = f"{r['target_accuracy']:.2f} val", f"test {_f(f.get('test_accuracy'), 4)}"
+        else:  # a loss: the final loss and, for a language model, bits per byte
+            to = f"{metric} {r['target_accuracy']:.2f}"
+            quality = f"final {metric} {_f(f.get(metric), 3)}" + (
+                f" ({_f(f.get('val_bpb'), 3)} bits/byte)" if f.get("val_bpb") is not None else ""
+            )
         lines.append(
-            f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5g} "
-            f"time to {r['target_accuracy']:.2f} val: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
-            f"test {f.get('test_accuracy', float('nan')):.4f}  set-up {f.get('setup_seconds', 0):.2f}s  "
+            f"{name:14s} {cfg['precision']:8s} batch {cfg['batch_size']:<5d} epochs {cfg['epochs']:<5.3g} "
+            f"time to {to}: {_s(tta)}  train {f.get('train_seconds', 0):.2f}s  "
+            f"{quality}  set-up {f.get('setup_seconds', 0):.2f}s  "
             f"{compiled}"
             f"[{r['device']}]"
         )
     return lines
+
+
+def _f(x, digits: int) -> str:
+    return "none" if x is None else f"{x:.{digits}f}"
 
 
 def _s(x) -> str:

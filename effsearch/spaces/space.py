@@ -144,7 +144,9 @@ class Space:
                     if _named_in(section.get("exclude"), d)
                     else f"{prefix}.include names neither it nor its group ({d.group})"
                 )
-                fix = "include it or drop the range" if d.name in explicit else "name it in include or exclude, not both"
+                fix = (
+                    "include it or drop the range" if d.name in explicit else "name it in include or exclude, not both"
+                )
                 raise ConfigError(where[d.name], f"{what}: {why}; {fix}")
             if d.name not in possible:
                 alike = [o.name for o in self.dims if o.path == d.path and o is not d and o.name in possible]

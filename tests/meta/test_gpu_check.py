@@ -4,6 +4,7 @@ not whether an optional result file happened to exist."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,15 +52,34 @@ def test_recipe_streams_its_log_into_out(tmp_path):
     assert "status: completed" in log and "final {'train_seconds'" in log
 
 
-def test_lm_times_a_gpt_against_a_plain_loop_into_out(tmp_path):
-    """The lm part (smoke: a tiny gpt on the CPU, on the script's own synthetic corpus) writes its
-    pairs and ratio into $OUT as it goes."""
+def test_lm_times_a_gpt_against_a_plain_loop_then_trains_the_baseline_and_pick_into_out(tmp_path):
+    """The lm part (smoke: a tiny gpt on the CPU) writes the loop pairs and ratio into $OUT as it goes,
+    then trains the LM study's baseline and pick on a small corpus of the Debian file's columns the
+    test writes (LM_DATA: tests never read the shared data), each run's line and result beside them."""
+    import gzip
+    import json
+    import random
+
+    rng = random.Random(0)
+    words = "the package provides tools for files and data with a library of small utilities".split()
+    data = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        for i in range(400):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(8, 30))) + "."
+            f.write(json.dumps({"text": text, "source": f"src{i // 2}", "split": "test" if i % 10 == 0 else "train"}))
+            f.write("\n")
     out = tmp_path / "out"
     out.mkdir()
-    r = run(["lm"], tmp_path, OUT=str(out))
+    r = run(["lm"], tmp_path, 900, OUT=str(out), LM_DATA=str(data))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     text = (out / "lm.txt").read_text()
     assert "pair 1: effsearch" in text and "ratio=" in text and "gpt {'n_layer': 2" in text
+    for name in ("baseline", "pick"):  # configs/debian-lm.yaml, docs/results/debian-lm-pick.yaml
+        assert f"{'lm-' + name:<14s} fp32" in text and "time to val_loss 9.00:" in text and "bits/byte" in text, text
+        assert json.loads((out / f"lm-{name}.json").read_text())["status"] == "completed"
+    bad = run(["lm"], tmp_path, LM_RUNS="overhead bogus")
+    assert bad.returncode == 1 and "LM_RUNS takes overhead, baseline, pick; not 'bogus'" in bad.stderr
+    assert "pair 1" not in bad.stdout  # refused before any part of it ran
 
 
 def test_the_study_summary_splits_the_compute(tmp_path):
@@ -165,3 +185,21 @@ def test_the_gpu_machine_parts_run_and_leave_their_figures_in_out(tmp_path):
     assert share["refused_exit"] == 2 and all(share["shared"]) and share["workers"] == 2
     resume = json.loads((out / "resume.json").read_text())
     assert resume["resumed_vs_whole"] == 0 and resume["whole_vs_whole"] == 0 and resume["segments"] == 2
+
+
+def test_a_compile_reset_arm_stops_at_its_limit_while_its_trial_is_silent(tmp_path):
+    """A cold compile prints nothing for minutes: the arm's limit must kill the child then, not
+    after its next line (on an H200 a warm-up meant to stop at 50 s ran 235 s, and the call's time
+    ran out before the arms compared). Smoke trials take seconds; a limit of 1 s ends each one first."""
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compile_reset.py"), "--smoke", "--trials", "2"]
+        + ["--arm-seconds", "1", "--arms", "after", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "compile-reset warm: stopped at the arm's limit (2 s)" in r.stdout, r.stdout
+    assert "compile-reset after: stopped at the arm's limit (1 s)" in r.stdout, r.stdout
+    assert "first step" not in r.stdout and not (out / "compile_reset.jsonl").exists()
