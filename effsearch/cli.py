@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="effsearch",
         description="Search how to train a network: the Pareto front of wall-clock time to a target "
-        "accuracy vs final accuracy, over CORDS subsets, Composer algorithms, FFCV, schedules, "
+        "(an accuracy, or a language model's loss) vs the final value, over CORDS subsets, Composer algorithms, FFCV, schedules, "
         "batch size, sparsity, precision, data-parallel processes with compressed gradients, "
         "gradient accumulation, K-FAC and int8 quantization.",
     )
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train one configuration (a TrainConfig YAML) and write result.json",
         description="Train one TrainConfig YAML; writes OUT/result.json with the history, "
-        "final accuracies, train seconds (evaluation excluded) and time to target. "
+        "final accuracies (or loss), train seconds (evaluation excluded) and time to target. "
         "With distributed.processes N > 1 it starts N-1 more processes itself "
         "(or joins torchrun's); rank 0 writes the result.",
     )
@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "run",
-        help="run or resume a study: the Pareto front of time to target vs accuracy",
+        help="run or resume a study: the Pareto front of time to target vs final accuracy (or loss)",
         description="Run an Optuna multi-objective study over how the base config is trained. "
         "Running it again resumes: finished trials are kept and N is the study's total. "
         "With `pruner: moasha` weak trials stop at their rungs; with `tuning: subset` "

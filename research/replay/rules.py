@@ -32,11 +32,19 @@ class Rule:
               and not built (docs/benchmarks.md)
     """
 
-    def __init__(self, kind: str, min_fraction: float = 1 / 9, eta: float = 3.0, min_trials: int | None = None):
+    def __init__(
+        self,
+        kind: str,
+        min_fraction: float = 1 / 9,
+        eta: float = 3.0,
+        min_trials: int | None = None,
+        keep_fastest: bool = True,
+    ):
         from effsearch.search.pruners import MOASHAPruner
 
         knobs = {} if min_trials is None else {"min_trials": min_trials}  # None: the product's default
         self.product = MOASHAPruner(eta, min_fraction, rank="predicted" if kind == "pred" else "spent", **knobs)
+        self.product.keep_fastest = keep_fastest  # the product keeps a rung's fastest to the target
         self.kind, self.eta, self.min_trials = kind, eta, self.product.min_trials
         self.settle = None  # World's Settle, set by search(): the stop point's cost
         self.rungs_passed, self.stop_settled = [], False  # the run just played: kept at; stopped settled

@@ -162,6 +162,21 @@ def test_predicted_rank_does_not_keep_the_cheapest_so_far():
     assert not predicted.decide(RungPoint(180, 0.10, False), peers)
 
 
+def test_the_fastest_to_the_target_at_a_rung_is_kept_though_its_score_there_is_the_fronts_lowest():
+    """Its time to target is final and the front's fast end; ranked on its score at its own (early)
+    rung it came last in the first front, and the language-model study pruned its fastest trial so.
+    A reached trial some reached peer beat to the target is ranked as before."""
+    p = MOASHAPruner(eta=9, min_trials=5)
+    # scores: losses negated (Target.score); each reached the target, at its own rung point
+    peers = [RungPoint(19.0 + i, -5.45 - 0.01 * i, True) for i in range(4)]
+    peers += [RungPoint(40.0 + i, -5.50 - 0.02 * i, False) for i in range(4)]
+    fastest = RungPoint(15.6, -5.65, True)
+    assert p.decide(fastest, peers)
+    assert not p.decide(RungPoint(19.5, -5.65, True), peers)  # reached, but not first: ranked
+    p.keep_fastest = False
+    assert not p.decide(fastest, peers)  # as it was: one kept of 9, the most accurate of the front
+
+
 def test_tracker_ranks_on_the_predicted_time(tmp_path):
     study = optuna.create_study(directions=["minimize", "maximize"])
     pruner = MOASHAPruner(eta=2, min_fraction=0.5, min_trials=1, rank="predicted")
