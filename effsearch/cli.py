@@ -106,7 +106,8 @@ def _cmd_train(args) -> int:
         print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
     else:  # a language model: its loss (lower is better) and bits per byte of the held-out text
         bpb = f"  bits per byte {f.val_bpb:.4f}" if f.val_bpb is not None else ""
-        print(f"val loss {_or(f.val_loss, nan):.4f}{bpb}  (lower is better)")
+        test = f"  test loss {f.test_loss:.4f}" if f.test_loss is not None else ""
+        print(f"val loss {_or(f.val_loss, nan):.4f}{bpb}{test}  (lower is better)")
     print(
         f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
         f"time to {_target_words(result)}: {ttt}"

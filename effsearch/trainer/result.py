@@ -71,6 +71,7 @@ class Final:
     val_loss: float | None = None
     val_bpb: float | None = None  # language models: bits per byte of the held-out tokens
     test_accuracy: float | None = None  # recorded, never optimised
+    test_loss: float | None = None  # language models: the test tokens' loss, recorded, never optimised
     train_seconds: float | None = None  # evaluation excluded
     eval_seconds: float | None = None
     setup_seconds: float | None = None

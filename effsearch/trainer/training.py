@@ -430,7 +430,7 @@ def _fit(
                 test_acc, test_loss = loop.evaluate(run.splits.test_x, run.splits.test_y)
                 result.final.test_accuracy = test_acc
                 if run.splits.held_out is not None:  # a language model's test loss, recorded beside it
-                    result.final.extra["test_loss"] = test_loss
+                    result.final.test_loss = test_loss
         sizes = measure(model)
         if cfg.quantize == "int8":
             from effsearch.trainer.techniques import quantize

@@ -45,6 +45,8 @@ def loss_study(tmp_path):
                     "target_accuracy": 2.5,
                     "target_metric": "val_loss",
                     "val_loss": loss,
+                    "test_loss": loss + 0.125,  # a language model's, recorded beside its token accuracy
+                    "test_accuracy": 0.25,
                     "val_accuracy": 0.3,
                     "status": "completed",
                     **({"baseline": True} if n == 0 else {}),
@@ -83,10 +85,15 @@ def test_status_and_export_name_the_metric_and_its_direction(loss_study, tmp_pat
     text = capsys.readouterr().out
     assert "val loss <= 2.5 (lower is better)" in text
     assert "val loss (lower better)" in text
+    # a language model's test loss, not its next-token accuracy, beside the objectives
+    assert "test loss" in text and "test acc" not in text and "2.1250" in text and "0.2500" not in text
     out = tmp_path / "front.json"
     assert main(["export", "lm", "--storage", str(loss_study), "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["target_metric"] == "val_loss" and doc["target_accuracy"] == 2.5
+    assert {r["trial"]: r["test_loss"] for r in doc["rows"]}[0] == 2.125
+    assert main(["best", "lm", "--storage", str(loss_study), "--pick", "fastest", "-o", str(tmp_path / "b.yaml")]) == 0
+    assert "test loss 2.3250" in (tmp_path / "b.yaml").read_text()  # trial 2's, in the header
     from effsearch.search.results import plots
 
     x, y = plots.axes(doc["objectives"])

@@ -78,6 +78,7 @@ def test_a_relative_target_on_a_loss_is_the_baselines_final_loss_plus_the_offset
     assert study.user_attrs["target_metric"] == "val_loss"
     assert study.user_attrs["target_accuracy"] == pytest.approx(resolved)
     assert b["target_accuracy"] == pytest.approx(resolved) and b["target_metric"] == "val_loss"
+    assert b["test_loss"] > 0  # a language model's test loss, in the trial's record
     assert b["time_to_target"] is not None
     assert b["time_to_target"] == time_to_target(b["history"], Target("val_loss", resolved), b["val_loss"])
     for t in trials:

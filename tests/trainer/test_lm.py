@@ -37,6 +37,8 @@ def test_effsearch_train_times_a_gpt_to_its_target_loss(tmp_path, capsys):
     # Bytes: a token is a byte (a document's end, one), so bits per byte is the loss in bits.
     assert r.final.val_bpb == pytest.approx(r.final.val_loss / np.log(2), rel=1e-6)
     assert "time to val loss <= 3.5" in printed and "bits per byte" in printed and "val loss" in printed
+    # the test split's loss, recorded beside the validation figures (never optimised)
+    assert 0 < r.final.test_loss < 5.6 and f"test loss {r.final.test_loss:.4f}" in printed
 
 
 def test_the_held_out_stream_is_split_by_document_and_scores_fixed_tokens(tmp_path):

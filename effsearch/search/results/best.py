@@ -183,7 +183,8 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
         + (f", the mean of its {len(seeds)} seeds (trials {', '.join(map(str, seeds))})" if seeds else ""),
         f"storage: {redact(storage_url)}",
         f"objectives: {values}"
-        + (f"; test accuracy {test:.4f}" if test is not None else "")
+        + (f"; test loss {a.test_loss:.4f}" if a.test_loss is not None else "")
+        + (f"; test accuracy {test:.4f}" if test is not None and a.test_loss is None else "")
         + (f"; {sp:.2f}x the baseline" if sp else "")
         + (
             f"; {over:.2f}x the best known recipe ({recipe.user_attrs[WARM_KEY]}, trial {recipe.number})"

@@ -89,6 +89,7 @@ def row(
             "time_to_target": a.time_to_target,
             "reached_target": a.reached_target,
             "test_accuracy": a.test_accuracy,
+            "test_loss": a.test_loss,  # a language model's
             # Recorded when the trial ran; computed from the baseline for older trials without it.
             "speedup": sp if sp is not None else speedup(queries.seconds_to_target(base), tta),
             # Over the fastest named recipe that reached the target (queries.best_recipe): None without one.

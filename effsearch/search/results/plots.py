@@ -100,7 +100,9 @@ def title(doc: dict, s: dict) -> str:
 def hover(r: dict, objectives: list[str]) -> str:
     lines = [f"trial {r['trial']}" + (" (baseline)" if r["baseline"] else "")]
     lines += [f"{n}: {fmt_value(n, r[n])}" for n in objectives]
-    if r.get("test_accuracy") is not None:
+    if r.get("test_loss") is not None:  # a language model's
+        lines.append(f"test loss: {r['test_loss']:.4f}")
+    elif r.get("test_accuracy") is not None:
         lines.append(f"test accuracy: {r['test_accuracy']:.4f}")
     if r.get("speedup"):
         lines.append(f"speed-up: {r['speedup']:.2f}x")
@@ -167,11 +169,12 @@ def figure(doc: dict) -> Any:  # a plotly Figure
 
 def table_html(doc: dict) -> str:
     objs = doc["objectives"]
+    test = "test_loss" if any(r.get("test_loss") is not None for r in doc["rows"]) else "test_accuracy"
     head = (
         ["trial"]
         + (["on front"] if doc["rows"] and "on_front" in doc["rows"][0] else [])
         + objs
-        + ["test accuracy", "speed-up", "reached target", "config"]
+        + [test.replace("_", " "), "speed-up", "reached target", "config"]
     )
 
     def cells(r: Any) -> str:
@@ -180,7 +183,7 @@ def table_html(doc: dict) -> str:
             c.append("yes" if r["on_front"] else "")
         c += [fmt_value(n, r[n]) for n in objs]
         c += [
-            f"{r['test_accuracy']:.4f}" if r.get("test_accuracy") is not None else "-",
+            f"{r[test]:.4f}" if r.get(test) is not None else "-",
             f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
             {True: "yes", False: "no"}.get(r.get("reached_target"), "-"),
             r.get("summary") or "",

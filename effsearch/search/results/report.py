@@ -142,16 +142,19 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
     trials = study.get_trials(deepcopy=False)
     recipe = queries.best_recipe(trials)
     recipe_tta = queries.seconds_to_target(recipe)
+    # a language model's trials record a test loss: shown in place of its next-token accuracy
+    lm = any(Recorded.of(t).test_loss is not None for t in trials)
     head = (
         ["trial", "state"]
         + [_short(n) for n in objectives]
         + ["speed-up"]
         + (["x recipe"] if recipe else [])
-        + ["test acc", "train s", "config / reason"]
+        + ["test loss" if lm else "test acc", "train s", "config / reason"]
     )
 
     def row(t: FrozenTrial) -> list:  # each trial's speed-up over the baseline of its kind of device
-        return table_row(t, objectives, queries.seconds_to_target(queries.baseline_for(trials, t)), recipe, recipe_tta)
+        base_tta = queries.seconds_to_target(queries.baseline_for(trials, t))
+        return table_row(t, objectives, base_tta, recipe, recipe_tta, test_loss=lm)
 
     c = queries.counts(trials)
     target = queries.study_target(study)
@@ -194,9 +197,11 @@ def table_row(
     base_tta: float | None,
     recipe: FrozenTrial | None,
     recipe_tta: float | None,
+    test_loss: bool = False,
 ) -> list:
     """One trial's row of the status table: its values, speed-ups over the baseline (and the
-    best recipe, when there is one), test accuracy, train seconds, and its config or why it failed."""
+    best recipe, when there is one), test accuracy (``test_loss``: a language model's test loss),
+    train seconds, and its config or why it failed."""
     vals = list(t.values) if t.values else [None] * len(objectives)
     tta = queries.seconds_to_target(t)
     sp = speedup(base_tta, tta)
@@ -215,7 +220,7 @@ def table_row(
     if _shared(t):
         state += "~"
     r = Recorded.of(t)
-    test, train = r.test_accuracy, r.train_seconds
+    test, train = (r.test_loss if test_loss else r.test_accuracy), r.train_seconds
     seeds = t.user_attrs.get(SEED_TRIALS_KEY)  # a front point: the mean of these trials' seeds
     label = "+".join(map(str, seeds)) if seeds else t.number
     return (

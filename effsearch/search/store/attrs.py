@@ -66,6 +66,7 @@ VAL_ACCURACY_KEY = "val_accuracy"  # float: the final validation accuracy (one o
 VAL_LOSS_KEY = "val_loss"  # float: the final validation loss (one of FINAL_KEYS)
 VAL_BPB_KEY = "val_bpb"  # float: language models, the final bits per byte of held-out text (one of FINAL_KEYS)
 TEST_ACCURACY_KEY = "test_accuracy"  # float: the final test accuracy, recorded, never optimised
+TEST_LOSS_KEY = "test_loss"  # float: language models, the final test loss, recorded, never optimised
 TRAIN_SECONDS_KEY = "train_seconds"  # float: training time, evaluation excluded
 # Final's fields of the same names (trainer/result.py), each written when the run measured it.
 FINAL_KEYS = (
@@ -73,6 +74,7 @@ FINAL_KEYS = (
     VAL_LOSS_KEY,
     VAL_BPB_KEY,
     TEST_ACCURACY_KEY,
+    TEST_LOSS_KEY,
     TRAIN_SECONDS_KEY,
     "eval_seconds",
     "setup_seconds",

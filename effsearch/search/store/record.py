@@ -35,6 +35,7 @@ from effsearch.search.store.attrs import (
     TARGET_KEY,
     TARGET_METRIC_KEY,
     TEST_ACCURACY_KEY,
+    TEST_LOSS_KEY,
     TIME_TO_TARGET_KEY,
     TRAIN_SECONDS_KEY,
     VAL_ACCURACY_KEY,
@@ -73,6 +74,7 @@ class Recorded:
     val_loss: float | None = None
     val_bpb: float | None = None
     test_accuracy: float | None = None
+    test_loss: float | None = None  # a language model's
     train_seconds: float | None = None
     device: str | None = None
     versions: dict = field(default_factory=dict)
@@ -101,6 +103,7 @@ class Recorded:
             val_loss=a.get(VAL_LOSS_KEY),
             val_bpb=a.get(VAL_BPB_KEY),
             test_accuracy=a.get(TEST_ACCURACY_KEY),
+            test_loss=a.get(TEST_LOSS_KEY),
             train_seconds=a.get(TRAIN_SECONDS_KEY),
             device=a.get(DEVICE_KEY),
             versions=a.get(VERSIONS_KEY) or {},
@@ -264,6 +267,7 @@ def final_line(result: RunResult) -> str:
             f"{_or(f.test_accuracy, NAN):.4f} (recorded, never optimised)"
         )
     parts = [f"val loss {_or(f.val_loss, NAN):.4f}"] + ([f"val bits per byte {f.val_bpb:.4f}"] if f.val_bpb else [])
+    parts += [f"test loss {f.test_loss:.4f} (recorded, never optimised)"] if f.test_loss is not None else []
     return "- " + ", ".join(parts) + f", val next-token accuracy {_or(f.val_accuracy, NAN):.4f}"
 
 
