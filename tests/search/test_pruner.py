@@ -122,7 +122,7 @@ def test_workers_in_separate_processes_share_rungs(tmp_path, kind):
     with ctx.Pool(1) as pool:
         weak = pool.apply(_worker, (url, [(30, 0.5), (40, 0.4), (7, 0.95)]))
     assert strong == [None, None, None]  # too few trials at the rung for the first two, then kept
-    assert weak[0] and weak[1] and "of 4 trials" in weak[0] and "of 5 trials" in weak[1]
+    assert weak[0] and weak[1] and "best 1/2 of 4:" in weak[0] and "best 1/2 of 5:" in weak[1]
     assert weak[2] is None  # faster and more accurate than everyone: kept
     study = optuna.load_study(study_name="s", storage=open_url(url))
     assert [t.user_attrs["rung_0"][:2] for t in study.trials] == [
@@ -214,7 +214,8 @@ def test_default_judges_the_first_trial_against_the_baseline():
     )
     weak = study.ask()
     reason = RungTracker(pruner, study, weak, 9, 0.95)(EvalPoint(epoch=1, train_seconds=1.2, val_accuracy=0.40))
-    assert reason and "of 2 trials" in reason
+    assert reason and "best 1/9 of 2:" in reason
+    assert len(reason) <= 110 and reason.endswith("val accuracy 0.4000")  # whole in `status`
     strong = study.ask()
     assert RungTracker(pruner, study, strong, 9, 0.95)(EvalPoint(epoch=1, train_seconds=0.9, val_accuracy=0.85)) is None
     assert MOASHAPruner(min_trials=4).decide(RungPoint(9, 0.40, False), [RungPoint(1.5, 0.80, False)])

@@ -256,10 +256,10 @@ class MOASHAPruner:
         peers = [RungPoint.from_attr(v) for v in self.peers(study, trial, key)]
         if self.decide(me, peers):
             return None
+        # what it was ranked on first: `status` shows the reason's first 110 characters
         return (
-            f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget): not in the best 1/{self.eta:g} "
-            f"of {len(peers) + 1} trials by non-dominated rank ({self._time_label(me)} "
-            f"{me.time_bound:.1f}s, {said(me.score, target)})"
+            f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget), not in the best 1/{self.eta:g} "
+            f"of {len(peers) + 1}: {self._time_label(me)} {me.time_bound:.1f}s, {said(me.score, target)}"
         )
 
     @staticmethod
