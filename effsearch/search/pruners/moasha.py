@@ -256,9 +256,9 @@ class MOASHAPruner:
         peers = [RungPoint.from_attr(v) for v in self.peers(study, trial, key)]
         if self.decide(me, peers):
             return None
-        # what it was ranked on first: `status` shows the reason's first 110 characters
+        # short, its values whole: `status` shows a reason's first 120 characters
         return (
-            f"pruned at rung {k} ({self.rungs()[k]:.3g} of the budget), not in the best 1/{self.eta:g} "
+            f"pruned at rung {k} ({self.rungs()[k]:.3g} of budget), not in best 1/{self.eta:g} "
             f"of {len(peers) + 1}: {self._time_label(me)} {me.time_bound:.1f}s, {said(me.score, target)}"
         )
 

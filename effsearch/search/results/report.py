@@ -227,7 +227,11 @@ def table_row(
         [label, state]
         + [fmt_value(n, v, queries.reached(t)) for n, v in zip(objectives, vals)]
         + [f"{x:.2f}x" if x else "-" for x in [sp, *over]]
-        + [f"{test:.4f}" if test is not None else "-", f"{train:.1f}" if train is not None else "-", _clip(str(tail), 110)]
+        + [
+            f"{test:.4f}" if test is not None else "-",
+            f"{train:.1f}" if train is not None else "-",
+            _clip(str(tail), 120),
+        ]
     )
 
 
