@@ -221,8 +221,10 @@ class Space:
 
     def table(self, show_all: bool = False) -> str:
         rows = self.rows(show_all)
-        head = ["dimension", "group", "state", "values", "when"]
-        return format_table(head, [[r[h] for h in head] for r in rows])
+        # An n/a row's values say why; they run long, so they come last and pad no other column,
+        # and its condition (moot here) is left out, so that it pads none either.
+        head = ["dimension", "group", "state", "when", "values"]
+        return format_table(head, [[r[h] if h != "when" or r["state"] != "n/a" else "" for h in head] for r in rows])
 
 
 def unavailable(d: Dim) -> str | None:
@@ -305,7 +307,9 @@ def format_table(head: list[str], rows: list[list]) -> str:
     cells = [[str(c) for c in head]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    # the last column is never padded: its rule as wide as most of its cells, not its longest
+    last = sorted(len(r[-1]) for r in cells)[(len(cells) * 9) // 10 - (len(cells) >= 10)]
+    lines.insert(1, "  ".join("-" * w for w in widths[:-1] + [max(last, len(head[-1]))]))
     return "\n".join(lines)
 
 

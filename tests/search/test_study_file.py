@@ -138,6 +138,14 @@ def test_space_show_lists_conditions(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "optimizer.lr@adamw" in out and "optimizer adamw" in out
     assert "n/a" in out  # e.g. precision: AMP needs CUDA
+    # The n/a reasons (long) come last and pad no column: the rule line stops short of them, and
+    # every row's values start under the header's.
+    lines = out.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("dimension "))
+    at = lines[head].index("values")
+    assert lines[head].endswith("values") and len(lines[head + 1]) < max(map(len, lines))
+    precision = next(x for x in lines if x.startswith("precision "))
+    assert precision[at:].startswith("AMP needs") and precision[:at].split() == ["precision", "system", "n/a"]
 
 
 def test_status_without_a_run(tmp_path, capsys):
