@@ -375,31 +375,22 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
 
 
 def kill_at_checkpoint_on(proc, host, study_name, url, log, needed_of, before_epoch=40, deadline=400.0):
-    """SIGKILL ``proc``'s process group once a trial of ``host`` is RUNNING with a checkpoint at most
-    at ``before_epoch`` and the study still needs
-    the killed one (at most ``needed_of`` - 2 trials counted or running: the others cannot reach
-    ``needed_of`` with fresh trials before its retry is queued); that checkpoint's record and trial."""
-    storage, end = open_url(url), time.time() + deadline
-    while time.time() < end and proc.poll() is None:
-        if study_name in optuna.get_all_study_names(storage):
-            trials = optuna.load_study(study_name=study_name, storage=storage).get_trials()
-            for t in trials:
-                ckpt = t.user_attrs.get("checkpoint")
-                on = (t.user_attrs.get("worker") or {}).get("host") == host
-                if (
-                    on
-                    and t.state == TrialState.RUNNING
-                    and ckpt
-                    and ckpt["epoch"] <= before_epoch  # not about to end before the kill lands
-                    and sum(x.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) for x in trials)
-                    <= needed_of - 2
-                ):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    return {"trial": t.number, **ckpt}
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError(f"no checkpointed trial on {host} seen:\n{log.read_text()[-3000:]}")
+    """Kill ``proc`` once a trial of ``host`` has a checkpoint at most at ``before_epoch`` (not about to
+    end before the kill lands) and the study still needs the killed one (at most ``needed_of`` - 2
+    trials counted or running: the others cannot reach ``needed_of`` with fresh trials before its
+    retry is queued); that checkpoint's record and trial."""
+    from tests.search.test_resume import kill_when
+
+    counted = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+
+    def chosen(t, ckpt, trials):
+        return (
+            (t.user_attrs.get("worker") or {}).get("host") == host
+            and ckpt["epoch"] <= before_epoch
+            and sum(x.state in counted for x in trials) <= needed_of - 2
+        )
+
+    return kill_when(proc, study_name, url, log, chosen, deadline)
 
 
 OPEN_AT_ONCE = """

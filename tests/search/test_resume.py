@@ -59,22 +59,29 @@ def start(path: Path, *args: str, env: dict | None = None, log: Path | None = No
     )
 
 
-def kill_at_checkpoint(proc: subprocess.Popen, study_name: str, storage: str, past: float, log: Path) -> dict:
-    """SIGKILL ``proc``'s process group once one of its trials is RUNNING with a checkpoint past
-    epoch ``past``; that checkpoint's record."""
-    store = open_url(storage)
-    deadline = time.time() + 400
-    while time.time() < deadline and proc.poll() is None:
+def kill_when(
+    proc: subprocess.Popen, study_name: str, storage: str, log: Path, chosen, deadline: float = 400.0
+) -> dict:
+    """SIGKILL ``proc``'s process group once one of the study's trials is RUNNING with a checkpoint
+    and ``chosen(trial, checkpoint, trials)`` holds; that checkpoint's record."""
+    store, end = open_url(storage), time.time() + deadline
+    while time.time() < end and proc.poll() is None:
         if study_name in optuna.get_all_study_names(store):
-            for t in optuna.load_study(study_name=study_name, storage=store).get_trials():
+            trials = optuna.load_study(study_name=study_name, storage=store).get_trials()
+            for t in trials:
                 ckpt = t.user_attrs.get(CHECKPOINT_KEY)
-                if t.state == TrialState.RUNNING and ckpt and ckpt["epoch"] >= past:
+                if t.state == TrialState.RUNNING and ckpt and chosen(t, ckpt, trials):
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     return {"trial": t.number, **ckpt}
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError(f"no checkpoint past epoch {past} seen:\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"no checkpointed trial to kill seen:\n{log.read_text()[-3000:]}")
+
+
+def kill_at_checkpoint(proc: subprocess.Popen, study_name: str, storage: str, past: float, log: Path) -> dict:
+    """Kill ``proc`` once one of its trials has a checkpoint past epoch ``past``."""
+    return kill_when(proc, study_name, storage, log, lambda t, ckpt, trials: ckpt["epoch"] >= past)
 
 
 def check_resumed(study: optuna.Study, lost: dict, artifacts: Path) -> None:
