@@ -77,7 +77,7 @@ class Space:
         }
         space = cls(base, dims, active, dict(fixed), machine)
         space._check_fixed(prefix)
-        space._check_idle(section, explicit, prefix)
+        space._check_idle(section, explicit, chosen, prefix)
         return space
 
     def _check_fixed(self, prefix: str) -> None:
@@ -111,7 +111,7 @@ class Space:
                 f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not valid: {e}"
             ) from None
 
-    def _check_idle(self, section: dict, explicit: set[str], prefix: str) -> None:
+    def _check_idle(self, section: dict, explicit: set[str], chosen: set[str], prefix: str) -> None:
         """A range, or a dimension named alone in ``include``, that no trial would ever sample is a
         mistake the study would otherwise make silently (a range on ``optimizer.lr`` where every trial
         trains AdamW, whose lr is ``optimizer.lr@adamw``): refused, naming what would be sampled."""
@@ -123,14 +123,19 @@ class Space:
         }
         where = {**named, **{name: f"{prefix}.ranges.{name}" for name in explicit}}
         cfg = self.base.to_dict()
-        possible: set[str] = set()  # searched dimensions some trial may sample (parents come first)
+        # Dimensions some trial may sample (parents come first), on this machine or on one that offers
+        # what this one cannot (a GPU study's compile_mode, read on a CPU, is no mistake).
+        possible: set[str] = set()
         for d in self.dims:
             ok = d.when is None or d.when(cfg)
             if d.name in self.fixed and ok:
                 d.apply(cfg, self.fixed[d.name])
             elif not ok and d.off is not None:
                 d.apply(cfg, d.off)
-            if d.name in self.active and (ok or any(p in possible for p in d.parents)):
+            searched = d.name in self.active or (
+                d.name in chosen and d.name not in self.fixed and unavailable(d) and not d.extra.get("model_bound")
+            )
+            if searched and (ok or any(p in possible for p in d.parents)):
                 possible.add(d.name)
         for d in self.dims:
             if d.name not in where:

@@ -319,3 +319,15 @@ def test_swa_start_is_searched_below_the_bases_swa_end():
         Machine(cores=1),
     )
     assert "not a fraction of training" in str(start_dim(space).extra["unavailable"])
+
+
+def test_a_range_this_machine_cannot_sample_is_kept_for_the_machine_that_can():
+    """A range on a GPU-only dimension (compile_mode needs compile, offered on CUDA only) is read on
+    a CPU too, e.g. by `space show` of a GPU study: never sampled here, but not a mistake."""
+    section = {"include": ["system"], "ranges": {"compile_mode": {"choices": ["default", "reduce-overhead"]}}}
+    for machine in (CPU, GPU):
+        space = Space.build(base(), section, machine)
+        assert "compile_mode" in space.active
+    with pytest.raises(ConfigError, match="never sampled"):  # a rule, not the machine, rules it out here
+        section = {"include": ["optimizer"], "fixed": {"optimizer.name": "adamw"}}
+        Space.build(base(), {**section, "ranges": {"optimizer.kfac_damping": [0.001, 0.01]}}, CPU)
