@@ -310,31 +310,18 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
     )
     n = 6
     nodes = {"node-a": "2", "node-b": "1"}
-    a = start(
-        path,
-        "--storage",
-        postgres_url,
-        "--n-trials",
-        str(n),
-        "--workers",
-        "auto",
-        log=tmp_path / "a.log",
-        env={"EFFSEARCH_FAKE_GPUS": nodes["node-a"], "EFFSEARCH_FAKE_HOST": "node-a"},
-    )
+
+    def node(host: str, log: str) -> subprocess.Popen:  # `effsearch run --workers auto` on that "machine"
+        env = {"EFFSEARCH_FAKE_GPUS": nodes[host], "EFFSEARCH_FAKE_HOST": host}
+        return start(
+            path, "--storage", postgres_url, "--n-trials", str(n), "--workers", "auto", log=tmp_path / log, env=env
+        )
+
+    a = node("node-a", "a.log")
     b = None
     try:
         lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", needed_of=n)
-        b = start(
-            path,
-            "--storage",
-            postgres_url,
-            "--n-trials",
-            str(n),
-            "--workers",
-            "auto",
-            log=tmp_path / "b.log",
-            env={"EFFSEARCH_FAKE_GPUS": nodes["node-b"], "EFFSEARCH_FAKE_HOST": "node-b"},
-        )
+        b = node("node-b", "b.log")
         assert b.wait(timeout=500) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:
         for p in (a, b):
