@@ -76,18 +76,21 @@ class Space:
             if d.name in chosen and d.name not in fixed and (d.name in explicit or not unavailable(d))
         }
         space = cls(base, dims, active, dict(fixed), machine)
-        space._check_fixed(prefix)
-        space._check_idle(section, explicit, chosen, prefix)
+        possible = space._check_fixed(prefix, chosen)
+        space._check_idle(section, explicit, possible, prefix)
         return space
 
-    def _check_fixed(self, prefix: str) -> None:
+    def _check_fixed(self, prefix: str, chosen: set[str]) -> set[str]:
         """Fixed values must be able to hold, together and with the base config, on this machine.
 
         A fixed value whose condition reads a searched dimension holds wherever the
         condition does (e.g. a fixed mixup alpha, with mixup itself searched); one
-        whose condition can never hold is an error.
+        whose condition can never hold is an error. Returns the searched dimensions some trial
+        may sample, on this machine or on one that offers what this one cannot (a GPU study's
+        compile_mode, read on a CPU): ``_check_idle`` reads them.
         """
         cfg = self.base.to_dict()
+        possible: set[str] = set()  # parents come first
         for d in self.dims:
             ok = d.when is None or d.when(cfg)
             if d.name in self.fixed:
@@ -101,8 +104,12 @@ class Space:
                         "which the base config and the other fixed values rule out",
                     )
                 d.apply(cfg, value)
-            elif not ok and d.off is not None:
+                continue  # a fixed dimension is never sampled
+            if not ok and d.off is not None:
                 d.apply(cfg, d.off)
+            searched = d.name in self.active or (d.name in chosen and unavailable(d) and not d.extra.get("model_bound"))
+            if searched and (ok or any(p in possible for p in d.parents)):
+                possible.add(d.name)
         try:
             TrainConfig.from_dict(cfg)
         except ConfigError as e:
@@ -110,11 +117,13 @@ class Space:
             raise ConfigError(
                 f"{prefix}.fixed", f"the base config with the fixed values ({names}) is not valid: {e}"
             ) from None
+        return possible
 
-    def _check_idle(self, section: dict, explicit: set[str], chosen: set[str], prefix: str) -> None:
-        """A range, or a dimension named alone in ``include``, that no trial would ever sample is a
-        mistake the study would otherwise make silently (a range on ``optimizer.lr`` where every trial
-        trains AdamW, whose lr is ``optimizer.lr@adamw``): refused, naming what would be sampled."""
+    def _check_idle(self, section: dict, explicit: set[str], possible: set[str], prefix: str) -> None:
+        """A range, or a dimension named alone in ``include``, that no trial would ever sample (not in
+        ``possible``) is a mistake the study would otherwise make silently (a range on ``optimizer.lr``
+        where every trial trains AdamW, whose lr is ``optimizer.lr@adamw``): refused, naming what would
+        be sampled."""
         include = section.get("include")
         named = {
             item: f"{prefix}.include[{i}]"
@@ -122,21 +131,6 @@ class Space:
             if isinstance(item, str) and item in {d.name for d in self.dims}
         }
         where = {**named, **{name: f"{prefix}.ranges.{name}" for name in explicit}}
-        cfg = self.base.to_dict()
-        # Dimensions some trial may sample (parents come first), on this machine or on one that offers
-        # what this one cannot (a GPU study's compile_mode, read on a CPU, is no mistake).
-        possible: set[str] = set()
-        for d in self.dims:
-            ok = d.when is None or d.when(cfg)
-            if d.name in self.fixed and ok:
-                d.apply(cfg, self.fixed[d.name])
-            elif not ok and d.off is not None:
-                d.apply(cfg, d.off)
-            searched = d.name in self.active or (
-                d.name in chosen and d.name not in self.fixed and unavailable(d) and not d.extra.get("model_bound")
-            )
-            if searched and (ok or any(p in possible for p in d.parents)):
-                possible.add(d.name)
         for d in self.dims:
             if d.name not in where:
                 continue
