@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
 
 EXIT_BAD_INPUT = 2
+# What a shell reports for a command killed by SIGPIPE (128 + 13): a reader that closed early,
+# as `effsearch status S | head -2` does, ends the command as it ends `cat` or `ls`.
+EXIT_BROKEN_PIPE = 141
 
 
 class _Stderr(logging.StreamHandler):
@@ -74,8 +78,6 @@ def quiet_optuna() -> Iterator[None]:
 
 
 def _cmd_train(args) -> int:
-    import os
-
     from effsearch import api
     from effsearch.config.imports import import_plugins
     from effsearch.config.machine import under_torchrun
@@ -504,10 +506,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with console():
-            return args.func(args)
+            code = args.func(args)
+            sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
+            return code
     except ConfigError as e:  # bad input, a study or storage that is not there among it
         print(f"effsearch: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        _mute_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _mute_stdout() -> None:
+    """stdout pointed at /dev/null, so that Python's own flush at exit does not fail on the closed
+    pipe again (the recipe in Python's `signal` docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":
