@@ -23,11 +23,12 @@ Example (the embedded ``digits`` data, a few seconds on a CPU)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
@@ -52,6 +53,7 @@ __all__ = [
     "export",
     "load_config",
     "load_study",
+    "naming_file",
     "pareto_front",
     "run_study",
     "status",
@@ -90,7 +92,11 @@ def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: S
     2.0
     """
     if isinstance(spec, (str, Path)):
-        return TrainConfig.from_yaml(spec, list(overrides))
+        try:
+            return TrainConfig.from_yaml(spec, list(overrides))
+        except ConfigError:
+            _refuse_study_file(spec)
+            raise
     if isinstance(spec, TrainConfig):
         data = spec.to_dict()
     elif isinstance(spec, Mapping):
@@ -100,6 +106,36 @@ def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: S
     for item in overrides:
         apply_override(data, item)
     return TrainConfig.from_dict(data)
+
+
+def _refuse_study_file(path: str | Path) -> None:
+    """A study file given where a training config goes is said to be one (its keys would each read
+    as unknown): a study file is the mapping with ``base``, the TrainConfig its trials start from."""
+    from effsearch.config import read_yaml
+
+    try:
+        raw = read_yaml(path)
+    except ConfigError:
+        return
+    if isinstance(raw, dict) and "base" in raw:
+        raise ConfigError(
+            "",
+            "this is a study file (it has `base`), not a training config: run it as a study "
+            "(`effsearch run FILE`, or effsearch.run_study), or train its base alone",
+            str(path),
+        )
+
+
+@contextlib.contextmanager
+def naming_file(source: str | Path | None) -> Iterator[None]:
+    """A refusal found after the config file was read (by the model, by the data) names that file,
+    as the file's own errors do; one that names its source already is left as it is."""
+    try:
+        yield
+    except ConfigError as e:
+        if source is None or e.source:
+            raise
+        raise e.with_source(str(source)) from None
 
 
 def train(
@@ -126,11 +162,12 @@ def train(
         check_output(out_dir, "out_dir", folder=True)
     from effsearch.config.machine import check_runnable
 
-    resolve_paths(cfg.model.name, cfg.dataset.name)  # before torch's import: a typo answered at once
-    check_runnable(cfg)
-    from effsearch.trainer.training import train as run_training
+    with naming_file(spec if isinstance(spec, (str, Path)) else None):
+        resolve_paths(cfg.model.name, cfg.dataset.name)  # before torch's import: a typo answered at once
+        check_runnable(cfg)
+        from effsearch.trainer.training import train as run_training
 
-    return run_training(cfg, data_root=data_dir, out_dir=out_dir, progress=progress)
+        return run_training(cfg, data_root=data_dir, out_dir=out_dir, progress=progress)
 
 
 def check_output(path: str | Path, field: str, *, folder: bool) -> None:

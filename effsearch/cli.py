@@ -88,16 +88,17 @@ def _cmd_train(args) -> int:
     api.check_output(out, "--out", folder=True)  # train's own check would name out_dir, after this line
     # Under torchrun every rank runs this command; rank 0 speaks and writes.
     main = not under_torchrun() or os.environ.get("RANK") == "0"
-    if main:
-        print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
     before = _stamp(out / "result.json")
     try:
-        result = api.train(cfg, data_dir=args.data_dir, out_dir=out, progress=not args.quiet and main)
+        with api.naming_file(args.config):
+            result = api.train(cfg, data_dir=args.data_dir, out_dir=out, progress=not args.quiet and main)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {_left(out / 'result.json', before)}", file=sys.stderr)
         return 130
     if not main:
         return 0 if result.status == "completed" else 1
+    # Said once the result is there: a refusal in set-up (the model, the data) writes nothing.
+    print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
     f = result.final
     if f.extra.get("input_adapted"):
         print(f"note: {f.extra['input_adapted']}", file=sys.stderr)

@@ -775,16 +775,6 @@ def test_each_refusal_comes_before_the_imports_it_does_not_need(tmp_path):
         assert modules == heavy, (call, modules)
 
 
-def refused_after_the_header(p: subprocess.CompletedProcess, *named: str) -> str:
-    """``train``'s refusal once its header line is out: exit 2, the header, one line naming each of ``named``."""
-    lines = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and "Traceback" not in p.stderr, (p.returncode, p.stderr[-2000:])
-    assert len(lines) == 2 and lines[0].startswith("effsearch train: "), p.stderr
-    for name in named:
-        assert name in lines[1], (name, lines[1])
-    return lines[1]
-
-
 def test_a_model_without_parameters_is_refused_naming_the_field(tmp_path):
     """Right logits, and nothing to train: refused as the model's fault (it trained ~20 s, then
     the optimizer raised on an empty parameter list, exit 1 with a traceback and a failed result)."""
@@ -794,7 +784,7 @@ def test_a_model_without_parameters_is_refused_naming_the_field(tmp_path):
     )
     write(tmp_path / "c.yaml", tiny(model={"name": "empty_model:make"}))
     before = files(tmp_path)
-    refused_after_the_header(effsearch(tmp_path, "train", "c.yaml"), "model.name: ", "has no parameters to train")
+    refused(effsearch(tmp_path, "train", "c.yaml"), "c.yaml: model.name: ", "has no parameters to train")
     assert [f for f in files(tmp_path) if "__pycache__" not in f] == before  # no runs/, no result.json
 
 
@@ -848,3 +838,27 @@ def test_a_plugin_flag_error_names_the_flag(tmp_path):
     for command in (["train", "c.yaml"], ["run", "s.yaml"], ["space", "show", "s.yaml"]):
         err = refused(effsearch(tmp_path, *command, "--plugin", "no_such_plugin"), "--plugin: no module named")
         assert "plugins[" not in err
+
+
+# -- train's refusals found in set-up, and a study file given to train -------------------------------
+
+
+def test_a_refusal_found_when_the_data_is_read_names_the_config_file_and_says_nothing_was_written(tmp_path):
+    """A refusal found after the file was read (the data's path, here) named no file, and came after
+    a line `effsearch train: c.yaml -> runs/.../result.json` that suggested a result was written."""
+    write(tmp_path / "c.yaml", tiny(dataset={"name": "npz", "path": "nowhere.npz"}))
+    before = files(tmp_path)
+    err = refused(effsearch(tmp_path, "train", "c.yaml"), "effsearch: error: c.yaml: dataset.path: ", "does not exist")
+    assert "result.json" not in err, err
+    assert files(tmp_path) == before
+
+
+def test_a_study_file_given_to_train_is_said_to_be_one(tmp_path):
+    """Its keys read as unknown (`name: unknown key; allowed keys here: dataset, ...`)."""
+    write(tmp_path / "s.yaml", {"name": "mine", **STUDY})
+    err = refused(effsearch(tmp_path, "train", "s.yaml"), "s.yaml: ", "is a study file", "effsearch run")
+    assert "unknown key" not in err, err
+    from effsearch.api import load_config
+
+    with pytest.raises(ConfigError, match="is a study file"):
+        load_config(tmp_path / "s.yaml")
