@@ -8,7 +8,8 @@ torch, Composer and Optuna are imported when a function is called, not on ``impo
 What the library says besides a run's progress (a warning: a note that could not be saved, a
 storage connection lost and retried) goes to the ``effsearch`` logger (a child logger per
 module); configure it as any Python logging, e.g. ``logging.basicConfig(level=logging.INFO)``.
-Optuna's own logging is left as it is.
+Optuna's own logging is left as it is, but for its INFO lines while ``run_study`` runs (one per
+trial, repeating the run's report; ``quiet=True`` shows none): its warnings and errors still show.
 
 A config or study that names code by import path (``model.name: mypkg.models:small_cnn``,
 ``plugins:``) runs that code, as a Python script would.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import os
 import sys
 import time
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from effsearch.config import ConfigError, TrainConfig, apply_override
+from effsearch.config.arguments import said
 from effsearch.config.imports import import_plugins, resolve_paths
 from effsearch.search.run.errors import StudyFailed
 from effsearch.search.study.spec import StudySpec
@@ -54,6 +57,7 @@ __all__ = [
     "load_config",
     "load_study",
     "naming_file",
+    "optuna_quieted",
     "pareto_front",
     "run_study",
     "status",
@@ -241,6 +245,7 @@ def run_study(
 ) -> optuna.Study:
     """Run (or resume) a study and return it as an ``optuna.Study`` (with a tuning phase: the
     confirmed phase, study NAME). Progress lines go to ``out`` (default stderr); ``quiet``: none.
+    Optuna's own INFO lines are held back while it runs (``optuna_quieted``).
 
     ``study``: a study file, a mapping of its keys (``{"base": {...}, "n_trials": 20}``; its
     journal goes to ``folder``, default the current folder), or a checked ``StudySpec``
@@ -265,24 +270,47 @@ def run_study(
             spec = with_front_of(spec, str(earlier))
     from effsearch.search.run.runner import run
 
-    run(spec, data_root=data_dir, out=None if quiet else (out or sys.stderr), t0=t0, callbacks=callbacks)
-    return load_study(spec.name, spec.storage)
+    with optuna_quieted(logging.WARNING):  # its per-trial INFO lines repeat the run's own report
+        run(spec, data_root=data_dir, out=None if quiet else (out or sys.stderr), t0=t0, callbacks=callbacks)
+        return load_study(spec.name, spec.storage)
+
+
+@contextlib.contextmanager
+def optuna_quieted(level: int) -> Iterator[None]:
+    """Optuna's logging from ``level`` up only (a ``logging`` level; a quieter setting is kept),
+    and as it was afterwards."""
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(max(verbosity, level))
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
 
 
 def load_study(study: str | Path, storage: str | None = None) -> optuna.Study:
-    """An existing study: its study file, or its name with ``storage`` (a URL or journal file)."""
+    """An existing study: its study file, its storage alone (a journal or database file, or a URL,
+    holding one study), or its name with ``storage`` (a URL or journal file)."""
     return _opened(study, storage)[0]
 
 
-def _opened(study: str | Path, storage: str | None) -> tuple[optuna.Study, str]:
-    """(the study, its storage URL) from a study file or a name with ``storage``."""
+def _opened(study: optuna.Study | str | Path, storage: str | None) -> tuple[optuna.Study, str]:
+    """(the study, its storage URL) from an opened Study (``run_study``'s), a study file, a storage
+    file or URL alone (the study it holds), or a name with ``storage``."""
     from effsearch.search.results.lookup import open_study
 
-    return open_study(str(study), storage)
+    if isinstance(study, (str, Path)):
+        return open_study(str(study), storage)
+    from effsearch.search.store.storage import url_of
+
+    if storage is not None:
+        raise ConfigError("--storage", "an opened Study knows its storage; give the study alone, or its name")
+    return study, url_of(study) or "memory"
 
 
 def _study(study: optuna.Study | str | Path) -> optuna.Study:
-    return load_study(study) if isinstance(study, (str, Path)) else study
+    return _opened(study, None)[0]
 
 
 def pareto_front(study: optuna.Study | str | Path, all_trials: bool = False) -> list[dict]:
@@ -303,7 +331,7 @@ def _pick(study: optuna.Study, pick: str) -> tuple[FrozenTrial, str]:
     text = best.describe(kind, acc)
     if trial is None:
         why = "" if kind == "most-accurate" else " among the trials that reached the target"
-        raise NothingToPick(f"no trial of study {study.study_name!r} satisfies --pick {text}{why}")
+        raise NothingToPick(said(f"no trial of study {study.study_name!r} satisfies --pick={text}{why}"))
     return trial, text
 
 
@@ -319,10 +347,12 @@ def best_config(study: optuna.Study | str | Path, pick: str = "knee") -> TrainCo
     return TrainConfig.from_dict(queries.config_of(trial))
 
 
-def write_best(study: str | Path, out: str | Path, *, pick: str = "knee", storage: str | None = None) -> Picked:
+def write_best(
+    study: optuna.Study | str | Path, out: str | Path, *, pick: str = "knee", storage: str | None = None
+) -> Picked:
     """Write the TrainConfig of the trial ``pick`` chooses to the YAML file ``out``, headed by
     where it came from (what `effsearch best` writes; `effsearch train FILE` trains it). ``study``:
-    a study file, or its name with ``storage``. Raises ``NothingToPick`` when no trial satisfies it."""
+    a Study (``run_study``'s), a study file, a storage file holding one study, or its name with ``storage``. Raises ``NothingToPick`` when no trial satisfies it."""
     from effsearch.search.results import best
 
     best.parse_pick(pick)
@@ -333,10 +363,11 @@ def write_best(study: str | Path, out: str | Path, *, pick: str = "knee", storag
     return Picked(opened.study_name, trial.number, text, cfg)
 
 
-def status(study: str | Path, storage: str | None = None, *, front_only: bool = False) -> str:
+def status(study: optuna.Study | str | Path, storage: str | None = None, *, front_only: bool = False) -> str:
     """What `effsearch status` shows: where the study lives, the table of its trials (``front_only``:
     of its Pareto front), what it cost, and with a tuning phase how well phase 1 predicted phase 2.
-    ``study``: a study file, or its name with ``storage``."""
+    ``study``: a Study (``run_study``'s), a study file, a storage file (``NAME.journal``, a
+    database) holding one study, or its name with ``storage``."""
     from effsearch.config.metrics import ACCURACY
     from effsearch.search.results import best, report
     from effsearch.search.store.attrs import OBJECTIVES_KEY
@@ -363,7 +394,7 @@ def status(study: str | Path, storage: str | None = None, *, front_only: bool = 
 
 
 def export(
-    study: str | Path,
+    study: optuna.Study | str | Path,
     out: str | Path,
     *,
     storage: str | None = None,
@@ -373,8 +404,8 @@ def export(
 ) -> Exported:
     """Write the study's Pareto front (``all_trials``: every complete trial, with ``on_front``;
     ``plot="anytime"``: the anytime curve) to ``out`` as csv, json, yaml, html or png (``format``,
-    default: from the suffix of ``out``), as `effsearch export` does. ``study``: a study file, or its
-    name with ``storage``."""
+    default: from the suffix of ``out``), as `effsearch export` does. ``study``: a Study
+    (``run_study``'s), a study file, a storage file holding one study, or its name with ``storage``."""
     from effsearch.search.results.export import FORMATS, format_of, write
     from effsearch.search.store.attrs import TUNE_STUDY_KEY
     from effsearch.search.store.urls import redact

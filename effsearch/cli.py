@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from effsearch.api import check_output
 from effsearch.config import ConfigError
+from effsearch.config.arguments import command_line
 
 if TYPE_CHECKING:
     from effsearch.trainer.result import RunResult
@@ -67,14 +68,10 @@ def console() -> Iterator[None]:
 def quiet_optuna() -> Iterator[None]:
     """Optuna's errors only, for a command that reads or runs a study (its per-trial INFO lines
     would repeat effsearch's own); its verbosity as it was afterwards."""
-    import optuna
+    from effsearch.api import optuna_quieted
 
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    try:
+    with optuna_quieted(logging.ERROR):
         yield
-    finally:
-        optuna.logging.set_verbosity(verbosity)
 
 
 def _cmd_train(args) -> int:
@@ -505,17 +502,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        with console():
-            code = args.func(args)
-            sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
-            return code
-    except ConfigError as e:  # bad input, a study or storage that is not there among it
-        print(f"effsearch: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:
-        _mute_stdout()
-        return EXIT_BROKEN_PIPE
+    with command_line():  # what the library says names the command's flags, not the API's keywords
+        try:
+            with console():
+                code = args.func(args)
+                sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
+                return code
+        except ConfigError as e:  # bad input, a study or storage that is not there among it
+            print(f"effsearch: error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except BrokenPipeError:
+            _mute_stdout()
+            return EXIT_BROKEN_PIPE
 
 
 def _mute_stdout() -> None:

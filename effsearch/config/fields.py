@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from effsearch.config.arguments import named, said
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping
     from typing import TypeVar
@@ -50,6 +52,12 @@ class ConfigError(ValueError):
     def _text(self) -> str:
         where = f"{self.source}: " if self.source else ""
         return f"{where}{self.field}: {self.message}" if self.field else f"{where}{self.message}"
+
+    def __str__(self) -> str:
+        """The text, an argument it names worded for who reads it (``arguments.said``)."""
+        where = f"{said(self.source)}: " if self.source else ""
+        text = said(self.message)
+        return f"{where}{named(self.field)}: {text}" if self.field else f"{where}{text}"
 
     def with_source(self, source: str) -> ConfigError:
         return ConfigError(self.field, self.message, source)

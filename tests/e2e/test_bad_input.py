@@ -476,7 +476,9 @@ def test_workers_are_bounded_by_the_gpus_on_a_gpu_machine(tmp_path):
     gpu = Machine("cuda", cores=4, gpus=8)
     assert studyfile.from_mapping({**STUDY, "workers": 8}, tmp_path / "s.yaml", machine=gpu).workers == 8
     assert studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu).workers == 8  # auto
-    with pytest.raises(ConfigError, match=r"--workers: 9 workers x one GPU a trial need 9 GPUs; this machine shows 8"):
+    with pytest.raises(
+        ConfigError, match=r"s.yaml: workers: 9 workers x one GPU a trial need 9 GPUs; this machine shows 8"
+    ):
         studyfile.from_mapping(STUDY, tmp_path / "s.yaml", machine=gpu, workers=9)
 
 

@@ -50,7 +50,7 @@ def test_each_pick_writes_that_trial_s_config(storage_path, tmp_path, pick, tria
 
 def test_only_trials_that_reached_the_target_count(storage_path, tmp_path, capsys):
     assert best_(storage_path, tmp_path / "a.yaml", "fastest-above:0.999") == 1
-    assert "no trial of study 'fake' satisfies --pick fastest-above:0.999" in capsys.readouterr().err
+    assert "no trial of study 'fake' satisfies --pick=fastest-above:0.999" in capsys.readouterr().err
     for pick in ("fastest", "knee", "fastest-above:0.5"):
         assert best_(storage_path, tmp_path / "a.yaml", pick, study="misses") == 1
     assert not (tmp_path / "a.yaml").exists()

@@ -98,3 +98,70 @@ def test_a_worker_process_logs_to_the_main_process_s_handlers(tmp_path, scripted
     effsearch.run_study(path, quiet=True)
     processes = {r.process for r in caplog.records if r.name == "effsearch.plugin"}
     assert os.getpid() in processes and len(processes) == 3, processes
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_a_run_holds_back_optunas_info_lines_and_puts_its_verbosity_back(tmp_path, scripted):
+    """`run_study(quiet=True)` let Optuna print "A new study created" and a "Trial N finished with
+    values ... parameters ..." line a trial on stderr."""
+    seen = _Records()
+    logging.getLogger("optuna").addHandler(seen)
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)  # Optuna's default
+    try:
+        effsearch.run_study(study_file(tmp_path, 2), quiet=True)
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(before)
+        logging.getLogger("optuna").removeHandler(seen)
+    info = [r.getMessage()[:80] for r in seen.records if r.levelno < logging.WARNING]
+    assert info == [], info
+
+
+def test_status_takes_the_study_run_study_returned_or_its_storage_alone(tmp_path, scripted, capsys, monkeypatch):
+    """status refused the Study run_study returned (pareto_front and best_config took it), and read a
+    journal given alone as YAML ("not valid YAML"), in Python and on the command line."""
+    monkeypatch.chdir(tmp_path)
+    study = effsearch.run_study({**yaml_of(study_file(tmp_path, 2)), "name": "nb"}, quiet=True)
+    journal = tmp_path / "nb.journal"
+    assert journal.is_file()
+    by_study = effsearch.status(study)
+    assert by_study.startswith("study 'nb' in ") and str(journal) in by_study.splitlines()[0], by_study
+    assert effsearch.status(str(journal)) == by_study == effsearch.status("nb", storage="nb.journal")
+    assert effsearch.export(study, tmp_path / "f.csv").rows >= 1
+    assert main(["status", "nb.journal"]) == 0
+    assert capsys.readouterr().out.startswith("study 'nb' in ")
+
+
+def test_the_api_names_keywords_where_the_command_names_flags(tmp_path, scripted, capsys, monkeypatch):
+    """A notebook was told to give `--storage URL` or that `--pick` was bad: flags it has not got."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        effsearch.status("nb")
+    assert "storage=" in str(e.value) and "--storage" not in str(e.value), e.value
+    assert main(["status", "nb"]) == 2
+    err = capsys.readouterr().err
+    assert "--storage=" in err and "storage=" not in err.replace("--storage=", ""), err
+    study = effsearch.run_study(study_file(tmp_path, 2), quiet=True)
+    with pytest.raises(ConfigError) as e:
+        effsearch.best_config(study, pick="fastest-above:2")
+    assert str(e.value).startswith("pick: ") and "--pick" not in str(e.value), e.value
+    with pytest.raises(effsearch.NothingToPick) as nothing:
+        effsearch.best_config(study, pick="fastest-above:1.0")
+    assert "satisfies pick=fastest-above:1 " in str(nothing.value), nothing.value
+    assert main(["best", str(tmp_path / "tiny.yaml"), "--pick", "fastest-above:2", "-o", "b.yaml"]) == 2
+    assert "effsearch: error: --pick: " in capsys.readouterr().err
+
+
+def yaml_of(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())

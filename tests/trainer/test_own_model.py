@@ -437,7 +437,7 @@ def test_the_python_api_runs_a_study_from_a_mapping_and_reads_its_front(models):
     assert cfg.to_dict() == yaml.safe_load(study.trials[rows[0]["trial"]].user_attrs["config"])
     with pytest.raises(effsearch.NothingToPick):
         effsearch.best_config(study, pick="fastest-above:1.0")
-    with pytest.raises(ConfigError, match="--pick"):
+    with pytest.raises(ConfigError, match="^pick: "):
         effsearch.best_config(study, pick="fastest-above:2")
     result = effsearch.train(cfg, overrides=["epochs=1"], progress=False)
     assert result.status == "completed" and result.config["epochs"] == 1

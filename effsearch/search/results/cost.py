@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, cast
 
+from effsearch.config.arguments import said
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import TUNE_COMPUTE_KEY, WALL_KEY
@@ -69,7 +70,8 @@ class Cost:
             f" = {runs:.1f} runs of the baseline (its trial took {self.baseline_wall:.1f} s)" if runs else ""
         )
         if self.pick is None:
-            return [first, f"  no trial satisfies --pick {self.pick_text} yet: nothing to pay it back with"]
+            pick = said(f"--pick={self.pick_text}")
+            return [first, f"  no trial satisfies {pick} yet: nothing to pay it back with"]
         s = self.saving
         if s is None:
             return [first, "  the baseline has no time to target: no saving to read"]

@@ -18,8 +18,6 @@ from effsearch.search.store import urls
 from effsearch.search.store.urls import redact
 from effsearch.search.study.studyfile import MINIMAL_STUDY, locate
 
-STUDY_SUFFIXES = (".yaml", ".yml")
-
 
 @dataclass
 class Target:
@@ -33,20 +31,12 @@ def study_artifacts(path: Path, storage: str) -> Path | None:
     return urls.artifact_dir(path, read_yaml(path, MINIMAL_STUDY).get("artifacts"), storage)
 
 
-def is_storage(arg: str) -> bool:
-    """A storage URL or a journal/database file (not a study file, not a study name)."""
-    if "://" in arg:
-        return True
-    p = Path(arg)
-    return p.is_file() and p.suffix.lower() not in STUDY_SUFFIXES
-
-
 def resolve(arg: str, storage_flag: str | None, artifact_dir: str | None) -> Target:
     """What to serve: a study file, a study name with --storage, or a storage by itself."""
     given = Path(artifact_dir).expanduser().resolve() if artifact_dir else None
     if given is not None and not given.is_dir():
         raise ConfigError("--artifact-dir", f"no such folder: {given}")
-    if is_storage(arg):
+    if lookup.is_storage(arg):
         if storage_flag:
             raise ConfigError(
                 "--storage", f"{arg!r} is already a storage; give a study name with --storage, or the storage alone"

@@ -1,4 +1,4 @@
-"""Finding a stored study from the command line (a study file or a name + --storage).
+"""Finding a stored study from the command line (a study file, a name + --storage, or a storage alone).
 
 Shared by `status`, `export`, `best` and `dashboard`, so that a study that is not
 there is answered the same way everywhere: exit code 2 (bad input), with the studies
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
 
+STUDY_SUFFIXES = (".yaml", ".yml")
+# What `urls.file_storage` opens as a database; any other file given as a storage is a journal.
+STORAGE_SUFFIXES = (".journal", ".db", ".sqlite", ".sqlite3")
 # Tables every Optuna RDB storage has (its schema's first and its version stamp).
 OPTUNA_TABLES = ("studies", "version_info")
 
@@ -109,13 +112,50 @@ def check_name(storage: BaseStorage, name: str, url: str) -> None:
         )
 
 
+def is_storage(arg: str) -> bool:
+    """A storage URL or a journal/database file (not a study file, not a study name); a file with a
+    storage's suffix counts though it is not there, so that it is answered as a missing storage."""
+    if "://" in arg:
+        return True
+    p = Path(arg)
+    return p.suffix.lower() in STORAGE_SUFFIXES or (p.is_file() and p.suffix.lower() not in STUDY_SUFFIXES)
+
+
 def open_study(study: str, storage_flag: str | None = None) -> tuple[optuna.Study, str]:
-    """(the study, its storage URL) from a study file or a study name."""
+    """(the study, its storage URL) from a study file, a study name, or a storage alone (the
+    study it holds)."""
     import optuna
 
     from effsearch.search.study.studyfile import locate
 
+    if is_storage(study):
+        if storage_flag is not None:
+            raise ConfigError(
+                "--storage",
+                f"{quote(study)} is already a storage; give a study name with --storage, or the storage alone",
+            )
+        return the_study_in(study)
     name, url = locate(study, storage_flag)
     storage = open_existing(url, "--storage" if storage_flag else "storage")
     check_name(storage, name, url)
     return optuna.load_study(study_name=name, storage=storage), url
+
+
+def the_study_in(arg: str) -> tuple[optuna.Study, str]:
+    """The one study a storage holds: with a tuning phase, its confirmed phase (as its study file
+    names it); with several, a StudyNotFound listing them."""
+    import optuna
+
+    from effsearch.search.store.attrs import PHASE_KEY
+    from effsearch.search.store.urls import redact, storage_url
+
+    url = storage_url(arg)
+    storage = open_existing(url, "study")
+    studies = storage.get_all_studies()
+    shown = [s for s in studies if s.user_attrs.get(PHASE_KEY) != "tune"]
+    if len(shown) != 1:
+        names = ", ".join(s.study_name for s in studies)
+        raise UnknownStudy(
+            "study", f"{redact(url)} holds {len(shown)} studies ({names}); give one's name, with --storage={arg}"
+        )
+    return optuna.load_study(study_name=shown[0].study_name, storage=storage), url

@@ -99,7 +99,7 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
     pick, trained as given), or the front of an earlier study (a study file, or a study name in
     the same storage). What cannot be read is a ConfigError naming --warm-start (exit code 2:
     nothing has run yet, as with a storage that cannot be opened)."""
-    from effsearch.search.results.lookup import StudyNotFound, open_study
+    from effsearch.search.results.lookup import StudyNotFound, is_storage, open_study
     from effsearch.search.study.studyfile import study_path
 
     if config_file(earlier):
@@ -107,9 +107,9 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
         return dataclasses.replace(spec, warm_start=list(spec.warm_start) + [(earlier, cfg)])
     if study_path(earlier) is None and names_a_file(earlier):
         raise ConfigError("--warm-start", f"no such file: {Path(earlier).expanduser().resolve()}")
-    # A study file keeps its own storage; a bare name is looked up in this study's.
+    # A study file keeps its own storage, a storage file holds its study; a bare name is looked up in this study's.
     try:
-        study, _ = open_study(earlier, None if study_path(earlier) else spec.storage)
+        study, _ = open_study(earlier, None if study_path(earlier) or is_storage(earlier) else spec.storage)
     except ConfigError as e:
         raise ConfigError("--warm-start", f"{earlier}: {e.message}") from None
     except StudyNotFound as e:

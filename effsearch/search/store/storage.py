@@ -332,6 +332,20 @@ def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     )
 
 
+def url_of(study: optuna.Study) -> str | None:
+    """Where an opened Study is stored (an RDB URL or a journal file), read from Optuna's storage
+    objects, which keep it private: an RDB storage comes wrapped in a cache, a journal storage
+    holds its file backend. None for one in memory or a storage of another kind."""
+    layer: Any = study._storage
+    for _ in range(3):
+        if isinstance(getattr(layer, "url", None), str):
+            return layer.url
+        if getattr(layer, "_file_path", None) is not None:
+            return str(layer._file_path)
+        layer = getattr(layer, "_backend", None)
+    return None
+
+
 def open_url(url: str) -> BaseStorage:
     """A storage for reading (no heartbeats): an RDB URL or a journal file (created if missing)."""
     return _connect(url)

@@ -623,6 +623,6 @@ def locate(study: str, storage_flag: str | None = None) -> tuple[str, str]:
         raise ConfigError(
             "study",
             f"{quote(study)} is neither a study file nor a study name under studies/; "
-            "give a study file, or the name with --storage URL",
+            "give a study file, its storage (a .journal or .db file, a URL), or the name with --storage=STORAGE",
         )
     return study, _storage(storage_flag, None, Path("study.yaml"))
