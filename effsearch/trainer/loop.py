@@ -363,15 +363,9 @@ class Loop:
     def _train_step(self, batch: Any) -> None:
         st = self.state
         if self.accumulate == 1:
-            st.batch = self.augment(batch)
-            self._fire(Event.AFTER_DATALOADER)
+            st.batch = self._loaded(batch)
         else:  # a list of micro-batches: each is augmented (and seen by AFTER_DATALOADER) by itself
-            micro = []
-            for b in batch:
-                st.batch = self.augment(b)
-                self._fire(Event.AFTER_DATALOADER)
-                micro.append(st.batch)
-            st.batch = micro
+            st.batch = [self._loaded(b) for b in batch]
         self._fire(Event.BATCH_START)
         lr = self.lr_factors[self.step]
         for group in self.optimizer.param_groups:
@@ -397,6 +391,19 @@ class Loop:
         self.loss_steps += 1
         if self.check_every and self.step % self.check_every == 0:
             self._check_loss(float(loss), f"at batch {self.step + 1}")
+
+    def _loaded(self, batch: Any) -> Any:
+        """A loader's batch augmented and seen by AFTER_DATALOADER. An algorithm may keep part of
+        it (selective backprop keeps int(keep * n) samples: none of a batch of 2 at keep 0.3): a
+        mean loss over no sample is nan, and batch norm cannot train on one value per channel, so
+        a batch left with fewer than two samples trains whole."""
+        st = self.state
+        st.batch = whole = self.augment(batch)
+        if Event.AFTER_DATALOADER in self.events:
+            self.engine.run_event(Event.AFTER_DATALOADER)
+            if len(st.batch[1]) < min(2, len(whole[1])):
+                st.batch = whole
+        return st.batch
 
     def _forward_backward(self, batch: Any) -> torch.Tensor:
         st, fire = self.state, self._fire

@@ -202,6 +202,33 @@ def test_selective_backprop_drops_samples():
     assert probe.inputs[0].shape[0] == 16  # half of batch_size=32
 
 
+BN1D_PY = """
+import torch.nn as nn
+
+
+def head(num_classes, in_channels):
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, num_classes))
+"""
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.5, 0.99])
+@pytest.mark.parametrize("batch_size", [42, 25], ids=["last-2", "last-3"])
+def test_selective_backprop_never_leaves_a_batch_under_two_samples(tmp_path, monkeypatch, keep, batch_size):
+    """Selective backprop keeps int(keep * n) samples: of a last batch of 2 or 3, none (a nan loss,
+    the run recorded as diverged) or one (batch norm over one sample raises). Such a batch trains
+    whole; every other batch is still cut."""
+    (tmp_path / "bn1d_head.py").write_text(BN1D_PY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sb = {"start": 0.0, "end": 1.0, "keep": keep, "interrupt": 0}
+    overrides = {"model": {"name": "bn1d_head:head"}, "batch_size": batch_size, "epochs": 2}
+    run, probe, cfg = built(algo("selective_backprop", sb, **overrides))
+    assert len(run.splits.train_y) % batch_size in (2, 3)  # the last batch
+    sizes = [len(x) for x in probe.inputs]
+    assert not run.loop.stop_reason, run.loop.stop_reason
+    assert min(sizes) >= 2, sizes
+    assert int(keep * cfg.batch_size) in sizes  # the full batches were cut
+
+
 def test_layer_freezing_freezes_layers():
     run, _, _ = built(algo("layer_freezing", {"freeze_start": 0.0, "freeze_level": 1.0}, epochs=3))
     assert any(not p.requires_grad for p in run.state.model.parameters())
