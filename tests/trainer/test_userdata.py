@@ -180,6 +180,30 @@ def test_hf_dataset_saved_to_disk(tmp_path):
     assert len(s.val_y) == 6 and len(s.train_y) + len(s.test_y) == 24  # validation given, test carved
 
 
+def _hf_named(tmp_path, train, test) -> dict:
+    """A saved DatasetDict of 12x12 images whose labels are strings (no ClassLabel feature)."""
+    datasets = pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+
+    def split(names):
+        r = np.random.default_rng(len(names))
+        pixels = [Image.fromarray(r.integers(0, 256, (12, 12), dtype=np.uint8)) for _ in names]
+        return datasets.Dataset.from_dict({"image": pixels, "label": names})
+
+    datasets.DatasetDict({"train": split(train), "validation": split(train), "test": split(test)}).save_to_disk(
+        str(tmp_path / "named")
+    )
+    return {"name": "hf", "path": str(tmp_path / "named")}
+
+
+def test_hf_string_labels_are_the_training_labels_in_sorted_order(tmp_path):
+    """As a text dataset's: a class is its label's place among the training split's labels, sorted."""
+    names = ["zebra"] * 6 + ["ant"] * 12 + ["moth"] * 18
+    s = load(_hf_named(tmp_path, names, ["moth", "ant", "zebra"]))
+    assert s.num_classes == 3
+    assert torch.bincount(s.train_y).tolist() == [12, 18, 6]  # ant, moth, zebra
+    assert s.test_y.tolist() == [1, 0, 2]
+
+
 def run_cli(tmp_path, capsys, dataset: dict, **over) -> tuple[int, str]:
     from effsearch.cli import main
 
@@ -346,6 +370,11 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "huge.png",
     ),
     "hf folder not saved by datasets": (_not_saved, "dataset.path", "save_to_disk"),
+    "hf string label only in test": (
+        lambda t, m: _hf_named(t, ["ant", "moth"] * 6, ["ant", "bee"]),
+        "dataset.label_column",
+        "'bee'",
+    ),
     "broken file link": (lambda t, m: _link(t, "gone.png"), "dataset.path", "link.png"),
     "file link to itself": (lambda t, m: _link(t, "link.png"), "dataset.path", "leads back to itself"),
 }

@@ -13,7 +13,8 @@
   ``x_val``, ``y_val``); shapes as :func:`images` says.
 * ``hf``: a folder written by ``datasets``' ``save_to_disk``: a DatasetDict with ``train`` and
   optionally ``validation`` (or ``valid``, ``val``) and ``test``, or one Dataset (the training
-  split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (int labels).
+  split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (integer labels, or
+  strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
   a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays or torch tensors.
 
@@ -515,7 +516,7 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
         **({"val": found[val]} if val else {}),
         **({"test": found["test"]} if "test" in found else {}),
     }
-    parts = {}
+    parts, raw_labels = {}, {}
     for split, ds in chosen.items():
         for column, field in ((d.image_column, "dataset.image_column"), (d.label_column, "dataset.label_column")):
             if column not in ds.column_names:
@@ -536,10 +537,26 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
         if missing:
             raise ConfigError("dataset.image_column", f"{missing[0]} has no image")
         sources = [r["bytes"] if r.get("bytes") is not None else r["path"] for r in raw]
-        y = labels(
-            np.asarray(list(ds[d.label_column])),
-            f"column {d.label_column!r} of the {split} split",
-            "dataset.label_column",
-        )
-        parts[split] = Part(sources, y, names)
+        raw_labels[split] = np.asarray(list(ds[d.label_column]))
+        parts[split] = Part(sources, raw_labels[split], names)
+    for split, y in _named_labels(raw_labels, d.label_column).items():
+        column = f"column {d.label_column!r} of the {split} split"
+        parts[split].labels = labels(y, column, "dataset.label_column")
     return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))
+
+
+def _named_labels(ys: dict[str, np.ndarray], column: str) -> dict[str, np.ndarray]:
+    """String labels as classes 0..K-1: the training split's labels in sorted order, as a text
+    dataset's are (``text.py``); integer labels as they are."""
+    if ys["train"].dtype.kind not in "USO" or not all(isinstance(v, str) for v in ys["train"].tolist()):
+        return ys
+    index = {name: i for i, name in enumerate(sorted(set(ys["train"].tolist())))}
+    for split, y in ys.items():
+        unseen = next((str(v) for v in y.tolist() if str(v) not in index), None)
+        if unseen is not None:
+            raise ConfigError(
+                "dataset.label_column",
+                f"label {unseen!r} of column {column!r} is in the {split} split but no training row has it: "
+                "a classifier cannot learn a class it never sees",
+            )
+    return {split: np.array([index[str(v)] for v in y.tolist()], np.int64) for split, y in ys.items()}
