@@ -370,6 +370,17 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "huge.png",
     ),
     "hf folder not saved by datasets": (_not_saved, "dataset.path", "save_to_disk"),
+    "a class of one image": (
+        lambda t, m: _npz(t, y_train=np.array([0] * 9 + [1] * 10 + [2])),
+        "dataset.val_fraction",
+        "class 2 has one member: a stratified split needs two a class; give the dataset x_val and y_val",
+    ),
+    "fewer held out than classes": (
+        lambda t, m: _npz(t, y_train=np.arange(20) % 5),
+        "dataset.val_fraction",
+        "0.1 of them is 2, fewer than the 5 classes (one a class each side); give the dataset x_val and y_val "
+        "in the .npz, raise dataset.val_fraction to at least 0.25",
+    ),
     "hf string label only in test": (
         lambda t, m: _hf_named(t, ["ant", "moth"] * 6, ["ant", "bee"]),
         "dataset.label_column",

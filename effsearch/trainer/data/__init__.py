@@ -5,7 +5,8 @@ the user's own, cached on disk, loaded through FFCV, or subset by CORDS.
 - ``datasets``: the built-in datasets' readers; ``userdata``: the user's own (image folders,
   ``npz``, ``hf``, an import path); ``decode``: images decoded with PIL; ``imagecache``: decoded
   images cached on disk; ``cachefolder``: a cache's folder and lock, left behind by no refusal;
-  ``memory``: the host-memory check;
+  ``memory``: the host-memory check; ``stratify``: why a stratified split of a user's classes
+  failed, and what to do;
 - ``betons``, ``ffcv_loader``: FFCV's files and its training loader;
 - ``selection``, ``cords_compat``: CORDS data-subset selection, and what makes cords 0.0.4 run.
 """
@@ -21,5 +22,6 @@ __all__ = [
     "memory",
     "selection",
     "splits",
+    "stratify",
     "userdata",
 ]

@@ -23,6 +23,7 @@ from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, userdata
 from effsearch.trainer.data.datasets import LOADERS, SHAPES, data_dir, no_folders_left
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.textsources import holds_texts
 from effsearch.trainer.data.tokenizer import TokenShape
 
@@ -146,7 +147,7 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     validation carved from the training set (stratified) unless the dataset ``given`` one, then the
     data_fraction and val_subset parts of each."""
     idx = np.arange(len(ytr))
-    field = "dataset.val_fraction"
+    field, part = "dataset.val_fraction", ytr  # what is being split, for a refusal
     try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
         if given is None:
             # Imported only when used: sklearn takes seconds to import, and a token cache a second to read.
@@ -157,18 +158,27 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
         else:  # the dataset's own validation split, used as it is
             tr_idx, (xval, yval) = idx, given
             val_idx = np.arange(len(yval))
-        field = "dataset.data_fraction"
+        field, part = "dataset.data_fraction", ytr[tr_idx]
         tr_idx = _stratified_part(tr_idx, d.data_fraction, ytr, classes, d.split_seed + 1)
         # Evaluated every eval_every epochs: in a tuning phase it can cost as much as training.
-        field = "dataset.val_subset"
+        field, part = "dataset.val_subset", yval[val_idx]
         val_idx = _stratified_part(val_idx, d.val_subset, yval, classes, d.split_seed + 2)
     except ValueError as e:
-        raise ConfigError(
-            field, f"cannot split {d.name}'s {len(ytr)} training images ({classes} classes) stratified: {e}"
-        ) from None
+        raise _unsplittable(d, field, part, e) from None
     if d.data_fraction < 1:
         _few_a_class(d, np.bincount(ytr[tr_idx], minlength=classes))
     return np.sort(tr_idx), np.sort(val_idx), xval, yval
+
+
+def _unsplittable(d: DatasetConfig, field: str, y: np.ndarray, error: ValueError) -> ConfigError:
+    """Why ``_split`` could not carve ``field``'s stratified part of the labels ``y``, and what to do."""
+    if field == "dataset.val_fraction":
+        own = OWN_SPLIT.get((dataset_kind(d.name), "val"))
+        what = f"a validation split of {d.val_fraction:g}"
+        return refusal(field, y, d.val_fraction, what, "training images", own, error)
+    share = d.data_fraction if field == "dataset.data_fraction" else d.val_subset
+    unit = "training images" if field == "dataset.data_fraction" else "validation images"
+    return refusal(field, y, share, f"a {field.removeprefix('dataset.')} of {share:g}", unit, None, error)
 
 
 FEW_A_CLASS = 10  # training images a class below which data_fraction is warned about

@@ -26,6 +26,7 @@ from effsearch.config import ConfigError
 from effsearch.config.choices import MIN_VOCAB
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl
 from effsearch.trainer.data.userdata import UserData
 
@@ -175,11 +176,9 @@ def carve(
         try:
             keep, held = _held_out(train, y, groups, share, seed)
         except ValueError as e:  # sklearn: a class too small to stratify
-            raise ConfigError(
-                field,
-                f"cannot carve a stratified {split} split of {share:g} from {len(train)} texts "
-                f"in {len(np.unique(y[train]))} classes: {e}",
-            ) from None
+            own = OWN_SPLIT.get((dataset_kind(d.name), split))
+            what = f"a {'validation' if split == 'val' else split} split of {share:g}"
+            raise refusal(field, y[train], share, what, "texts", own, e) from None
         part["train"], part[split] = np.sort(keep), np.sort(held)
     return part
 

@@ -56,6 +56,7 @@ from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import GRAY_MODES, Part, header
 from effsearch.trainer.data.hfdisk import load_splits
 from effsearch.trainer.data.imagecache import decoded
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.tokenizer import TokenShape
 
 log = logging.getLogger(__name__)
@@ -374,11 +375,9 @@ def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, 
                 np.arange(len(y)), test_size=d.test_fraction, stratify=y, random_state=d.split_seed + 3
             )
         except ValueError as e:  # sklearn: a class too small to stratify
-            raise ConfigError(
-                "dataset.test_fraction",
-                f"cannot carve a stratified test split of {d.test_fraction:g} "
-                f"from {len(y)} images in {classes} classes: {e}",
-            ) from None
+            own = OWN_SPLIT.get((dataset_kind(d.name), "test"))
+            what = f"a test split of {d.test_fraction:g}"
+            raise refusal("dataset.test_fraction", y, d.test_fraction, what, "images", own, e) from None
         keep, held = np.sort(keep), np.sort(held)
         xte, yte = Rows(x, held), y[held]
     xtr, ytr = (x, y) if keep is None else (Rows(x, keep), y[keep])
