@@ -99,6 +99,16 @@ def test_a_corpus_too_short_for_its_windows_names_the_field(tmp_path, overrides,
     assert e.value.field == field and words in str(e.value)
 
 
+def test_a_corpus_of_too_few_documents_to_hold_out_says_so_in_a_language_models_words(tmp_path):
+    """No classes, no strata: a corpus is held out by whole documents, and two are too few."""
+    path = corpus(tmp_path / "c.txt", n=2)
+    with pytest.raises(ConfigError) as e:
+        lmdata.load(TrainConfig.from_dict(lm_config(path, **{"dataset.val_tokens": None})).dataset, tmp_path)
+    assert e.value.field in ("dataset.test_fraction", "dataset.val_fraction")
+    assert "the corpus has 2 documents: too few to hold out whole documents" in str(e.value), e.value
+    assert "give more documents" in str(e.value) and "class" not in str(e.value)
+
+
 def test_a_refusal_after_the_tokens_are_cached_leaves_no_cache_behind_and_keeps_an_earlier_one(
     tmp_path, capsys, untouched
 ):

@@ -166,6 +166,7 @@ def carve(
 ) -> dict[str, np.ndarray]:
     """Test, then validation, carved (stratified; ``groups`` whole) from the training rows where the
     source has none."""
+    rows = sum(len(v) for v in part.values())
     for split, share, seed, field in (
         ("test", d.test_fraction, d.split_seed + 3, "dataset.test_fraction"),
         ("val", d.val_fraction, d.split_seed, "dataset.val_fraction"),
@@ -175,12 +176,29 @@ def carve(
         train = part["train"]
         try:
             keep, held = _held_out(train, y, groups, share, seed)
-        except ValueError as e:  # sklearn: a class too small to stratify
+        except ValueError as e:  # sklearn: a class too small to stratify, or too few rows
+            if is_lm(d):
+                raise _too_few_documents(field, rows, d, groups) from None
             own = OWN_SPLIT.get((dataset_kind(d.name), split))
             what = f"a {'validation' if split == 'val' else split} split of {share:g}"
             raise refusal(field, y[train], share, what, "texts", own, e) from None
         part["train"], part[split] = np.sort(keep), np.sort(held)
     return part
+
+
+def _too_few_documents(field: str, documents: int, d: DatasetConfig, groups: np.ndarray | None) -> ConfigError:
+    """A language model's corpus too small to hold out test and validation documents (it has no
+    classes: a document, or a group of them, is what is held out)."""
+    held = f"{len(set(groups.tolist()))} groups (dataset.group_column)" if groups is not None else "documents"
+    own = OWN_SPLIT.get((dataset_kind(d.name), "val"), "")
+    return ConfigError(
+        field,
+        f"the corpus has {documents} documents{f' in {held}' if groups is not None else ''}: too few to hold "
+        f"out whole {'groups' if groups is not None else 'documents'} for test and validation "
+        f"(dataset.test_fraction {d.test_fraction:g}, dataset.val_fraction {d.val_fraction:g}; at least one "
+        "each, and some left to train on); give more documents (a text file's paragraphs, separated by a "
+        f"blank line, are its documents; a folder's files are one each){f', or {own}' if own else ''}",
+    )
 
 
 def _held_out(
