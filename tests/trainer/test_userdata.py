@@ -402,6 +402,21 @@ def test_bad_input_is_exit_2_naming_the_field(case, tmp_path, monkeypatch, capsy
     assert "Traceback" not in err and not (tmp_path / "run" / "result.json").exists()
 
 
+def test_a_relative_path_that_is_missing_names_the_current_folder(tmp_path, monkeypatch):
+    """A relative dataset.path is read from the current folder: where it was looked for is said."""
+    monkeypatch.chdir(tmp_path)
+    for name, model in (("npz", "tiny-cnn"), ("jsonl", "text-encoder"), ("text", "gpt")):
+        _CACHE.clear()
+        with pytest.raises(ConfigError) as e:
+            load_splits(cfg_of({"name": name, "path": "data/nowhere"}, model={"name": model}))
+        assert e.value.field == "dataset.path", e.value
+        said = f"{tmp_path}/data/nowhere does not exist ('data/nowhere' is read from the current folder, {tmp_path})"
+        assert said in str(e.value), e.value
+    with pytest.raises(ConfigError) as e:
+        load({"name": "npz", "path": str(tmp_path / "gone.npz")})
+    assert str(e.value).endswith("gone.npz does not exist"), e.value  # an absolute path needs no folder
+
+
 def test_a_folder_link_is_not_followed_a_loop_included_and_each_is_named(tmp_path, caplog):
     """A link back up the tree (a loop), one to a folder beside it and one out of it: none is
     followed (the loop was listed until ELOOP), one warning names them, the images are the real ones."""

@@ -32,6 +32,7 @@ from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.text import SPLITS, carve, given
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl, read_text
+from effsearch.trainer.data.userdata import existing_path
 from effsearch.trainer.techniques.ramps import Shapes, shapes
 
 if TYPE_CHECKING:
@@ -139,20 +140,13 @@ def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -
         for t, s in zip(rows.texts, rows.splits or []):
             digest.update(f"{s}\0{t}\0".encode())
         return rows, {"callable": d.name, "sha256": digest.hexdigest()}
-    path = _path(d)
+    path = existing_path(d)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     return None, [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
 
 
-def _path(d: DatasetConfig) -> Path:
-    path = Path(d.path or "").expanduser().absolute()
-    if not path.exists():
-        raise ConfigError("dataset.path", f"{path} does not exist")
-    return path
-
-
 def _read(d: DatasetConfig, cols: Columns) -> TextRows:
-    path, kind = _path(d), dataset_kind(d.name)
+    path, kind = existing_path(d), dataset_kind(d.name)
     readers = {"jsonl": read_jsonl, "csv": read_csv, "hf": read_hf}
     if kind == "text":
         return read_text(path)

@@ -28,7 +28,7 @@ from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl
-from effsearch.trainer.data.userdata import UserData
+from effsearch.trainer.data.userdata import UserData, existing_path
 
 if TYPE_CHECKING:
     from effsearch.config import DatasetConfig
@@ -68,9 +68,7 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
 
 
 def _file(d: DatasetConfig) -> Path:
-    path = Path(d.path or "").expanduser().absolute()
-    if not path.exists():
-        raise ConfigError("dataset.path", f"{path} does not exist")
+    path = existing_path(d)
     kind = dataset_kind(d.name)
     if (kind == "hf") != path.is_dir():
         raise ConfigError(

@@ -111,9 +111,7 @@ def load(d: Any, cache_root: Path) -> UserData:
     kind = dataset_kind(d.name)
     if kind == "import":
         return from_callable(call(d.name), d)
-    root = Path(d.path).expanduser().absolute()
-    if not root.exists():
-        raise ConfigError("dataset.path", f"{root} does not exist")
+    root = existing_path(d)
     if kind == "npz":
         return _from_arrays(_read_npz(root), "dataset.path", str(root), d)
     if not root.is_dir():
@@ -133,6 +131,18 @@ def load(d: Any, cache_root: Path) -> UserData:
             cache_root / "hf-cache", root, listed, settings, d.image_size, lambda: _hf_parts(d, root)
         )
     return _assemble(found, count, d)
+
+
+def existing_path(d: Any) -> Path:
+    """``dataset.path`` as an absolute path that exists. A relative one is read from the current
+    folder (the configs under configs/ are written to be run from the repository's root), and a
+    refusal names that folder: a study or a best.yaml run from elsewhere misses its data."""
+    given = Path(d.path or "").expanduser()
+    path = given.absolute()
+    if not path.exists():
+        where = "" if given.is_absolute() else f" ({str(given)!r} is read from the current folder, {Path.cwd()})"
+        raise ConfigError("dataset.path", f"{path} does not exist{where}")
+    return path
 
 
 def peek(d: Any) -> tuple[int, int, tuple[int, int]] | None:
