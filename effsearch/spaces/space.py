@@ -20,6 +20,7 @@ allow, and fixed values that cannot hold together or on this machine.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -75,6 +76,7 @@ class Space:
             for d in dims
             if d.name in chosen and d.name not in fixed and (d.name in explicit or not unavailable(d))
         }
+        dims = _hold_base(as_searched(base, active), dims, active - explicit)
         space = cls(base, dims, active, dict(fixed), machine)
         possible = space._check_fixed(prefix, chosen)
         space._check_idle(section, explicit, possible, prefix)
@@ -178,11 +180,10 @@ class Space:
         """The parameters of the active dimensions that ``cfg`` holds (to enqueue a baseline).
 
         Values the space cannot express (outside a range, not among the choices) are
-        left out; the sampler fills those in, while the baseline still trains ``cfg``.
+        left out: ``record`` then records none for them, so a queued trial's parameters are only
+        ever what it trains.
         """
-        data = cfg.to_dict()
-        if "batch_size" in self.active and not cfg.optimizer.scale_lr_with_batch:
-            data["optimizer"]["lr"] = cfg.optimizer.lr * 128 / cfg.batch_size  # lr here is lr at batch 128
+        data = as_searched(cfg, self.active)
         params = {}
         for d in self.dims:
             if d.name not in self.active or (d.when is not None and not d.when(data)):
@@ -191,6 +192,15 @@ class Space:
             if value is not None and d.contains(value):
                 params[d.name] = value
         return params
+
+    def record(self, trial: BaseTrial, cfg: TrainConfig) -> None:
+        """Record on ``trial``, queued with ``encode(cfg)`` and training ``cfg`` as given (the
+        baseline, a warm start), exactly those parameters: Optuna hands a queued trial its queued
+        values, and a dimension ``cfg`` cannot express is not suggested at all, where ``sample``
+        would draw it at random and store a value the trial never trained with."""
+        by_name = {d.name: d for d in self.dims}
+        for name in self.encode(cfg):
+            by_name[name].suggest(trial)
 
     # -- showing -----------------------------------------------------------------
     def rows(self, show_all: bool = True) -> list[dict]:
@@ -212,24 +222,73 @@ class Space:
                     "group": d.group,
                     "state": state,
                     "values": values,
+                    "note": self._base_note(d) if state == "search" else "",
                     "when": d.when_text,
                     "help": d.help,
                 }
             )
         return out
 
+    def _base_note(self, d: Dim) -> str:
+        """Where the base's own value stands to a searched range: widened to hold it, or outside
+        a study's own range (the baseline then records no value for it)."""
+        if "holds_base" in d.extra:
+            return f" (widened to hold the base's {fmt(d.extra['holds_base'])})"
+        data = as_searched(self.base, self.active)
+        value = d.read(data) if d.when is None or d.when(data) else None
+        if value is None or d.contains(value):
+            return ""
+        return f" (the base's {fmt(value)} lies outside: its baseline records no {d.name})"
+
     def table(self, show_all: bool = False) -> str:
         rows = self.rows(show_all)
         # An n/a row's values say why; they run long, so they come last and pad no other column,
         # and its condition (moot here) is left out, so that it pads none either.
         head = ["dimension", "group", "state", "when", "values"]
-        return format_table(head, [[r[h] if h != "when" or r["state"] != "n/a" else "" for h in head] for r in rows])
+        cells = [[r[h] if h != "when" or r["state"] != "n/a" else "" for h in head] for r in rows]
+        for r, row in zip(rows, cells):
+            row[-1] += r["note"]
+        return format_table(head, cells)
 
 
 def unavailable(d: Dim) -> str | None:
     """Why this machine cannot search ``d`` (None: it can)."""
     why = d.extra.get("unavailable")
     return why() if callable(why) else why
+
+
+def as_searched(cfg: TrainConfig, active: set[str]) -> dict:
+    """``cfg`` as the space reads it: with the batch size searched, lr is the lr at batch 128."""
+    data = cfg.to_dict()
+    if "batch_size" in active and not cfg.optimizer.scale_lr_with_batch:
+        data["optimizer"]["lr"] = cfg.optimizer.lr * 128 / cfg.batch_size
+    return data
+
+
+def _hold_base(data: dict, dims: list[Dim], widen: set[str]) -> list[Dim]:
+    """The catalogue's ranges in ``widen`` stretched to hold the base's own value (``data``, as
+    searched): the baseline trains it, and its trial must record what it trained for TPE to learn
+    from it. A study's own range is kept as given, and a log range cannot reach 0 nor a stepped
+    one an off-step value: those record none (``Space.record``)."""
+    out = []
+    for d in dims:
+        value = d.read(data) if d.name in widen and (d.when is None or d.when(data)) else None
+        if not _widens(d, value):
+            out.append(d)
+            continue
+        assert d.low is not None and d.high is not None and value is not None  # checked by _widens
+        low, high = min(d.low, value), max(d.high, value)
+        out.append(d.with_range(low=low, high=high, extra={**d.extra, "holds_base": value}))
+    return out
+
+
+def _widens(d: Dim, value: Any) -> bool:
+    """Whether number range ``d`` can be widened to hold ``value``, which it does not hold."""
+    if d.kind == "cat" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if not math.isfinite(value) or d.contains(value) or d.step is not None:
+        return False
+    return not (d.log and value <= 0) and not (d.kind == "int" and not float(value).is_integer())
 
 
 def _refuse_model_bound(section: dict, explicit: set[str], by_name: dict[str, Dim], prefix: str) -> None:

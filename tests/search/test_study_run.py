@@ -683,3 +683,30 @@ def test_the_baseline_and_warm_starts_are_never_pruned(tmp_path, monkeypatch):
     path = write_study(tmp_path, n_trials=3, warm_start=[{"epochs": 2}])
     assert main(["run", str(path)]) == 0
     assert asked == [(0, False), (1, False), (2, True)]
+
+
+def test_queued_trials_record_the_values_they_trained_with(tmp_path, capsys):
+    """The baseline and a warm start store as parameters only what they trained with: a catalogue
+    range is widened to hold the base's value (lr 0.5 at batch 32 is 2.0 at batch 128, above the
+    SGD range's 1.0), and a value outside a study's own range is recorded as none, never drawn."""
+    path = write_study(
+        tmp_path,
+        n_trials=2,
+        base=tiny(**{"dataset.synthetic_size": 256, "optimizer.lr": 0.5}),
+        space={
+            "include": ["budget", "optimizer.lr", "optimizer.momentum"],
+            "ranges": {"batch_size": [32, 64], "optimizer.momentum": {"low": 0.5, "high": 0.6}},
+        },
+        warm_start=[{"optimizer.momentum": 0.95, "optimizer.lr": 0.25}],
+    )
+    assert main(["space", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "widened to hold the base's 2" in out and "the base's 0.9 lies outside" in out
+    assert main(["run", str(path)]) == 0
+    baseline, warm = load(path)[0].get_trials()
+    assert baseline.user_attrs["baseline"] and warm.user_attrs["warm_start"]
+    assert baseline.params["optimizer.lr"] == 2.0 and baseline.params["batch_size"] == 32
+    assert warm.params["optimizer.lr"] == 1.0
+    assert baseline.distributions["optimizer.lr"].high == 2.0
+    for t in (baseline, warm):
+        assert "optimizer.momentum" not in t.params, t.params  # 0.9 and 0.95: outside [0.5, 0.6]

@@ -432,17 +432,16 @@ class Objective:
             except target.NoBaseline as e:
                 self._fail(trial, "failed", str(e))
         try:
-            sampled = self.spec.space.sample(trial)
             # The baseline and a warm start train exactly their configs; their parameters are
-            # recorded as far as the space can express them.
+            # recorded as far as the space can express them, and never a value drawn instead.
             warm = warmstart.config_of(trial)  # None unless a queued warm start
-            full = (
-                self.spec.baseline
-                if is_baseline
-                else phases.confirm_config(trial)
-                or warm
-                or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
-            )
+            given = self.spec.baseline if is_baseline else warm
+            if given is not None:
+                self.spec.space.record(trial, given)
+                full = given
+            else:
+                sampled = self.spec.space.sample(trial)
+                full = phases.confirm_config(trial) or TrainConfig.from_dict(sampled, source=f"trial {trial.number}")
             if resolved is not None:
                 full = target.applied(full, resolved)
             cfg = phases.trial_config(self.spec, full)  # phase 1 of a tuning phase trains on a subset
