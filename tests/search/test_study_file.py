@@ -47,6 +47,10 @@ def study(tmp_path, **kw) -> Path:
             "baseline.algorithms.",
             "cannot be combined",
         ),
+        # What a trial is measured on is the study's: a baseline timed to another target is no yardstick.
+        ({"baseline": {"target_accuracy": 0.9}}, "baseline.target_accuracy", "measured on (0.5 in base)"),
+        ({"baseline": {"target": {"metric": "val_loss", "value": 5.0}}}, "baseline.target.metric", "set it in base"),
+        ({"warm_start": [{"dataset.val_fraction": 0.3}]}, "warm_start[0].dataset.val_fraction", "set it in base"),
         ({"storage": "redis://localhost/0"}, "storage", "allowed: sqlite, postgresql, mysql"),
         ({"storage": "t.db", "workers": 2}, "workers", "database is locked"),
         (

@@ -119,7 +119,7 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
 
 # What an earlier study's configuration carries over to another task: how it trains, not what it
 # trains on (its data and model), where, with which seed, or towards which target.
-NOT_CARRIED = ("dataset", "model", "device", "seed", "target_accuracy", "distributed")
+NOT_CARRIED = ("dataset", "model", "device", "seed", "target_accuracy", "target", "eval_every", "distributed")
 
 
 def with_earlier_studies(spec: StudySpec) -> StudySpec:

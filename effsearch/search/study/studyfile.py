@@ -56,7 +56,7 @@ import yaml
 
 from effsearch import objectives as O
 from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules, targets
-from effsearch.config.fields import SEED_MAX, quote, set_path
+from effsearch.config.fields import SEED_MAX, fmt, get_path, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
 from effsearch.config.machine import Machine, cpu_cores, free_workers, gpus_in_sight, visible_ids
 from effsearch.config.metrics import ACCURACY, target_of
@@ -498,7 +498,41 @@ def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
     d = base.to_dict()
     for key, value in overrides.items():
         set_path(d, str(key), copy.deepcopy(value))
-    return _config(d, prefix)
+    cfg = _config(d, prefix)
+    before = base.to_dict()
+    for path in MEASURED:
+        if get_path(d, path) != get_path(before, path):
+            raise ConfigError(
+                f"{prefix}.{path}",
+                f"changes what a trial is measured on ({fmt(get_path(before, path))} in base): every trial "
+                "is timed to one target on one validation split, so its speed-ups compare; set it in base",
+            )
+    return cfg
+
+
+# The fields that say what a trial is measured on: its target and the data it is validated and tested
+# on. A baseline or a warm start that changed one would be timed to another target (or on another
+# split) than every other trial, and its speed-up and place on the front would be read against theirs.
+MEASURED = (
+    "target_accuracy",
+    "target.metric",
+    "target.value",
+    "dataset.name",
+    "dataset.path",
+    "dataset.test_fraction",
+    "dataset.val_fraction",
+    "dataset.val_subset",
+    "dataset.val_tokens",
+    "dataset.split_seed",
+    "dataset.split_column",
+    "dataset.group_column",
+    "dataset.label_column",
+    "dataset.text_column",
+    "dataset.image_column",
+    "dataset.classes",
+    "dataset.synthetic_size",
+    "eval_every",
+)
 
 
 def _config(data: dict, prefix: str) -> TrainConfig:
