@@ -553,7 +553,9 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         by_name["cudnn_benchmark"].extra["unavailable"] = "cuDNN runs on CUDA only"
         # torch 2.7 runs fused SGD/AdamW on the CPU, but 9-17x slower a step than its default
         # (docs/benchmarks.md): settable, not worth searching.
-        by_name["optimizer.fused"].extra["unavailable"] = "fused steps are slower on the CPU (torch 2.7)"
+        by_name["optimizer.fused"].extra["unavailable"] = (
+            "fused steps are slower on the CPU (measured on torch 2.7: docs/benchmarks.md)"
+        )
     else:
         # A worker caches cuDNN's choice per shape: its first trial of a shape pays 1-6 s of timing
         # (H100), later ones nothing, so searching it times trials unlike each other. A range opts in.

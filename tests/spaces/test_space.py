@@ -331,3 +331,9 @@ def test_a_range_this_machine_cannot_sample_is_kept_for_the_machine_that_can():
     with pytest.raises(ConfigError, match="never sampled"):  # a rule, not the machine, rules it out here
         section = {"include": ["optimizer"], "fixed": {"optimizer.name": "adamw"}}
         Space.build(base(), {**section, "ranges": {"optimizer.kfac_damping": [0.001, 0.01]}}, CPU)
+
+
+def test_the_fused_reason_says_which_torch_measured_it_not_which_runs():
+    """ "(torch 2.7)" on a newer torch read as a wrong detected version."""
+    row = {r["dimension"]: r for r in Space.build(base(), {}, CPU).rows()}["optimizer.fused"]
+    assert row["state"] == "n/a" and "measured on torch 2.7" in row["values"]
