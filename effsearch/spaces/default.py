@@ -304,6 +304,8 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "model",
             "cat",
             choices=widths(base),
+            # 0 is the model's default width: the baseline records the width it trains.
+            getter=lambda cfg: get_path(cfg, "model.width") or MODEL_WIDTHS.get(get_path(cfg, "model.name"), 0),
             extra={"field": "model.width"},
             help="channels of the first layer (half, base and double the base width)",
         ),

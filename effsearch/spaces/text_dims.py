@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from effsearch.config import TrainConfig
 from effsearch.config.choices import POOLINGS, TEXT_ENCODER
+from effsearch.config.fields import get_path
 from effsearch.config.readers import text_run
 from effsearch.spaces.dims import Dim, gated
 
@@ -45,6 +46,7 @@ def text_dims(base: TrainConfig) -> list[Dim]:
             "model",
             "cat",
             choices=depths(depth),
+            getter=lambda cfg: get_path(cfg, "model.depth") or TEXT_ENCODER["depth"],  # 0: the default
             **gated("model.depth"),
             extra={"field": "model.depth"},
             help="transformer layers (one fewer, the base, one more)",

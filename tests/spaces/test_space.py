@@ -4,7 +4,7 @@
 import optuna
 import pytest
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import MODEL_WIDTHS, ConfigError, TrainConfig
 from effsearch.config.algorithms import CONFLICTS
 from effsearch.config.sources import facts
 from effsearch.spaces import Machine, Space
@@ -337,3 +337,12 @@ def test_the_fused_reason_says_which_torch_measured_it_not_which_runs():
     """ "(torch 2.7)" on a newer torch read as a wrong detected version."""
     row = {r["dimension"]: r for r in Space.build(base(), {}, CPU).rows()}["optimizer.fused"]
     assert row["state"] == "n/a" and "measured on torch 2.7" in row["values"]
+
+
+def test_a_base_at_the_models_default_width_encodes_that_width():
+    """model.width 0 is the model's default width: the baseline records that width (one of the
+    choices), not no value."""
+    b = base()
+    assert b.model.width == 0
+    space = Space.build(b, {"include": ["model.width"]}, CPU)
+    assert space.encode(b) == {"model.width": MODEL_WIDTHS[b.model.name]}

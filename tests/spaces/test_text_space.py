@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from effsearch.config import TrainConfig
+from effsearch.config.choices import TEXT_ENCODER
 from effsearch.config.machine import Machine
 from effsearch.search.study import studyfile
 from tests.support.text import tiny_text, write_jsonl
@@ -152,3 +153,10 @@ def test_a_study_asking_for_what_the_text_model_cannot_take_is_refused(tmp_path,
     # A group that holds them leaves them out quietly, as `space show --all` says.
     path.write_text(yaml.safe_dump({**doc, "space": {"include": ["algorithms"]}}))
     assert "algorithms.cutmix" not in studyfile.load(path, machine=Machine()).space.active
+
+
+def test_a_base_at_the_encoders_default_depth_encodes_that_depth(tmp_path):
+    """model.depth 0 is the text encoder's default depth: the baseline records it, not no value."""
+    spec = studyfile.load(study(tmp_path, model={"name": "text-encoder", "width": 16}), machine=Machine())
+    assert spec.base.model.depth == 0 and spec.base.model.name == "text-encoder"
+    assert spec.space.encode(spec.base)["model.depth"] == TEXT_ENCODER["depth"]
