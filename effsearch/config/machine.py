@@ -53,12 +53,17 @@ class Machine:
         return ("fp32", "amp_fp16", "amp_bf16") if self.bf16 else ("fp32", "amp_fp16")
 
     def describe(self) -> str:
+        """The device and what it offers the space, in words (``cpu with CORDS subset selection``)."""
         extras = [
-            name
-            for name in ("bf16", "ffcv", "compile", "selection")
+            label
+            for name, label in DESCRIBED.items()
             if getattr(self, name) and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))
         ]
-        return f"{self.device}" + (f" ({', '.join(extras)})" if extras else "")
+        return f"{self.device}" + (f" with {', '.join(extras)}" if extras else "")
+
+
+# What Machine.describe names for each optional capability it has.
+DESCRIBED = {"bf16": "bf16", "ffcv": "FFCV", "compile": "torch.compile", "selection": "CORDS subset selection"}
 
 
 def _importable(name: str) -> bool:

@@ -312,3 +312,14 @@ def test_validate_checks_algorithm_names_then_every_rule():
     with pytest.raises(ConfigError) as e:
         rules.validate(cfg)
     assert e.value.field == "algorithms.blurpol" and "unknown algorithm" in e.value.message
+
+
+def test_a_machine_says_what_it_offers_in_words():
+    """`space show` and `run` head their lines with the machine: its extras spelled out, not field
+    names (a user read "cpu (selection)" as nothing they could act on)."""
+    from effsearch.config.machine import Machine
+
+    assert Machine("cpu", selection=True).describe() == "cpu with CORDS subset selection"
+    assert Machine("cpu", selection=False).describe() == "cpu"
+    gpu = Machine("cuda", bf16=True, ffcv=True, compile=True, selection=True, gpus=1)
+    assert gpu.describe() == "cuda with bf16, FFCV, torch.compile, CORDS subset selection"

@@ -10,7 +10,7 @@ from optuna.trial import TrialState, create_trial
 
 from effsearch.cli import main
 from effsearch.config import TrainConfig
-from effsearch.search.results import best
+from effsearch.search.results import best, report
 from effsearch.search.store.storage import open_url
 from tests.support.fake_study import POINTS, add, config
 from tests.support.tiny_study import built_study
@@ -168,3 +168,14 @@ def test_a_config_confirmed_with_several_seeds_is_judged_on_their_mean(tmp_path,
     assert main(["export", "seeds", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "f.json")]) == 0
     rows = json.loads((tmp_path / "f.json").read_text())["rows"]
     assert [(r["trial"], r["seed_trials"]) for r in rows] == [(3, [3, 4]), (0, None)]
+
+
+def test_status_says_a_queued_trial_is_not_run_yet_and_which_warm_start_it_is():
+    """A warm start past n_trials (or a lost worker's trial queued again) waits in the study:
+    status says so, rather than a bare WAITING row."""
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.enqueue_trial({}, user_attrs={"warm_start": "recipe:small-batch"})
+    study.enqueue_trial({})
+    table = report.status_table(study, ["time_to_accuracy", "final_accuracy"])
+    assert "queued (recipe:small-batch), not run yet" in table
+    assert re.search(r"\n1 +WAITING .*queued, not run yet", table)

@@ -212,6 +212,9 @@ def table_row(
         if cfg and t.state == TrialState.COMPLETE
         else (t.user_attrs.get(REASON_KEY) or t.system_attrs.get(FAIL_REASON_KEY) or (summary(cfg) if cfg else ""))
     )
+    if t.state == TrialState.WAITING:  # a warm start past n_trials, or a lost worker's trial queued again
+        what = t.user_attrs.get(WARM_KEY)
+        tail = f"queued{f' ({what})' if what else ''}, not run yet: the next run with trials to spare trains it first"
     if DUPLICATE_KEY in t.user_attrs:
         tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
     state = t.state.name
