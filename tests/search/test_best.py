@@ -179,3 +179,25 @@ def test_status_says_a_queued_trial_is_not_run_yet_and_which_warm_start_it_is():
     table = report.status_table(study, ["time_to_accuracy", "final_accuracy"])
     assert "queued (recipe:small-batch), not run yet" in table
     assert re.search(r"\n1 +WAITING .*queued, not run yet", table)
+
+
+def test_a_trials_summary_names_what_makes_text_and_lm_trials_differ():
+    """status's config column shows a text run's length, its ramps, the model's size and the gpt's
+    switches off their defaults: two language-model trials that differ only there read apart."""
+    lm = TrainConfig.from_dict(
+        {
+            "dataset": {"name": "text", "path": "c.txt", "max_length": 64},
+            "model": {"name": "gpt", "kwargs": {"qk_norm": True, "tied": False, "activation": "gelu"}},
+            "batch_ramp": 0.25,
+            "length_warmup": 0.5,
+        }
+    ).to_dict()
+    words = report.summary(lm).split(", ")
+    assert {"len 64", "bs ramp 0.25", "len warmup 0.5", "qk_norm", "tied off"} <= set(words)
+    assert "gelu" not in words  # the default
+    enc = TrainConfig.from_dict(
+        {"dataset": {"name": "jsonl", "path": "t.jsonl"}, "model": {"name": "text-encoder", "width": 64, "depth": 3}}
+    ).to_dict()
+    assert {"width 64", "depth 3", "mean pooling", "len 128"} <= set(report.summary(enc).split(", "))
+    image = report.summary(TrainConfig.from_dict({"model": {"name": "tiny-cnn"}}).to_dict())
+    assert "len" not in image and "width" not in image

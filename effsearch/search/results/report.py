@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, cast
 
 from optuna.trial import TrialState
 
+from effsearch.config import readers
+from effsearch.config.choices import GPT, GPT_SWITCHES
 from effsearch.config.metrics import ACCURACY, Target
 from effsearch.objectives import FINAL_METRIC, TIME_OBJECTIVES
 from effsearch.search.store import queries
@@ -54,6 +56,7 @@ def summary(cfg: dict) -> str:
     o, s, sel, sp = cfg["optimizer"], cfg["schedule"], cfg["selection"], cfg["sparsity"]
     lr = o["lr"] * (cfg["batch_size"] / 128 if o.get("scale_lr_with_batch") else 1.0)
     parts = [f"{cfg['epochs']:.3g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
+    parts += _shape_words(cfg)
     if sel["strategy"] != "full":
         parts.append(f"{sel['strategy']} {sel['fraction']:.2f}")
     if sp["target"] > 0:
@@ -70,6 +73,28 @@ def summary(cfg: dict) -> str:
     if algos:
         parts.append("+".join(algos))
     return ", ".join(parts)
+
+
+def _shape_words(cfg: dict) -> list[str]:
+    """The model's size and switches and a text run's length and ramps, where a trial sets them
+    (0 and a switch at its default: the model's own, not shown)."""
+    m, d = cfg.get("model") or {}, cfg.get("dataset") or {}
+    words = [f"{k} {m[k]}" for k in ("width", "depth") if m.get(k)]
+    if m.get("name") == "text-encoder":
+        words.append(f"{m.get('pooling', 'mean')} pooling")
+    kwargs = m.get("kwargs") or {}
+    for k in GPT_SWITCHES:  # a switch off its default: on, off, or its value (relu2)
+        v = kwargs.get(k, GPT[k])
+        if v != GPT[k]:
+            words.append(k if v is True else f"{k} off" if v is False else str(v))
+    if readers.text_run(cfg):
+        words.append(f"len {d.get('max_length')}")
+    words += [
+        f"{label} {cfg[k]:.2g}"
+        for k, label in (("batch_ramp", "bs ramp"), ("length_warmup", "len warmup"))
+        if cfg.get(k)
+    ]
+    return words
 
 
 def fmt_value(name: str, value: float | None, hit: bool = True) -> str:
