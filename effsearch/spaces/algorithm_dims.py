@@ -55,6 +55,7 @@ ALGO_PARAMS: dict[str, dict] = {
 BROKEN = {"alibi": "Composer's ALiBi is broken on transformers 5 (BERT: unexpected keyword 'cache'; GPT-2: no 'bias')"}
 # Composer takes these as time strings; the search sees plain numbers.
 TIME_PARAMS = {("ema", "half_life"): "ba", ("swa", "swa_start"): "dur"}
+UNIT_WORDS = {"ba": "batches (20 is 20ba in a config)", "dur": "of training (0.5 is 0.5dur in a config)"}
 
 
 def _switch(algo: str) -> Callable[[dict, bool], None]:
@@ -127,6 +128,8 @@ def algorithm_dims(model: dict) -> list[Dim]:
                 getter=lambda cfg, a=algo, p=param, d=default: (cfg.get("algorithms") or {}).get(a, {}).get(p, d),
                 extra={"algorithm": algo, "param": param},
             )
+            if (algo, param) in TIME_PARAMS:  # a number here, a time string in a config
+                common["extra"]["unit"] = UNIT_WORDS[TIME_PARAMS[(algo, param)]]
             name = f"algorithms.{algo}.{param}"
             if rng[0] == "cat":
                 dims.append(Dim(name, "algorithms", "cat", choices=rng[1], **common))

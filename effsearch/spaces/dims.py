@@ -150,6 +150,8 @@ class Dim:
             text += " log"
         if self.step:
             text += f" step {fmt(self.step)}"
+        if "unit" in self.extra:
+            text += f", {self.extra['unit']}"
         return text
 
     def with_range(self, **changes: Any) -> Dim:

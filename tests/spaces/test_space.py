@@ -346,3 +346,11 @@ def test_a_base_at_the_models_default_width_encodes_that_width():
     assert b.model.width == 0
     space = Space.build(b, {"include": ["model.width"]}, CPU)
     assert space.encode(b) == {"model.width": MODEL_WIDTHS[b.model.name]}
+
+
+def test_a_time_parameter_shows_its_unit_and_how_a_config_writes_it():
+    """ema.half_life is searched as a number of batches, written `20ba` in a config: space show says
+    so (`--set algorithms.ema={half_life: 20}` is refused for want of the unit)."""
+    space = Space.build(base(), {"include": ["algorithms.ema", "algorithms.ema.half_life"]}, CPU)
+    row = {r["dimension"]: r for r in space.rows()}["algorithms.ema.half_life"]
+    assert row["values"].endswith("int log, batches (20 is 20ba in a config)")
