@@ -198,3 +198,16 @@ def test_low_precision_layernorm_replaces_the_encoders_layer_norms():
     apply_low_precision_layernorm(net, Precision.AMP_BF16, optimizers=None)
     norms = [m for m in net.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert norms and all(isinstance(m, LPLayerNorm) for m in norms)
+
+
+def test_a_hf_classifier_gets_bos_and_eos_ids_inside_its_vocabulary(capfd):
+    """GPT-2's own bos and eos (50256) lie outside a small tokenizer's vocabulary: transformers warns."""
+    pytest.importorskip("transformers")
+    net = build_network(
+        ModelConfig(name="hf:GPT2Config", kwargs={"n_layer": 1, "n_head": 2, "n_embd": 16}), 0, 3, SHAPE
+    )
+    config = net.net.config
+    assert (config.bos_token_id, config.eos_token_id) == (1, 2)  # CLS starts a text, SEP ends a document
+    assert "50256" not in capfd.readouterr().err
+    given = build_network(ModelConfig(name="hf:BertConfig", kwargs={**BERT["kwargs"], "eos_token_id": 3}), 0, 3, SHAPE)
+    assert given.net.config.eos_token_id == 3  # model.kwargs may set them

@@ -15,7 +15,7 @@ from typing import Any
 import torch.nn as nn
 
 from effsearch.config import ConfigError
-from effsearch.trainer.data.tokenizer import SEP
+from effsearch.trainer.data.tokenizer import CLS, SEP
 
 TEXT_HINT = "needs the optional extra text (`uv sync --extra text`, or `pip install 'effsearch[text]'`)"
 SET_HERE = ("vocab_size", "num_labels", "pad_token_id")
@@ -55,9 +55,16 @@ def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Modu
         ) from None
 
 
+def _ends(kwargs: dict, bos: int, eos: int) -> dict:
+    """The bos and eos ids ``kwargs`` leaves out, inside this vocabulary: a config's own are its
+    pretrained vocabulary's (GPT-2's 50256, ModernBERT's 50281), outside it (transformers warns)."""
+    return {k: v for k, v in (("bos_token_id", bos), ("eos_token_id", eos)) if k not in kwargs}
+
+
 def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: int) -> Any:
+    # A classifier's text starts with CLS (tokenizer.rows); SEP ends a document.
     try:
-        return cls(**kwargs, vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0)
+        return cls(**kwargs, **_ends(kwargs, CLS, SEP), vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
 
@@ -82,10 +89,9 @@ def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
 
 
 def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
-    # A config's own bos and eos ids are its pretrained vocabulary's (GPT-2's 50256), outside this
-    # one (transformers warns); a document's end, SEP, is what GPT-2's <|endoftext|> stands for.
-    ends = {k: SEP for k in ("bos_token_id", "eos_token_id") if k not in kwargs}
+    # A document's end, SEP, is what GPT-2's <|endoftext|> stands for: it begins and ends one.
     try:
-        return cls(**kwargs, **ends, vocab_size=vocab_size, pad_token_id=0)
+        config = cls(**kwargs, **_ends(kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
+    return config
