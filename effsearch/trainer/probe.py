@@ -19,7 +19,9 @@ import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
+from effsearch.config.choices import SPECIAL_TOKENS
 from effsearch.config.sources import ModelFacts, facts, key, model_kind, remember
+from effsearch.trainer.data.tokenizer import CLS
 
 if TYPE_CHECKING:
     from effsearch.config import ModelConfig
@@ -210,14 +212,13 @@ def _check_trainable(net: nn.Module, model: ModelConfig) -> None:
 def check_text_network(
     net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
 ) -> nn.Module:
-    """The text network ready to train: its facts recorded, its logits checked on two token rows
-    (one padded; a language model's: two windows), eval mode, no gradients, and something to train."""
+    """The text network ready to train: its facts recorded, its logits checked on two token rows of
+    the full ``dataset.max_length`` (a classifier's second one padded from its middle; a language
+    model's two windows alike up to their middle, then different), eval mode, no gradients, and
+    something to train."""
     remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net, causal=tokens.causal))
-    length = min(tokens.max_length, 8)
-    ids = torch.full((2, length), 4 % tokens.vocab_size, dtype=torch.int32, device=device)
-    ids[:, 0] = 1  # CLS
-    if not tokens.causal:
-        ids[1, max(1, length // 2) :] = tokens.pad_id
+    length = tokens.max_length
+    ids = _token_rows(tokens, device)
     was_training = net.training
     net.eval()
     try:
@@ -226,8 +227,10 @@ def check_text_network(
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
         raise ConfigError(
             "model.name",
-            f"{model.name!r} failed on a batch of 2 token rows of length {length}"
-            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]}",
+            f"{model.name!r} failed on a batch of 2 token rows of dataset.max_length {length}"
+            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]} (a model takes "
+            "as many tokens as its positions, less any it keeps for padding: lower dataset.max_length or give "
+            "it more positions)",
         ) from None
     finally:
         net.train(was_training)
@@ -243,3 +246,20 @@ def check_text_network(
         raise ConfigError("model.name", f"{model.name!r} must map {what}; it returned {got}")
     _check_trainable(net, model)
     return net
+
+
+def _token_rows(tokens: TokenShape, device: str) -> torch.Tensor:
+    """Two rows of ``max_length`` ids drawn from the vocabulary's ordinary tokens (a fixed seed):
+    a classifier's first token CLS and its second row padded from the middle; a language model's
+    rows the same before the middle and different from it on."""
+    length, vocab = tokens.max_length, tokens.vocab_size
+    first = len(SPECIAL_TOKENS) if vocab > len(SPECIAL_TOKENS) else 0
+    draw = torch.Generator().manual_seed(0)
+    ids = torch.randint(first, vocab, (2, length), generator=draw, dtype=torch.int64).to(torch.int32)
+    half = max(1, length // 2)
+    if tokens.causal:
+        ids[1, :half] = ids[0, :half]
+    else:
+        ids[:, 0] = CLS
+        ids[1, half:] = tokens.pad_id
+    return ids.to(device)

@@ -9,13 +9,13 @@ import textwrap
 import pytest
 import torch
 
-from effsearch.config import ModelConfig, TrainConfig
+from effsearch.config import ConfigError, ModelConfig, TrainConfig
 from effsearch.config.sources import facts
 from effsearch.trainer.data.splits import load_splits
 from effsearch.trainer.data.tokenizer import TokenShape
 from effsearch.trainer.models import TokenInput, build_network
 from effsearch.trainer.models.text import TextEncoder
-from effsearch.trainer.probe import probe
+from effsearch.trainer.probe import check_text_network, probe
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.training import prepare, train
 from tests.support.text import tiny_text, write_jsonl
@@ -211,3 +211,19 @@ def test_a_hf_classifier_gets_bos_and_eos_ids_inside_its_vocabulary(capfd):
     assert "50256" not in capfd.readouterr().err
     given = build_network(ModelConfig(name="hf:BertConfig", kwargs={**BERT["kwargs"], "eos_token_id": 3}), 0, 3, SHAPE)
     assert given.net.config.eos_token_id == 3  # model.kwargs may set them
+
+
+def test_a_text_model_is_run_on_the_full_max_length_before_training(tmp_path):
+    """RoBERTa numbers its positions from the padding id + 1: 24 positions take 23 tokens. The
+    forward at dataset.max_length refuses it before training, naming the length; nothing is written."""
+    pytest.importorskip("transformers")
+    roberta = {"name": "hf:RobertaConfig", "kwargs": {**BERT["kwargs"], "max_position_embeddings": 24}}
+    cfg = tiny_text(write_jsonl(tmp_path / "t.jsonl"))
+    cfg["model"] = roberta
+    with pytest.raises(ConfigError) as e:
+        train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
+    assert e.value.field == "model.name" and "dataset.max_length 24" in str(e.value) and "positions" in str(e.value)
+    assert not (tmp_path / "out").exists()
+    roberta["kwargs"]["max_position_embeddings"] = 25
+    net = build_network(ModelConfig(**roberta), 0, 3, tokens=SHAPE)
+    check_text_network(net, ModelConfig(**roberta), SHAPE, 3, "cpu")  # 25 positions: 24 tokens
