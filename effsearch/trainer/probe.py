@@ -214,8 +214,9 @@ def check_text_network(
 ) -> nn.Module:
     """The text network ready to train: its facts recorded, its logits checked on two token rows of
     the full ``dataset.max_length`` (a classifier's second one padded from its middle; a language
-    model's two windows alike up to their middle, then different), eval mode, no gradients, and
-    something to train."""
+    model's two windows alike up to their middle, then different), eval mode, no gradients; a
+    language model's logits before the middle the same in both (no position sees a later token),
+    and something to train."""
     remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net, causal=tokens.causal))
     length = tokens.max_length
     ids = _token_rows(tokens, device)
@@ -244,6 +245,8 @@ def check_text_network(
             else f"token ids (N, L) and their mask to logits (N, {num_classes}) for the dataset's {num_classes} classes"
         )
         raise ConfigError("model.name", f"{model.name!r} must map {what}; it returned {got}")
+    if tokens.causal:
+        _check_causal(out, model, length)
     _check_trainable(net, model)
     return net
 
@@ -263,3 +266,22 @@ def _token_rows(tokens: TokenShape, device: str) -> torch.Tensor:
         ids[:, 0] = CLS
         ids[1, half:] = tokens.pad_id
     return ids.to(device)
+
+
+def _check_causal(out: torch.Tensor, model: ModelConfig, length: int) -> None:
+    """Refuse a language model whose logits before the middle differ between two windows that
+    differ only from the middle on: a position that sees a later token sees what it is to predict."""
+    half = max(1, length // 2)
+    if length < 2 or half >= length:
+        return
+    early = out[:, :half].float()
+    scale = float(early.abs().max()) or 1.0
+    if torch.allclose(early[0], early[1], rtol=0.0, atol=1e-4 * scale):
+        return
+    raise ConfigError(
+        "model.name",
+        f"{model.name!r} is not causal: its logits at the first {half} positions of a window change when a "
+        "later token changes, so each position would see the token it is to predict. A language model must "
+        "attend only to earlier tokens (hf: leave model.kwargs.is_decoder unset, or take a decoder's config "
+        "such as GPT2Config or LlamaConfig; an own model: a causal attention mask)",
+    )

@@ -9,11 +9,12 @@ import torch
 import yaml
 
 from effsearch.cli import main
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import ConfigError, ModelConfig, TrainConfig
 from effsearch.trainer.data import lmdata, tokenizer
 from effsearch.trainer.data.tokenizer import TokenShape
 from effsearch.trainer.models import build_network
 from effsearch.trainer.models.gpt import gpt
+from effsearch.trainer.probe import check_text_network
 from effsearch.trainer.result import RunResult
 from effsearch.trainer.training import train
 from tests.support.text import corpus, lm_config
@@ -211,3 +212,74 @@ def test_muon_updates_the_hidden_matrices_and_adamw_the_rest(tmp_path):
     )
     r = train(cfg, data_root=tmp_path / "data", progress=False, test=False)
     assert r.status == "completed" and r.history[-1].val_loss < r.history[0].val_loss
+
+
+SMALL_BERT = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+
+
+def test_an_encoders_config_on_a_corpus_builds_a_causal_lm():
+    """BertConfig's model attends both ways unless is_decoder is set: each position would see its target."""
+    pytest.importorskip("transformers")
+    shape = TokenShape(300, 16, causal=True)
+    net = build_network(ModelConfig(name="hf:BertConfig", kwargs=SMALL_BERT), 0, 300, tokens=shape).eval()
+    ids = torch.randint(4, 300, (1, 16))
+    changed = ids.clone()
+    changed[0, 10] = 4 if ids[0, 10] != 4 else 5
+    with torch.no_grad():
+        assert torch.allclose(net(ids)[:, :10], net(changed)[:, :10], atol=1e-6)
+
+
+@pytest.fixture
+def lm_factories(tmp_path, monkeypatch):
+    (tmp_path / "lmfactory.py").write_text(LM_FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    sys.modules.pop("lmfactory", None)
+
+
+@pytest.mark.parametrize("name", ["hf:BertConfig", "bidirectional"])
+def test_a_language_model_that_sees_later_tokens_is_refused(name, lm_factories):
+    """Any language model (hf or an own factory) whose earlier logits change with a later token is
+    refused before training, naming model.name; the built-in gpt and a causal factory pass."""
+    pytest.importorskip("transformers")
+    shape = TokenShape(300, 16, causal=True)
+    if name == "bidirectional":
+        model = ModelConfig(name="lmfactory:both_ways")
+    else:
+        model = ModelConfig(name=name, kwargs={**SMALL_BERT, "is_decoder": False})
+    net = build_network(model, 0, 300, tokens=shape)
+    with pytest.raises(ConfigError) as e:
+        check_text_network(net, model, shape, 300, "cpu")
+    assert e.value.field == "model.name" and "not causal" in str(e.value)
+    for ok in (
+        ModelConfig(name="gpt", kwargs={"n_layer": 1, "n_head": 2, "n_embd": 16}),
+        ModelConfig(name="hf:BertConfig", kwargs=SMALL_BERT),
+    ):
+        check_text_network(build_network(ok, 0, 300, tokens=shape), ok, shape, 300, "cpu")
+    if name == "bidirectional":
+        causal = ModelConfig(name="lmfactory:one_way")
+        check_text_network(build_network(causal, 0, 300, tokens=shape), causal, shape, 300, "cpu")
+
+
+LM_FACTORIES = """
+import torch.nn as nn
+
+
+class GRULM(nn.Module):
+    def __init__(self, vocab_size, bidirectional):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, 16)
+        self.rnn = nn.GRU(16, 16, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(32 if bidirectional else 16, vocab_size)
+
+    def forward(self, ids):
+        return self.head(self.rnn(self.embed(ids.long()))[0])
+
+
+def both_ways(vocab_size, max_length):
+    return GRULM(vocab_size, True)
+
+
+def one_way(vocab_size, max_length):
+    return GRULM(vocab_size, False)
+"""

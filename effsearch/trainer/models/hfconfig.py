@@ -94,4 +94,9 @@ def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
         config = cls(**kwargs, **_ends(kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
+    # An encoder's config (BertConfig, RobertaConfig) builds a model that attends both ways unless
+    # is_decoder is set: each position would see the token it is to predict. A decoder-only one
+    # (GPT2Config, LlamaConfig) has no such field and is causal as built.
+    if hasattr(config, "is_decoder") and "is_decoder" not in kwargs:
+        config.is_decoder = True
     return config
