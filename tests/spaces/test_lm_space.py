@@ -156,3 +156,10 @@ def test_a_gpt_switch_given_a_value_it_does_not_take_names_the_dimension(tmp_pat
     with pytest.raises(ConfigError) as e:
         studyfile.load(path, machine=Machine())
     assert e.value.field == "space.ranges.model.kwargs.activation.choices[1]" and "gelu, relu2" in str(e.value)
+
+
+def test_a_language_models_lengths_stay_within_its_positions(tmp_path):
+    pytest.importorskip("transformers")
+    gpt2 = {"name": "hf:GPT2Config", "kwargs": {"n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 16}}
+    r = rows(study(tmp_path, model=gpt2))
+    assert r["dataset.max_length"]["values"] == "{8, 16}" and "32 left out" in r["dataset.max_length"]["when"]

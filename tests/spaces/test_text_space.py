@@ -160,3 +160,12 @@ def test_a_base_at_the_encoders_default_depth_encodes_that_depth(tmp_path):
     spec = studyfile.load(study(tmp_path, model={"name": "text-encoder", "width": 16}), machine=Machine())
     assert spec.base.model.depth == 0 and spec.base.model.name == "text-encoder"
     assert spec.space.encode(spec.base)["model.depth"] == TEXT_ENCODER["depth"]
+
+
+def test_lengths_beyond_the_probed_models_positions_are_left_out_with_the_reason(tmp_path):
+    """A BERT of 24 positions at max_length 24: 48 would make every trial that samples it invalid."""
+    pytest.importorskip("transformers")
+    bert = {"name": "hf:BertConfig", "kwargs": {**BERT["kwargs"], "max_position_embeddings": 24}}
+    length = rows(study(tmp_path, model=bert))["dataset.max_length"]
+    assert length["values"] == "{12, 24}" and "48 left out: not within the model's positions" in length["when"]
+    assert rows(study(tmp_path, model=BERT))["dataset.max_length"]["values"] == "{12, 24, 48}"  # 512 positions
