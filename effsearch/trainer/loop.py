@@ -497,7 +497,7 @@ class Loop:
         point = EvalPoint.from_dict(fields)
         self.result.history.append(point)
         if self.bar is not None:
-            self.bar.set_postfix(val_acc=f"{acc:.4f}", refresh=False)
+            self._show(point)
         if not math.isfinite(loss):
             self._stop("diverged", "validation loss is not finite")
         elif not math.isfinite(train_loss):
@@ -508,6 +508,13 @@ class Loop:
                 self._stop("pruned", reason)
         self._agree()
         self.eval_seconds += self._now() - t
+
+    def _show(self, point: EvalPoint) -> None:
+        """The progress line's figure: the metric the run is timed on (a language model's val loss)."""
+        target = target_of(self.cfg)
+        value = target.of(point)
+        if self.bar is not None and value is not None:
+            self.bar.set_postfix({f"val_{target.m.short}": f"{value:.4f}"}, refresh=False)
 
     @contextlib.contextmanager
     def delivered(self) -> Iterator[torch.nn.Module]:

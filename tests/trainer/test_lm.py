@@ -283,3 +283,20 @@ def both_ways(vocab_size, max_length):
 def one_way(vocab_size, max_length):
     return GRULM(vocab_size, False)
 """
+
+
+def test_a_language_models_progress_line_shows_the_loss_it_is_timed_on(tmp_path, monkeypatch):
+    import tqdm.auto
+
+    shown: list[dict] = []
+
+    class Bar(tqdm.auto.tqdm):  # the real bar (others subclass it), its postfixes recorded
+        def set_postfix(self, ordered_dict=None, refresh=True, **kwargs) -> None:
+            shown.append(dict(ordered_dict or {}, **kwargs))
+            super().set_postfix(ordered_dict, refresh, **kwargs)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    cfg = TrainConfig.from_dict(lm_config(corpus(tmp_path / "c.txt"), epochs=0.05, eval_every=0.05))
+    r = train(cfg, data_root=tmp_path / "data", progress=True, test=False)
+    assert shown and all(set(s) == {"val_loss"} for s in shown)
+    assert shown[-1]["val_loss"] == f"{r.history[-1].val_loss:.4f}"
