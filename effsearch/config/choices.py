@@ -35,7 +35,7 @@ GPT_SWITCHES = {
     "zero_init": (False, True),
 }
 # The algorithms a language model trains with: they change the optimisation, not a per-example loss
-# (MixUp, label smoothing, selective backprop: one label a text) or the input (images, a sequence length).
+# (MixUp, label smoothing, selective backprop: one label per text) or the input (images, a sequence length).
 LM_ALGORITHMS = ("ema", "sam", "gradient_clipping")
 TOKENIZERS = ("bytes", "bpe", "wordpiece")
 # Every tokenizer's ids 0-3 are its special tokens (padding, the classifier's first token, the end

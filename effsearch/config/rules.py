@@ -193,7 +193,18 @@ def _lm_only(c: dict) -> bool:
     return lm_run(c)
 
 
-_LM_WHY = "a language model predicts every token of a window, not one label a text"
+_LM_WHY = "a language model predicts every token of a window, not one label per text"
+# Why the algorithms that are about no label are not a language model's. Both step at an epoch's end
+# (Composer's LayerFreezing on EPOCH_END; SWA at its update_interval, 1ep), and a language model's run
+# is counted in passes over one token stream, often a fraction of one (docs/guide.md, language models).
+_LM_OWN_WHY = {
+    "swa": "it averages the weights at epoch ends (update_interval 1ep) and a language model's run is often "
+    "under one pass over its token stream, so it would average the last weights only; "
+    "EMA (algorithms.ema) averages every step",
+    "layer_freezing": "it freezes layers at epoch ends (Composer's LayerFreezing) and a language model's run "
+    "is often under one pass over its token stream, so it would freeze at the end only, when nothing is "
+    "left to save",
+}
 _LM_READS = ("dataset.name", "dataset.label_column", "model.name", "model.kwargs")
 # A language model's own techniques (top-level fields, a share of training), what each grows.
 LM_TECHNIQUES = {"batch_ramp": "a batch of windows", "length_warmup": "the windows of a token stream"}
@@ -266,7 +277,7 @@ _LM_RULES = [
             f"algorithms.{name}",
             on=partial(has, name),
             forbids=_lm_only,
-            message=f"does not apply to a language model ({_LM_WHY}); a language model takes "
+            message=f"does not apply to a language model ({_LM_OWN_WHY.get(name, _LM_WHY)}); a language model takes "
             f"{', '.join(LM_ALGORITHMS)}"
             + ("; its warm-up is the field length_warmup" if name == "seq_length_warmup" else ""),
             when="not a language model",

@@ -163,3 +163,10 @@ def test_a_language_models_lengths_stay_within_its_positions(tmp_path):
     gpt2 = {"name": "hf:GPT2Config", "kwargs": {"n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 16}}
     r = rows(study(tmp_path, model=gpt2))
     assert r["dataset.max_length"]["values"] == "{8, 16}" and "32 left out" in r["dataset.max_length"]["when"]
+
+
+def test_swa_and_layer_freezing_are_left_out_of_a_language_model_for_their_own_reason(tmp_path):
+    r = rows(study(tmp_path))
+    for name in ("algorithms.swa", "algorithms.layer_freezing"):
+        assert r[name]["state"] == "n/a" and "epoch ends" in r[name]["values"] and "label" not in r[name]["values"]
+    assert "one label per text" in r["algorithms.mixup"]["values"]  # MixUp is about labels
