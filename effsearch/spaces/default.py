@@ -139,6 +139,19 @@ def _by_modality(by_name: dict[str, Dim], base: TrainConfig) -> None:
         by_name[name].extra.update(unavailable="text only (the run is on images)", model_bound=True)
 
 
+_PLAIN_STRATEGIES = tuple(x for x in STRATEGIES if x not in MODEL_SELECTIONS)
+
+
+def _strategies_dropped(epochs: float, no_embedding: bool) -> str:
+    """Why the default choices of selection.strategy leave the model-based ones out ("": they don't),
+    for `space show`; a study's own choices are checked against the model's rules instead."""
+    if not no_embedding and epochs >= 2:
+        return ""
+    left = ", ".join(x for x in STRATEGIES if x in MODEL_SELECTIONS)
+    why = "the model ends in no nn.Linear to take embeddings from" if no_embedding else "the base trains under 2 epochs"
+    return f"{left} left out: {why}"
+
+
 def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     """All dimensions, in sampling order; unavailable ones carry ``extra['unavailable']``
     (a reason, or a callable that returns one or None)."""
@@ -453,13 +466,11 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "selection.strategy",
             "data",
             "cat",
-            choices=STRATEGIES
-            if e >= 2 and not no_embedding
-            else tuple(x for x in STRATEGIES if x not in MODEL_SELECTIONS),
+            choices=STRATEGIES if not _strategies_dropped(e, no_embedding) else _PLAIN_STRATEGIES,
             **gated("selection.strategy"),
             off="full",
             setter=_selection_setter,
-            extra={"field": "selection.strategy"},
+            extra={"field": "selection.strategy", "dropped": _strategies_dropped(e, no_embedding)},
             help="CORDS data subset selection",
         ),
         Dim(

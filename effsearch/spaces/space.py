@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from effsearch.config import ConfigError, TrainConfig
+from effsearch.config import ConfigError, TrainConfig, rules
 from effsearch.config.fields import fmt
 from effsearch.config.machine import Machine
 from effsearch.spaces.default import DEFAULT_GROUPS, GROUPS, catalogue
@@ -68,7 +68,7 @@ class Space:
             section, "exclude", [], dims, by_name, prefix
         )
         explicit = _ranges(section, by_name, prefix)
-        _refuse_model_bound(section, explicit, by_name, prefix)
+        _refuse_model_bound(section, explicit, by_name, base, prefix)
         dims = [by_name[d.name] for d in dims]
         fixed = _fixed(section, by_name, explicit, prefix)
         active = {
@@ -222,7 +222,7 @@ class Space:
                     "group": d.group,
                     "state": state,
                     "values": values,
-                    "note": self._base_note(d) if state == "search" else "",
+                    "note": self._base_note(d) + _dropped(d) if state == "search" else "",
                     "when": d.when_text,
                     "help": d.help,
                 }
@@ -249,6 +249,12 @@ class Space:
         for r, row in zip(rows, cells):
             row[-1] += r["note"]
         return format_table(head, cells)
+
+
+def _dropped(d: Dim) -> str:
+    """Which default choices the model or base ruled out, and why (selection.strategy's)."""
+    why = d.extra.get("dropped")
+    return f" ({why})" if why else ""
 
 
 def unavailable(d: Dim) -> str | None:
@@ -291,7 +297,9 @@ def _widens(d: Dim, value: Any) -> bool:
     return not (d.log and value <= 0) and not (d.kind == "int" and not float(value).is_integer())
 
 
-def _refuse_model_bound(section: dict, explicit: set[str], by_name: dict[str, Dim], prefix: str) -> None:
+def _refuse_model_bound(
+    section: dict, explicit: set[str], by_name: dict[str, Dim], base: TrainConfig, prefix: str
+) -> None:
     """A dimension the base's model rules out (an image algorithm on a text model, ALiBi), named
     alone in ``include`` or given a range: refused with the reason, as a config asking for it is
     (a group that holds it leaves it out quietly, as `space show --all` says)."""
@@ -303,6 +311,26 @@ def _refuse_model_bound(section: dict, explicit: set[str], by_name: dict[str, Di
         d = by_name[name]
         if d.extra.get("model_bound") and unavailable(d):
             raise ConfigError(at, f"{name} cannot be searched for this model: {unavailable(d)}")
+    for name in sorted(explicit):
+        _refuse_model_bound_choices(by_name[name], base, f"{prefix}.ranges.{name}")
+
+
+# The fields a rule may read for it to be about the model alone: no other range can lift it.
+_MODEL_FIELDS = frozenset(("model.name", "model.kwargs"))
+
+
+def _refuse_model_bound_choices(d: Dim, base: TrainConfig, at: str) -> None:
+    """Each choice of a range, set on the base: a rule that reads the model alone and forbids it
+    would fail every trial that samples it (glister-pb on a model with no final nn.Linear)."""
+    model_rules = [r for r in rules.RULES if r.reads and set(r.reads) <= _MODEL_FIELDS]
+    for choice in d.choices:
+        cfg = base.to_dict()
+        d.apply(cfg, choice)
+        broken = [r for r in model_rules if r.broken(cfg)]
+        if broken:
+            raise ConfigError(
+                at, f"choice {fmt(choice)} cannot be searched for this model: {broken[0].error(cfg).message}"
+            )
 
 
 def _unknown(name: str, by_name: dict[str, Dim]) -> str:
@@ -419,6 +447,8 @@ def _ranges(section: dict, by_name: dict[str, Dim], prefix: str) -> set[str]:
         if name not in by_name:
             raise ConfigError(where, _unknown(name, by_name))
         by_name[name] = _parse_range(by_name[name], rng, where)
+        # the study's own range: what the defaults left out no longer applies
+        by_name[name].extra = {k: v for k, v in by_name[name].extra.items() if k != "dropped"}
         explicit.add(name)
     return explicit
 

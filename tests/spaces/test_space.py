@@ -354,3 +354,37 @@ def test_a_time_parameter_shows_its_unit_and_how_a_config_writes_it():
     space = Space.build(base(), {"include": ["algorithms.ema", "algorithms.ema.half_life"]}, CPU)
     row = {r["dimension"]: r for r in space.rows()}["algorithms.ema.half_life"]
     assert row["values"].endswith("int log, batches (20 is 20ba in a config)")
+
+
+def test_a_range_choice_the_model_rules_out_is_refused_naming_field_choice_and_rule():
+    from effsearch.config.sources import ModelFacts, remember
+
+    model = {"name": "tests.spaces_no_linear:build"}
+    remember(model, ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=False))
+    cfg = base(model=model)
+    ranges = {"selection.strategy": {"choices": ["full", "random", "glister-pb"]}}
+    with pytest.raises(ConfigError) as e:
+        Space.build(cfg, {"include": ["selection.strategy"], "ranges": ranges}, CPU)
+    assert e.value.field == "space.ranges.selection.strategy"
+    assert "'glister-pb'" in e.value.message and "final nn.Linear" in e.value.message
+    ok = {"selection.strategy": {"choices": ["full", "random"]}}
+    assert "selection.strategy" in Space.build(cfg, {"include": ["selection.strategy"], "ranges": ok}, CPU).active
+
+
+@pytest.mark.parametrize(
+    ("final_linear", "epochs", "why"),
+    [(False, 8, "the model ends in no nn.Linear"), (True, 1, "the base trains under 2 epochs")],
+)
+def test_space_show_all_says_why_the_model_based_strategies_were_left_out(final_linear, epochs, why):
+    from effsearch.config.sources import ModelFacts, remember
+
+    model = {"name": f"tests.spaces_linear_{final_linear}:build"}
+    remember(model, ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=final_linear))
+    space = Space.build(base(model=model, epochs=epochs), {"include": ["selection.strategy"]}, CPU)
+    row = next(r for r in space.rows() if r["dimension"] == "selection.strategy")
+    assert "glister-pb" not in row["values"] and "glister-pb, craig-pb, gradmatch-pb left out" in row["note"]
+    assert why in row["note"]
+    ranged = {"include": ["selection.strategy"], "ranges": {"selection.strategy": ["full", "random"]}}
+    assert "left out" not in space.build(base(model=model, epochs=epochs), ranged, CPU).table(True)
+    plain = Space.build(base(), {"include": ["selection.strategy"]}, CPU)
+    assert "left out" not in plain.table(True)
