@@ -327,7 +327,9 @@ def test_space_show_and_the_space_read_the_probed_model(models, capsys):
     line = next(x for x in shown.splitlines() if x.startswith("algorithms.stochastic_depth "))
     assert "n/a" in line and "has no bottleneck blocks" in line
     strategies = next(x for x in shown.splitlines() if x.startswith("selection.strategy "))
-    assert "random" in strategies and "gradmatch" not in strategies and "craig" not in strategies
+    choices, _, left_out = strategies.partition("} (")  # the searched choices, then why some are left out
+    assert "random" in choices and "gradmatch" not in choices and "craig" not in choices
+    assert "gradmatch-pb" in left_out and "no nn.Linear" in left_out
     spec = load(path, machine=Machine(cores=1))
     study = optuna.create_study(directions=["minimize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
     for i in range(60):
