@@ -160,6 +160,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     # A model known to end in no nn.Linear gives CORDS's model-based strategies no embedding.
     model_facts = facts(base.to_dict()["model"])
     no_embedding = model_facts is not None and not model_facts.final_linear
+    dropped = _strategies_dropped(e, no_embedding)  # the model-based strategies left out, and why
     precisions = machine.precisions()
 
     def precision_check(v: Any) -> str | None:
@@ -466,11 +467,11 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
             "selection.strategy",
             "data",
             "cat",
-            choices=STRATEGIES if not _strategies_dropped(e, no_embedding) else _PLAIN_STRATEGIES,
+            choices=_PLAIN_STRATEGIES if dropped else STRATEGIES,
             **gated("selection.strategy"),
             off="full",
             setter=_selection_setter,
-            extra={"field": "selection.strategy", "dropped": _strategies_dropped(e, no_embedding)},
+            extra={"field": "selection.strategy", "dropped": dropped},
             help="CORDS data subset selection",
         ),
         Dim(

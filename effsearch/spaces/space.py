@@ -205,6 +205,7 @@ class Space:
     # -- showing -----------------------------------------------------------------
     def rows(self, show_all: bool = True) -> list[dict]:
         out = []
+        searched = as_searched(self.base, self.active)  # the base as the notes on searched rows read it
         for d in self.dims:
             if not show_all and d.name not in self.active and d.name not in self.fixed:
                 continue
@@ -222,23 +223,12 @@ class Space:
                     "group": d.group,
                     "state": state,
                     "values": values,
-                    "note": self._base_note(d) + _dropped(d) if state == "search" else "",
+                    "note": _base_note(d, searched) + _dropped(d) if state == "search" else "",
                     "when": d.when_text,
                     "help": d.help,
                 }
             )
         return out
-
-    def _base_note(self, d: Dim) -> str:
-        """Where the base's own value stands to a searched range: widened to hold it, or outside
-        a study's own range (the baseline then records no value for it)."""
-        if "holds_base" in d.extra:
-            return f" (widened to hold the base's {fmt(d.extra['holds_base'])})"
-        data = as_searched(self.base, self.active)
-        value = d.read(data) if d.when is None or d.when(data) else None
-        if value is None or d.contains(value):
-            return ""
-        return f" (the base's {fmt(value)} lies outside: its baseline records no {d.name})"
 
     def table(self, show_all: bool = False) -> str:
         rows = self.rows(show_all)
@@ -249,6 +239,17 @@ class Space:
         for r, row in zip(rows, cells):
             row[-1] += r["note"]
         return format_table(head, cells)
+
+
+def _base_note(d: Dim, data: dict) -> str:
+    """Where the base's own value (``data``, as searched) stands to a searched range: widened to
+    hold it, or outside a study's own range (the baseline then records no value for it)."""
+    if "holds_base" in d.extra:
+        return f" (widened to hold the base's {fmt(d.extra['holds_base'])})"
+    value = d.read(data) if d.when is None or d.when(data) else None
+    if value is None or d.contains(value):
+        return ""
+    return f" (the base's {fmt(value)} lies outside: its baseline records no {d.name})"
 
 
 def _dropped(d: Dim) -> str:
