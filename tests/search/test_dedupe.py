@@ -3,6 +3,7 @@ PRUNED one answers, a RUNNING one (another worker's) is waited for and answers w
 (or this trial trains when that worker dies), a FAILED one is trained again with a note.
 A scripted trainer (tests/search/test_phases.py) plays each run, so only the bookkeeping is real."""
 
+import dataclasses
 import subprocess
 import threading
 import time
@@ -118,7 +119,7 @@ def _two_workers(tmp_path, monkeypatch, scripted):
     monkeypatch.setattr(workers, "warm_up", lambda cfg, data_root=None, train_fn=None: 0.0)
     path = study_file(tmp_path, 1, space=SPACE, heartbeat={"interval": 1, "grace_period": 1, "max_retry": 1})
     assert main(["run", str(path)]) == 0  # the baseline
-    spec = studyfile.load(path)
+    spec = dataclasses.replace(studyfile.load(path), n_trials=3)  # the two queued below run
     study = runner.ensure_study(spec, open_storage(spec))
     for _ in range(2):
         study.enqueue_trial({"batch_size": 64})
@@ -190,3 +191,24 @@ def test_a_duplicate_trains_when_the_trial_it_waits_for_loses_its_worker(tmp_pat
     release.set()
     a.join(30)  # its trial was failed meanwhile: whatever it does now cannot complete it
     assert study.get_trials()[1].state == TrialState.FAIL
+
+
+# -- a trial asked for past n_trials ------------------------------------------------------------------
+def test_a_trial_asked_for_when_the_study_has_its_n_trials_is_not_run(tmp_path, trained, capsys):
+    """Two workers can both see n_trials - 1 done and both ask for a trial: the later one (by number)
+    ends unrun, neither counted nor a failure."""
+    path = study_file(tmp_path, 2, space=SPACE)
+    assert main(["run", str(path)]) == 0
+    assert len(trained) == 2
+    spec = studyfile.load(path)
+    study = optuna.load_study(study_name=spec.name, storage=open_storage(spec))
+    # What the losing worker of that race does: it asks, though the study has its 2 trials.
+    study.optimize(objective.Objective(spec, study, None), n_trials=1, catch=(objective.TrialFailed,))
+    trials = trials_of(path)
+    assert len(trials) == 3 and len(trained) == 2  # not trained
+    extra = trials[-1]
+    assert extra.state == TrialState.FAIL and extra.user_attrs["status"] == "surplus"
+    assert "had its 2 trials" in extra.user_attrs["reason"]
+    capsys.readouterr()
+    assert main(["status", str(path)]) == 0
+    assert "0 failed, 1 not run" in capsys.readouterr().out

@@ -186,7 +186,8 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
     shared = any(_shared(t) for t in trials)
     lines = [
         f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
-        f"{c['running']} running, {c['waiting']} waiting  (* = baseline"
+        + (f"{c['not_run']} not run, " if c["not_run"] else "")
+        + f"{c['running']} running, {c['waiting']} waiting  (* = baseline"
         + ("; ~ = timed on a shared GPU" if shared else "")
         + ")",
         *device_lines(trials),

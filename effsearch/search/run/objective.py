@@ -293,6 +293,14 @@ class Objective:
 
     def _run(self, trial: optuna.Trial) -> list[float]:
         is_baseline = bool(trial.user_attrs.get(BASELINE_KEY))
+        if self._surplus(trial):
+            trial.set_user_attr(STATUS_KEY, "surplus")
+            trial.set_user_attr(
+                REASON_KEY,
+                f"the study had its {self.spec.n_trials} trials (done or running) when this one started, "
+                "asked for by a worker at the same moment as another; not run",
+            )
+            raise TrialFailed("surplus")
         if is_baseline and self._other_baseline(trial):
             trial.set_user_attr(STATUS_KEY, "duplicate")
             trial.set_user_attr(
@@ -609,6 +617,19 @@ class Objective:
         if pruned:
             raise optuna.TrialPruned(original.user_attrs.get(REASON_KEY) or f"pruned, as trial {n} was")
         return list(original.values)
+
+    def _surplus(self, trial: optuna.Trial) -> bool:
+        """Two workers can both see n_trials - 1 and both ask (a stop check and the next ask are not
+        one step); the storage numbers trials atomically, so the later one sees the earlier one here."""
+        n = self.spec.n_trials
+        if n is None:
+            return False
+        ahead = [
+            t
+            for t in self.study.get_trials(deepcopy=False)
+            if t.number < trial.number and (t.state == TrialState.RUNNING or queries.counted(t))
+        ]
+        return len(ahead) >= n
 
     def _other_baseline(self, trial: optuna.Trial) -> bool:
         """Two workers that start on a new study together both queue the baseline: the lower number wins."""

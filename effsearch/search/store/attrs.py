@@ -29,6 +29,10 @@ PLACEMENT_KEY = "placement"
 # Statuses of a trial that failed for a reason of its own (counted, never retried); a lost worker's
 # or an interrupted trial is queued again instead.
 COUNTED_FAIL = ("failed", "diverged", "invalid")
+# Statuses of a trial a worker ended without running it, neither counted nor a failure: a second
+# baseline queued at the same moment, or a trial asked for when the study already had its n_trials
+# (a worker's stop check and its next ask are not one step: search/run/objective.py, ``_surplus``).
+NOT_RUN = ("duplicate", "surplus")
 
 # -- a queued trial's user attributes (set when it is enqueued; a retry keeps them) ----------------
 BASELINE_KEY = "baseline"  # bool: the study's trial 0, the yardstick for speed-ups (runner.ensure_study)

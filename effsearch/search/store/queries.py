@@ -22,6 +22,7 @@ from effsearch.search.store.attrs import (
     CONFIG_KEY,
     COUNTED_FAIL,
     DUPLICATE_KEY,
+    NOT_RUN,
     OBJECTIVES_KEY,
     PLACEMENT_KEY,
     STATUS_KEY,
@@ -83,12 +84,14 @@ def counted(trial: FrozenTrial) -> bool:
 
 
 def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
-    c = {"complete": 0, "pruned": 0, "failed": 0, "running": 0, "waiting": 0, "done": 0}
+    c = {"complete": 0, "pruned": 0, "failed": 0, "not_run": 0, "running": 0, "waiting": 0, "done": 0}
     for t in trials:
         if t.state == TrialState.COMPLETE:
             c["complete"] += 1
         elif t.state == TrialState.PRUNED:
             c["pruned"] += 1
+        elif t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) in NOT_RUN:
+            c["not_run"] += 1
         elif t.state == TrialState.FAIL:
             c["failed"] += 1
         elif t.state == TrialState.RUNNING:
