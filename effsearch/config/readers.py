@@ -146,6 +146,25 @@ def lacks(fact: str, cfg: dict) -> bool:
     return _facts(cfg) is not None and not getattr(_facts(cfg), fact)
 
 
+def se_idle(cfg: dict) -> bool:
+    """Composer's SqueezeExcite would add no block: the (known) model of images has no Conv2d with
+    min_channels channels on both sides (``ModelFacts.conv_channels``)."""
+    known = _facts(cfg)
+    if known is None or not known.images:
+        return False
+    return (known.conv_channels or 0) < se_min_channels(cfg)
+
+
+def se_min_channels(cfg: dict) -> int:
+    return int(_param("squeeze_excite", "min_channels", cfg))
+
+
+def conv_channels(cfg: dict) -> int | None:
+    """The (known) model's widest convolution by its narrower side (None: none, or not known)."""
+    known = _facts(cfg)
+    return known.conv_channels if known is not None else None
+
+
 def model_name(cfg: dict) -> str:
     return value(cfg, "model.name")
 

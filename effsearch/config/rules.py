@@ -41,6 +41,7 @@ from effsearch.config.readers import (
     DEFAULTS,
     bad_milestones,
     compression_method,
+    conv_channels,
     dataset_name,
     ema_every,
     encoder_heads,
@@ -64,6 +65,8 @@ from effsearch.config.readers import (
     parallel,
     positions,
     precision,
+    se_idle,
+    se_min_channels,
     smoothing,
     strategy,
     swa_end,
@@ -124,6 +127,22 @@ def _lacks_message(fact: str, cfg: dict) -> str:
         )
         return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]} ({both})"
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
+
+
+def _se_message(cfg: dict) -> str:
+    widest = conv_channels(cfg)
+    has = f"convolutions of at most {widest} channels" if widest else "no convolution"
+    fix = f"lower algorithms.squeeze_excite.min_channels to {widest} or " if widest else ""
+    return (
+        f"min_channels is {se_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
+        f"{_width_note(cfg)} has {has} (the smaller of a Conv2d's in and out channels), so Composer's "
+        f"SqueezeExcite adds no block and the run would train the model unchanged; {fix}leave it out"
+    )
+
+
+def _width_note(cfg: dict) -> str:
+    width = value(cfg, "model.width")
+    return f" at model.width {width}" if width else ""
 
 
 def _needs_text(fact: str) -> str:
@@ -741,6 +760,17 @@ RULES: list[Rule] = [
         for name, spec in ALGORITHMS.items()
         if spec.needs_structure
     ],
+    # Composer's SqueezeExcite adds a block after a Conv2d only where min(in, out) channels reach
+    # min_channels: below that, the trial trains the model unchanged (a duplicate of one without it).
+    Rule(
+        "algorithms.squeeze_excite",
+        "algorithms.squeeze_excite",
+        on=partial(has, "squeeze_excite"),
+        forbids=se_idle,
+        message=_se_message,
+        when="a convolution of min_channels channels",
+        reads=("model.name", "model.kwargs", "model.width"),
+    ),
     *_LM_RULES,
     Rule(
         "selection.model_based",

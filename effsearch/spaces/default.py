@@ -538,7 +538,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         ),
     ]
     dims[dims.index(next(d for d in dims if d.name == "model.width")) + 1 : 0] = text_dims(base)
-    dims += algorithm_dims(base.to_dict()["model"])
+    dims += algorithm_dims(base.to_dict(), widths(base))
     lm = readers.lm_run(base.to_dict())
     if lm:
         dims = language_model(dims, base)

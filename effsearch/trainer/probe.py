@@ -52,6 +52,7 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         positions=_positions(modules),
         causal=causal,
         matrices=_matrices(net, modules),
+        conv_channels=max((min(c.in_channels, c.out_channels) for c in convs), default=None),
     )
 
 
