@@ -39,6 +39,7 @@ from effsearch.config.fields import ConfigError, quote
 from effsearch.config.metrics import ACCURACY, METRICS
 from effsearch.config.readers import (
     DEFAULTS,
+    KFAC_CPU_FACTOR,
     bad_milestones,
     compression_method,
     conv_channels,
@@ -52,6 +53,8 @@ from effsearch.config.readers import (
     half_life,
     has,
     kfac,
+    kfac_factor,
+    kfac_too_big,
     lacks,
     lm_data,
     lm_model,
@@ -605,6 +608,22 @@ RULES: list[Rule] = [
         "use fp32 or amp_bf16",
         when="precision not amp_fp16",
         reads=("precision",),
+    ),
+    # One K-FAC step decomposes every factor; the CPU takes minutes over a large one (n^3), past any
+    # max_slowdown limit, which is checked between steps only (readers.KFAC_CPU_FACTOR says the bound).
+    Rule(
+        "optimizer.kfac",
+        "optimizer.name",
+        on=kfac,
+        forbids=kfac_too_big,
+        message=lambda c: (
+            f"'kfac-sgd' on the CPU decomposes each layer's factors on one step, and model.name "
+            f"{quote(model_name(c))}{_width_note(c)} has a {kfac_factor(c)} x {kfac_factor(c)} one (a layer's "
+            f"inputs x kernel), over the {KFAC_CPU_FACTOR} the CPU decomposes in about a second: one step "
+            "would outlast a study's max_slowdown; use sgd, a narrower model, or a CUDA device"
+        ),
+        when=f"factors up to {KFAC_CPU_FACTOR} on the CPU",
+        reads=("model.name", "model.kwargs", "model.width", "device"),
     ),
     # One algorithm's own parameters, as Composer's EMA and SWA check them when built (after
     # ~20 s of set-up). The space never sets the fields of these subjects (no dimension gates on

@@ -148,18 +148,22 @@ def algorithm_dims(base: dict, widths: tuple = ()) -> list[Dim]:
 _MODEL_FIELDS = frozenset(("model.name", "model.kwargs", "model.width"))
 
 
-def _model_refuses(algo: str, base: dict, widths: tuple) -> str | None:
-    """Why ``algo`` is refused on the base's model at every width searched (None: at some it is not),
-    by a rule that reads the model alone (SqueezeExcite where no convolution has min_channels)."""
-    subject = f"algorithms.{algo}"
-    model_rules = [r for r in rules.of(subject) if r.reads and set(r.reads) <= _MODEL_FIELDS]
-    on = {**base, "algorithms": {algo: {}, **(base.get("algorithms") or {})}}
+def model_refuses(subject: str, on: dict, widths: tuple, also: tuple = ()) -> str | None:
+    """Why ``subject``, on in the config ``on``, is refused at every width searched (None: at some it is
+    not), by a rule that reads the model alone (and the fields in ``also``, such as the device)."""
+    fields = _MODEL_FIELDS | set(also)
+    model_rules = [r for r in rules.of(subject) if r.reads and set(r.reads) <= fields]
     for width in widths:
-        cfg = {**on, "model": {**base["model"], "width": width}}
-        if not any(r.broken(cfg) for r in model_rules):
+        if not any(r.broken({**on, "model": {**on["model"], "width": width}}) for r in model_rules):
             return None
     broken = [r for r in model_rules if r.broken(on)]
     return broken[0].error(on).message if broken else None
+
+
+def _model_refuses(algo: str, base: dict, widths: tuple) -> str | None:
+    """SqueezeExcite where no convolution has min_channels, at any width searched."""
+    on = {**base, "algorithms": {algo: {}, **(base.get("algorithms") or {})}}
+    return model_refuses(f"algorithms.{algo}", on, widths)
 
 
 def _why_not(algo: str, need: str, model: dict) -> str:
