@@ -220,8 +220,8 @@ def resolve_device(cfg: TrainFields) -> str:
     if cfg.device == "cuda" and not has_cuda:
         raise ConfigError("device", "is 'cuda' but no CUDA device is available; use 'auto' or 'cpu'")
     device = "cuda" if cfg.device == "auto" and has_cuda else ("cpu" if cfg.device == "auto" else cfg.device)
-    # The config's precision x device rule, on the device `auto` became.
-    rules.check({**cfg.to_dict(), "device": device}, rules.of("precision"))
+    # The config's rules about the device (precision, K-FAC's factors), on the device `auto` became.
+    rules.check({**cfg.to_dict(), "device": device}, rules.of("precision") + rules.of("optimizer.kfac"))
     if cfg.precision == "amp_bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError("precision", "amp_bf16 is not supported by this GPU; use amp_fp16 or fp32")
     return device

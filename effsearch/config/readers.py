@@ -146,6 +146,43 @@ def lacks(fact: str, cfg: dict) -> bool:
     return _facts(cfg) is not None and not getattr(_facts(cfg), fact)
 
 
+def se_idle(cfg: dict) -> bool:
+    """Composer's SqueezeExcite would add no block: the (known) model of images has no Conv2d with
+    min_channels channels on both sides (``ModelFacts.conv_channels``)."""
+    known = _facts(cfg)
+    if known is None or not known.images:
+        return False
+    return (known.conv_channels or 0) < se_min_channels(cfg)
+
+
+# The largest K-FAC factor the CPU decomposes in about a second: eigh of an n x n float32 factor took
+# 0.56 s at 1,024 and 2.5 s at 1,537 on this project's 2-core machine (benchmarks/kfac_eigh.py;
+# docs/benchmarks.md, "K-FAC's factors on the CPU"), growing as n^3; K-FAC decomposes two per layer on
+# one step, and a study's max_slowdown is checked only between steps.
+KFAC_CPU_FACTOR = 1280
+
+
+def kfac_factor(cfg: dict) -> int:
+    """The (known) model's largest K-FAC factor (0: not known)."""
+    known = _facts(cfg)
+    return known.kfac_factor if known is not None else 0
+
+
+def kfac_too_big(cfg: dict) -> bool:
+    """On the CPU, the model's largest K-FAC factor takes more than about a second to decompose."""
+    return value(cfg, "device") == "cpu" and kfac_factor(cfg) > KFAC_CPU_FACTOR
+
+
+def se_min_channels(cfg: dict) -> int:
+    return int(_param("squeeze_excite", "min_channels", cfg))
+
+
+def conv_channels(cfg: dict) -> int | None:
+    """The (known) model's widest convolution by its narrower side (None: none, or not known)."""
+    known = _facts(cfg)
+    return known.conv_channels if known is not None else None
+
+
 def model_name(cfg: dict) -> str:
     return value(cfg, "model.name")
 

@@ -39,8 +39,10 @@ from effsearch.config.fields import ConfigError, quote
 from effsearch.config.metrics import ACCURACY, METRICS
 from effsearch.config.readers import (
     DEFAULTS,
+    KFAC_CPU_FACTOR,
     bad_milestones,
     compression_method,
+    conv_channels,
     dataset_name,
     ema_every,
     encoder_heads,
@@ -51,6 +53,8 @@ from effsearch.config.readers import (
     half_life,
     has,
     kfac,
+    kfac_factor,
+    kfac_too_big,
     lacks,
     lm_data,
     lm_model,
@@ -64,6 +68,8 @@ from effsearch.config.readers import (
     parallel,
     positions,
     precision,
+    se_idle,
+    se_min_channels,
     smoothing,
     strategy,
     swa_end,
@@ -124,6 +130,22 @@ def _lacks_message(fact: str, cfg: dict) -> str:
         )
         return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]} ({both})"
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
+
+
+def _se_message(cfg: dict) -> str:
+    widest = conv_channels(cfg)
+    has = f"convolutions of at most {widest} channels" if widest else "no convolution"
+    fix = f"lower algorithms.squeeze_excite.min_channels to {widest} or " if widest else ""
+    return (
+        f"min_channels is {se_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
+        f"{_width_note(cfg)} has {has} (the smaller of a Conv2d's in and out channels), so Composer's "
+        f"SqueezeExcite adds no block and the run would train the model unchanged; {fix}leave it out"
+    )
+
+
+def _width_note(cfg: dict) -> str:
+    width = value(cfg, "model.width")
+    return f" at model.width {width}" if width else ""
 
 
 def _needs_text(fact: str) -> str:
@@ -587,6 +609,22 @@ RULES: list[Rule] = [
         when="precision not amp_fp16",
         reads=("precision",),
     ),
+    # One K-FAC step decomposes every factor; the CPU takes minutes over a large one (n^3), past any
+    # max_slowdown limit, which is checked between steps only (readers.KFAC_CPU_FACTOR says the bound).
+    Rule(
+        "optimizer.kfac",
+        "optimizer.name",
+        on=kfac,
+        forbids=kfac_too_big,
+        message=lambda c: (
+            f"'kfac-sgd' on the CPU decomposes each layer's factors on one step, and model.name "
+            f"{quote(model_name(c))}{_width_note(c)} has a {kfac_factor(c)} x {kfac_factor(c)} one (a layer's "
+            f"inputs x kernel), over the {KFAC_CPU_FACTOR} the CPU decomposes in about a second: one step "
+            "would outlast a study's max_slowdown; use sgd, a narrower model, or a CUDA device"
+        ),
+        when=f"factors up to {KFAC_CPU_FACTOR} on the CPU",
+        reads=("model.name", "model.kwargs", "model.width", "device"),
+    ),
     # One algorithm's own parameters, as Composer's EMA and SWA check them when built (after
     # ~20 s of set-up). The space never sets the fields of these subjects (no dimension gates on
     # them), so they read nothing else: reads=().
@@ -741,6 +779,17 @@ RULES: list[Rule] = [
         for name, spec in ALGORITHMS.items()
         if spec.needs_structure
     ],
+    # Composer's SqueezeExcite adds a block after a Conv2d only where min(in, out) channels reach
+    # min_channels: below that, the trial trains the model unchanged (a duplicate of one without it).
+    Rule(
+        "algorithms.squeeze_excite",
+        "algorithms.squeeze_excite",
+        on=partial(has, "squeeze_excite"),
+        forbids=se_idle,
+        message=_se_message,
+        when="a convolution of min_channels channels",
+        reads=("model.name", "model.kwargs", "model.width"),
+    ),
     *_LM_RULES,
     Rule(
         "selection.model_based",

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from effsearch.config.choices import DATASETS, GPT_SWITCHES, MODELS
+from effsearch.config.choices import DATASETS, GPT_SWITCHES, MODEL_WIDTHS, MODELS
 
 MODEL_LIBRARIES = ("torchvision", "timm", "hf")
 FILE_DATASETS = ("imagefolder", "npz", "hf", "jsonl", "csv", "text")  # read from dataset.path
@@ -106,6 +106,12 @@ class ModelFacts:
     causal: bool = False  # a language model: logits for every position (N, L, vocabulary), not one per text
     matrices: bool = False  # 2-d weights besides its embeddings and output layer (what Muon updates)
     switches: tuple[str, ...] = ()  # the model.kwargs switches its builder takes (GPT_SWITCHES: the built-in gpt's)
+    # The widest convolution by its narrower side, max of min(in, out) channels (None: no convolution):
+    # Composer's SqueezeExcite adds a block only after a Conv2d where that is at least min_channels.
+    conv_channels: int | None = None
+    # The largest K-FAC factor: max over its Linear and ungrouped Conv2d layers of in*kh*kw (+1 with a
+    # bias) and out; each update eigendecomposes one that size (trainer/techniques/kfac.py).
+    kfac_factor: int = 0
 
     @property
     def images(self) -> bool:
@@ -152,11 +158,22 @@ _BUILTIN = {
     ),
 }
 _PROBED: dict[str, ModelFacts] = {}
+# Each built-in CNN's conv_channels and kfac_factor per unit of model.width (trainer/models/vision.py:
+# tiny-cnn's widest conv is 2w->4w, resnet9's residual 8w->8w, the CIFAR ResNets' 4w->4w,
+# resnet-bottleneck's last downsample 8w->16w; the largest factor is a 3x3 conv's input, 9 x its
+# in channels); tests/spaces/test_squeeze_excite.py builds each to hold it true.
+CONV_PER_WIDTH = {"tiny-cnn": 2, "resnet9": 8, "resnet20": 4, "resnet56": 4, "resnet-bottleneck": 8}
+FACTOR_PER_WIDTH = {"tiny-cnn": 18, "resnet9": 72, "resnet20": 36, "resnet56": 36, "resnet-bottleneck": 36}
 
 
 def facts(model: dict) -> ModelFacts | None:
     """The facts of the model a config names (None: not probed yet in this process)."""
     name = model.get("name", "tiny-cnn")
+    if name in CONV_PER_WIDTH:
+        width = model.get("width") or MODEL_WIDTHS[name]
+        return replace(
+            _BUILTIN[name], conv_channels=CONV_PER_WIDTH[name] * width, kfac_factor=FACTOR_PER_WIDTH[name] * width
+        )
     if name in _BUILTIN:
         return _BUILTIN[name]
     return _PROBED.get(key(model))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from effsearch.config import TrainConfig
+from effsearch.config import TrainConfig, rules
 from effsearch.config.algorithms import ALGORITHMS
 from effsearch.config.rules import STRUCTURE, TAKES
 from effsearch.config.sources import facts
@@ -86,9 +86,10 @@ def _time_string(unit: str) -> tuple[Callable[[Any], str], Callable[[Any], Any]]
     return to_config, from_config
 
 
-def algorithm_dims(model: dict) -> list[Dim]:
+def algorithm_dims(base: dict, widths: tuple = ()) -> list[Dim]:
     """The algorithm switches and parameters; one the model's structure rules out (its facts:
-    effsearch.config.sources) is unavailable."""
+    effsearch.config.sources) at the base and at every width in ``widths`` is unavailable."""
+    model = base["model"]
     known = facts(model)
     dims = []
     for algo, params in ALGO_PARAMS.items():
@@ -108,6 +109,8 @@ def algorithm_dims(model: dict) -> list[Dim]:
         missing = bool(spec.needs_structure) and known is not None and not getattr(known, spec.needs_structure)
         if missing:
             gate.extra["unavailable"] = _why_not(algo, spec.needs_structure, model)
+        elif _model_refuses(algo, base, widths):
+            missing, gate.extra["unavailable"] = True, _model_refuses(algo, base, widths)
         elif algo in BROKEN:
             missing, gate.extra["unavailable"] = True, BROKEN[algo]
         gate.extra["model_bound"] = missing  # no range a study file gives can change the model
@@ -139,6 +142,28 @@ def algorithm_dims(model: dict) -> list[Dim]:
             if missing:
                 dims[-1].extra.update(unavailable=gate.extra["unavailable"], model_bound=True)
     return dims
+
+
+# What a rule may read for it to be about the model alone (its width is a dimension: every one is asked).
+_MODEL_FIELDS = frozenset(("model.name", "model.kwargs", "model.width"))
+
+
+def model_refuses(subject: str, on: dict, widths: tuple, also: tuple = ()) -> str | None:
+    """Why ``subject``, on in the config ``on``, is refused at every width searched (None: at some it is
+    not), by a rule that reads the model alone (and the fields in ``also``, such as the device)."""
+    fields = _MODEL_FIELDS | set(also)
+    model_rules = [r for r in rules.of(subject) if r.reads and set(r.reads) <= fields]
+    for width in widths:
+        if not any(r.broken({**on, "model": {**on["model"], "width": width}}) for r in model_rules):
+            return None
+    broken = [r for r in model_rules if r.broken(on)]
+    return broken[0].error(on).message if broken else None
+
+
+def _model_refuses(algo: str, base: dict, widths: tuple) -> str | None:
+    """SqueezeExcite where no convolution has min_channels, at any width searched."""
+    on = {**base, "algorithms": {algo: {}, **(base.get("algorithms") or {})}}
+    return model_refuses(f"algorithms.{algo}", on, widths)
 
 
 def _why_not(algo: str, need: str, model: dict) -> str:

@@ -21,7 +21,7 @@ from effsearch.config.fields import get_path, set_path
 from effsearch.config.machine import Machine
 from effsearch.config.readers import compression_method, kfac, parallel
 from effsearch.config.sources import facts
-from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start
+from effsearch.spaces.algorithm_dims import algorithm_dims, fit_swa_start, model_refuses
 from effsearch.spaces.dims import Dim, gated, optimizer_switch
 from effsearch.spaces.lm_dims import language_model, leave_out
 from effsearch.spaces.text_dims import TEXT_ONLY, text_dims
@@ -122,6 +122,19 @@ def process_counts(machine: Machine) -> tuple:
         out.append(n)
         n *= 2
     return tuple(out)
+
+
+def _kfac_on_the_cpu(by_name: dict[str, Dim], base: TrainConfig, machine: Machine) -> None:
+    """K-FAC where its largest factor takes the CPU too long to decompose (config's rule), at every
+    width searched: unavailable with the reason, and a study's range on it refused."""
+    if machine.device == "cuda" or by_name["optimizer.kfac"].extra.get("unavailable"):
+        return
+    on = {**base.to_dict(), "device": "cpu"}
+    on["optimizer"] = {**on["optimizer"], "name": "kfac-sgd"}
+    why = model_refuses("optimizer.kfac", on, widths(base), also=("device",))
+    if why:
+        for name in ("optimizer.kfac", "optimizer.kfac_damping", "optimizer.kfac_update_every"):
+            by_name[name].extra.update(unavailable=why, model_bound=True)
 
 
 def _by_modality(by_name: dict[str, Dim], base: TrainConfig) -> None:
@@ -538,7 +551,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         ),
     ]
     dims[dims.index(next(d for d in dims if d.name == "model.width")) + 1 : 0] = text_dims(base)
-    dims += algorithm_dims(base.to_dict()["model"])
+    dims += algorithm_dims(base.to_dict(), widths(base))
     lm = readers.lm_run(base.to_dict())
     if lm:
         dims = language_model(dims, base)
@@ -589,6 +602,7 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
         for name in ("selection.strategy", "selection.fraction", "selection.select_every", "selection.kappa"):
             by_name[name].extra["unavailable"] = "CORDS selection (effsearch.trainer.data.selection) is not installed"
     _by_modality(by_name, base)
+    _kfac_on_the_cpu(by_name, base, machine)
     if lm:
         leave_out(by_name, base)
     return dims

@@ -52,7 +52,20 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         positions=_positions(modules),
         causal=causal,
         matrices=_matrices(net, modules),
+        conv_channels=max((min(c.in_channels, c.out_channels) for c in convs), default=None),
+        kfac_factor=max((_factor(m) for m in modules if isinstance(m, (nn.Linear, nn.Conv2d))), default=0),
     )
+
+
+def _factor(m: nn.Linear | nn.Conv2d) -> int:
+    """The larger of the K-FAC factors of a layer (trainer/techniques/kfac.py: A is its input
+    patch and a bias column, G its outputs; a grouped convolution is not preconditioned)."""
+    if isinstance(m, nn.Linear):
+        return max(m.in_features + (m.bias is not None), m.out_features)
+    if m.groups != 1:
+        return 0
+    kh, kw = m.kernel_size
+    return max(m.in_channels * kh * kw + (m.bias is not None), m.out_channels)
 
 
 def _matrices(net: nn.Module, modules: list[nn.Module]) -> bool:

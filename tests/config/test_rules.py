@@ -265,7 +265,14 @@ def test_the_space_reads_the_same_rules():
     assert [r.when for r in sam] == ["optimizer not kfac-sgd", "precision != amp_fp16"]
     assert rules.reads("algorithms.sam") == ("optimizer.name", "precision")
     assert rules.when_text("algorithms.sam") == "optimizer not kfac-sgd, precision != amp_fp16"
-    assert rules.reads("optimizer.kfac") == ("compile", "precision")
+    assert rules.reads("optimizer.kfac") == (
+        "compile",
+        "precision",
+        "model.name",
+        "model.kwargs",
+        "model.width",
+        "device",
+    )
     assert rules.when_text("precision") == "a CUDA device"
     assert rules.of("no such subject") == [] and rules.reads("no such subject") == ()
     blocked = rules.blockers("algorithms.sam", {"optimizer": {"name": "kfac-sgd"}, "precision": "amp_fp16"})

@@ -274,7 +274,7 @@ def test_space_show_says_the_rules_when():
         rows["algorithms.cutmix"] == "a model of images, not mixup"
         and "compile off" in rows["algorithms.progressive_resizing"]
     )
-    assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16"
+    assert rows["optimizer.kfac"] == "optimizer sgd, compile off, precision not amp_fp16, factors up to 1280 on the CPU"
     # Only a language model keeps selection off (FFCV serves subsets too).
     assert rows["selection.strategy"] == "not a language model"
     parents = {d.name: d.parents for d in space.dims}
