@@ -130,6 +130,10 @@ class Dim:
             why = self.extra["check"](value)
             if why:
                 raise ConfigError(field_name, why)
+        elif self.setter is not None and self.choices and all(isinstance(c, bool) for c in self.choices):
+            # A switch that writes another field (K-FAC names optimizer.name): its values are true and false.
+            if not isinstance(value, bool):
+                raise ConfigError(field_name, f"must be true or false; got {value!r}")
         elif self.setter is None or self.extra.get("field"):
             check_field(self.extra.get("field", self.path), value, field_name)
         elif not isinstance(value, bool):

@@ -69,6 +69,11 @@ def study(tmp_path, **kw) -> Path:
         ({"heartbeat": {"beat": 1}}, "heartbeat.beat", "unknown key; allowed: interval, grace_period, max_retry"),
         ({"n_trials": None, "timeout": 0}, "timeout", "must be > 0; got 0"),
         ({"workers": 1.5}, "workers", "must be an integer"),
+        (
+            {"space": {"include": ["optimizer"], "ranges": {"optimizer.kfac": ["sgd", True]}}},
+            "space.ranges.optimizer.kfac.choices[0]",
+            "must be true or false; got 'sgd'",
+        ),
     ],
 )
 def test_bad_study_file_exits_2_and_writes_nothing(tmp_path, capsys, change, field, words):
@@ -287,3 +292,10 @@ def test_a_checked_study_holds_typed_options(tmp_path):
     assert list(stored) == ["data_fraction", "epochs_fraction", "val_subset", "top_k", "seeds", "name"]
     assert stored["top_k"] == 2 and stored["name"] == "subset"
     assert phases.stored_tuning(SubsetTuning(target_accuracy=0.5))["target_accuracy"] == 0.5
+
+
+def test_a_switch_that_writes_another_field_takes_true_and_false_as_its_range(tmp_path, capsys):
+    """K-FAC is a switch on SGD that writes optimizer.name: its choices are switches, not names."""
+    path = study(tmp_path, space={"include": ["optimizer"], "ranges": {"optimizer.kfac": [False, True]}})
+    assert main(["space", "show", str(path)]) == 0
+    assert "optimizer.kfac" in capsys.readouterr().out
