@@ -111,7 +111,7 @@ STRUCTURE = {
     "bottleneck": "bottleneck blocks (torchvision's Bottleneck)",
     "batchnorm": "batch norm layers",
     "downsamples": "strided convolutions or max-pools",
-    "layernorm": "layer norms (nn.LayerNorm)",
+    "layernorm": "layer norms (nn.LayerNorm, not a subclass with a forward of its own)",
     "bert": "BERT's feed-forward blocks (transformers' BertIntermediate and BertOutput)",
     "images": "image inputs",
     "tokens": "token-id inputs (text)",

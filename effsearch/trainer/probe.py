@@ -46,7 +46,7 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         # A lazy module's parameters have no size until its first forward.
         params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)),
         modality="tokens" if tokens else "images",
-        layernorm=any(isinstance(m, nn.LayerNorm) for m in modules),
+        layernorm=any(map(plain_layernorm, modules)),
         attention=any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention") for m in modules),
         bert=_bert_blocks(modules),
         positions=_positions(modules),
@@ -66,6 +66,13 @@ def _factor(m: nn.Linear | nn.Conv2d) -> int:
         return 0
     kh, kw = m.kernel_size
     return max(m.in_channels * kh * kw + (m.bias is not None), m.out_channels)
+
+
+def plain_layernorm(m: nn.Module) -> bool:
+    """An ``nn.LayerNorm`` running nn.LayerNorm's own forward: what Composer's LowPrecisionLayerNorm
+    may replace. A subclass with a forward of its own (torchvision's ConvNeXt ``LayerNorm2d``
+    permutes NCHW to normalise channels) would lose it: the replacement normalises the last dim."""
+    return isinstance(m, nn.LayerNorm) and type(m).forward is nn.LayerNorm.forward
 
 
 def _matrices(net: nn.Module, modules: list[nn.Module]) -> bool:

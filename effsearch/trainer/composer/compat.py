@@ -1,4 +1,4 @@
-"""Four patches to Composer 0.32.1's algorithms, each explained; nothing else.
+"""Five patches to Composer 0.32.1's algorithms, each explained; nothing else.
 
 Composer's last release is frozen, so what breaks effsearch's runs is fixed here,
 once, idempotently (``apply()``), and ``tests/trainer/test_loop.py`` fails if a patch stops
@@ -31,6 +31,12 @@ holding:
    the work). effsearch's closure returns the loss tensor, never None, so "the closure
    ran" is ``is not None``. The one difference: Composer skips the step of a loss of
    exactly 0.0; this takes it (its gradient is zero anyway).
+5. LowPrecisionLayerNorm on a layer norm of another forward. Composer's surgery replaces every
+   ``isinstance`` ``nn.LayerNorm``, subclasses too, with its ``LPLayerNorm``, which normalises the
+   last dimension: torchvision's ConvNeXt ``LayerNorm2d`` (it permutes NCHW to normalise the
+   channels) then fails on its first batch. Only a layer norm running nn.LayerNorm's own forward
+   is replaced (``probe.plain_layernorm``, the fact the rules offer the algorithm on;
+   ``tests/trainer/test_unseen_models.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ def apply() -> None:
     _ghost_batchnorm_forward()
     _one_hot_without_reads()
     _sam_without_reads()
+    _plain_layernorms_only()
     _applied["done"] = True
 
 
@@ -133,3 +140,16 @@ def _sam_without_reads() -> None:
         return loss
 
     SAMOptimizer.step = step  # type: ignore[method-assign]
+
+
+def _plain_layernorms_only() -> None:
+    from composer.algorithms.low_precision_layernorm import low_precision_layernorm as lp
+
+    from effsearch.trainer.probe import plain_layernorm
+
+    original = lp._to_LPLayerNorm
+
+    def replace(layer: torch.nn.Module, module_index: int) -> torch.nn.Module | None:
+        return original(layer, module_index) if plain_layernorm(layer) else None
+
+    lp._to_LPLayerNorm = replace  # type: ignore[assignment]  # None: the surgery skips the layer
