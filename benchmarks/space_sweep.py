@@ -14,7 +14,8 @@ so the GPU space's combinations are sampled; each then trains here in fp32 on a 
 data, compile through Dynamo's eager backend (inductor needs a GPU or a C++ toolchain that
 builds). A config that diverges is fine; an exception or a "failed" run is a crash. Exit 1 if
 any crashed. Found so far: compile + SWA (EffModel's copy), Dynamo's cache across a worker's
-compile trials, K-FAC's eigh on a rank-deficient factor (docs/benchmarks.md).
+compile trials, K-FAC's eigh on a rank-deficient factor (docs/benchmarks.md). LowPrecisionLayerNorm
+is never trained here (fp32 on a CPU refuses it): its surgery is checked by tests/trainer/test_unseen_models.py.
 """
 
 from __future__ import annotations

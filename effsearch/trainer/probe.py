@@ -13,7 +13,7 @@ for text its answer to a batch of token ids.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn as nn
@@ -106,6 +106,22 @@ def final_linear(net: nn.Module) -> nn.Linear | None:
         if isinstance(m, nn.Linear):
             last = m
     return last
+
+
+def called_last(net: nn.Module, sample: torch.Tensor) -> nn.Linear | None:
+    """The ``nn.Linear`` a forward on ``sample`` calls last (no gradients): the output layer,
+    whatever order the model registered its layers in (None: it calls none)."""
+    called: list[nn.Module] = []
+    hooks = [
+        m.register_forward_hook(lambda m, _i, _o: called.append(m)) for m in net.modules() if isinstance(m, nn.Linear)
+    ]
+    try:
+        with torch.no_grad():
+            net(sample)
+    finally:
+        for h in hooks:
+            h.remove()
+    return cast("nn.Linear", called[-1]) if called else None
 
 
 def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: TokenShape | None = None) -> ModelFacts:

@@ -67,6 +67,25 @@ def no_parameters(num_classes, in_channels):
     return Constant(num_classes)
 
 
+class HeadFirst(nn.Module):
+    """The output layer registered first, a hidden linear layer after it and, last, a projection
+    the forward never calls (a head for another loss): the last nn.Linear registered is not the output."""
+
+    def __init__(self, num_classes, in_channels, width=8):
+        super().__init__()
+        self.head = nn.Linear(width, num_classes)
+        self.body = nn.Sequential(*block(in_channels, width), nn.AdaptiveMaxPool2d(1), nn.Flatten())
+        self.hidden = nn.Linear(width, width)
+        self.projection = nn.Linear(width, 3)
+
+    def forward(self, x):
+        return self.head(self.hidden(self.body(x)).relu())
+
+
+def head_first(num_classes, in_channels):
+    return HeadFirst(num_classes, in_channels)
+
+
 def frozen(num_classes, in_channels):
     net = cnn(num_classes, in_channels)
     net.requires_grad_(False)
@@ -132,6 +151,31 @@ def test_an_importable_plain_module_trains_with_a_model_based_cords_strategy(mod
     # GradMatch chose subsets from the model's embeddings (epochs 2 and 3), not only the random first one.
     assert max(p["selections"] for p in result["history"]) >= 2
     assert result["final"]["selection_seconds"] > 0
+
+
+def test_cords_takes_the_embedding_of_the_linear_layer_called_last_not_registered_last(models, capsys):
+    # Registration order took the projection, which no forward calls: "list index out of range".
+    changes = {
+        "epochs": 3,
+        "selection.strategy": "gradmatch-pb",
+        "selection.fraction": 0.5,
+        "selection.select_every": 1,
+    }
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:head_first", **changes})
+    assert code == 0 and result["status"] == "completed", (err, result and result.get("reason"))
+    assert max(p["selections"] for p in result["history"]) >= 2
+
+
+def test_the_embedding_of_a_model_registering_its_output_layer_first(models):
+    import own_test_models
+    import torch
+
+    from effsearch.trainer.data.selection import ModelView
+
+    net = own_test_models.head_first(5, 3).eval()
+    x = torch.randn(4, 3, 12, 12)
+    out, emb = ModelView(net, x[:2])(x, last=True)
+    assert torch.allclose(net.head(emb), out)  # the output layer applied to the embedding gives the logits
 
 
 def test_the_embedding_is_the_input_of_the_final_linear_layer(models):

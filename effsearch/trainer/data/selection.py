@@ -152,14 +152,16 @@ class ModelView(torch.nn.Module):
     module: torch.nn.Module  # set with object.__setattr__ (not submodules)
     linear: torch.nn.Linear | None
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    def __init__(self, module: torch.nn.Module, sample: torch.Tensor | None = None) -> None:
+        """``sample``: a few inputs; the embedding's layer is then the ``nn.Linear`` a forward on them
+        calls last (a model may register an unused or hidden one after its output layer)."""
         super().__init__()
         object.__setattr__(self, "module", module)  # not a submodule: no parameters of its own
         linear = None
         if not hasattr(module, "get_embedding_dim"):
-            from effsearch.trainer.probe import final_linear
+            from effsearch.trainer.probe import called_last, final_linear
 
-            linear = final_linear(module)
+            linear = final_linear(module) if sample is None else called_last(module, sample)
             if linear is None:
                 raise SelectionError(
                     "the model ends in no nn.Linear, whose input CORDS's model-based strategies "
@@ -411,16 +413,21 @@ class SubsetSelection(Algorithm):
 
     def _run_strategy(self, state: State) -> Any:
         module = _unwrap(state.model)
-        if self._strategy is None:
-            self._view = ModelView(module)
-            self._strategy = self._build(self._view)
-        object.__setattr__(self._view, "module", module)  # the same network unless a wrapper changed
         was_training = module.training
         module.eval()  # no BatchNorm statistics from selection passes; dropout off
         try:
+            if self._strategy is None:
+                self._view = ModelView(module, self._sample(module))
+                self._strategy = self._build(self._view)
+            object.__setattr__(self._view, "module", module)  # the same network unless a wrapper changed
             return self._strategy.select(self.budget, {})
         finally:
             module.train(was_training)
+
+    def _sample(self, module: torch.nn.Module) -> torch.Tensor:
+        """Two training inputs as CORDS passes them, on the model's device."""
+        x = next(iter(self._cords_loaders()[0]))[0][:2]
+        return x.to(next(module.parameters()).device)
 
     def _build(self, view: ModelView) -> Any:
         S = cords_compat.strategies()
