@@ -55,3 +55,26 @@ def test_low_precision_layernorm_leaves_a_layer_norm_of_another_forward_alone(pl
     assert isinstance(net[6], LPLayerNorm) == plain
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert net(torch.zeros(2, 1, 8, 8)).shape == (2, 3)  # the old surgery: "expected input with shape [*, 8]"
+
+
+READS_VALUES_PY = '''
+import torch
+import torch.nn as nn
+
+
+def reads_values(num_classes, in_channels):
+    """Its width read from a tensor (torchvision's RegNet rounds its widths so): no value on meta tensors."""
+    width = int(torch.tensor(7.6).round().item())
+    return nn.Sequential(nn.Conv2d(in_channels, width, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))
+'''
+
+
+def test_a_builder_that_reads_tensor_values_is_probed_on_the_cpu(tmp_path, monkeypatch):
+    """The study probes on the meta device; a builder that cannot build there was refused, exit 2."""
+    from effsearch.config import TrainConfig
+    from effsearch.trainer.probe import probe
+
+    (tmp_path / "values_models.py").write_text(READS_VALUES_PY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = probe(TrainConfig.from_dict({"model": {"name": "values_models:reads_values"}}).model, channels=1)
+    assert found.in_channels == 1 and found.final_linear and found.params == 8 * 9 + 8 + 8 * 10 + 10
