@@ -207,6 +207,20 @@ def test_tuning_phase_confirms_the_top_k_on_full_data(tmp_path, scripted, capsys
     assert all(len(r["seed_trials"]) == 2 for r in doc["rows"] if not r["baseline"])
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_phase_2_trains_only_what_phase_1_gave_when_it_gave_fewer_than_top_k(tmp_path, scripted, capsys, workers):
+    """Phase 1 completes 2 configurations besides its baseline; top_k is 4: phase 2 confirms those 2
+    and samples nothing in the 2 slots left (random configurations would reach the front unconfirmed)."""
+    tuning = {"name": "subset", "data_fraction": 0.25, "epochs_fraction": 0.5, "top_k": 4, "seeds": 1}
+    path = write(tmp_path, n_trials=3, tuning=tuning, workers=workers)
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "(phase 1 completed 2 besides its baseline, not top_k 4)" in err, err[-1500:]
+    t2 = studies(path)["ph"].get_trials()
+    assert len(t2) == 3 and t2[0].user_attrs["baseline"]
+    assert all("tune_trial" in t.user_attrs for t in t2[1:]), [t.params for t in t2]
+
+
 def test_top_k_spreads_along_the_front():
     study = optuna.create_study(directions=["minimize", "maximize"])
     pts = [(1, 0.5), (2, 0.7), (3, 0.8), (4, 0.9), (2.5, 0.6), (5, 0.85)]

@@ -150,7 +150,7 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             f"(effsearch space show {spec.source})",
             f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
             if spec.phase != "confirm"
-            else f"  trials     the baseline and phase 1's top {phases.tuning_of(spec).top_k} x {phases.tuning_of(spec).seeds} seed(s), "
+            else f"  trials     the baseline and phase 1's top {phases.picks_of(spec)} x {phases.tuning_of(spec).seeds} seed(s), "
             f"queued; {spec.workers} worker(s); {budget}{timeout}",
             f"  pruner     {pr.name}"
             + (f" ({pruner})" if pruner else "")

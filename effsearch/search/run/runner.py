@@ -167,15 +167,27 @@ def run(
     study = ensure_study(confirm, storage)
     tune_study = optuna.load_study(study_name=tune.name, storage=storage)
     picked = phases.queue_confirm(spec, tune_study, study)
+    confirm = phases.confirm_spec(spec, picks=len(picked))  # only what was queued: nothing sampled
     # Phase 1 is over: its compute is part of what the confirmed front cost (search.cost).
     study.set_user_attr(TUNE_COMPUTE_KEY, spent(tune_study.get_trials(deepcopy=False)))
-    report.line(f"\nconfirming phase 1's top {len(picked)} on the full data: trials {picked} of {tune.name!r}\n")
+    report.line(f"\n{confirming(picked, phases.tuning_of(spec).top_k, tune.name)}\n")
     try:
         phase(confirm, study=study, callbacks=callbacks, train_fn=train_fn)
     finally:
         text = phases.describe(study, spec.objectives)
         if text:
             report.line("\n" + text)
+
+
+def confirming(picked: list[int], top_k: int, tune_name: str) -> str:
+    """What phase 2 confirms; said plainly when phase 1 completed fewer than top_k configurations."""
+    if not picked:
+        return (
+            f"phase 1 ({tune_name!r}) completed no configuration besides its baseline (the others were "
+            "pruned or failed): phase 2 trains the baseline only, and the front has no pick to confirm"
+        )
+    fewer = f" (phase 1 completed {len(picked)} besides its baseline, not top_k {top_k})" if len(picked) < top_k else ""
+    return f"confirming phase 1's top {len(picked)} on the full data{fewer}: trials {picked} of {tune_name!r}"
 
 
 def fail(report: Report, spec: StudySpec, why: str, before: str = "") -> NoReturn:

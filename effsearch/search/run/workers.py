@@ -351,10 +351,10 @@ def _worker_main(
     optuna.logging.set_verbosity(setup.optuna_verbosity)  # this process's own: as the main process has it
     try:
         import_plugins()  # the parent's plugins (EFFSEARCH_PLUGINS); the study's own come with from_mapping
-        phase = overrides.pop("phase")
+        phase, picks = overrides.pop("phase"), overrides.pop("picks")
         # The study as the parent read it (a study given as a mapping has no file to read again), on
         # the parent's machine: this worker sees only its own GPUs, the study counts them all.
-        spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase)
+        spec = phases.phase_spec(from_mapping(raw, path, source=source, **overrides), phase, picks)
         sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn, devices=devices)])
     except KeyboardInterrupt:
         sys.exit(130)
@@ -401,6 +401,7 @@ def start_workers(spec: StudySpec, data_root: str | Path | None, since: float, s
         "workers": spec.workers,
         "machine": spec.space.machine,
         "phase": spec.phase,
+        "picks": phases.picks_of(spec),
     }
     procs = [
         ctx.Process(

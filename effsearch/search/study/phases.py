@@ -100,21 +100,32 @@ def tune_spec(spec: StudySpec) -> StudySpec:
     return dataclasses.replace(spec, name=spec.name + TUNE_SUFFIX, phase="tune")
 
 
-def confirm_spec(spec: StudySpec) -> StudySpec:
-    """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned."""
+def confirm_spec(spec: StudySpec, picks: int | None = None) -> StudySpec:
+    """Phase 2's StudySpec: the study NAME itself, only queued trials, never pruned. ``picks``: how
+    many configurations phase 1 gave (fewer than top_k when fewer completed; None: top_k). Its
+    n_trials is what was queued: a slot more would be sampled, a configuration phase 1 never had."""
     t = tuning_of(spec)
     return dataclasses.replace(
         spec,
         phase="confirm",
-        n_trials=1 + t.top_k * t.seeds,
+        n_trials=1 + (t.top_k if picks is None else picks) * t.seeds,
         timeout=None,
         pruner=Named("none", NoOptions()),
         sampler=Named("random", NoOptions()),
     )
 
 
-def phase_spec(spec: StudySpec, phase: str) -> StudySpec:
-    return {"tune": tune_spec, "confirm": confirm_spec}.get(phase, lambda s: s)(spec)
+def picks_of(spec: StudySpec) -> int | None:
+    """How many configurations a phase-2 spec confirms (``confirm_spec``'s ``picks``); None otherwise."""
+    if spec.phase != "confirm" or spec.n_trials is None:
+        return None
+    return (spec.n_trials - 1) // tuning_of(spec).seeds
+
+
+def phase_spec(spec: StudySpec, phase: str, picks: int | None = None) -> StudySpec:
+    if phase == "confirm":
+        return confirm_spec(spec, picks)
+    return tune_spec(spec) if phase == "tune" else spec
 
 
 def trial_config(spec: StudySpec, cfg: TrainConfig) -> TrainConfig:
