@@ -10,6 +10,7 @@ puts its own running trial back in the queue.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import multiprocessing
@@ -48,7 +49,7 @@ from effsearch.search.study import phases
 from effsearch.search.study.samplers import make_sampler
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from optuna.trial import FrozenTrial
 
@@ -439,14 +440,33 @@ def run_workers(
         listener.stop()  # after the workers: their last records are handled first
 
 
-def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
-    """Poll the workers until they end; on Ctrl-C wait for them to record their trials."""
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit here, as Composer's handler does once imported: without it the main
+    process died at once and its workers, never told, ran the whole study on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
-            time.sleep(2.0)
-            progress.poll(study)
-    except KeyboardInterrupt:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
+    """Poll the workers until they end; on Ctrl-C or SIGTERM wait for them to record their trials."""
+    try:
+        with sigterm_as_exit():
+            while any([p.is_alive() for p in procs]):  # a list: every child is polled (and a dead one reaped)
+                time.sleep(2.0)
+                progress.poll(study)
+    except (KeyboardInterrupt, SystemExit) as e:
         progress.report.line("\nstopping: waiting for the workers to record their trials...", flush=True)
+        if isinstance(e, SystemExit):  # SIGTERM reaches this process only; Ctrl-C reaches its whole group
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()  # SIGTERM: the worker queues its trial again and exits 130 (work)
         for p in procs:
             p.join(timeout=120)
             if p.is_alive():
