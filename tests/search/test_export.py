@@ -114,3 +114,24 @@ def test_bad_export_input_an_unknown_study_and_a_missing_storage_exit_2(storage_
     assert "studies there: fake, misses" in capsys.readouterr().err
     assert main(["export", "fake", "--storage", str(tmp_path / "none.journal"), "-o", str(tmp_path / "x.csv")]) == 2
     assert "no study storage" in capsys.readouterr().err and not (tmp_path / "none.journal").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "html"])
+def test_a_write_that_fails_midway_leaves_the_earlier_export_whole(storage_path, tmp_path, monkeypatch, capsys, fmt):
+    """A full disk mid-export: exit 2 naming -o, the earlier export as it was, no part file left."""
+    out = tmp_path / f"front.{fmt}"
+    assert export_(storage_path, out) == 0
+    good = out.read_bytes()
+    real = export._write
+
+    def full_disk(doc, path, fmt, plot):
+        real(doc, path, fmt, plot)
+        path.write_bytes(path.read_bytes()[:10])  # what a full disk leaves
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "_write", full_disk)
+    capsys.readouterr()
+    assert export_(storage_path, out) == 2
+    assert "-o: cannot write" in capsys.readouterr().err
+    assert out.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir() if "front" in p.name) == [out.name]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,33 +204,47 @@ def write(
     number of rows or points."""
     path = Path(path)
     doc = document(study, storage_label, all_trials, tune)
+    # Written beside and renamed over: a full disk or Ctrl-C never leaves a truncated export where a
+    # good one was. The same suffix: matplotlib and the HTML writer go by it.
+    part = path.with_name(f".{path.stem}.part{path.suffix}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if plot == "anytime":
-            from effsearch.search.results import plots
-
-            if fmt == "csv":
-                write_table(doc["anytime"]["points"], path)
-            elif fmt in ("json", "yaml"):
-                text = (
-                    json.dumps(clean(doc["anytime"]), indent=2) + "\n"
-                    if fmt == "json"
-                    else yaml.safe_dump(clean(doc["anytime"]), sort_keys=False)
-                )
-                path.write_text(text)
-            else:
-                (plots.write_anytime_html if fmt == "html" else plots.write_anytime_png)(doc, path)
-            return len(doc["anytime"]["points"])
-        if fmt == "csv":
-            write_csv(doc["rows"], path)
-        elif fmt == "json":
-            path.write_text(json.dumps(clean(doc), indent=2) + "\n")
-        elif fmt == "yaml":
-            path.write_text(yaml.safe_dump(clean(doc), sort_keys=False))
-        else:
-            from effsearch.search.results import plots
-
-            (plots.write_html if fmt == "html" else plots.write_png)(doc, path)
+        n = _write(doc, part, fmt, plot)
+        os.replace(part, path)
     except OSError as e:
+        part.unlink(missing_ok=True)
         raise ConfigError("-o", f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def _write(doc: dict, path: Path, fmt: str, plot: str) -> int:
+    """The export in ``fmt`` at ``path``; the number of rows or points."""
+    if plot == "anytime":
+        from effsearch.search.results import plots
+
+        if fmt == "csv":
+            write_table(doc["anytime"]["points"], path)
+        elif fmt in ("json", "yaml"):
+            text = (
+                json.dumps(clean(doc["anytime"]), indent=2) + "\n"
+                if fmt == "json"
+                else yaml.safe_dump(clean(doc["anytime"]), sort_keys=False)
+            )
+            path.write_text(text)
+        else:
+            (plots.write_anytime_html if fmt == "html" else plots.write_anytime_png)(doc, path)
+        return len(doc["anytime"]["points"])
+    if fmt == "csv":
+        write_csv(doc["rows"], path)
+    elif fmt == "json":
+        path.write_text(json.dumps(clean(doc), indent=2) + "\n")
+    elif fmt == "yaml":
+        path.write_text(yaml.safe_dump(clean(doc), sort_keys=False))
+    else:
+        from effsearch.search.results import plots
+
+        (plots.write_html if fmt == "html" else plots.write_png)(doc, path)
     return len(doc["rows"])
