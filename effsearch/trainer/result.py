@@ -183,12 +183,19 @@ def _write_atomic(path: Path, text: str) -> None:
     """``text`` to a temporary file beside ``path``, renamed over it; the temporary file never stays."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide it from a shared folder's readers
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager

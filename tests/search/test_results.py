@@ -224,3 +224,16 @@ def test_the_front_names_a_storage_error_and_lets_bugs_raise(caplog):
     assert "server closed the connection" in said[0] and caplog.records[-1].levelname == "WARNING"
     with pytest.raises(TypeError):
         queries.front(_Study(TypeError("a bug")))
+
+
+def test_result_json_has_the_mode_a_new_file_gets(tmp_path):
+    """Readable as any file the user writes (umask 022: 0644), not mkstemp's 0600."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = RunResult(status="completed", config={}).save(tmp_path / "result.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
