@@ -420,7 +420,8 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     what = "; ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + (what or " ".join(str(e).split()))
+    tab = "; YAML indents with spaces, not tabs" if "'\\t'" in what else ""
+    return where + (what or " ".join(str(e).split())) + tab
 
 
 def read_text(path: Path) -> str:

@@ -368,6 +368,11 @@ def test_yaml_problems_are_one_line_with_their_place():
     with pytest.raises(yaml.YAMLError) as e:
         F.load_yaml("key: value: other")
     assert F.yaml_problem(e.value) == "line 1, column 11: mapping values are not allowed here"
+    with pytest.raises(yaml.YAMLError) as e:
+        F.load_yaml("model:\n\tname: tiny-cnn\n")
+    assert F.yaml_problem(e.value).endswith(
+        "found character '\\t' that cannot start any token; YAML indents with spaces, not tabs"
+    )
     assert F.yaml_problem(yaml.YAMLError("plain\n  text")) == "plain text"
     mark = yaml.Mark("c.yaml", 0, 4, 2, None, None)
     only_context = yaml.MarkedYAMLError(context="while scanning a block", context_mark=mark)
