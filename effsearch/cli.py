@@ -78,6 +78,7 @@ def _cmd_train(args) -> int:
     from effsearch import api
     from effsearch.config.imports import import_plugins
     from effsearch.config.machine import under_torchrun
+    from effsearch.trainer.result import ResultNotSaved
 
     import_plugins(args.plugin, field="--plugin")
     cfg = api.load_config(args.config, args.set)
@@ -92,10 +93,20 @@ def _cmd_train(args) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: {_left(out / 'result.json', before)}", file=sys.stderr)
         return 130
+    except ResultNotSaved as e:  # what the run measured is shown all the same
+        if main:
+            _show(args, e.result)
+        print(f"effsearch: error: --out: {e.strerror}; the run's figures are above only", file=sys.stderr)
+        return 1
     if not main:
         return 0 if result.status == "completed" else 1
     # Said once the result is there: a refusal in set-up (the model, the data) writes nothing.
     print(f"effsearch train: {args.config} -> {out}/result.json", file=sys.stderr)
+    return _show(args, result)
+
+
+def _show(args, result: RunResult) -> int:
+    """What a run measured, on stdout; the exit code its status gives."""
     f = result.final
     if f.extra.get("input_adapted"):
         print(f"note: {f.extra['input_adapted']}", file=sys.stderr)

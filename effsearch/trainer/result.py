@@ -175,6 +175,15 @@ class RunResult:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
+class ResultNotSaved(OSError):
+    """result.json could not be written (a full disk, a folder gone): the run's ``result`` rides
+    along, so what it measured is still shown."""
+
+    def __init__(self, path: Path, cause: OSError, result: RunResult) -> None:
+        super().__init__(cause.errno, f"cannot write {path}: {cause.strerror or cause}")
+        self.path, self.result = path, result
+
+
 # Writes of result.json a KeyboardInterrupt raised inside them can restart before it gives up.
 WRITE_TRIES = 3
 

@@ -39,7 +39,7 @@ from effsearch.trainer.data.splits import (
 )
 from effsearch.trainer.hooks import Checkpoints, EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
-from effsearch.trainer.result import RunResult, hold_ctrl_c, time_to_target, versions
+from effsearch.trainer.result import ResultNotSaved, RunResult, hold_ctrl_c, time_to_target, versions
 
 if TYPE_CHECKING:
     import os
@@ -199,8 +199,15 @@ def _train(
         with hold_ctrl_c():  # a second Ctrl-C waits until the partial result is written
             _finish(result, cfg, data_seconds)
             if out is not None:
-                result.save(out / "result.json")
+                _save(result, out / "result.json")
     return result
+
+
+def _save(result: RunResult, path: Path) -> None:
+    try:
+        result.save(path)
+    except OSError as e:
+        raise ResultNotSaved(path, e, result) from e
 
 
 def _check_model(cfg: TrainConfig) -> None:

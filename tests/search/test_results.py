@@ -237,3 +237,24 @@ def test_result_json_has_the_mode_a_new_file_gets(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_train_on_a_full_disk_shows_what_the_run_measured_and_exits_1(tmp_path, monkeypatch, capsys):
+    """result.json cannot be written: one line naming --out, the figures on stdout, no traceback."""
+    import yaml
+
+    from effsearch.cli import main
+    from effsearch.trainer import result as result_module
+    from tests.support.helpers import tiny
+
+    def full_disk(self, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(result_module.RunResult, "save", full_disk)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(tiny()))
+    assert main(["train", str(cfg), "--out", str(tmp_path / "run"), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "val accuracy" in out and "status: completed" in out
+    assert f"--out: cannot write {tmp_path / 'run' / 'result.json'}: No space left on device" in err
+    assert "Traceback" not in err
