@@ -190,7 +190,15 @@ def check_output(path: str | Path, field: str, *, folder: bool) -> None:
         what = "give a folder (result.json is written into it)" if folder else f"so {path} cannot be written"
         raise ConfigError(field, f"{_shown(path, above)} is a file; {what}")
     if not os.access(above, os.W_OK | os.X_OK):
-        raise ConfigError(field, f"cannot write in {above} (permission denied)")
+        why = "a read-only file system" if _read_only(above) else "permission denied"
+        raise ConfigError(field, f"cannot write in {above} ({why})")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return False
 
 
 def _shown(given: str | Path, part: Path) -> str:

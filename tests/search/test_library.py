@@ -165,3 +165,17 @@ def yaml_of(path):
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+def test_an_output_folder_on_a_read_only_file_system_is_called_read_only(tmp_path, monkeypatch):
+    """Not "permission denied": chmod would not help there."""
+    import os
+    from types import SimpleNamespace
+
+    from effsearch import api
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY))
+    with pytest.raises(ConfigError) as e:
+        api.check_output(tmp_path / "front.csv", "-o", folder=False)
+    assert e.value.field == "-o" and "(a read-only file system)" in str(e.value)
