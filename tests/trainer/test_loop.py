@@ -39,6 +39,7 @@ VARIANTS = {  # parameters that change which events an algorithm matches
     "swa": [{"update_interval": "1ba"}, {"update_interval": "1ep"}],
     "selective_backprop": [{"start": 0.0, "end": 1.0}],
     "ema": [{"half_life": "2ba"}],
+    "squeeze_excite": [{"min_channels": 8}],  # a block on tiny's convolutions (a config adding none is refused)
 }
 
 
