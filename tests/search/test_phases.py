@@ -344,6 +344,27 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, caps
     assert "interrupted: finished trials are kept" in capsys.readouterr().err
 
 
+def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_path, scripted):
+    # Optuna draws waiting trials by number, and the baseline's retry is numbered after phase 1's
+    # picks: run in that order, the picks would have no speed-up and no baseline to be read against.
+    interrupted = []
+
+    def train(cfg, **kw):
+        if cfg.dataset.data_fraction == 1.0 and not interrupted:
+            interrupted.append(cfg)
+            raise KeyboardInterrupt
+        return scripted_train(cfg, **kw)
+
+    scripted(train)
+    path = write(tmp_path, n_trials=4, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
+    assert main(["run", str(path)]) == 130
+    assert main(["run", str(path)]) == 0
+    done = [t for t in studies(path)["ph"].get_trials() if t.state == TrialState.COMPLETE]
+    assert len(done) == 3
+    first = min(done, key=lambda t: t.datetime_start)
+    assert first.user_attrs.get("baseline") and first.number == max(t.number for t in done)
+
+
 def test_top_k_picks_distinct_configs():
     study = optuna.create_study(directions=["minimize", "maximize"])
     # Trials 0 and 1 trained the same config (1 was answered from storage): 1 is skipped, 3 comes in.

@@ -126,8 +126,15 @@ def test_failures_pruning_and_ctrl_c_are_recorded_and_resumed(tmp_path, capsys, 
     assert t[3].user_attrs["status"] == "interrupted"
     assert t[4].state == TrialState.WAITING and t[4].params == t[3].params and t[4].user_attrs["retry_of"] == 3
     assert queries.counts(t)["done"] == 3  # the interrupted trial does not count
+    assert t[3].user_attrs["reason"].startswith("stopped by Ctrl-C or SIGTERM; queued again")
+    # Said as what it is: queued again, not one more failure beside the out-of-memory one.
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 failed, 1 queued again (interrupted or lost)" in out
+    assert "interrupted by Ctrl-C or SIGTERM, queued again as trial 4" in out
 
     assert main(["run", str(path)]) == 0
+    assert "(1 pruned, 1 failed, 1 queued again)" in capsys.readouterr().err
     t = load(path)[0].get_trials()
     assert t[4].state == TrialState.COMPLETE and t[4].params == t[3].params
     assert t[4].system_attrs["failed_trial"] == 3

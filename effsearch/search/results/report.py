@@ -22,6 +22,7 @@ from effsearch.search.store.attrs import (
     FAIL_REASON_KEY,
     PLACEMENT_KEY,
     REASON_KEY,
+    RETRY_OF_KEY,
     SEED_TRIALS_KEY,
     STATUS_KEY,
     WARM_KEY,
@@ -146,7 +147,9 @@ def trial_line(
     return (
         f"{clock}trial {trial.number:>3}{tag} {state}: {what}"
         + (f"  [{summary(cfg)}]" if cfg else "")
-        + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed), "
+        + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed"
+        + (f", {c['queued_again']} queued again" if c["queued_again"] else "")
+        + "), "
         f"front {len(queries.front(study))}, best time to target "
         + (f"{best:.2f} s" if best is not None else "none yet")
     )
@@ -177,15 +180,18 @@ def status_table(study: optuna.Study, objectives: Sequence[str], show_all: bool 
         + ["test loss" if lm else "test acc", "train s", "config / reason"]
     )
 
+    retried_as = {t.user_attrs[RETRY_OF_KEY]: t.number for t in trials if RETRY_OF_KEY in t.user_attrs}
+
     def row(t: FrozenTrial) -> list:  # each trial's speed-up over the baseline of its kind of device
         base_tta = queries.seconds_to_target(queries.baseline_for(trials, t))
-        return table_row(t, objectives, base_tta, recipe, recipe_tta, test_loss=lm)
+        return table_row(t, objectives, base_tta, recipe, recipe_tta, test_loss=lm, retried_as=retried_as.get(t.number))
 
     c = queries.counts(trials)
     target = queries.study_target(study)
     shared = any(_shared(t) for t in trials)
     lines = [
         f"trials: {c['complete']} complete, {c['pruned']} pruned, {c['failed']} failed, "
+        + (f"{c['queued_again']} queued again (interrupted or lost), " if c["queued_again"] else "")
         + (f"{c['not_run']} not run, " if c["not_run"] else "")
         + f"{c['running']} running, {c['waiting']} waiting  (* = baseline"
         + ("; ~ = timed on a shared GPU" if shared else "")
@@ -224,10 +230,12 @@ def table_row(
     recipe: FrozenTrial | None,
     recipe_tta: float | None,
     test_loss: bool = False,
+    retried_as: int | None = None,
 ) -> list:
     """One trial's row of the status table: its values, speed-ups over the baseline (and the
     best recipe, when there is one), test accuracy (``test_loss``: a language model's test loss),
-    train seconds, and its config or why it failed."""
+    train seconds, and its config or why it failed (``retried_as``: the trial its parameters were
+    queued again as)."""
     vals = list(t.values) if t.values else [None] * len(objectives)
     tta = queries.seconds_to_target(t)
     sp = speedup(base_tta, tta)
@@ -243,6 +251,13 @@ def table_row(
         tail = f"queued{f' ({what})' if what else ''}, not run yet: the next run with trials to spare trains it first"
     if DUPLICATE_KEY in t.user_attrs:
         tail = f"= trial {t.user_attrs[DUPLICATE_KEY]} (not trained): {tail}"
+    if retried_as is not None:  # its parameters went on as another trial: not a failure
+        status = t.user_attrs.get(STATUS_KEY) or "lost"
+        tail = (
+            f"interrupted by Ctrl-C or SIGTERM, queued again as trial {retried_as}"
+            if status == "interrupted"
+            else f"{status}, queued again as trial {retried_as}: {tail}"
+        )
     state = t.state.name
     if t.user_attrs.get(BASELINE_KEY):
         state += "*"

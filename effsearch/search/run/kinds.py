@@ -5,12 +5,14 @@ running or queued) while the study has one queues one for its kind (``baseline_f
 another kind that draws it from the queue hands it back untrained (FAIL with status
 ``other_device``, not counted), and the worker of its kind queues it again at its next trial.
 Where no worker of that kind is left, the study's `status` says the kind has no baseline.
+A worker draws a waiting baseline of its kind before other waiting trials (``draw_baselines_first``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from effsearch.search.store.attrs import BASELINE_FOR_KEY, BASELINE_KEY
@@ -49,3 +51,34 @@ def not_mine(trial: optuna.Trial, kind: str) -> str | None:
     """The kind a queued baseline is for, when it is not ``kind`` (None: this worker runs it)."""
     wanted = trial.user_attrs.get(BASELINE_FOR_KEY)
     return wanted if wanted is not None and wanted != kind else None
+
+
+def draw_baselines_first(study: optuna.Study, kind: str | None) -> None:
+    """Make ``study`` (this worker's instance) draw a waiting baseline for ``kind`` (or for any
+    kind, when queued before one was placed) before the other waiting trials.
+
+    Optuna draws waiting trials by number, and a baseline queued again (after Ctrl-C or a lost
+    worker) or queued for a new kind is numbered after the warm starts and phase 1's picks
+    queued before it: those would run first with no baseline to read a speed-up, a slowdown
+    limit, a pruning decision or a relative target against. The draw is Optuna's own
+    (``Study._pop_waiting_trial_id``, private): the same claim, in another order. An Optuna
+    without it keeps its order.
+    """
+    if not callable(getattr(study, "_pop_waiting_trial_id", None)):
+        return
+    storage, study_id = study._storage, study._study_id
+
+    def first(t: optuna.trial.FrozenTrial) -> bool:
+        return bool(t.user_attrs.get(BASELINE_KEY)) and t.user_attrs.get(BASELINE_FOR_KEY) in (None, kind)
+
+    def pop() -> int | None:
+        waiting = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.WAITING,))
+        for t in sorted(waiting, key=lambda t: (not first(t), t.number)):
+            try:
+                if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
+                    return t._trial_id
+            except UpdateFinishedTrialError:  # finished by another process meanwhile
+                continue
+        return None
+
+    study._pop_waiting_trial_id = pop  # type: ignore[method-assign]

@@ -45,6 +45,7 @@ from effsearch.search.store.attrs import (
     DEDUPE_NOTE_KEY,
     DUPLICATE_KEY,
     FULL_CONFIG_KEY,
+    INTERRUPTED_REASON,
     NOTE_ERROR_KEY,
     PLACEMENT_KEY,
     REASON_KEY,
@@ -200,13 +201,10 @@ class Objective:
     def _interrupted(self, trial: optuna.Trial) -> None:
         try:
             trial.set_user_attr(STATUS_KEY, "interrupted")
+            trial.set_user_attr(REASON_KEY, INTERRUPTED_REASON)
         except optuna.exceptions.UpdateFinishedTrialError:
             return  # the others failed it as lost and queued it again already: Ctrl-C goes on
-        self._status_note(
-            trial,
-            "interrupted",
-            "stopped by Ctrl-C or SIGTERM; it is queued again and a rerun of the same command resumes it",
-        )
+        self._status_note(trial, "interrupted", INTERRUPTED_REASON)
 
     def _record_wall(self, trial: optuna.Trial, seconds: float) -> None:
         """The trial's wall seconds, written (or tried once more: a dropped connection is

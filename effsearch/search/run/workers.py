@@ -29,11 +29,19 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.machine import check_runnable, device_record, free_workers, worker_devices
+from effsearch.search.run import kinds
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
 from effsearch.search.run.objective import Objective, TrainFn, TrialFailed, trainer
 from effsearch.search.run.progress import Progress
 from effsearch.search.store import queries
-from effsearch.search.store.attrs import COUNTED_FAIL, RETRY_HISTORY_KEY, RETRY_OF_KEY, STATUS_KEY, WORKER_KEY
+from effsearch.search.store.attrs import (
+    COUNTED_FAIL,
+    INTERRUPTED_REASON,
+    RETRY_HISTORY_KEY,
+    RETRY_OF_KEY,
+    STATUS_KEY,
+    WORKER_KEY,
+)
 from effsearch.search.store.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
 from effsearch.search.store.storage import (
     artifact_store,
@@ -96,7 +104,7 @@ def requeue_interrupted(study: optuna.Study) -> None:
             continue
         if t.state == TrialState.RUNNING:  # stopped by a signal Optuna did not see
             try:
-                mark_failed(study, t, "interrupted")
+                mark_failed(study, t, "interrupted", INTERRUPTED_REASON)
             except optuna.exceptions.UpdateFinishedTrialError:  # it finished (or was failed elsewhere) meanwhile
                 continue
         elif t.state != TrialState.FAIL or t.user_attrs.get(STATUS_KEY) in COUNTED_FAIL:
@@ -150,6 +158,7 @@ def work(
     objective = Objective(spec, study, artifact_store(spec), data_root, beat, lambda: reap_dead(spec, study), train_fn)
     devices = devices if devices is not None else devices_of(spec)[0]
     objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
+    kinds.draw_baselines_first(study, objective.kind)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
         objective.told,
         stop,

@@ -33,6 +33,8 @@ COUNTED_FAIL = ("failed", "diverged", "invalid")
 # baseline queued at the same moment, or a trial asked for when the study already had its n_trials
 # (a worker's stop check and its next ask are not one step: search/run/objective.py, ``_surplus``).
 NOT_RUN = ("duplicate", "surplus")
+# The reason an interrupted trial records (Ctrl-C or SIGTERM; workers.requeue_interrupted queues it again).
+INTERRUPTED_REASON = "stopped by Ctrl-C or SIGTERM; queued again: a rerun of the same command resumes it"
 
 # -- a queued trial's user attributes (set when it is enqueued; a retry keeps them) ----------------
 BASELINE_KEY = "baseline"  # bool: the study's trial 0, the yardstick for speed-ups (runner.ensure_study)

@@ -25,6 +25,7 @@ from effsearch.search.store.attrs import (
     NOT_RUN,
     OBJECTIVES_KEY,
     PLACEMENT_KEY,
+    RETRY_OF_KEY,
     STATUS_KEY,
     TARGET_KEY,
     TARGET_METRIC_KEY,
@@ -84,7 +85,12 @@ def counted(trial: FrozenTrial) -> bool:
 
 
 def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
-    c = {"complete": 0, "pruned": 0, "failed": 0, "not_run": 0, "running": 0, "waiting": 0, "done": 0}
+    """How many trials are in each state. ``queued_again``: FAILed trials that are not failures, an
+    interrupted one or a lost worker's, whose parameters wait (or ran) as a later trial; ``done``:
+    those counted toward n_trials."""
+    trials = list(trials)
+    retried = {t.user_attrs.get(RETRY_OF_KEY) for t in trials}
+    c = dict.fromkeys(("complete", "pruned", "failed", "queued_again", "not_run", "running", "waiting", "done"), 0)
     for t in trials:
         if t.state == TrialState.COMPLETE:
             c["complete"] += 1
@@ -92,6 +98,8 @@ def counts(trials: Iterable[FrozenTrial]) -> dict[str, int]:
             c["pruned"] += 1
         elif t.state == TrialState.FAIL and t.user_attrs.get(STATUS_KEY) in NOT_RUN:
             c["not_run"] += 1
+        elif t.state == TrialState.FAIL and (t.number in retried or t.user_attrs.get(STATUS_KEY) == "interrupted"):
+            c["queued_again"] += 1
         elif t.state == TrialState.FAIL:
             c["failed"] += 1
         elif t.state == TrialState.RUNNING:
