@@ -229,8 +229,14 @@ def _cmd_export(args) -> int:
         if args.all
         else "trials on the Pareto front"
     )
+    empty = (
+        f" (none yet: the file holds its header; `effsearch status {args.study}` shows the study's trials)"
+        if not done.rows
+        else ""
+    )
     print(
-        f"effsearch export: {done.rows} {what} of study {done.study!r} -> {args.out} ({done.format})", file=sys.stderr
+        f"effsearch export: {done.rows} {what} of study {done.study!r} -> {args.out} ({done.format}){empty}",
+        file=sys.stderr,
     )
     return 0
 

@@ -60,6 +60,26 @@ def test_all_adds_the_dominated_trials_with_on_front(storage_path, tmp_path):
     assert rows[5]["reached_target"] == "False" and rows[5]["time_to_accuracy"] == ""
 
 
+@pytest.mark.parametrize("extra", [[], ["--all"], ["--plot", "anytime"]])
+def test_a_study_with_nothing_finished_exports_a_header_and_says_so(storage_path, tmp_path, capsys, extra):
+    # Its baseline still running: a CSV a script reads must still name its columns.
+    storage = open_url(str(tmp_path / "s.journal"))
+    study = optuna.create_study(study_name="early", storage=storage, directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    study.ask()
+    out = tmp_path / "e.csv"
+    assert main(["export", "early", "--storage", str(tmp_path / "s.journal"), "-o", str(out), *extra]) == 0
+    assert "(none yet: the file holds its header;" in capsys.readouterr().err
+    with open(out, newline="") as f:
+        header = next(csv.reader(f))
+    assert header[0] == "trial" and not read_csv(out)
+    if extra != ["--plot", "anytime"]:
+        full = tmp_path / "full.csv"
+        assert export_(storage_path, full, *extra) == 0  # the same columns as a study with rows
+        with open(full, newline="") as f:
+            assert header == [c for c in next(csv.reader(f)) if not c.startswith("param.")]
+
+
 def test_json_and_yaml_hold_the_study_and_the_same_rows(storage_path, tmp_path):
     assert export_(storage_path, tmp_path / "front.json") == 0
     assert export_(storage_path, tmp_path / "all.yml", "--all") == 0  # the format from the suffix

@@ -72,6 +72,10 @@ def _best(
     return best, who
 
 
+# A point's fields, in order (an export with no point still writes them as its CSV header).
+COLUMNS = ("trial", "phase", "compute", "baseline_runs", "best_speedup", "best_trial", "tune_speedup")
+
+
 def curve(study: Study, tune_study: Study | None = None, within: float = WITHIN) -> dict:
     """The anytime curve of ``study`` (phase 2 of a tuning phase: pass phase 1's study as
     ``tune_study``). Returns ``{"within", "baseline_wall", "phase1_runs", "points": [...]}``, a point
@@ -90,17 +94,8 @@ def curve(study: Study, tune_study: Study | None = None, within: float = WITHIN)
     ) -> None:
         nonlocal compute
         compute += t.user_attrs.get(WALL_KEY) or 0.0
-        points.append(
-            {
-                "trial": t.number,
-                "phase": phase,
-                "compute": round(compute, 3),
-                "baseline_runs": round(compute / unit, 4) if unit else None,
-                "best_speedup": speedup,
-                "best_trial": who,
-                "tune_speedup": tune_speedup,
-            }
-        )
+        runs = round(compute / unit, 4) if unit else None
+        points.append(dict(zip(COLUMNS, (t.number, phase, round(compute, 3), runs, speedup, who, tune_speedup))))
 
     if tune_study is not None:
         tune_trials = _order(tune_study.get_trials(deepcopy=False))

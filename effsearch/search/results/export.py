@@ -14,11 +14,12 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from effsearch.config import ConfigError
 from effsearch.config.metrics import ACCURACY
@@ -177,12 +178,20 @@ def flat(r: dict) -> dict:
     return out
 
 
-def write_csv(table: list[dict], path: Path) -> None:
-    write_table([flat(r) for r in table], path)
+def write_csv(table: list[dict], path: Path, objectives: list[str], all_trials: bool) -> None:
+    write_table([flat(r) for r in table], path, columns(objectives, all_trials))
 
 
-def write_table(flats: list[dict], path: Path) -> None:
-    columns: list[str] = []
+def columns(objectives: list[str], all_trials: bool) -> list[str]:
+    """A row's columns before its parameters: those of a trial that recorded nothing."""
+    blank = create_trial(values=[0.0] * len(objectives))
+    return [k for k in row(blank, objectives, None, True if all_trials else None) if k != "params"]
+
+
+def write_table(flats: list[dict], path: Path, fixed: Sequence[str] = ()) -> None:
+    """A CSV of ``flats``, under a header of ``fixed`` and then any other column a row has: a table
+    with no row still says what it would hold."""
+    columns: list[str] = list(fixed)
     for r in flats:  # the union, in first-seen order: trials may sample different parameters
         columns += [k for k in r if k not in columns]
     with open(path, "w", newline="") as f:
@@ -226,7 +235,7 @@ def _write(doc: dict, path: Path, fmt: str, plot: str) -> int:
         from effsearch.search.results import plots
 
         if fmt == "csv":
-            write_table(doc["anytime"]["points"], path)
+            write_table(doc["anytime"]["points"], path, anytime.COLUMNS)
         elif fmt in ("json", "yaml"):
             text = (
                 json.dumps(clean(doc["anytime"]), indent=2) + "\n"
@@ -238,7 +247,7 @@ def _write(doc: dict, path: Path, fmt: str, plot: str) -> int:
             (plots.write_anytime_html if fmt == "html" else plots.write_anytime_png)(doc, path)
         return len(doc["anytime"]["points"])
     if fmt == "csv":
-        write_csv(doc["rows"], path)
+        write_csv(doc["rows"], path, doc["objectives"], doc["trials"] == "all complete")
     elif fmt == "json":
         path.write_text(json.dumps(clean(doc), indent=2) + "\n")
     elif fmt == "yaml":
