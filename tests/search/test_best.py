@@ -112,6 +112,21 @@ def test_the_header_hides_a_password(storage_path):
     assert "secret" not in text and "postgresql://me:***@db/x" in text
 
 
+def test_the_train_line_sets_the_thread_count_a_cpu_trial_had_where_this_process_has_another():
+    # `run --workers 2` gives each worker half the cores; trained with all of them, the same
+    # config sums in another order and gives other figures.
+    import torch
+
+    mine = torch.get_num_threads()
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    study.set_user_attr("objectives", ["time_to_accuracy", "final_accuracy"])
+    for n, threads in enumerate((mine + 1, mine)):
+        add(study, n, 2.0, 0.9, device=f"cpu (x86_64, {threads} threads)")
+    other, same = (best.header(study, "x.journal", t, "fastest", "b.yaml").splitlines()[-1] for t in study.trials)
+    assert other.startswith(f"train it: OMP_NUM_THREADS={mine + 1} effsearch train b.yaml")
+    assert same == "train it: effsearch train b.yaml"
+
+
 def test_best_yaml_trains_as_it_is(tmp_path_factory, tmp_path):
     """The round trip on a real study: `effsearch train best.yaml` trains the trial's config."""
     path = built_study(tmp_path_factory)

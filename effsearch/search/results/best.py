@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -203,8 +204,24 @@ def header(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, o
             f"a phase-1 (subset) trial; the confirmed full-data configs are in study "
             f"{study.user_attrs.get(CONFIRM_STUDY_KEY) or 'NAME'!r}"
         )
-    lines.append(f"train it: effsearch train {out}")
+    lines.append(train_line(a.device, out))
     return "\n".join(lines)
+
+
+def train_line(device: str | None, out: Path) -> str:
+    """How to train the pick. A CPU trial ran with the threads its worker had (``run --workers N``
+    splits the cores), and another thread count sums in another order: other figures, though
+    the same config. So the line sets that count where this process has another."""
+    import torch
+
+    found = re.search(r"\bcpu \(.*, (\d+) threads\)$", device or "")
+    n = int(found.group(1)) if found else None
+    if n is None or n == torch.get_num_threads():
+        return f"train it: effsearch train {out}"
+    return (
+        f"train it: OMP_NUM_THREADS={n} effsearch train {out}  (the trial's {n} CPU thread(s): "
+        f"this machine's {torch.get_num_threads()} give other figures)"
+    )
 
 
 def write(study: Study, storage_url: str, trial: FrozenTrial, pick_text: str, out: str | Path) -> TrainConfig:
