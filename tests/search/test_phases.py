@@ -322,6 +322,11 @@ def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, 
     assert len(done) == 4 and len(left) == 1
     err = capsys.readouterr().err
     assert f"phase 2 left phase 1's trials [{left[0].user_attrs['tune_trial']}] unconfirmed" in err
+    # Both phases draw on one budget, and each says how.
+    assert "s left to phase 1 (it keeps phase 2's expected cost, at least half the budget)" in err
+    spent_1 = re.search(r"budget 40 compute s \((\d+) s spent, \1 s of it by phase 1\)", err)
+    assert spent_1 and int(spent_1.group(1)) > 0
+    assert re.search(r"budget 40 s, [\d.]+ s left \(phase 1 spent [\d.]+ s of it\)", err)
 
 
 def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, capsys, scripted):
@@ -344,7 +349,7 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, caps
     assert "interrupted: finished trials are kept" in capsys.readouterr().err
 
 
-def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_path, scripted):
+def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_path, capsys, scripted):
     # Optuna draws waiting trials by number, and the baseline's retry is numbered after phase 1's
     # picks: run in that order, the picks would have no speed-up and no baseline to be read against.
     interrupted = []
@@ -363,6 +368,9 @@ def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_pa
     assert len(done) == 3
     first = min(done, key=lambda t: t.datetime_start)
     assert first.user_attrs.get("baseline") and first.number == max(t.number for t in done)
+    # Two picks rank nothing: the '-' says why.
+    err = capsys.readouterr().err
+    assert "Kendall tau -" in err and "(-: a rank correlation needs 3 configurations or more" in err
 
 
 def test_top_k_picks_distinct_configs():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -40,10 +40,18 @@ class Report:
         if self.out is not None:
             print(text, file=self.out, flush=flush)
 
-    def opening(self, spec: StudySpec, study: optuna.Study, lost: list[int], warm: float | None, batches: int) -> None:
+    def opening(
+        self,
+        spec: StudySpec,
+        study: optuna.Study,
+        lost: list[int],
+        warm: float | None,
+        batches: int,
+        budget: StopAtBudget | None = None,
+    ) -> None:
         """What a phase says before its first trial: the header, the study file's notes, the
         warm-up (``batches`` of the baseline's config), lost trials."""
-        self.line(header(spec, study))
+        self.line(header(spec, study, budget))
         for note in spec.notes if spec.phase != "confirm" else ():  # warm starts are queued in phase 1 only
             self.line(f"  note       {note}")
         if warm is not None:
@@ -61,11 +69,15 @@ class Report:
 
     def summary(self, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], budget: StopAtBudget) -> None:
         """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
+        left = budget.left(study)
         self.line(
             f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
+            + (f"; budget {budget_text(spec, '')}, {max(0.0, left):.1f} s left" if left is not None else "")
             + (
-                f"; budget {budget_text(spec, '')}, {max(0.0, cast(float, budget.left(study))):.1f} s left"
-                if budget.left(study) is not None
+                " to phase 1 (it keeps phase 2's expected cost, at least half the budget)"
+                if left is not None and spec.phase == "tune"
+                else f" (phase 1 spent {budget.earlier():.1f} s of it)"
+                if left is not None and spec.phase == "confirm"
                 else ""
             )
         )
@@ -126,14 +138,17 @@ class Progress:
                 callback(study, copy.deepcopy(t))  # theirs to keep: the cached trial is not
 
 
-def header(spec: StudySpec, study: optuna.Study) -> str:
+def header(spec: StudySpec, study: optuna.Study, budget: StopAtBudget | None = None) -> str:
+    """The phase's opening lines. ``budget``: phase 2's reads what phase 1 spent of the study's budget."""
     trials = study.get_trials(deepcopy=False)
     c = queries.counts(trials)
     objs = ", ".join(f"{n} ({d})" for n, d in zip(spec.objectives, spec.directions))
-    budget = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
+    count = f"{spec.n_trials} trials ({c['done']} done)" if spec.n_trials else f"{c['done']} trials done"
     timeout = f", at most {spec.timeout:g} s" if spec.timeout else ""
     if spec.budget or spec.budget_runs:
-        timeout += f", budget {budget_text(spec)} ({spent(trials):.0f} s spent)"
+        earlier = budget.earlier() if budget is not None and spec.phase == "confirm" else 0.0
+        timeout += f", budget {budget_text(spec)} ({spent(trials) + earlier:.0f} s spent"
+        timeout += f", {earlier:.0f} s of it by phase 1)" if earlier else ")"
     pr = spec.pruner
     # Every knob the pruner runs with, defaults included: a default that changed (min_trials 4 -> 2)
     # shows in the header, not only in the release notes.
@@ -148,10 +163,10 @@ def header(spec: StudySpec, study: optuna.Study) -> str:
             f"  objectives {objs}; target {target_text(spec)}",
             f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
             f"(effsearch space show {spec.source})",
-            f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {budget}{timeout}"
+            f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {count}{timeout}"
             if spec.phase != "confirm"
             else f"  trials     the baseline and phase 1's top {phases.picks_of(spec)} x {phases.tuning_of(spec).seeds} seed(s), "
-            f"queued; {spec.workers} worker(s); {budget}{timeout}",
+            f"queued; {spec.workers} worker(s); {count}{timeout}",
             f"  pruner     {pr.name}"
             + (f" ({pruner})" if pruner else "")
             + (

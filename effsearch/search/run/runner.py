@@ -213,8 +213,8 @@ def run_phase(
     storage = open_storage(spec)
     study = study or ensure_study(spec, storage)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat.max_retry)
-    report.opening(spec, study, lost, warm, WARM_UP_BATCHES)
     budget = StopAtBudget(spec, storage)
+    report.opening(spec, study, lost, warm, WARM_UP_BATCHES, budget)
     if StopAtTotal(spec.n_trials).reached(study):
         report.line(f"the study already has {spec.n_trials} trials; raise --n-trials to run more")
         outcome = "done"

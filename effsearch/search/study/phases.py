@@ -323,6 +323,8 @@ def describe(study: optuna.Study, objectives: Sequence[str]) -> str | None:
             return "-" if v is None else f"{v:+.2f}"
 
         lines.append(f"    {name:18s} Kendall tau {fmt(c['kendall_tau'])}  Spearman rho {fmt(c['spearman_rho'])}")
+    if any(corr[n]["kendall_tau"] is None for n in objectives):
+        lines.append("    (-: a rank correlation needs 3 configurations or more, with values that differ)")
     return "\n".join(lines)
 
 
