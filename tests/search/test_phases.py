@@ -373,6 +373,22 @@ def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_pa
     assert "Kendall tau -" in err and "(-: a rank correlation needs 3 configurations or more" in err
 
 
+def test_batch_sizes_that_reach_the_training_set_are_named_before_the_first_trial(tmp_path, capsys, scripted):
+    # 16 and 32 train different runs on the tiny set's training split; 512 and 1024 train one full
+    # batch an epoch each, the same run: the header says so, with what narrows them.
+    scripted(scripted_train)
+    space = {"include": ["batch_size"], "ranges": {"batch_size": {"choices": [16, 32, 512, 1024]}}}
+    path = write(tmp_path, n_trials=1, space=space)
+    assert main(["run", str(path)]) == 0
+    note = re.search(
+        r"note +batch_size choices 512, 1024 reach the (\d+) training examples: .*", capsys.readouterr().err
+    )
+    assert note and 32 < int(note.group(1)) < 512 and "space.ranges.batch_size" in note.group(0)
+    space["ranges"]["batch_size"]["choices"] = [16, 32, 512]  # one full-batch choice: one run, nothing to say
+    assert main(["run", str(write(tmp_path, n_trials=1, space=space, name="ph2"))]) == 0
+    assert "reach the" not in capsys.readouterr().err
+
+
 def test_top_k_picks_distinct_configs():
     study = optuna.create_study(directions=["minimize", "maximize"])
     # Trials 0 and 1 trained the same config (1 was answered from storage): 1 is skipped, 3 comes in.

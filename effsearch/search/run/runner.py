@@ -8,6 +8,7 @@ A run that cannot do its work raises ``StudyFailed``; Ctrl-C, ``KeyboardInterrup
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import time
@@ -73,6 +74,27 @@ def preflight(
         raise
     except Exception as e:  # noqa: BLE001 - whatever stops the baseline's config: raised, named, exit 1
         raise BaselineBroken(f"{type(e).__name__}: {e}") from None
+
+
+def full_batches(spec: StudySpec, data_root: str | Path | None) -> str | None:
+    """A note when searched batch sizes reach the training split's size (read after the pre-flight
+    loaded it): each trains one batch an epoch, the same run whatever the size, so the sampler
+    spends trials on one point several times (None: no such choice)."""
+    dim = next((d for d in spec.space.dims if d.name == "batch_size" and d.name in spec.space.active), None)
+    if dim is None or not dim.choices:
+        return None
+    from effsearch.trainer.data.splits import load_splits
+
+    n = len(load_splits(phases.trial_config(spec, spec.baseline), data_root).train_y)  # cached: no second read
+    big = sorted(b for b in dim.choices if b >= n)
+    if not n or len(big) < 2:
+        return None
+    subset = " (phase 1's data_fraction)" if spec.phase == "tune" else ""
+    return (
+        f"batch_size choices {', '.join(map(str, big))} reach the {n} training examples{subset}: each trains "
+        "one full batch an epoch, the same run, so the search spends trials on one point (space.ranges.batch_size "
+        "can stop below)"
+    )
 
 
 def metric_names(objectives: Sequence[str], target: Target | None = None) -> list[str]:
@@ -145,8 +167,9 @@ def run(
     report = Report(out)
     phase = functools.partial(run_phase, data_root=data_root, report=report, t0=t0 or time.time())
     spec = warmstart.with_earlier_studies(spec)  # warm_start: [study:NAME@STORAGE]: their fronts
+    first = phases.tune_spec(spec) if phases.enabled(spec) else spec
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
-        warm = preflight(phases.tune_spec(spec) if phases.enabled(spec) else spec, data_root, train_fn=train_fn)
+        warm = preflight(first, data_root, train_fn=train_fn)
     except BaselineBroken as e:
         fail(
             report,
@@ -154,6 +177,9 @@ def run(
             f"effsearch run: the baseline's config ({spec.source}: base, baseline) does not train: {e}\n"
             "  (found by a few batches of it before the first trial; nothing was run)",
         )
+    note = full_batches(first, data_root)
+    if note:
+        spec = dataclasses.replace(spec, notes=[*spec.notes, note])
     if not phases.enabled(spec):
         phase(spec, warm=warm, callbacks=callbacks, train_fn=train_fn)
         return
