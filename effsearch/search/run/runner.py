@@ -85,7 +85,10 @@ def full_batches(spec: StudySpec, data_root: str | Path | None) -> str | None:
         return None
     from effsearch.trainer.data.splits import load_splits
 
-    n = len(load_splits(phases.trial_config(spec, spec.baseline), data_root).train_y)  # cached: no second read
+    try:  # cached by the warm-up: no second read
+        n = len(load_splits(phases.trial_config(spec, spec.baseline), data_root).train_y)
+    except Exception:  # noqa: BLE001 - a note only; a train_fn of the caller's may read data effsearch cannot
+        return None
     big = sorted(b for b in dim.choices if b >= n)
     if not n or len(big) < 2:
         return None
