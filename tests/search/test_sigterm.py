@@ -1,15 +1,20 @@
-"""SIGTERM to `effsearch run --workers 2` (what a scheduler or `kill` sends the main process only)
-stops the study as Ctrl-C does: the workers are told, their running trials are queued again, and
-the command exits 130. It had exited 143 only after its workers, never told, ran the whole study."""
+"""SIGTERM to `effsearch run --workers 2` (what a scheduler or `kill` sends the main process only),
+SIGINT to the main process only (`kill -INT`, a notebook's interrupt) and Ctrl-C at a terminal (SIGINT
+to the whole process group) each stop the study: the workers are told once, their running trials
+are queued again, and the command exits 130. With a signal to the main process only, the workers,
+never told, had run the whole study."""
 
 import os
 import signal
 import time
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
+from effsearch.search.run import workers
 from effsearch.search.run.objective import TRAIN_FN_ENV
+from effsearch.search.store.heartbeat import worker_id
 from effsearch.search.store.storage import open_url
 from tests.search.test_resume import start
 from tests.support.scripted import scripted_train
@@ -22,7 +27,10 @@ def slow_train(cfg, **kwargs):
     return scripted_train(cfg, **kwargs)
 
 
-def test_sigterm_to_the_main_process_stops_its_workers_and_queues_their_trials(tmp_path):
+@pytest.mark.parametrize(
+    "sig,group", [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)], ids=["term", "int", "ctrl-c"]
+)
+def test_a_signal_to_the_main_process_or_its_group_stops_the_workers_and_queues_their_trials(tmp_path, sig, group):
     n = 12
     path = study_file(tmp_path, n, workers=2)
     proc = start(path, env={TRAIN_FN_ENV: f"{__name__}:slow_train"}, log=tmp_path / "run.log")
@@ -38,7 +46,10 @@ def test_sigterm_to_the_main_process_stops_its_workers_and_queues_their_trials(t
             if done >= 1 and sum(t.state == TrialState.RUNNING for t in trials) == 2:
                 break
             time.sleep(0.3)
-        proc.send_signal(signal.SIGTERM)  # the main process only
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         code = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -49,4 +60,27 @@ def test_sigterm_to_the_main_process_stops_its_workers_and_queues_their_trials(t
     trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
     assert not any(t.state == TrialState.RUNNING for t in trials)
     assert sum(t.state == TrialState.COMPLETE for t in trials) < n  # stopped, not run to the end
-    assert any(t.user_attrs.get("status") == "interrupted" for t in trials)  # queued again
+    stopped = [t for t in trials if t.user_attrs.get("status") == "interrupted"]
+    assert stopped  # and each queued again, once
+    assert sorted(t.user_attrs.get("retry_of") for t in trials if t.state == TrialState.WAITING) == sorted(
+        t.number for t in stopped
+    )
+
+
+class SignalInAsk(optuna.samplers.RandomSampler):
+    """Ctrl-C while Optuna's ask sets a trial up: the trial exists (RUNNING), its worker not yet named."""
+
+    def before_trial(self, study, trial):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_ctrl_c_while_a_trial_is_asked_for_leaves_it_named_and_queued_again():
+    study = optuna.create_study(sampler=SignalInAsk())
+    workers.signed_asks(study)
+    with pytest.raises(KeyboardInterrupt):  # put off until the trial names its worker, then raised
+        study.ask()
+    (asked,) = study.get_trials()
+    assert asked.state == TrialState.RUNNING and asked.user_attrs["worker"] == worker_id()
+    workers.requeue_interrupted(study)  # what a stopped worker does: its trials go back to the queue
+    old, new = study.get_trials()
+    assert old.state == TrialState.FAIL and new.state == TrialState.WAITING and new.user_attrs["retry_of"] == 0

@@ -159,6 +159,7 @@ def work(
     devices = devices if devices is not None else devices_of(spec)[0]
     objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
     kinds.draw_baselines_first(study, objective.kind)
+    signed_asks(study)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
         objective.told,
         stop,
@@ -172,7 +173,8 @@ def work(
     try:
         return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
-        requeue_interrupted(study)
+        with signals_held():
+            requeue_interrupted(study)
         return "interrupted"
     finally:
         if beat is not None:
@@ -449,6 +451,58 @@ def run_workers(
         listener.stop()  # after the workers: their last records are handled first
 
 
+def signed_asks(study: optuna.Study) -> None:
+    """Make ``study`` (this worker's instance) write who runs a trial as it asks for it, with
+    Ctrl-C and SIGTERM put off until that is written. A trial is RUNNING from the moment Optuna
+    creates it; one a signal stopped before its worker was named is one ``requeue_interrupted``
+    cannot tell from another worker's, and it stayed RUNNING until a later run's reaper failed it."""
+    ask = study.ask
+
+    def signed(*args: Any, **kwargs: Any) -> optuna.Trial:
+        with signals_put_off():
+            trial = ask(*args, **kwargs)
+            trial.set_user_attr(WORKER_KEY, worker_id())
+        return trial
+
+    study.ask = signed  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def signals_put_off() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block are delivered when it ends, to the handlers
+    they had before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    before = {
+        s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the block runs, in a process that is stopping already: a
+    second signal (the main process tells a worker to stop when a Ctrl-C may have reached it
+    already: ``watch``) must not cut short the queueing of its trials."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 @contextlib.contextmanager
 def sigterm_as_exit() -> Iterator[None]:
     """SIGTERM raises SystemExit here, as Composer's handler does once imported: without it the main
@@ -463,6 +517,10 @@ def sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+# Seconds a worker has to stop by itself after a Ctrl-C before the main process tells it (``watch``).
+TOLD_WITHIN = 5.0
+
+
 def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
     """Poll the workers until they end; on Ctrl-C or SIGTERM wait for them to record their trials."""
     try:
@@ -472,10 +530,16 @@ def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
                 progress.poll(study)
     except (KeyboardInterrupt, SystemExit) as e:
         progress.report.line("\nstopping: waiting for the workers to record their trials...", flush=True)
-        if isinstance(e, SystemExit):  # SIGTERM reaches this process only; Ctrl-C reaches its whole group
+        # Ctrl-C at a terminal reaches the whole process group; SIGTERM, or SIGINT sent to this
+        # process alone (`kill -INT`, a notebook's interrupt), reaches only it: a worker still
+        # training a moment later was never told, and would run the whole study. Told now.
+        if isinstance(e, KeyboardInterrupt):
+            deadline = time.time() + TOLD_WITHIN
             for p in procs:
-                if p.is_alive():
-                    p.terminate()  # SIGTERM: the worker queues its trial again and exits 130 (work)
+                p.join(timeout=max(0.0, deadline - time.time()))
+        for p in procs:
+            if p.is_alive():
+                p.terminate()  # SIGTERM: the worker queues its trial again and exits 130 (work)
         for p in procs:
             p.join(timeout=120)
             if p.is_alive():
