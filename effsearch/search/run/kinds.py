@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from effsearch.search.store.attrs import BASELINE_FOR_KEY, BASELINE_KEY
 from effsearch.search.store.queries import device_kind
+from effsearch.search.store.storage import draw_first
 
 if TYPE_CHECKING:
     import optuna
@@ -60,25 +60,10 @@ def draw_baselines_first(study: optuna.Study, kind: str | None) -> None:
     Optuna draws waiting trials by number, and a baseline queued again (after Ctrl-C or a lost
     worker) or queued for a new kind is numbered after the warm starts and phase 1's picks
     queued before it: those would run first with no baseline to read a speed-up, a slowdown
-    limit, a pruning decision or a relative target against. The draw is Optuna's own
-    (``Study._pop_waiting_trial_id``, private): the same claim, in another order. An Optuna
-    without it keeps its order.
+    limit, a pruning decision or a relative target against.
     """
-    if not callable(getattr(study, "_pop_waiting_trial_id", None)):
-        return
-    storage, study_id = study._storage, study._study_id
 
     def first(t: optuna.trial.FrozenTrial) -> bool:
         return bool(t.user_attrs.get(BASELINE_KEY)) and t.user_attrs.get(BASELINE_FOR_KEY) in (None, kind)
 
-    def pop() -> int | None:
-        waiting = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.WAITING,))
-        for t in sorted(waiting, key=lambda t: (not first(t), t.number)):
-            try:
-                if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                    return t._trial_id
-            except UpdateFinishedTrialError:  # finished by another process meanwhile
-                continue
-        return None
-
-    study._pop_waiting_trial_id = pop  # type: ignore[method-assign]
+    draw_first(study, first)

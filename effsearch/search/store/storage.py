@@ -332,6 +332,27 @@ def requeue(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     )
 
 
+def draw_first(study: optuna.Study, first: Callable[[FrozenTrial], bool]) -> None:
+    """Make ``study`` (this instance) draw the waiting trials ``first`` picks before the others,
+    each group by number. The draw is Optuna's own (``Study._pop_waiting_trial_id``, private): the
+    same claim of a WAITING trial, in another order. An Optuna without it keeps its order."""
+    if not callable(getattr(study, "_pop_waiting_trial_id", None)):
+        return
+    storage, study_id = study._storage, study._study_id
+
+    def pop() -> int | None:
+        waiting = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.WAITING,))
+        for t in sorted(waiting, key=lambda t: (not first(t), t.number)):
+            try:
+                if storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
+                    return t._trial_id
+            except optuna.exceptions.UpdateFinishedTrialError:  # finished by another process meanwhile
+                continue
+        return None
+
+    study._pop_waiting_trial_id = pop  # type: ignore[method-assign]
+
+
 def url_of(study: optuna.Study) -> str | None:
     """Where an opened Study is stored (an RDB URL or a journal file), read from Optuna's storage
     objects, which keep it private: an RDB storage comes wrapped in a cache, a journal storage
