@@ -329,7 +329,9 @@ def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, 
     assert re.search(r"budget 40 s, [\d.]+ s left \(phase 1 spent [\d.]+ s of it\)", err)
 
 
-def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, capsys, scripted):
+def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted_and_the_rerun_trains_it_first(
+    tmp_path, capsys, scripted
+):
     # Ctrl-C while phase 2 trains its baseline queues the baseline again (a trial with no
     # tune_trial) beside phase 1's queued picks: the run still ends as interrupted, exit 130.
     interrupted = []
@@ -347,22 +349,8 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted(tmp_path, caps
     assert [t.user_attrs.get("tune_trial") is None for t in waiting].count(True) == 1  # the baseline's retry
     assert waiting[-1].user_attrs.get("baseline") and len(waiting) == 3
     assert "interrupted: finished trials are kept" in capsys.readouterr().err
-
-
-def test_a_baseline_queued_again_runs_before_the_picks_queued_ahead_of_it(tmp_path, capsys, scripted):
-    # Optuna draws waiting trials by number, and the baseline's retry is numbered after phase 1's
-    # picks: run in that order, the picks would have no speed-up and no baseline to be read against.
-    interrupted = []
-
-    def train(cfg, **kw):
-        if cfg.dataset.data_fraction == 1.0 and not interrupted:
-            interrupted.append(cfg)
-            raise KeyboardInterrupt
-        return scripted_train(cfg, **kw)
-
-    scripted(train)
-    path = write(tmp_path, n_trials=4, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 2, "seeds": 1})
-    assert main(["run", str(path)]) == 130
+    # The rerun trains the baseline's retry first: Optuna draws waiting trials by number, and in
+    # that order the picks would have had no baseline to read a speed-up against.
     assert main(["run", str(path)]) == 0
     done = [t for t in studies(path)["ph"].get_trials() if t.state == TrialState.COMPLETE]
     assert len(done) == 3
