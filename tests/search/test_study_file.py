@@ -267,6 +267,41 @@ def test_storage_that_cannot_work_is_one_line_naming_storage_exit_2(tmp_path, ca
         assert "--storage: " in capsys.readouterr().err
 
 
+def test_a_journal_on_a_full_file_system_is_refused_before_the_warm_up_and_leaves_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    import shutil
+
+    from effsearch.search.run import workers
+
+    path = study(tmp_path)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=40 * 1024))
+    monkeypatch.setattr(workers, "warm_up", lambda *a, **k: pytest.fail("warmed up on a full disk"))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "storage: the file system of the journal file" in err and "has 40 KB free" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.yaml"]
+
+
+def test_a_storage_that_refuses_the_study_s_first_write_is_one_line_exit_1_and_no_empty_journal(
+    tmp_path, capsys, monkeypatch
+):
+    # A disk that fills between the check and the study's creation (Optuna's journal append).
+    from effsearch.search.run import runner
+
+    def full(spec, storage):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "ensure_study", full)
+    path = study(tmp_path)
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "effsearch run: cannot write study 't' to" in err and "No space left on device" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "t.journal").exists()
+
+
 def test_a_checked_study_holds_typed_options(tmp_path):
     """The options a study file names arrive as their dataclasses, defaults filled; no tuning phase is None."""
     from effsearch.config.machine import Machine

@@ -14,6 +14,7 @@ import functools
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import optuna
@@ -36,12 +37,10 @@ from effsearch.search.store.attrs import (
     TUNE_COMPUTE_KEY,
 )
 from effsearch.search.store.heartbeat import requeue_dead_local
-from effsearch.search.store.storage import check_artifacts, check_storage, open_storage
+from effsearch.search.store.storage import check_artifacts, check_storage, open_storage, storage_errors, why
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
@@ -193,7 +192,7 @@ def run(
         fail(report, spec, "phase 2 (confirm) not started: phase 1 did not finish its work", str(e))
     storage = open_storage(spec)
     confirm = phases.confirm_spec(spec)
-    study = ensure_study(confirm, storage)
+    study = opened(confirm, storage, report)
     tune_study = optuna.load_study(study_name=tune.name, storage=storage)
     picked = phases.queue_confirm(spec, tune_study, study)
     confirm = phases.confirm_spec(spec, picks=len(picked))  # only what was queued: nothing sampled
@@ -206,6 +205,17 @@ def run(
         text = phases.describe(study, spec.objectives)
         if text:
             report.line("\n" + text)
+
+
+def opened(spec: StudySpec, storage: BaseStorage, report: Report) -> optuna.Study:
+    """``ensure_study``; a storage that refuses the writes (a full disk) is the run's failure, said
+    in one line, with no empty journal left behind."""
+    try:
+        return ensure_study(spec, storage)
+    except storage_errors() as e:
+        if not spec.is_rdb and Path(spec.storage).is_file() and not Path(spec.storage).stat().st_size:
+            Path(spec.storage).unlink()
+        fail(report, spec, f"effsearch run: cannot write study {spec.name!r} to {spec.storage_label()}: {why(e)}")
 
 
 def confirming(picked: list[int], top_k: int, tune_name: str) -> str:
@@ -240,7 +250,7 @@ def run_phase(
 ) -> None:
     """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
     storage = open_storage(spec)
-    study = study or ensure_study(spec, storage)
+    study = study or opened(spec, storage, report)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat.max_retry)
     budget = StopAtBudget(spec, storage)
     report.opening(spec, study, lost, warm, WARM_UP_BATCHES, budget)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import threading
 import time
 import warnings
@@ -86,9 +87,11 @@ def check_storage(spec: StudySpec) -> None:
         return
     path = Path(spec.storage)
     existed = path.exists()
-    open_storage(spec, heartbeat=False)
-    if not existed and path.is_file() and path.stat().st_size == 0:
-        path.unlink()
+    try:
+        open_storage(spec, heartbeat=False)
+    finally:  # refused or not: a journal this check made holds nothing
+        if not existed and path.is_file() and path.stat().st_size == 0:
+            path.unlink()
 
 
 def storage_errors() -> tuple[type[Exception], ...]:
@@ -118,9 +121,21 @@ def _open_storage(spec: StudySpec, heartbeat: bool) -> BaseStorage:
     try:
         with open(path, "ab"):  # the journal is appended to: check that now, not at the first trial
             pass
+        free = shutil.disk_usage(path.parent).free
     except OSError as e:
         raise ConfigError(_where(spec), f"cannot write the journal file {path}: {e.strerror or e}") from None
+    if free < JOURNAL_ROOM:  # a full disk: refused before the warm-up, not at the study's first write
+        raise ConfigError(
+            _where(spec),
+            f"the file system of the journal file {path} has {free // 1024} KB free; a journal grows by "
+            f"20-40 KB a trial: free some space or give the storage another folder",
+        )
     return _connect(spec.storage)
+
+
+# Free bytes a journal file's file system must have to start a run: 25-50 trials' worth (a trial
+# appends 20-40 KB, its curve and attributes: a finished study's journal size over its trials).
+JOURNAL_ROOM = 1 << 20
 
 
 def _connect(url: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
