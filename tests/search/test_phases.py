@@ -361,6 +361,19 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted_and_the_rerun_
     assert "Kendall tau -" in err and "(-: a rank correlation needs 3 configurations or more" in err
 
 
+def test_phase_1_s_baseline_missing_the_full_data_s_target_is_told_how_phase_1_gets_its_own(tmp_path, capsys, scripted):
+    # A subset trains fewer steps: the full data's target can be out of its reach.
+    scripted(scripted_train)
+    base = tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.99})
+    path = write(
+        tmp_path, base=base, n_trials=2, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 1, "seeds": 1}
+    )
+    assert main(["run", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "phase 1's baseline (trial 0, on the data subset) missed the target 0.99" in err
+    assert "tuning.target_accuracy, or a target relative to the baseline" in err
+
+
 def test_batch_sizes_that_reach_the_training_set_are_named_before_the_first_trial(tmp_path, capsys, scripted):
     # 16 and 32 train different runs on the tiny set's training split; 512 and 1024 train one full
     # batch an epoch each, the same run: the header says so, with what narrows them.

@@ -320,8 +320,9 @@ def device_lines(trials: Sequence[FrozenTrial]) -> list[str]:
     return lines
 
 
-def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
-    """Why speed-ups read '-': the baseline did not give a time to target (None when it did)."""
+def baseline_warning(trials: Sequence[FrozenTrial], tune: bool = False) -> str | None:
+    """Why speed-ups read '-': the baseline did not give a time to target (None when it did).
+    ``tune``: phase 1 of a tuning phase, whose baseline trains on a subset of the data."""
     base = [t for t in trials if t.user_attrs.get(BASELINE_KEY)]
     if not base:
         return None
@@ -343,6 +344,13 @@ def baseline_warning(trials: Sequence[FrozenTrial]) -> str | None:
         if not t.state.is_finished():
             return None  # still to run
         why = t.user_attrs.get(STATUS_KEY) or t.state.name.lower()  # its reason is on its own line
+    if tune and done:  # the full data's target, on a subset: fewer steps, a worse final value
+        own = "tuning.target_accuracy, or " if target is None or target.metric == ACCURACY else ""
+        return (
+            f"phase 1's baseline (trial {t.number}, on the data subset) {why}: there is no yardstick, so "
+            f"phase 1's speed-ups show '-'. Give phase 1 a target of its own ({own}a target relative to the baseline, `relative_to_baseline`, which each "
+            "phase resolves from its own baseline) or more of the epochs (tuning.epochs_fraction)"
+        )
     return (
         f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
         "Loosen the target (target_accuracy, or target.value) or give the baseline more epochs (the study "

@@ -92,7 +92,7 @@ class Report:
                 f"phase 2 left phase 1's trials {unrun} unconfirmed (all or some of their seeds): the budget is "
                 "spent; raise --budget and run again to confirm them"
             )
-        warning = report.baseline_warning(trials)
+        warning = report.baseline_warning(trials, tune=spec.phase == "tune")
         if warning:
             self.line(f"\nwarning: {warning}")
         self.line(f"\ndashboard: {dashboard_hint(spec)}")
