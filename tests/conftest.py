@@ -29,10 +29,14 @@ def _no_network_data_dir(tmp_path, monkeypatch):
     # Tests never read a user's cache; datasets they need come from TEST_DATA explicitly.
     monkeypatch.setenv("EFFSEARCH_DATA_DIR", str(tmp_path / "data"))
     os.environ.setdefault("TQDM_DISABLE", "1")
-    # Importing a user's module puts the current folder (the checkout) on PYTHONPATH for the
-    # workers a run starts (config/imports.py): undone after each test, or a later test's
-    # subprocess imports the checkout where it means the installed wheel (tests/e2e/test_install.py).
-    monkeypatch.setenv("PYTHONPATH", os.environ["PYTHONPATH"])
+    # A run hands its workers what it imported through the environment (config/imports.py: the
+    # current folder on PYTHONPATH, the plugins in EFFSEARCH_PLUGINS): undone after each test, or a
+    # later test's subprocess imports the checkout where it means the installed wheel
+    # (tests/e2e/test_install.py), or a plugin from a folder gone from its path.
+    before = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(before)
 
 
 @pytest.fixture
