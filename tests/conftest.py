@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from effsearch.config import ConfigError
 from tests.guard import sitecustomize as guard
@@ -33,10 +34,14 @@ def _no_network_data_dir(tmp_path, monkeypatch):
     # current folder on PYTHONPATH, the plugins in EFFSEARCH_PLUGINS): undone after each test, or a
     # later test's subprocess imports the checkout where it means the installed wheel
     # (tests/e2e/test_install.py), or a plugin from a folder gone from its path.
-    before = dict(os.environ)
+    # Likewise torch's thread count: a worker run in this process takes its share of the cores
+    # (workers.quiet_and_share_cores), and a later test comparing this process's training with a
+    # subprocess's would compare 1 thread's sums with 2's.
+    before, threads = dict(os.environ), torch.get_num_threads()
     yield
     os.environ.clear()
     os.environ.update(before)
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
