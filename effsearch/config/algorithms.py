@@ -35,6 +35,7 @@ class AlgoSpec:
     times: dict = field(default_factory=dict)  # parameter -> TimeParam (a Composer time string)
     needs_structure: str = ""  # a field of sources.ModelFacts the model must have (the rules read it)
     needs_torch_loader: bool = False  # edits a torchvision dataset's transforms
+    resizes: bool = False  # feeds the model images smaller than the data's (ModelFacts.resizable)
     mixes_targets: bool = False  # builds soft / permuted targets in the loss
     help: str = ""
     # The per-batch events its ``match`` can accept (the loop fires only those; a test
@@ -93,6 +94,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         },
         choices={"mode": ("resize", "crop")},
         needs_structure="images",
+        resizes=True,
         help="train on smaller images first",
     ),
     "label_smoothing": AlgoSpec(
@@ -119,6 +121,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         {"p_row": 0.15, "p_col": 0.15, "batch": True, "resize_target": "auto"},
         ranges={"p_row": _P01, "p_col": _P01},
         needs_structure="images",
+        resizes=True,  # drops rows and columns of the batch
     ),
     "randaugment": AlgoSpec(
         "RandAugment",

@@ -95,6 +95,15 @@ def optimizer(cfg: dict) -> str:
     return value(cfg, "optimizer.name")
 
 
+def sb_scale(cfg: dict) -> float:
+    """Selective backprop's scale_factor: the size its scoring forward shrinks images to."""
+    return (_algos(cfg).get("selective_backprop") or {}).get("scale_factor", 1.0)
+
+
+def sb_shrinks(cfg: dict) -> bool:
+    return has("selective_backprop", cfg) and sb_scale(cfg) < 1
+
+
 def loader(cfg: dict) -> str:
     return value(cfg, "loader")
 

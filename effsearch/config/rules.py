@@ -68,6 +68,8 @@ from effsearch.config.readers import (
     parallel,
     positions,
     precision,
+    sb_scale,
+    sb_shrinks,
     se_idle,
     se_min_channels,
     smoothing,
@@ -130,6 +132,14 @@ def _lacks_message(fact: str, cfg: dict) -> str:
         )
         return f"works on {TAKES[fact]}; model.name {quote(model_name(cfg))} takes {TAKES[other]} ({both})"
     return f"needs a model with {STRUCTURE[fact]}; model.name {quote(model_name(cfg))} has none"
+
+
+def _one_size_message(what: str, cfg: dict) -> str:
+    return (
+        f"{what}; model.name {quote(model_name(cfg))} takes images of one size only (on smaller "
+        "images its forward gave no logits: a Flatten into nn.Linear, or position embeddings of one grid); a "
+        "global pool before its head (nn.AdaptiveAvgPool2d(1)) lets it take any size"
+    )
 
 
 def _se_message(cfg: dict) -> str:
@@ -779,6 +789,32 @@ RULES: list[Rule] = [
         for name, spec in ALGORITHMS.items()
         if spec.needs_structure
     ],
+    # An algorithm that feeds the model smaller images than the data's, on a model the probe saw take
+    # one size only (ModelFacts.resizable): its first resized batch would fail in the model's forward.
+    *[
+        Rule(
+            f"algorithms.{name}",
+            f"algorithms.{name}",
+            on=partial(has, name),
+            forbids=partial(lacks, "resizable"),
+            message=partial(_one_size_message, "feeds the model smaller images than the data's"),
+            when="a model taking images of any size",
+            reads=("model.name", "model.kwargs"),
+        )
+        for name, spec in ALGORITHMS.items()
+        if spec.resizes
+    ],
+    Rule(
+        "algorithms.selective_backprop.scale_factor",
+        "algorithms.selective_backprop.scale_factor",
+        on=sb_shrinks,
+        forbids=partial(lacks, "resizable"),
+        message=lambda c: _one_size_message(
+            f"is {sb_scale(c):g}, which scores each batch on images shrunk to that scale (1: the data's size)", c
+        ),
+        when="1, or a model taking images of any size",
+        reads=("model.name", "model.kwargs"),
+    ),
     # Composer's SqueezeExcite adds a block after a Conv2d only where min(in, out) channels reach
     # min_channels: below that, the trial trains the model unchanged (a duplicate of one without it).
     Rule(

@@ -112,6 +112,10 @@ class ModelFacts:
     # The largest K-FAC factor: max over its Linear and ungrouped Conv2d layers of in*kh*kw (+1 with a
     # bias) and out; each update eigendecomposes one that size (trainer/techniques/kfac.py).
     kfac_factor: int = 0
+    # Takes images of other sizes: a forward on a smaller, non-square batch gave logits of the same
+    # shape (trainer/probe.py). False: one size only (a Flatten into nn.Linear, position embeddings of
+    # one grid), which progressive resizing, ColOut and selective backprop's scale_factor break.
+    resizable: bool = True
 
     @property
     def images(self) -> bool:

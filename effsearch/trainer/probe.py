@@ -13,6 +13,7 @@ for text its answer to a batch of token ids.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -24,7 +25,7 @@ from effsearch.config.sources import ModelFacts, facts, key, model_kind, remembe
 from effsearch.trainer.data.tokenizer import CLS
 
 if TYPE_CHECKING:
-    from effsearch.config import ModelConfig
+    from effsearch.config import ModelConfig, TrainConfig
     from effsearch.trainer.data.tokenizer import TokenShape
 
 
@@ -145,6 +146,28 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: 
     return found
 
 
+def check_config(cfg: TrainConfig) -> None:
+    """A model not built in, checked before the data is read, and the rules about structure on
+    what it is made of: a text model probed on the meta device (before any text is tokenized into
+    the cache), any other run on a batch of two shaped like the data (:func:`preflight`, which also
+    learns whether it takes other sizes) where that shape is known without loading it."""
+    if model_kind(cfg.model.name) == "builtin":
+        return
+    from effsearch.config import rules
+    from effsearch.trainer.data.splits import shape_of
+    from effsearch.trainer.data.text import text_source, token_shape
+
+    if text_source(cfg.dataset):
+        probe(cfg.model, tokens=token_shape(cfg.dataset))
+    else:
+        shape = shape_of(cfg.dataset)
+        if shape is None:
+            probe(cfg.model)  # the structure only: the trainer checks the rest on the data
+        else:
+            preflight(cfg.model, *shape)
+    rules.check(cfg.to_dict())
+
+
 def check_network(
     net: nn.Module, model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, ...], device: str
 ) -> tuple[nn.Module, str]:
@@ -161,7 +184,7 @@ def check_network(
             f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
             f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}",
         ) from None
-    _check_built(net, out, model, num_classes)
+    _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
     return net, note
 
 
@@ -188,7 +211,7 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
         net = build_network(model, channels, num_classes)  # on the CPU: the model's own error, if any
         check_network(net, model, channels, num_classes, image_size, "cpu")
     else:
-        _check_built(net, out, model, num_classes)
+        _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, "meta"))
     _CHECKED.add(checked)
 
 
@@ -222,9 +245,23 @@ def _run(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str
         net.train(was_training)
 
 
-def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int) -> None:
-    """Record ``net``'s facts; refuse logits of the wrong shape, or nothing to train."""
-    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net))
+def resizable(net: nn.Module, channels: int, num_classes: int, image_size: tuple[int, ...], device: str) -> bool:
+    """Whether ``net`` gives its logits for images smaller than the data's, and not square: what
+    progressive resizing (half the side by default), ColOut (rows and columns dropped) and selective
+    backprop's scale_factor feed it. A Flatten into nn.Linear or position embeddings of one grid
+    take one size only."""
+    h, w = image_size[0], image_size[1]
+    try:
+        out = _run(net, channels, (max(1, h // 2), max(1, (3 * w) // 4)), device)
+    except Exception:  # noqa: BLE001 - the model's own error on another size: it takes one size
+        return False
+    return isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes)
+
+
+def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int, any_size: bool) -> None:
+    """Record ``net``'s facts (``any_size``: it takes images of other sizes); refuse logits of the
+    wrong shape, or nothing to train."""
+    remember({"name": model.name, "kwargs": model.kwargs}, replace(facts_of(net), resizable=any_size))
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ConfigError(

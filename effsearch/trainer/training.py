@@ -28,15 +28,7 @@ from effsearch.config.machine import check_runnable
 from effsearch.config.metrics import target_of
 from effsearch.config.sources import model_kind
 from effsearch.trainer.data.cachefolder import removed_on_refusal
-from effsearch.trainer.data.splits import (
-    BatchAugment,
-    DeviceBatches,
-    Splits,
-    load_splits,
-    make_loader,
-    shape_of,
-    to_device,
-)
+from effsearch.trainer.data.splits import BatchAugment, DeviceBatches, Splits, load_splits, make_loader, to_device
 from effsearch.trainer.hooks import Checkpoints, EvalHook, RunHooks, SettleHook
 from effsearch.trainer.models import build_network
 from effsearch.trainer.result import ResultNotSaved, RunResult, hold_ctrl_c, time_to_target, versions
@@ -126,7 +118,9 @@ def train(
     known without loading it), the data loaded, then the model built and Composer imported."""
     resolve_paths(cfg.model.name, cfg.dataset.name)
     device = check_runnable(cfg)
-    _check_model(cfg)
+    from effsearch.trainer.probe import check_config
+
+    check_config(cfg)
     from effsearch.trainer.parallel import distributed
 
     hooks = RunHooks(
@@ -208,26 +202,6 @@ def _save(result: RunResult, path: Path) -> None:
         result.save(path)
     except OSError as e:
         raise ResultNotSaved(path, e, result) from e
-
-
-def _check_model(cfg: TrainConfig) -> None:
-    """A model not built in, checked before the data is read, and the rules about structure on
-    what it is made of: a text model probed on the meta device (before any text is tokenized into
-    the cache), any other run on a batch of two shaped like the data (``probe.preflight``) where
-    that shape is known without loading it."""
-    if model_kind(cfg.model.name) == "builtin":
-        return
-    from effsearch.trainer import probe
-    from effsearch.trainer.data.text import text_source, token_shape
-
-    if text_source(cfg.dataset):
-        probe.probe(cfg.model, tokens=token_shape(cfg.dataset))
-    else:
-        shape = shape_of(cfg.dataset)
-        if shape is None:
-            return
-        probe.preflight(cfg.model, *shape)
-    rules.check(cfg.to_dict())
 
 
 def _finish(result: RunResult, cfg: TrainConfig, data_seconds: float) -> None:

@@ -86,6 +86,11 @@ def head_first(num_classes, in_channels):
     return HeadFirst(num_classes, in_channels)
 
 
+def flat(num_classes, in_channels):
+    """An MLP on the flattened pixels of the synthetic set's 16x16 images: it takes that size only."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 16 * 16, 32), nn.ReLU(), nn.Linear(32, num_classes))
+
+
 def frozen(num_classes, in_channels):
     net = cnn(num_classes, in_channels)
     net.requires_grad_(False)
@@ -337,6 +342,57 @@ def test_the_probe_reads_the_model_as_built_and_the_rules_follow_it(models):
         TrainConfig.from_dict({"model": {"name": "own_test_models:no_bn"}, "algorithms": {"ghost_batchnorm": {}}})
 
 
+@pytest.mark.parametrize(
+    "algorithms, field",
+    [
+        ({"progressive_resizing": {}}, "algorithms.progressive_resizing"),
+        ({"colout": {}}, "algorithms.colout"),
+        ({"selective_backprop": {"scale_factor": 0.5}}, "algorithms.selective_backprop.scale_factor"),
+    ],
+)
+def test_an_algorithm_that_shrinks_images_is_refused_on_a_model_of_one_size(models, capsys, algorithms, field):
+    """A Flatten into nn.Linear takes the data's image size only: a resized batch failed in its
+    forward with a traceback mid-run. The probe's forward on smaller images tells, before the data."""
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:flat", "algorithms": algorithms})
+    assert code == 2 and result is None
+    assert f"{field}: " in err and "takes images of one size only" in err and "Traceback" not in err
+
+
+def test_a_model_of_one_size_trains_with_selective_backprop_at_the_data_s_size(models, capsys):
+    code, err, result = train(
+        models, capsys, **{"model.name": "own_test_models:flat", "algorithms": {"selective_backprop": {}}}
+    )
+    assert code == 0, err
+    assert facts({"name": "own_test_models:flat"}).resizable is False
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:cnn", "algorithms": {"colout": {}}})
+    assert code == 0, err  # a global pool: any size
+    assert facts({"name": "own_test_models:cnn"}).resizable is True
+
+
+def test_a_model_of_one_size_on_data_of_unknown_shape_is_refused_once_the_data_is_loaded(models, monkeypatch):
+    """A callable's data shows its shape only once loaded: the check on the loaded batch refuses it
+    (a ConfigError, not the model's error at the first resized batch)."""
+    from effsearch.config import sources
+    from effsearch.trainer import training
+
+    monkeypatch.setattr(sources, "_PROBED", {})  # not probed by an earlier test in this process
+
+    (models / "code" / "own_data16.py").write_text(
+        "import numpy as np\n\ndef make():\n    x, y = np.zeros((60, 16, 16), np.uint8), np.arange(60) % 3\n"
+        "    return x, y, x[:9], y[:9]\n"
+    )
+    cfg = TrainConfig.from_dict(
+        {
+            "dataset": {"name": "own_data16:make"},
+            "model": {"name": "own_test_models:flat"},
+            "algorithms": {"progressive_resizing": {}},
+            "device": "cpu",
+        }
+    )
+    with pytest.raises(ConfigError, match="^algorithms.progressive_resizing: .*one size only"):
+        training.train(cfg, progress=False)
+
+
 def study_file(folder, base_model: dict, **keys) -> str:
     # The plain CNN reaches 0.8 on these 512 images in 3 epochs (about 2 s on a CPU core).
     study = {
@@ -382,6 +438,20 @@ def test_space_show_and_the_space_read_the_probed_model(models, capsys):
         assert "stochastic_depth" not in cfg.algorithms
         assert cfg.selection.strategy in ("full", "random", "random-online")
         study.tell(trial, [float(i), 0.5])
+
+
+def test_the_space_leaves_out_what_shrinks_images_for_a_model_of_one_size(models, capsys):
+    path = study_file(models, {"name": "own_test_models:flat"})
+    assert cli.main(["space", "show", path, "--all"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    for name in ("progressive_resizing", "colout"):
+        line = next(x for x in shown if x.startswith(f"algorithms.{name} "))
+        assert "n/a" in line and "takes images of one size only" in line
+    line = next(x for x in shown if x.startswith("algorithms.mixup "))
+    assert "n/a" not in line
+    path = study_file(models, {"name": "own_test_models:flat"}, space={"include": ["algorithms.colout"]})
+    assert cli.main(["space", "show", path]) == 2
+    assert "algorithms.colout cannot be searched for this model" in capsys.readouterr().err
 
 
 def test_a_warm_start_the_model_cannot_take_is_refused_when_the_study_loads(models, capsys):

@@ -55,7 +55,7 @@ from typing import Any
 import yaml
 
 from effsearch import objectives as O
-from effsearch.config import ConfigError, TrainConfig, options, read_yaml, rules, targets
+from effsearch.config import ConfigError, TrainConfig, options, read_yaml, targets
 from effsearch.config.fields import SEED_MAX, fmt, get_path, quote, set_path
 from effsearch.config.imports import add_search_path, import_plugins
 from effsearch.config.machine import Machine, cpu_cores, free_workers, gpus_in_sight, visible_ids
@@ -600,14 +600,14 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
 
 
 def _probe(cfg: TrainConfig, prefix: str) -> None:
+    """The model ``cfg`` names checked as ``effsearch train`` checks it, and its facts learnt for the
+    space (whether it takes images of other sizes needs a forward on a batch shaped like the data)."""
     if model_kind(cfg.model.name) == "builtin":
         return
-    from effsearch.trainer.data.text import token_shape
-    from effsearch.trainer.probe import probe
+    from effsearch.trainer.probe import check_config
 
     try:
-        probe(cfg.model, tokens=token_shape(cfg.dataset))
-        rules.check(cfg.to_dict())
+        check_config(cfg)
     except ConfigError as e:
         raise e.under(prefix) from None
 
