@@ -27,9 +27,9 @@ def slow_train(cfg, **kwargs):
     return scripted_train(cfg, **kwargs)
 
 
-@pytest.mark.parametrize(
-    "sig,group", [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)], ids=["term", "int", "ctrl-c"]
-)
+# SIGTERM to the main process takes the path of SIGINT to it alone, less the wait: its watch
+# terminates the workers at once (the in-process test below), so two whole runs cover the three.
+@pytest.mark.parametrize("sig,group", [(signal.SIGINT, False), (signal.SIGINT, True)], ids=["int", "ctrl-c"])
 def test_a_signal_to_the_main_process_or_its_group_stops_the_workers_and_queues_their_trials(tmp_path, sig, group):
     n = 12
     path = study_file(tmp_path, n, workers=2)
@@ -65,6 +65,61 @@ def test_a_signal_to_the_main_process_or_its_group_stops_the_workers_and_queues_
     assert sorted(t.user_attrs.get("retry_of") for t in trials if t.state == TrialState.WAITING) == sorted(
         t.number for t in stopped
     )
+
+
+class FakeWorker:
+    """A worker process that runs until it is terminated."""
+
+    def __init__(self):
+        self.exitcode = None
+        self.terminated_at = None
+
+    def is_alive(self):
+        return self.exitcode is None
+
+    def join(self, timeout=None):
+        if self.is_alive() and timeout:
+            time.sleep(timeout)
+
+    def terminate(self):
+        self.terminated_at = time.monotonic()
+        self.exitcode = 130  # a worker queues its trial again and exits 130 on SIGTERM (work)
+
+
+class FakeProgress:
+    def __init__(self):
+        self.lines = []
+        self.report = self
+        self.polls = 0
+
+    def line(self, text, flush=False):
+        self.lines.append(text)
+
+    def poll(self, study):
+        self.polls += 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+def test_watch_tells_its_workers_at_once_on_sigterm_and_after_their_grace_on_sigint(sig):
+    """SIGTERM to the main process (a scheduler, `kill`) ends its watch with SystemExit and the
+    workers, never told, are terminated at once; SIGINT to it alone gives them TOLD_WITHIN seconds
+    to stop by themselves (a Ctrl-C at a terminal reached them too) before they are told."""
+    import threading
+
+    procs = [FakeWorker(), FakeWorker()]
+    progress = FakeProgress()
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
+    start = time.monotonic()
+    assert workers.watch(procs, None, progress) == "interrupted"
+    waited = min(p.terminated_at for p in procs) - start
+    assert all(p.exitcode == 130 for p in procs)
+    assert "stopping: waiting for the workers" in progress.lines[0]
+    if sig == signal.SIGTERM:
+        assert waited < workers.TOLD_WITHIN
+    else:
+        assert waited >= workers.TOLD_WITHIN
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is this watch's only
 
 
 class SignalInAsk(optuna.samplers.RandomSampler):
