@@ -37,7 +37,14 @@ from effsearch.search.store.attrs import (
     TUNE_COMPUTE_KEY,
 )
 from effsearch.search.store.heartbeat import requeue_dead_local
-from effsearch.search.store.storage import check_artifacts, check_storage, open_storage, storage_errors, why
+from effsearch.search.store.storage import (
+    check_artifacts,
+    check_storage,
+    drop_empty_journal,
+    open_storage,
+    storage_errors,
+    why,
+)
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -213,8 +220,7 @@ def opened(spec: StudySpec, storage: BaseStorage, report: Report) -> optuna.Stud
     try:
         return ensure_study(spec, storage)
     except storage_errors() as e:
-        if not spec.is_rdb and Path(spec.storage).is_file() and not Path(spec.storage).stat().st_size:
-            Path(spec.storage).unlink()
+        drop_empty_journal(spec)
         fail(report, spec, f"effsearch run: cannot write study {spec.name!r} to {spec.storage_label()}: {why(e)}")
 
 

@@ -85,13 +85,19 @@ def check_storage(spec: StudySpec) -> None:
     if spec.is_rdb:
         open_storage(spec, heartbeat=False)
         return
-    path = Path(spec.storage)
-    existed = path.exists()
+    existed = Path(spec.storage).exists()
     try:
         open_storage(spec, heartbeat=False)
     finally:  # refused or not: a journal this check made holds nothing
-        if not existed and path.is_file() and path.stat().st_size == 0:
-            path.unlink()
+        if not existed:
+            drop_empty_journal(spec)
+
+
+def drop_empty_journal(spec: StudySpec) -> None:
+    """Remove the study's journal file if it holds nothing (a journal opened, then refused)."""
+    path = Path(spec.storage)
+    if not spec.is_rdb and path.is_file() and path.stat().st_size == 0:
+        path.unlink()
 
 
 def storage_errors() -> tuple[type[Exception], ...]:
