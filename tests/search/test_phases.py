@@ -19,6 +19,7 @@ import effsearch.trainer.training as trainer_run
 from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.options import SubsetTuning
+from effsearch.search.run import workers
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import phases, studyfile
 from tests.support.helpers import tiny
@@ -330,7 +331,7 @@ def test_phase_1_keeps_half_the_budget_and_phase_2_names_what_it_left(tmp_path, 
 
 
 def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted_and_the_rerun_trains_it_first(
-    tmp_path, capsys, scripted
+    tmp_path, capsys, scripted, monkeypatch
 ):
     # Ctrl-C while phase 2 trains its baseline queues the baseline again (a trial with no
     # tune_trial) beside phase 1's queued picks: the run still ends as interrupted, exit 130.
@@ -351,14 +352,23 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted_and_the_rerun_
     assert "interrupted: finished trials are kept" in capsys.readouterr().err
     # The rerun trains the baseline's retry first: Optuna draws waiting trials by number, and in
     # that order the picks would have had no baseline to read a speed-up against.
+    warmed = []
+    warm_up = workers.warm_up
+    monkeypatch.setattr(workers, "warm_up", lambda cfg, *a, **k: warmed.append(cfg) or warm_up(cfg, *a, **k))
     assert main(["run", str(path)]) == 0
     done = [t for t in studies(path)["ph"].get_trials() if t.state == TrialState.COMPLETE]
     assert len(done) == 3
     first = min(done, key=lambda t: t.datetime_start)
     assert first.user_attrs.get("baseline") and first.number == max(t.number for t in done)
+    # Phase 1 had nothing left: its pre-flight skipped the warm-up, so phase 2 warmed up on its own
+    # baseline's config before its first timed trial.
+    assert [c.dataset.data_fraction for c in warmed] == [1.0]
     # Two picks rank nothing: the '-' says why.
     err = capsys.readouterr().err
     assert "Kendall tau -" in err and "(-: a rank correlation needs 3 configurations or more" in err
+    # A rerun of the finished study trains nothing, so it warms nothing up (10 s on the quickstart).
+    assert main(["run", str(path)]) == 0
+    assert len(warmed) == 1 and "warm-up" not in capsys.readouterr().err
 
 
 def test_phase_1_s_baseline_missing_the_full_data_s_target_is_told_how_phase_1_gets_its_own(tmp_path, capsys, scripted):

@@ -82,6 +82,21 @@ def preflight(
         raise BaselineBroken(f"{type(e).__name__}: {e}") from None
 
 
+def finished(spec: StudySpec) -> bool:
+    """The study exists and has run its trials or spent its budget: a rerun trains nothing, so its
+    pre-flight skips the warm-up (the data is still checked)."""
+    if not spec.is_rdb and not Path(spec.storage).is_file():
+        return False
+    try:
+        storage = open_storage(spec)
+        study = optuna.load_study(study_name=spec.name, storage=storage)
+    except KeyError:  # not created yet
+        return False
+    except storage_errors():  # a storage that cannot answer: preflight's to say
+        return False
+    return StopAtTotal(spec.n_trials).reached(study) or StopAtBudget(spec, storage).reached(study)
+
+
 def full_batches(spec: StudySpec, data_root: str | Path | None) -> str | None:
     """A note when searched batch sizes reach the training split's size (read after the pre-flight
     loaded it): each trains one batch an epoch, the same run whatever the size, so the sampler
@@ -178,7 +193,7 @@ def run(
     spec = warmstart.with_earlier_studies(spec)  # warm_start: [study:NAME@STORAGE]: their fronts
     first = phases.tune_spec(spec) if phases.enabled(spec) else spec
     try:  # before any trial: the storage opens, the data is there, the baseline's config trains
-        warm = preflight(first, data_root, train_fn=train_fn)
+        warm = preflight(first, data_root, warm=not finished(first), train_fn=train_fn)
     except BaselineBroken as e:
         fail(
             report,
@@ -189,6 +204,7 @@ def run(
     note = full_batches(first, data_root)
     if note:
         spec = dataclasses.replace(spec, notes=[*spec.notes, note])
+    phase = functools.partial(phase, cold=warm is None)
     if not phases.enabled(spec):
         phase(spec, warm=warm, callbacks=callbacks, train_fn=train_fn)
         return
@@ -253,8 +269,11 @@ def run_phase(
     warm: float | None = None,
     callbacks: Sequence[Callback] = (),
     train_fn: TrainFn | None = None,
+    cold: bool = False,
 ) -> None:
-    """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took."""
+    """Run (or resume) one study to its n_trials. ``warm``: seconds the pre-flight warm-up took (for
+    the header); ``cold``: the pre-flight ran none (the first phase had nothing left to train), so a
+    trial run in this process is preceded by one."""
     storage = open_storage(spec)
     study = study or opened(spec, storage, report)
     lost = [] if spec.is_rdb else requeue_dead_local(study, spec.heartbeat.max_retry)
@@ -269,7 +288,7 @@ def run_phase(
     else:
         progress = Progress(spec, study, report, t0, callbacks)
         if spec.workers == 1:
-            outcome = work(spec, 0, data_root, progress=progress, since=t0, warm=False, train_fn=train_fn)
+            outcome = work(spec, 0, data_root, progress=progress, since=t0, warm=cold, train_fn=train_fn)
         else:
             outcome = run_workers(spec, study, data_root, progress, t0, train_fn)
     report.table(spec, study)
