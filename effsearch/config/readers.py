@@ -164,6 +164,25 @@ def se_idle(cfg: dict) -> bool:
     return (known.conv_channels or 0) < se_min_channels(cfg)
 
 
+def blur_idle(cfg: dict) -> bool:
+    """Composer's BlurPool would replace nothing: the (known) model of images downsamples, but with
+    no MaxPool2d and no strided Conv2d of min_channels input channels (``ModelFacts.strided_channels``)."""
+    known = _facts(cfg)
+    if known is None or not known.images or not known.downsamples or known.maxpools:
+        return False
+    return (known.strided_channels or 0) < blur_min_channels(cfg)
+
+
+def blur_min_channels(cfg: dict) -> int:
+    return int(_param("blurpool", "min_channels", cfg))
+
+
+def strided_channels(cfg: dict) -> int | None:
+    """The (known) model's widest strided Conv2d by its input channels (None: none, or not known)."""
+    known = _facts(cfg)
+    return known.strided_channels if known is not None else None
+
+
 # The largest K-FAC factor the CPU decomposes in about a second: eigh of an n x n float32 factor took
 # 0.56 s at 1,024 and 2.5 s at 1,537 on this project's 2-core machine (benchmarks/kfac_eigh.py;
 # docs/benchmarks.md, "K-FAC's factors on the CPU"), growing as n^3; K-FAC decomposes two per layer on

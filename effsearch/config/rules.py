@@ -41,6 +41,8 @@ from effsearch.config.readers import (
     DEFAULTS,
     KFAC_CPU_FACTOR,
     bad_milestones,
+    blur_idle,
+    blur_min_channels,
     compression_method,
     conv_channels,
     dataset_name,
@@ -74,6 +76,7 @@ from effsearch.config.readers import (
     se_min_channels,
     smoothing,
     strategy,
+    strided_channels,
     swa_end,
     swa_not_after,
     swa_start,
@@ -150,6 +153,17 @@ def _se_message(cfg: dict) -> str:
         f"min_channels is {se_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
         f"{_width_note(cfg)} has {has} (the smaller of a Conv2d's in and out channels), so Composer's "
         f"SqueezeExcite adds no block and the run would train the model unchanged; {fix}leave it out"
+    )
+
+
+def _blur_message(cfg: dict) -> str:
+    widest = strided_channels(cfg)
+    has = f"strided convolutions of at most {widest} input channels" if widest else "no strided convolution"
+    fix = f"lower algorithms.blurpool.min_channels to {widest} or " if widest else ""
+    return (
+        f"min_channels is {blur_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
+        f"{_width_note(cfg)} has no nn.MaxPool2d and {has}, so Composer's BlurPool replaces no layer "
+        f"and the run would train the model unchanged; {fix}leave it out"
     )
 
 
@@ -824,6 +838,17 @@ RULES: list[Rule] = [
         forbids=se_idle,
         message=_se_message,
         when="a convolution of min_channels channels",
+        reads=("model.name", "model.kwargs", "model.width"),
+    ),
+    # Composer's BlurPool replaces max-pools, and strided convolutions only from min_channels inputs:
+    # a patch embedding on the image's few channels is skipped, and the trial duplicates one without it.
+    Rule(
+        "algorithms.blurpool",
+        "algorithms.blurpool",
+        on=partial(has, "blurpool"),
+        forbids=blur_idle,
+        message=_blur_message,
+        when="a max-pool, or a strided convolution of min_channels inputs",
         reads=("model.name", "model.kwargs", "model.width"),
     ),
     *_LM_RULES,

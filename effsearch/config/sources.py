@@ -116,6 +116,11 @@ class ModelFacts:
     # shape (trainer/probe.py). False: one size only (a Flatten into nn.Linear, position embeddings of
     # one grid), which progressive resizing, ColOut and selective backprop's scale_factor break.
     resizable: bool = True
+    # What Composer's BlurPool replaces: every nn.MaxPool2d, and each strided Conv2d of at least its
+    # min_channels input channels (strided_channels: the widest such input; None: no strided Conv2d).
+    # A ViT's patch embedding on 1-3 channels and no max-pool: BlurPool would change nothing.
+    maxpools: bool = True
+    strided_channels: int | None = None
 
     @property
     def images(self) -> bool:
@@ -134,9 +139,11 @@ def key(model: dict) -> str:
 _BUILTIN = {
     "tiny-cnn": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
     "resnet9": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
-    "resnet20": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
-    "resnet56": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True),
-    "resnet-bottleneck": ModelFacts(bottleneck=True, batchnorm=True, downsamples=True, final_linear=True),
+    "resnet20": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True, maxpools=False),
+    "resnet56": ModelFacts(bottleneck=False, batchnorm=True, downsamples=True, final_linear=True, maxpools=False),
+    "resnet-bottleneck": ModelFacts(
+        bottleneck=True, batchnorm=True, downsamples=True, final_linear=True, maxpools=False
+    ),
     # Built for dataset.max_length: its position embeddings take any length the dataset asks for.
     "text-encoder": ModelFacts(
         bottleneck=False,
@@ -168,6 +175,9 @@ _PROBED: dict[str, ModelFacts] = {}
 # in channels); tests/spaces/test_squeeze_excite.py builds each to hold it true.
 CONV_PER_WIDTH = {"tiny-cnn": 2, "resnet9": 8, "resnet20": 4, "resnet56": 4, "resnet-bottleneck": 8}
 FACTOR_PER_WIDTH = {"tiny-cnn": 18, "resnet9": 72, "resnet20": 36, "resnet56": 36, "resnet-bottleneck": 36}
+# Their widest strided convolution's input per unit of width (tiny-cnn and resnet9 max-pool instead:
+# none; the CIFAR ResNets' first downsample 2w, resnet-bottleneck's 8w).
+STRIDED_PER_WIDTH = {"resnet20": 2, "resnet56": 2, "resnet-bottleneck": 8}
 
 
 def facts(model: dict) -> ModelFacts | None:
@@ -175,8 +185,12 @@ def facts(model: dict) -> ModelFacts | None:
     name = model.get("name", "tiny-cnn")
     if name in CONV_PER_WIDTH:
         width = model.get("width") or MODEL_WIDTHS[name]
+        strided = STRIDED_PER_WIDTH[name] * width if name in STRIDED_PER_WIDTH else None
         return replace(
-            _BUILTIN[name], conv_channels=CONV_PER_WIDTH[name] * width, kfac_factor=FACTOR_PER_WIDTH[name] * width
+            _BUILTIN[name],
+            conv_channels=CONV_PER_WIDTH[name] * width,
+            kfac_factor=FACTOR_PER_WIDTH[name] * width,
+            strided_channels=strided,
         )
     if name in _BUILTIN:
         return _BUILTIN[name]

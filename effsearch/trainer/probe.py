@@ -55,6 +55,8 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         matrices=_matrices(net, modules),
         conv_channels=max((min(c.in_channels, c.out_channels) for c in convs), default=None),
         kfac_factor=max((_factor(m) for m in modules if isinstance(m, (nn.Linear, nn.Conv2d))), default=0),
+        maxpools=any(isinstance(m, nn.MaxPool2d) for m in modules),
+        strided_channels=max((c.in_channels for c in convs if max(c.stride) > 1), default=None),
     )
 
 

@@ -20,6 +20,7 @@ def test_the_built_ins_written_conv_channels_are_those_of_the_model_as_built(nam
     built, written = facts_of(build_model(name, 3, 10, width)), facts({"name": name, "width": width})
     assert written is not None
     fields = ("conv_channels", "kfac_factor", "bottleneck", "batchnorm", "downsamples", "final_linear")
+    fields += ("maxpools", "strided_channels")
     assert [getattr(written, f) for f in fields] == [getattr(built, f) for f in fields]
 
 
