@@ -127,6 +127,11 @@ def called_last(net: nn.Module, sample: torch.Tensor) -> nn.Linear | None:
     return cast("nn.Linear", called[-1]) if called else None
 
 
+# A builder that failed on the meta device is built again on the CPU after its handler, not inside
+# it: inside one, CPython 3.11 reports a duplicate keyword (timm's ``dict(patch_size=16, **kwargs)``
+# given model.kwargs.patch_size) as a bare ``KeyError: 'patch_size'``, not the TypeError that names it.
+
+
 def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: TokenShape | None = None) -> ModelFacts:
     """Build the model a ModelConfig names on the meta device (on the CPU if its builder cannot),
     for images, or for text of ``tokens``, record its facts for the rules, and return them.
@@ -137,12 +142,14 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: 
     known = facts(model_dict)
     if known is not None:
         return known
+    meta: nn.Module | None = None
     try:
         with torch.device("meta"):
-            net = build_network(model, channels, num_classes, tokens)
+            meta = build_network(model, channels, num_classes, tokens)
     except Exception:  # noqa: BLE001 - a ConfigError too (build_network names the builder's error): a
-        # builder may read tensor values (torchvision's RegNet), which meta tensors have none of
-        net = build_network(model, channels, num_classes, tokens)  # on the CPU: the model's own error, if any
+        pass  # builder may read tensor values (torchvision's RegNet), which meta tensors have none of
+    # On the CPU, outside the handler (the note above probe): the model's own error, if any.
+    net = meta if meta is not None else build_network(model, channels, num_classes, tokens)
     found = facts_of(net, causal=bool(tokens and tokens.causal))
     remember(model_dict, found)
     return found
@@ -204,16 +211,19 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
     checked = (key({"name": model.name, "kwargs": model.kwargs}), model.width, channels, num_classes, image_size)
     if checked in _CHECKED:
         return
+    on_meta = True
     try:
         with torch.device("meta"):
             net = build_network(model, channels, num_classes)
         net, _ = _adapt_channels(net, model, channels)
         out = _run(net, channels, image_size, "meta")
     except Exception:  # noqa: BLE001 - a ConfigError too: the builder may fail on meta tensors only
-        net = build_network(model, channels, num_classes)  # on the CPU: the model's own error, if any
-        check_network(net, model, channels, num_classes, image_size, "cpu")
-    else:
+        on_meta = False
+    if on_meta:
         _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, "meta"))
+    else:  # on the CPU, outside the handler (the note above probe): the model's own error, if any
+        net = build_network(model, channels, num_classes)
+        check_network(net, model, channels, num_classes, image_size, "cpu")
     _CHECKED.add(checked)
 
 
