@@ -213,6 +213,18 @@ def test_a_hf_classifier_gets_bos_and_eos_ids_inside_its_vocabulary(capfd):
     assert given.net.config.eos_token_id == 3  # model.kwargs may set them
 
 
+def test_a_hf_classifier_gets_cls_and_sep_ids_inside_its_vocabulary_where_its_config_has_them(capfd):
+    """ModernBERT's config carries cls and sep ids of its pretrained vocabulary (50281, 50282)."""
+    pytest.importorskip("transformers")
+    kwargs = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+    net = build_network(ModelConfig(name="hf:ModernBertConfig", kwargs=kwargs), 0, 3, SHAPE)
+    config = net.net.config
+    assert (config.cls_token_id, config.sep_token_id) == (1, 2)
+    assert "50281" not in capfd.readouterr().err
+    given = build_network(ModelConfig(name="hf:ModernBertConfig", kwargs={**kwargs, "sep_token_id": 3}), 0, 3, SHAPE)
+    assert given.net.config.sep_token_id == 3
+
+
 def test_a_text_model_is_run_on_the_full_max_length_before_training(tmp_path):
     """RoBERTa numbers its positions from the padding id + 1: 24 positions take 23 tokens. The
     forward at dataset.max_length refuses it before training, naming the length; nothing is written."""

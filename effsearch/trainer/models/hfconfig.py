@@ -55,16 +55,21 @@ def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Modu
         ) from None
 
 
-def _ends(kwargs: dict, bos: int, eos: int) -> dict:
+def _ends(cls: type, kwargs: dict, bos: int, eos: int) -> dict:
     """The bos and eos ids ``kwargs`` leaves out, inside this vocabulary: a config's own are its
-    pretrained vocabulary's (GPT-2's 50256, ModernBERT's 50281), outside it (transformers warns)."""
-    return {k: v for k, v in (("bos_token_id", bos), ("eos_token_id", eos)) if k not in kwargs}
+    pretrained vocabulary's (GPT-2's 50256, ModernBERT's 50281), outside it (transformers warns).
+    Likewise cls and sep where the config class has them (ModernBertConfig: 50281, 50282)."""
+    ids = [("bos_token_id", bos), ("eos_token_id", eos)]
+    ids += [(k, v) for k, v in (("cls_token_id", CLS), ("sep_token_id", SEP)) if hasattr(cls, k)]
+    return {k: v for k, v in ids if k not in kwargs}
 
 
 def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: int) -> Any:
     # A classifier's text starts with CLS (tokenizer.rows); SEP ends a document.
     try:
-        return cls(**kwargs, **_ends(kwargs, CLS, SEP), vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0)
+        return cls(
+            **kwargs, **_ends(cls, kwargs, CLS, SEP), vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0
+        )
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
 
@@ -91,7 +96,7 @@ def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
 def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
     # A document's end, SEP, is what GPT-2's <|endoftext|> stands for: it begins and ends one.
     try:
-        config = cls(**kwargs, **_ends(kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
+        config = cls(**kwargs, **_ends(cls, kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
     # An encoder's config (BertConfig, RobertaConfig) builds a model that attends both ways unless
