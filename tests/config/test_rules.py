@@ -199,6 +199,11 @@ def test_a_valid_config_passes(cfg):
         ),
         ({"algorithms": {"blurpool": {}}, "model": BARE}, "algorithms.blurpool", "strided convolutions or max-pools"),
         (
+            {"algorithms": {"blurpool": {}}, "model": {"name": "resnet20", "width": 4}},
+            "algorithms.blurpool",
+            "BlurPool replaces no layer",
+        ),
+        (
             {"selection": {"strategy": "craig"}, "model": BARE},
             "selection.strategy",
             "'craig' takes its embeddings from the input of the model's final nn.Linear",
