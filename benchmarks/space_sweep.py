@@ -47,6 +47,12 @@ def load_space(path: Path, as_gpu: bool):
         torch.cuda.is_available, torch.cuda.is_bf16_supported = saved
 
 
+def on_gpu(d: dict, as_gpu: bool) -> dict:
+    """A sampled config as the pretended GPU machine runs it: a base of ``device: cpu`` is checked on
+    cuda (the space offered it that machine's precisions; on cpu the rules refuse them)."""
+    return {**d, "device": "cuda"} if as_gpu and d.get("device") == "cpu" else d
+
+
 def here(d: dict, data_fraction: float, max_epochs: float, max_batch: int) -> dict:
     """A sampled config made small enough to train on 2 CPU cores in seconds."""
     d = dict(d, device="cpu", precision="fp32", loader="torch")
@@ -79,7 +85,7 @@ def sweep(
     crashes = []
     try:
         for i in range(n):
-            sampled = spec.space.sample(study.ask())
+            sampled = on_gpu(spec.space.sample(study.ask()), as_gpu)
             made = here(sampled, data_fraction, max_epochs, max_batch)
             algos = ",".join(k for k, v in (made.get("algorithms") or {}).items() if v is not None)
             what = (
@@ -181,6 +187,7 @@ def sweep_each(
     crashes = []
     try:
         for label, sampled in one_at_a_time(spec.space):
+            sampled = on_gpu(sampled, as_gpu)
             made = here(sampled, data_fraction, max_epochs, max_batch)
             _train_one(label, sampled, made, "offered", "", data_root, crashes, out)
     finally:
