@@ -155,11 +155,14 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: 
     return found
 
 
-def check_config(cfg: TrainConfig) -> None:
+def check_config(cfg: TrainConfig, unknown_shape: bool = False) -> None:
     """A model not built in, checked before the data is read, and the rules about structure on
     what it is made of: a text model probed on the meta device (before any text is tokenized into
     the cache), any other run on a batch of two shaped like the data (:func:`preflight`, which also
-    learns whether it takes other sizes) where that shape is known without loading it."""
+    learns whether it takes other sizes) where that shape is known without loading it. Where it is
+    not (a callable's data: images or texts), nothing is checked here (the trainer checks the model
+    on the loaded data), unless ``unknown_shape``: then its structure is probed as a study's space
+    needs it, built for the data's kind as far as the dataset's name tells."""
     if model_kind(cfg.model.name) == "builtin":
         return
     from effsearch.config import rules
@@ -170,10 +173,12 @@ def check_config(cfg: TrainConfig) -> None:
         probe(cfg.model, tokens=token_shape(cfg.dataset))
     else:
         shape = shape_of(cfg.dataset)
-        if shape is None:
-            probe(cfg.model)  # the structure only: the trainer checks the rest on the data
-        else:
+        if shape is not None:
             preflight(cfg.model, *shape)
+        elif unknown_shape:
+            probe(cfg.model, tokens=token_shape(cfg.dataset))
+        else:
+            return
     rules.check(cfg.to_dict())
 
 

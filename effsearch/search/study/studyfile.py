@@ -607,7 +607,7 @@ def _probe(cfg: TrainConfig, prefix: str) -> None:
     from effsearch.trainer.probe import check_config
 
     try:
-        check_config(cfg)
+        check_config(cfg, unknown_shape=True)
     except ConfigError as e:
         raise e.under(prefix) from None
 
