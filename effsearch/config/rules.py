@@ -148,22 +148,30 @@ def _one_size_message(what: str, cfg: dict) -> str:
 def _se_message(cfg: dict) -> str:
     widest = conv_channels(cfg)
     has = f"convolutions of at most {widest} channels" if widest else "no convolution"
-    fix = f"lower algorithms.squeeze_excite.min_channels to {widest} or " if widest else ""
-    return (
-        f"min_channels is {se_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
-        f"{_width_note(cfg)} has {has} (the smaller of a Conv2d's in and out channels), so Composer's "
-        f"SqueezeExcite adds no block and the run would train the model unchanged; {fix}leave it out"
+    return _idle_message(
+        "squeeze_excite",
+        se_min_channels(cfg),
+        widest,
+        f"{has} (the smaller of a Conv2d's in and out channels)",
+        "SqueezeExcite adds no block",
+        cfg,
     )
 
 
 def _blur_message(cfg: dict) -> str:
     widest = strided_channels(cfg)
     has = f"strided convolutions of at most {widest} input channels" if widest else "no strided convolution"
-    fix = f"lower algorithms.blurpool.min_channels to {widest} or " if widest else ""
+    return _idle_message(
+        "blurpool", blur_min_channels(cfg), widest, f"no nn.MaxPool2d and {has}", "BlurPool replaces no layer", cfg
+    )
+
+
+def _idle_message(algo: str, min_channels: int, widest: int | None, has: str, effect: str, cfg: dict) -> str:
+    """An algorithm Composer applies only from ``min_channels`` channels, on a model with none that wide."""
+    fix = f"lower algorithms.{algo}.min_channels to {widest} or " if widest else ""
     return (
-        f"min_channels is {blur_min_channels(cfg)} and model.name {quote(model_name(cfg))}"
-        f"{_width_note(cfg)} has no nn.MaxPool2d and {has}, so Composer's BlurPool replaces no layer "
-        f"and the run would train the model unchanged; {fix}leave it out"
+        f"min_channels is {min_channels} and model.name {quote(model_name(cfg))}{_width_note(cfg)} has {has}, "
+        f"so Composer's {effect} and the run would train the model unchanged; {fix}leave it out"
     )
 
 
