@@ -97,7 +97,7 @@ def optimizer(cfg: dict) -> str:
 
 def sb_scale(cfg: dict) -> float:
     """Selective backprop's scale_factor: the size its scoring forward shrinks images to."""
-    return (_algos(cfg).get("selective_backprop") or {}).get("scale_factor", 1.0)
+    return float(_param("selective_backprop", "scale_factor", cfg))
 
 
 def sb_shrinks(cfg: dict) -> bool:
