@@ -111,6 +111,25 @@ def test_imagefolder_channels_sizes_and_train_val_test_folders(tmp_path):
     assert len(load({"name": "imagefolder", "path": str(split), "val_subset": 0.5}).val_y) == 3
 
 
+def test_16_bit_and_float_images_are_scaled_to_8_bits_not_clipped(tmp_path):
+    """torchvision's convention (to_dtype, scale=True): 16 bits keep their high byte, floats are 0..1.
+    PIL's convert clips: a 16-bit microscope image decoded nearly all 255, a 0..1 float TIFF all 0;
+    the same in a folder decoded as RGB (one colour image among them)."""
+    ramp = np.arange(0, 65536, 256, dtype=np.uint16).reshape(16, 16)  # 0, 256, ..., 65280
+    for name in ("a", "b"):
+        (tmp_path / "wide" / name).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(ramp).save(tmp_path / "wide" / name / f"{i}.png")  # mode I;16
+            Image.fromarray((ramp / 65535).astype(np.float32)).save(tmp_path / "wide" / name / f"{i}.tiff")  # F
+    s = load({"name": "imagefolder", "path": str(tmp_path / "wide"), "val_fraction": 0.25, "test_fraction": 0.25})
+    want = (ramp >> 8).astype(np.uint8)  # 0..255 in steps of 1
+    for x in s.train_x:
+        assert np.abs(x[0].numpy().astype(int) - want).max() <= 1  # the float's rounding
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / "wide" / "a" / "colour.png")
+    s = load({"name": "imagefolder", "path": str(tmp_path / "wide"), "val_fraction": 0.25, "test_fraction": 0.25})
+    assert s.channels == 3 and any(np.abs(x[1].numpy().astype(int) - want).max() <= 1 for x in s.train_x)
+
+
 def test_a_data_folder_that_cannot_be_written_decodes_in_memory(tmp_path):
     root = write_images(tmp_path / "pets")
     blocked = tmp_path / "data-is-a-file"

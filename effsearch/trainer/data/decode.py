@@ -17,6 +17,7 @@ import numpy as np
 from effsearch.config import ConfigError
 
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
+WIDE_MODES = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N"})  # 16-bit (PNG, TIFF) and 32-bit integer pixels
 CHUNK = 256  # images per task of the decoding threads
 
 
@@ -44,12 +45,28 @@ def header(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
         raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
 
 
+def _eight_bit(im: Any) -> Any:
+    """A 16-bit or float grayscale image as 8-bit "L", by torchvision's conventions (``to_dtype``
+    with ``scale=True``): 16 bits keep their high byte, floats are 0..1. PIL's own convert clips
+    instead: a 16-bit image came out nearly all 255 and a 0..1 float image all 0."""
+    from PIL import Image
+
+    if im.mode in WIDE_MODES:
+        a = np.asarray(im).astype(np.int64)
+        return Image.fromarray((np.clip(a, 0, 65535) >> 8).astype(np.uint8))
+    if im.mode == "F":
+        a = np.nan_to_num(np.asarray(im, dtype=np.float32))
+        return Image.fromarray((np.clip(a, 0, 1) * 255).round().astype(np.uint8))
+    return im
+
+
 def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) -> np.ndarray:
     """One image as uint8 C,H,W in ``mode``, ``size`` (W, H)."""
     from PIL import Image
 
     try:
         with _open(source) as im:
+            im = _eight_bit(im)
             im = im.convert(mode) if im.mode != mode else im
             if im.size != size:
                 im = im.resize(size, Image.Resampling.BILINEAR)

@@ -22,7 +22,7 @@ from effsearch.trainer.data.cachefolder import locked
 from effsearch.trainer.data.decode import Part, decode, plan
 from effsearch.trainer.data.memory import check_fits, human_bytes
 
-CACHE_FORMAT = 1  # bump when the cache's files or the decoding change: older caches are not read
+CACHE_FORMAT = 2  # bump when the cache's files or the decoding change: older caches are not read
 CHANNEL_RULE = "L if all grayscale else RGB"  # in the cache key: the mode itself follows from the files
 
 
