@@ -4,7 +4,7 @@ The rules about structure (StochasticDepth needs bottleneck blocks, GhostBatchNo
 norm, BlurPool downsampling, LowPrecisionLayerNorm layer norms, GatedLinearUnits BERT's
 feed-forward blocks, CORDS's model-based strategies a final ``nn.Linear``, an image algorithm a
 model of images) read these facts (``effsearch.config.sources``). A model takes token ids when it
-embeds its input (an ``nn.Embedding``) and has no 2-d convolution. A study probes its base model
+embeds its input (an ``nn.Embedding`` or ``nn.EmbeddingBag``) and has no 2-d convolution. A study probes its base model
 once, on the meta device (no memory, no weights initialised), before it builds its space; the
 trainer checks the network it is about to train: its logits' width and its input channels, or
 for text its answer to a batch of token ids.
@@ -12,6 +12,7 @@ for text its answer to a batch of token ids.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -29,12 +30,17 @@ if TYPE_CHECKING:
     from effsearch.trainer.data.tokenizer import TokenShape
 
 
+# What embeds token ids: a model holding one (and no 2-d convolution) takes text. An EmbeddingBag
+# (fastText's pooled bag of words) is no subclass of nn.Embedding.
+EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
+
+
 def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
     """``causal``: the model was built as a language model (for a language model's corpus)."""
     modules = list(net.modules())
     convs = [m for m in modules if isinstance(m, nn.Conv2d)]
     linears = [m for m in modules if isinstance(m, nn.Linear)]
-    tokens = any(isinstance(m, nn.Embedding) for m in modules) and not convs
+    tokens = any(isinstance(m, EMBEDDINGS) for m in modules) and not convs
     # Only a model built after torchvision's ResNet module was imported can hold its Bottleneck:
     # no import here (torchvision's takes seconds, and bad input is refused before it).
     resnet = sys.modules.get("torchvision.models.resnet")
@@ -80,7 +86,7 @@ def plain_layernorm(m: nn.Module) -> bool:
 
 def _matrices(net: nn.Module, modules: list[nn.Module]) -> bool:
     """2-d weights besides the embeddings and the output layer (what Muon orthogonalises)."""
-    skip = {id(m.weight) for m in modules if isinstance(m, nn.Embedding)}
+    skip = {id(m.weight) for m in modules if isinstance(m, EMBEDDINGS)}
     head = final_linear(net)
     if head is not None:
         skip.add(id(head.weight))
@@ -298,6 +304,18 @@ def _check_trainable(net: nn.Module, model: ModelConfig) -> None:
         )
 
 
+def _takes(net: nn.Module, args: int) -> bool:
+    """The forward (of the model itself, under TokenInput's wrapper) takes ``args`` positional arguments."""
+    inner = getattr(net, "net", net)
+    try:
+        inspect.signature(inner.forward).bind(*range(args))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): say nothing of the call
+        return True
+    return True
+
+
 def check_text_network(
     net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
 ) -> nn.Module:
@@ -315,12 +333,17 @@ def check_text_network(
         with torch.no_grad():
             out = net(ids)
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
+        hint = (
+            f"a text model is called as {'module(ids)' if tokens.causal else 'module(ids, mask)'}, ids (N, L) "
+            "token ids" + ("" if tokens.causal else ", mask True at a text's tokens")
+            if not _takes(net, 1 if tokens.causal else 2)
+            else "a model takes as many tokens as its positions, less any it keeps for padding: lower "
+            "dataset.max_length or give it more positions"
+        )
         raise ConfigError(
             "model.name",
             f"{model.name!r} failed on a batch of 2 token rows of dataset.max_length {length}"
-            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]} (a model takes "
-            "as many tokens as its positions, less any it keeps for padding: lower dataset.max_length or give "
-            "it more positions)",
+            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]} ({hint})",
         ) from None
     finally:
         net.train(was_training)

@@ -239,3 +239,51 @@ def test_a_text_model_is_run_on_the_full_max_length_before_training(tmp_path):
     roberta["kwargs"]["max_position_embeddings"] = 25
     net = build_network(ModelConfig(**roberta), 0, 3, tokens=SHAPE)
     check_text_network(net, ModelConfig(**roberta), SHAPE, 3, "cpu")  # 25 positions: 24 tokens
+
+
+BAGS = """
+import torch.nn as nn
+
+class FastText(nn.Module):
+    def __init__(self, vocab_size, num_classes, width):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(vocab_size, width, mode="sum")
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, ids, mask):
+        return self.head(self.bag(ids, per_sample_weights=mask.float()) / mask.sum(1, keepdim=True))
+
+class IdsOnly(FastText):
+    def forward(self, ids):
+        return self.head(self.bag(ids))
+
+def fasttext(vocab_size, num_classes, max_length, width=8):
+    return FastText(vocab_size, num_classes, width)
+
+def ids_only(vocab_size, num_classes, max_length, width=8):
+    return IdsOnly(vocab_size, num_classes, width)
+"""
+
+
+def test_an_embedding_bag_model_takes_text_and_a_forward_of_ids_alone_is_told_the_call(tmp_path, monkeypatch):
+    """nn.EmbeddingBag (fastText's bag of words) is no nn.Embedding: its model takes token ids all the
+    same (it was taken for an image model and refused as one), and Muon leaves its table to AdamW.
+    A forward of another signature is refused saying how a text model is called."""
+    from effsearch.trainer.techniques.muon import hidden_matrices
+
+    (tmp_path / "bags.py").write_text(textwrap.dedent(BAGS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        path = write_jsonl(tmp_path / "t.jsonl")
+        cfg = tiny_text(path, epochs=3)
+        cfg["model"] = {"name": "bags:fasttext", "width": 12}
+        result = train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+        assert result.status == "completed" and facts({"name": "bags:fasttext", "kwargs": {}}).tokens
+        net = build_network(ModelConfig(name="bags:fasttext", width=12), 0, 3, tokens=SHAPE)
+        assert hidden_matrices(net) == []  # the bag's table and the head: nothing for Muon
+        cfg["model"] = {"name": "bags:ids_only", "width": 12}
+        with pytest.raises(ConfigError) as e:
+            train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+        assert e.value.field == "model.name" and "called as module(ids, mask)" in str(e.value), str(e.value)
+    finally:
+        sys.modules.pop("bags", None)

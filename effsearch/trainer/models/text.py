@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from effsearch.trainer.data.tokenizer import PAD
+from effsearch.trainer.probe import EMBEDDINGS
 
 
 class SelfAttention(nn.Module):
@@ -118,7 +119,7 @@ class TokenInput(nn.Module):
         super().__init__()
         self.net, self.style = net, style
         self.mixing: tuple[torch.Tensor, torch.Tensor] | None = None
-        embedding = next((m for m in net.modules() if isinstance(m, nn.Embedding)), None)
+        embedding = next((m for m in net.modules() if isinstance(m, EMBEDDINGS)), None)
         self.embedding_dim = embedding.embedding_dim if embedding is not None else None
         if embedding is not None and style != "causal":  # no MixUp for a language model (rules.py)
             embedding.register_forward_hook(self._mix)

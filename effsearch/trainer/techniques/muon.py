@@ -15,12 +15,13 @@ import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
+from effsearch.trainer.probe import EMBEDDINGS
 
 
 def hidden_matrices(net: nn.Module) -> list[nn.Parameter]:
     """The 2-d weights Muon updates: every 2-d parameter but the embeddings' and the last linear's
     (the output layer; tied to the embedding in a gpt)."""
-    skip = {id(m.weight) for m in net.modules() if isinstance(m, nn.Embedding)}
+    skip = {id(m.weight) for m in net.modules() if isinstance(m, EMBEDDINGS)}
     last = None
     for m in net.modules():
         if isinstance(m, nn.Linear):
