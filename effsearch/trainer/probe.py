@@ -205,6 +205,7 @@ def check_network(
             f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}",
         ) from None
     _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
+    _check_training_output(net, model, channels, image_size, device)
     return net, note
 
 
@@ -232,6 +233,7 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
         on_meta = False
     if on_meta:
         _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, "meta"))
+        _check_training_output(net, model, channels, image_size, "meta")
     else:  # on the CPU, outside the handler (the note above probe): the model's own error, if any
         net = build_network(model, channels, num_classes)
         check_network(net, model, channels, num_classes, image_size, "cpu")
@@ -279,6 +281,44 @@ def resizable(net: nn.Module, channels: int, num_classes: int, image_size: tuple
     except Exception:  # noqa: BLE001 - the model's own error on another size: it takes one size
         return False
     return isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes)
+
+
+def _check_training_output(
+    net: nn.Module, model: ModelConfig, channels: int, image_size: tuple[int, ...], device: str
+) -> None:
+    """Refuse a model whose training-mode forward returns more than its logits (torchvision's
+    googlenet and inception_v3 add auxiliary heads' logits in a tuple): the loss takes one tensor.
+    The forward changes nothing the run sees: buffers (batch norm's statistics) are put back and
+    the random state (dropout's draws) is forked."""
+    saved = [b.clone() for b in net.buffers()]
+    was_training = net.training
+    forked = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+    inner = getattr(net, "module", net)  # under RepeatChannels
+    aux = isinstance(getattr(inner, "aux_logits", None), bool)
+    try:
+        with torch.random.fork_rng(devices=forked), torch.no_grad():
+            net.train()
+            out = net(torch.zeros(2, channels, *image_size, device=device))
+    except Exception as e:  # noqa: BLE001 - as check_network's: the forward that only training runs failed
+        fix = " (an auxiliary head: model.kwargs.aux_logits: false builds the model without them)" if aux else ""
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} failed in training mode on a batch of 2 images {channels}x{image_size[0]}x"
+            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{fix}",
+        ) from None
+    finally:
+        net.train(was_training)
+        with torch.no_grad():
+            for b, s in zip(net.buffers(), saved):
+                b.copy_(s)
+    if isinstance(out, torch.Tensor):
+        return
+    fix = "set model.kwargs.aux_logits: false (it builds the model without them)" if aux else "return them alone"
+    raise ConfigError(
+        "model.name",
+        f"{model.name!r} returns {type(out).__name__} in training mode, not one logits tensor (auxiliary "
+        f"heads' outputs beside its logits?); the loss takes the logits alone: {fix}",
+    )
 
 
 def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int, any_size: bool) -> None:

@@ -96,6 +96,40 @@ def fixed_width(num_classes, in_channels, **kwargs):
     return cnn(num_classes, in_channels, **dict(width=8, **kwargs))
 
 
+class AuxHeads(nn.Module):
+    """As torchvision's googlenet: an auxiliary head's logits beside the logits, in training only."""
+
+    def __init__(self, num_classes, in_channels, aux_logits=True):
+        super().__init__()
+        self.aux_logits = aux_logits
+        self.body = nn.Sequential(*block(in_channels, 8), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head, self.aux = nn.Linear(8, num_classes), nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        z = self.body(x)
+        return (self.head(z), self.aux(z)) if self.training and self.aux_logits else self.head(z)
+
+
+def aux_heads(num_classes, in_channels, aux_logits=True):
+    return AuxHeads(num_classes, in_channels, aux_logits)
+
+
+class PairInTraining(AuxHeads):
+    """The same outputs, and no aux_logits switch to name."""
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__(num_classes, in_channels)
+        del self.aux_logits
+
+    def forward(self, x):
+        z = self.body(x)
+        return (self.head(z), self.aux(z)) if self.training else self.head(z)
+
+
+def pair_in_training(num_classes, in_channels):
+    return PairInTraining(num_classes, in_channels)
+
+
 def frozen(num_classes, in_channels):
     net = cnn(num_classes, in_channels)
     net.requires_grad_(False)
@@ -255,6 +289,13 @@ def test_model_kwargs_reach_the_factory(models, capsys):
         ({"model.name": "torchvision:resnet_nineteen"}, "model.name", "torchvision has no model 'resnet_nineteen'"),
         ({"model.name": "tiny-cnn", "model.kwargs": {"depth": 3}}, "model.kwargs", "takes none"),
         ({"model.name": "my models:cnn"}, "model.name", "must be a built-in model"),
+        (
+            {"model.name": "own_test_models:aux_heads"},
+            "model.name",
+            "returns tuple in training mode, not one logits tensor (auxiliary heads' outputs beside its logits?); "
+            "the loss takes the logits alone: set model.kwargs.aux_logits: false",
+        ),
+        ({"model.name": "own_test_models:pair_in_training"}, "model.name", "logits alone: return them alone"),
         (
             {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
             "algorithms.ghost_batchnorm",
@@ -601,3 +642,30 @@ def test_the_python_api_raises_where_the_cli_exits(models):
             },
             quiet=True,
         )
+
+
+def test_a_model_with_auxiliary_heads_switched_off_trains_and_the_check_changes_nothing_the_run_sees(models, capsys):
+    """The training-mode forward that looks for auxiliary outputs puts batch norm's statistics back
+    and forks the random state: the run starts from the network and the draws it had before."""
+    import torch
+    import torch.nn as nn
+
+    from effsearch.config import ModelConfig
+    from effsearch.trainer.probe import check_network
+
+    code, err, result = train(
+        models, capsys, **{"model.name": "own_test_models:aux_heads", "model.kwargs": {"aux_logits": False}}
+    )
+    assert code == 0 and result["status"] == "completed", err
+    net = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)
+    )
+    with torch.no_grad():
+        net[1].running_mean.fill_(0.25)
+    before = [b.clone() for b in net.buffers()]
+    torch.manual_seed(0)
+    check_network(net, ModelConfig(name="own_test_models:cnn"), 3, 3, (8, 8), "cpu")
+    drawn = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.equal(drawn, torch.rand(3))  # no draw was spent
+    assert all(torch.equal(a, b) for a, b in zip(before, net.buffers())) and net.training
