@@ -13,6 +13,7 @@ for text its answer to a batch of token ids.
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from effsearch.config import ModelConfig, TrainConfig
     from effsearch.trainer.data.tokenizer import TokenShape
 
+
+log = logging.getLogger(__name__)
 
 # What embeds token ids: a model holding one (and no 2-d convolution) takes text. An EmbeddingBag
 # (fastText's pooled bag of words) is no subclass of nn.Embedding.
@@ -333,6 +336,18 @@ def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int,
             f"for the dataset's {num_classes} classes; it returned {got}",
         )
     _check_trainable(net, model)
+    if out.device.type != "meta" and num_classes > 1 and _probabilities(out):
+        log.warning(
+            "%r returns rows that are non-negative and sum to 1: probabilities, not logits (a softmax at its "
+            "end?); the loss takes logits and applies log-softmax itself, so training on these learns "
+            "slowly or not at all: leave the softmax out",
+            model.name,
+        )
+
+
+def _probabilities(out: torch.Tensor) -> bool:
+    out = out.detach().float()
+    return bool((out >= 0).all()) and torch.allclose(out.sum(1), torch.ones_like(out[:, 0]), atol=1e-4)
 
 
 def _check_trainable(net: nn.Module, model: ModelConfig) -> None:

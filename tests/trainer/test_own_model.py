@@ -130,6 +130,11 @@ def pair_in_training(num_classes, in_channels):
     return PairInTraining(num_classes, in_channels)
 
 
+def softmax_end(num_classes, in_channels):
+    """Ends in a softmax, as a Keras model would: probabilities, not logits."""
+    return nn.Sequential(*cnn(num_classes, in_channels), nn.Softmax(dim=1))
+
+
 def frozen(num_classes, in_channels):
     net = cnn(num_classes, in_channels)
     net.requires_grad_(False)
@@ -669,3 +674,18 @@ def test_a_model_with_auxiliary_heads_switched_off_trains_and_the_check_changes_
     torch.manual_seed(0)
     assert torch.equal(drawn, torch.rand(3))  # no draw was spent
     assert all(torch.equal(a, b) for a, b in zip(before, net.buffers())) and net.training
+
+
+def test_a_model_ending_in_a_softmax_is_warned_of_once_it_is_built(models, capsys, caplog):
+    """Probabilities in place of logits train (the loss takes them as logits), slowly or not at all:
+    the run says so, naming the model, and trains; a model of logits is not warned of."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="effsearch"):
+        code, err, result = train(models, capsys, **{"model.name": "own_test_models:softmax_end"})
+        assert code == 0 and result["status"] == "completed", err
+        assert "'own_test_models:softmax_end' returns rows that are non-negative and sum to 1" in caplog.text
+        assert "warning: 'own_test_models:softmax_end' returns rows" in err  # the command prints it
+        caplog.clear()
+        code, err, result = train(models, capsys, **{"model.name": "own_test_models:cnn"})
+        assert code == 0 and "sum to 1" not in caplog.text
