@@ -92,6 +92,10 @@ def test_csv_reads_a_header_and_integer_labels_sort_as_numbers(tmp_path):
     path.write_text("label,text\n" + "".join(f'{code[y]},"{x}, and more"\n' for x, y in zip(xs, ys)))
     made = text.tokenized(cfg_of(path, **{"dataset.name": "csv"}).dataset, tmp_path / "data")
     assert made.facts["classes"] == [1, 2, 10]
+    tsv = tmp_path / "t.tsv"  # tab-separated: the same rows, commas inside the texts
+    tsv.write_text("label\ttext\n" + "".join(f"{code[y]}\t{x}, and more\n" for x, y in zip(xs, ys)))
+    made = text.tokenized(cfg_of(tsv, **{"dataset.name": "csv"}).dataset, tmp_path / "data")
+    assert made.facts["classes"] == [1, 2, 10]
 
 
 def test_an_import_path_returning_texts_is_text(tmp_path, monkeypatch):

@@ -192,7 +192,9 @@ def read_jsonl(path: Path, cols: Columns) -> TextRows:
 
 
 def read_csv(path: Path, cols: Columns) -> TextRows:
-    reader = csv.DictReader(io.StringIO(_decoded(path), newline=""))
+    """A CSV file with a header; a ``.tsv`` (or ``.tsv.gz``) file's fields are split by tabs."""
+    tabs = ".tsv" in path.suffixes[-2:]
+    reader = csv.DictReader(io.StringIO(_decoded(path), newline=""), delimiter="\t" if tabs else ",")
     header = reader.fieldnames or []
     for name, fld in (
         (cols.text, "dataset.text_column"),
