@@ -15,6 +15,7 @@ import yaml
 from optuna.trial import TrialState
 
 from effsearch.search.store.storage import open_url
+from tests.support.helpers import ran
 from tests.support.text import tiny_text, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def test_two_workers_run_a_text_study_with_none_failed(tmp_path):
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     storage = open_url(str(tmp_path / "text2.journal"))
-    trials = optuna.load_study(study_name="text2", storage=storage).get_trials()
+    trials = ran(optuna.load_study(study_name="text2", storage=storage).get_trials())
     assert len(trials) >= 4
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("reason") for t in trials]
     assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2  # both workers trained

@@ -22,7 +22,7 @@ from effsearch.search.store import queries
 from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import open_url
 from effsearch.trainer import loop
-from tests.support.helpers import tiny
+from tests.support.helpers import ran, tiny
 from tests.support.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ def test_two_workers_share_the_default_storage(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "locked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    trials = load(path)[0].get_trials()
+    trials = ran(load(path)[0].get_trials())
     assert queries.counts(trials)["done"] >= 6
     assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("reason") for t in trials]
     assert len({t.user_attrs["worker"]["pid"] for t in trials}) == 2  # both workers ran trials

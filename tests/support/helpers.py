@@ -70,3 +70,12 @@ def git_status() -> str:
         ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return done.stdout
+
+
+def ran(trials: list) -> list:
+    """The trials a worker ran: without those ended unrun by design (attrs.NOT_RUN: two workers that
+    ask at the same moment may queue a second baseline or one trial past n_trials; a loaded machine
+    widens that moment)."""
+    from effsearch.search.store.attrs import NOT_RUN, STATUS_KEY
+
+    return [t for t in trials if t.user_attrs.get(STATUS_KEY) not in NOT_RUN]
