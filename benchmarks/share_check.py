@@ -83,9 +83,12 @@ def main() -> int:
         raise SystemExit(f"share: with share_devices: true, exit {allowed.returncode}")
     import optuna
 
+    from effsearch.search.store.attrs import NOT_RUN, STATUS_KEY
     from effsearch.search.store.storage import open_url
 
     trials = optuna.load_study(study_name="share", storage=open_url(str(folder / "share.journal"))).get_trials()
+    # Without the trials ended unrun by design (two workers asking at once: a second baseline, one past n_trials).
+    trials = [t for t in trials if t.user_attrs.get(STATUS_KEY) not in NOT_RUN]
     marks = [(t.user_attrs.get("placement") or {}).get("shared") for t in trials]
     times = [t.user_attrs.get("time_to_target") for t in trials]
     pids = {(t.user_attrs.get("worker") or {}).get("pid") for t in trials}

@@ -676,16 +676,19 @@ def test_a_model_with_auxiliary_heads_switched_off_trains_and_the_check_changes_
     assert all(torch.equal(a, b) for a, b in zip(before, net.buffers())) and net.training
 
 
-def test_a_model_ending_in_a_softmax_is_warned_of_once_it_is_built(models, capsys, caplog):
+def test_a_model_ending_in_a_softmax_is_warned_of_once_it_is_built(models, caplog):
     """Probabilities in place of logits train (the loss takes them as logits), slowly or not at all:
-    the run says so, naming the model, and trains; a model of logits is not warned of."""
+    the check of the built network says so, naming the model; a model of logits is not warned of."""
     import logging
 
+    import own_test_models
+
+    from effsearch.config import ModelConfig
+    from effsearch.trainer.probe import check_network
+
     with caplog.at_level(logging.WARNING, logger="effsearch"):
-        code, err, result = train(models, capsys, **{"model.name": "own_test_models:softmax_end"})
-        assert code == 0 and result["status"] == "completed", err
-        assert "'own_test_models:softmax_end' returns rows that are non-negative and sum to 1" in caplog.text
-        assert "warning: 'own_test_models:softmax_end' returns rows" in err  # the command prints it
-        caplog.clear()
-        code, err, result = train(models, capsys, **{"model.name": "own_test_models:cnn"})
-        assert code == 0 and "sum to 1" not in caplog.text
+        for name in ("softmax_end", "cnn"):
+            net = getattr(own_test_models, name)(3, 3)
+            check_network(net, ModelConfig(name=f"own_test_models:{name}"), 3, 3, (8, 8), "cpu")
+    assert "'own_test_models:softmax_end' returns rows that are non-negative and sum to 1" in caplog.text
+    assert "'own_test_models:cnn'" not in caplog.text
