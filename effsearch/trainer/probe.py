@@ -208,7 +208,16 @@ def check_network(
             f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}",
         ) from None
     _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
-    _check_training_output(net, model, channels, image_size, device)
+    try:
+        trained = _training_output(net, channels, image_size, device)
+    except Exception as e:  # noqa: BLE001 - as above: the forward only training runs (an auxiliary head) failed
+        fix = _aux_fix(net)
+        raise ConfigError(
+            "model.name",
+            f"{model.name!r} failed in training mode on a batch of 2 images {channels}x{image_size[0]}x"
+            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}" + (f" ({fix})" if fix else ""),
+        ) from None
+    _check_training_output(net, model, trained)
     return net, note
 
 
@@ -232,11 +241,12 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
             net = build_network(model, channels, num_classes)
         net, _ = _adapt_channels(net, model, channels)
         out = _run(net, channels, image_size, "meta")
+        trained = _training_output(net, channels, image_size, "meta")
     except Exception:  # noqa: BLE001 - a ConfigError too: the builder may fail on meta tensors only
         on_meta = False
     if on_meta:
         _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, "meta"))
-        _check_training_output(net, model, channels, image_size, "meta")
+        _check_training_output(net, model, trained)
     else:  # on the CPU, outside the handler (the note above probe): the model's own error, if any
         net = build_network(model, channels, num_classes)
         check_network(net, model, channels, num_classes, image_size, "cpu")
@@ -286,41 +296,42 @@ def resizable(net: nn.Module, channels: int, num_classes: int, image_size: tuple
     return isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes)
 
 
-def _check_training_output(
-    net: nn.Module, model: ModelConfig, channels: int, image_size: tuple[int, ...], device: str
-) -> None:
-    """Refuse a model whose training-mode forward returns more than its logits (torchvision's
-    googlenet and inception_v3 add auxiliary heads' logits in a tuple): the loss takes one tensor.
-    The forward changes nothing the run sees: buffers (batch norm's statistics) are put back and
-    the random state (dropout's draws) is forked."""
+def _training_output(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> Any:
+    """``net``'s output in training mode on a batch of two zero images, changing nothing the run
+    sees: buffers (batch norm's statistics) are put back and the random state (dropout's draws) is
+    forked. The model's own error, if any, is raised."""
     saved = [b.clone() for b in net.buffers()]
     was_training = net.training
     forked = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
-    inner = getattr(net, "module", net)  # under RepeatChannels
-    aux = isinstance(getattr(inner, "aux_logits", None), bool)
     try:
         with torch.random.fork_rng(devices=forked), torch.no_grad():
             net.train()
-            out = net(torch.zeros(2, channels, *image_size, device=device))
-    except Exception as e:  # noqa: BLE001 - as check_network's: the forward that only training runs failed
-        fix = " (an auxiliary head: model.kwargs.aux_logits: false builds the model without them)" if aux else ""
-        raise ConfigError(
-            "model.name",
-            f"{model.name!r} failed in training mode on a batch of 2 images {channels}x{image_size[0]}x"
-            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{fix}",
-        ) from None
+            return net(torch.zeros(2, channels, *image_size, device=device))
     finally:
         net.train(was_training)
         with torch.no_grad():
             for b, s in zip(net.buffers(), saved):
                 b.copy_(s)
+
+
+def _aux_fix(net: nn.Module) -> str | None:
+    """How to build the model without auxiliary heads, where it has torchvision's switch for them."""
+    inner = getattr(net, "module", net)  # under RepeatChannels
+    if isinstance(getattr(inner, "aux_logits", None), bool):
+        return "set model.kwargs.aux_logits: false (it builds the model without them)"
+    return None
+
+
+def _check_training_output(net: nn.Module, model: ModelConfig, out: Any) -> None:
+    """Refuse a model whose training-mode forward returns more than its logits (torchvision's
+    googlenet and inception_v3 add auxiliary heads' logits in a tuple): the loss takes one tensor."""
     if isinstance(out, torch.Tensor):
         return
-    fix = "set model.kwargs.aux_logits: false (it builds the model without them)" if aux else "return them alone"
     raise ConfigError(
         "model.name",
         f"{model.name!r} returns {type(out).__name__} in training mode, not one logits tensor (auxiliary "
-        f"heads' outputs beside its logits?); the loss takes the logits alone: {fix}",
+        f"heads' outputs beside its logits?); the loss takes the logits alone: "
+        f"{_aux_fix(net) or 'return them alone'}",
     )
 
 

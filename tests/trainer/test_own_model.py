@@ -130,6 +130,19 @@ def pair_in_training(num_classes, in_channels):
     return PairInTraining(num_classes, in_channels)
 
 
+class ReadsAValueInTraining(AuxHeads):
+    """Reads a value of its input in training only (a check on the host): no forward on the meta device."""
+
+    def forward(self, x):
+        if self.training and float(x.abs().max()) > 1e9:
+            x = x * 0
+        return self.head(self.body(x))
+
+
+def reads_a_value_in_training(num_classes, in_channels):
+    return ReadsAValueInTraining(num_classes, in_channels)
+
+
 def softmax_end(num_classes, in_channels):
     """Ends in a softmax, as a Keras model would: probabilities, not logits."""
     return nn.Sequential(*cnn(num_classes, in_channels), nn.Softmax(dim=1))
@@ -661,6 +674,9 @@ def test_a_model_with_auxiliary_heads_switched_off_trains_and_the_check_changes_
     code, err, result = train(
         models, capsys, **{"model.name": "own_test_models:aux_heads", "model.kwargs": {"aux_logits": False}}
     )
+    assert code == 0 and result["status"] == "completed", err
+    # A training forward the meta device cannot run is checked on the CPU, not refused.
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:reads_a_value_in_training"})
     assert code == 0 and result["status"] == "completed", err
     net = nn.Sequential(
         nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)
