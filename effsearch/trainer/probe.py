@@ -25,6 +25,7 @@ from effsearch.config import ConfigError
 from effsearch.config.choices import SPECIAL_TOKENS
 from effsearch.config.sources import ModelFacts, facts, key, model_kind, remember
 from effsearch.trainer.data.tokenizer import CLS
+from effsearch.trainer.models.text import EMBEDDINGS
 
 if TYPE_CHECKING:
     from effsearch.config import ModelConfig, TrainConfig
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-# What embeds token ids: a model holding one (and no 2-d convolution) takes text. An EmbeddingBag
-# (fastText's pooled bag of words) is no subclass of nn.Embedding.
-EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
 
 
 def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:

@@ -21,7 +21,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from effsearch.trainer.data.tokenizer import PAD
-from effsearch.trainer.probe import EMBEDDINGS
+
+# What embeds token ids: a model holding one (and no 2-d convolution) takes text (trainer/probe.py).
+# An EmbeddingBag (fastText's pooled bag of words) is no subclass of nn.Embedding.
+EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
 
 
 class SelfAttention(nn.Module):

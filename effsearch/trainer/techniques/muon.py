@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
-from effsearch.trainer.probe import EMBEDDINGS
+from effsearch.trainer.models.text import EMBEDDINGS
 
 
 def hidden_matrices(net: nn.Module) -> list[nn.Parameter]:
