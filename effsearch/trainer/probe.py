@@ -344,18 +344,21 @@ def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int,
             f"for the dataset's {num_classes} classes; it returned {got}",
         )
     _check_trainable(net, model)
-    if out.device.type != "meta" and num_classes > 1 and _probabilities(out):
+    _warn_probabilities(out, model)
+
+
+def _warn_probabilities(out: torch.Tensor, model: ModelConfig) -> None:
+    """Say so where the logits (rows of the last dim) are probabilities: a softmax at the model's end."""
+    if out.device.type == "meta" or out.shape[-1] < 2:
+        return
+    rows = out.detach().float().flatten(0, -2)
+    if bool((rows >= 0).all()) and torch.allclose(rows.sum(1), torch.ones_like(rows[:, 0]), atol=1e-4):
         log.warning(
             "%r returns rows that are non-negative and sum to 1: probabilities, not logits (a softmax at its "
             "end?); the loss takes logits and applies log-softmax itself, so training on these learns "
             "slowly or not at all: leave the softmax out",
             model.name,
         )
-
-
-def _probabilities(out: torch.Tensor) -> bool:
-    out = out.detach().float()
-    return bool((out >= 0).all()) and torch.allclose(out.sum(1), torch.ones_like(out[:, 0]), atol=1e-4)
 
 
 def _check_trainable(net: nn.Module, model: ModelConfig) -> None:
@@ -423,6 +426,7 @@ def check_text_network(
     if tokens.causal:
         _check_causal(out, model, length)
     _check_trainable(net, model)
+    _warn_probabilities(out, model)
     return net
 
 

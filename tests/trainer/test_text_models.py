@@ -253,6 +253,10 @@ class FastText(nn.Module):
     def forward(self, ids, mask):
         return self.head(self.bag(ids, per_sample_weights=mask.float()) / mask.sum(1, keepdim=True))
 
+class Softmax(FastText):
+    def forward(self, ids, mask):
+        return super().forward(ids, mask).softmax(-1)
+
 class IdsOnly(FastText):
     def forward(self, ids):
         return self.head(self.bag(ids))
@@ -260,15 +264,21 @@ class IdsOnly(FastText):
 def fasttext(vocab_size, num_classes, max_length, width=8):
     return FastText(vocab_size, num_classes, width)
 
+def softmax(vocab_size, num_classes, max_length, width=8):
+    return Softmax(vocab_size, num_classes, width)
+
 def ids_only(vocab_size, num_classes, max_length, width=8):
     return IdsOnly(vocab_size, num_classes, width)
 """
 
 
-def test_an_embedding_bag_model_takes_text_and_a_forward_of_ids_alone_is_told_the_call(tmp_path, monkeypatch):
+def test_an_embedding_bag_model_takes_text_and_a_forward_of_ids_alone_is_told_the_call(tmp_path, monkeypatch, caplog):
     """nn.EmbeddingBag (fastText's bag of words) is no nn.Embedding: its model takes token ids all the
     same (it was taken for an image model and refused as one), and Muon leaves its table to AdamW.
-    A forward of another signature is refused saying how a text model is called."""
+    A forward of another signature is refused saying how a text model is called; a softmax at the end
+    is warned of, as on an image model."""
+    import logging
+
     from effsearch.trainer.techniques.muon import hidden_matrices
 
     (tmp_path / "bags.py").write_text(textwrap.dedent(BAGS))
@@ -281,6 +291,12 @@ def test_an_embedding_bag_model_takes_text_and_a_forward_of_ids_alone_is_told_th
         assert result.status == "completed" and facts({"name": "bags:fasttext", "kwargs": {}}).tokens
         net = build_network(ModelConfig(name="bags:fasttext", width=12), 0, 3, tokens=SHAPE)
         assert hidden_matrices(net) == []  # the bag's table and the head: nothing for Muon
+        with caplog.at_level(logging.WARNING, logger="effsearch"):
+            check_text_network(net, ModelConfig(name="bags:fasttext"), SHAPE, 3, "cpu")
+            assert "probabilities" not in caplog.text
+            soft = build_network(ModelConfig(name="bags:softmax", width=12), 0, 3, tokens=SHAPE)
+            check_text_network(soft, ModelConfig(name="bags:softmax"), SHAPE, 3, "cpu")
+            assert "'bags:softmax' returns rows that are non-negative and sum to 1" in caplog.text
         cfg["model"] = {"name": "bags:ids_only", "width": 12}
         with pytest.raises(ConfigError) as e:
             train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
