@@ -202,7 +202,7 @@ def check_network(
         raise ConfigError(
             "model.name",
             f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
-            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}",
+            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{_size_hint(net, model, image_size)}",
         ) from None
     _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
     try:
@@ -291,6 +291,21 @@ def resizable(net: nn.Module, channels: int, num_classes: int, image_size: tuple
     except Exception:  # noqa: BLE001 - the model's own error on another size: it takes one size
         return False
     return isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes)
+
+
+def _size_hint(net: nn.Module, model: ModelConfig, image_size: tuple[int, ...]) -> str:
+    """Where the model's class is sized by an image-size argument the user left at its default
+    (torchvision's ViT: image_size, 224; MaxViT: input_size; timm's: img_size), how to size it to the data."""
+    inner = getattr(net, "module", net)  # under RepeatChannels
+    try:
+        params = inspect.signature(type(inner).__init__).parameters
+    except (TypeError, ValueError):
+        return ""
+    name = next((p for p in ("image_size", "img_size", "input_size") if p in params), None)
+    if name is None or name in model.kwargs:
+        return ""
+    size = f"[{image_size[0]}, {image_size[1]}]" if name == "input_size" else str(image_size[0])  # MaxVit: (H, W)
+    return f" (its model takes {name}: model.kwargs.{name}: {size} sizes it to the data)"
 
 
 def _training_output(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> Any:

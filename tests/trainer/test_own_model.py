@@ -12,6 +12,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.sources import facts
 
 MODELS_PY = '''
+import torch
 import torch.nn as nn
 
 
@@ -141,6 +142,23 @@ class ReadsAValueInTraining(AuxHeads):
 
 def reads_a_value_in_training(num_classes, in_channels):
     return ReadsAValueInTraining(num_classes, in_channels)
+
+
+class Patches(nn.Module):
+    """Position embeddings for one grid, sized by image_size (224 by default, as torchvision's ViT)."""
+
+    def __init__(self, num_classes, in_channels, image_size=224):
+        super().__init__()
+        self.embed = nn.Conv2d(in_channels, 8, 8, stride=8)
+        self.positions = nn.Parameter(torch.zeros(1, 8, image_size // 8, image_size // 8))
+        self.head = nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        return self.head((self.embed(x) + self.positions).mean((2, 3)))
+
+
+def patches(num_classes, in_channels, **kwargs):
+    return Patches(num_classes, in_channels, **kwargs)
 
 
 def softmax_end(num_classes, in_channels):
@@ -314,6 +332,11 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             "the loss takes the logits alone: set model.kwargs.aux_logits: false",
         ),
         ({"model.name": "own_test_models:pair_in_training"}, "model.name", "logits alone: return them alone"),
+        (
+            {"model.name": "own_test_models:patches"},
+            "model.name",
+            "(its model takes image_size: model.kwargs.image_size: 16 sizes it to the data)",
+        ),
         (
             {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
             "algorithms.ghost_batchnorm",
@@ -675,6 +698,10 @@ def test_a_model_with_auxiliary_heads_switched_off_trains_and_the_check_changes_
         models, capsys, **{"model.name": "own_test_models:aux_heads", "model.kwargs": {"aux_logits": False}}
     )
     assert code == 0 and result["status"] == "completed", err
+    code, err, result = train(
+        models, capsys, **{"model.name": "own_test_models:patches", "model.kwargs": {"image_size": 16}}
+    )
+    assert code == 0 and result["status"] == "completed", err  # sized as the refusal said
     # A training forward the meta device cannot run is checked on the CPU, not refused.
     code, err, result = train(models, capsys, **{"model.name": "own_test_models:reads_a_value_in_training"})
     assert code == 0 and result["status"] == "completed", err
