@@ -195,7 +195,7 @@ def check_network(
     batch of two (eval mode, no gradients), a 1-channel input repeated where its first
     convolution takes more, and something to train. Returns it and a note on what was adapted
     ('' if nothing)."""
-    net, note = _adapt_channels(net, model, channels)
+    net, note = _adapt_channels(net, model, channels, image_size, device)
     try:
         out = _run(net, channels, image_size, device)
     except Exception as e:  # noqa: BLE001 - the user's forward failed on a batch shaped like the data
@@ -236,7 +236,7 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
     try:
         with torch.device("meta"):
             net = build_network(model, channels, num_classes)
-        net, _ = _adapt_channels(net, model, channels)
+        net, _ = _adapt_channels(net, model, channels, image_size, "meta")
         out = _run(net, channels, image_size, "meta")
         trained = _training_output(net, channels, image_size, "meta")
     except Exception:  # noqa: BLE001 - a ConfigError too: the builder may fail on meta tensors only
@@ -250,14 +250,20 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
     _CHECKED.add(checked)
 
 
-def _adapt_channels(net: nn.Module, model: ModelConfig, channels: int) -> tuple[nn.Module, str]:
-    """``net``, wrapped to repeat 1-channel images where its first convolution takes more; a note."""
+def _adapt_channels(
+    net: nn.Module, model: ModelConfig, channels: int, image_size: tuple[int, ...], device: str
+) -> tuple[nn.Module, str]:
+    """``net``, wrapped to repeat 1-channel images where its first convolution takes more; a note.
+    A model whose first convolution takes other channels than its input (a stem that folds pixels
+    into channels first: timm's TResNet, SpaceToDepth 3 -> 48) and runs on the data's is left alone."""
     from effsearch.trainer.models import RepeatChannels
 
     convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
     wanted = convs[0].in_channels if convs else None
-    if wanted is None or wanted == channels:
+    if wanted is None or wanted == channels or _runs(net, channels, image_size, device):
         return net, ""
+    if channels == 1 and wanted != 3 and _runs(RepeatChannels(net, 3), 1, image_size, device):
+        wanted = 3  # such a stem on RGB: three channels, not its first convolution's
     if channels != 1:
         raise ConfigError(
             "model.name",
@@ -267,6 +273,14 @@ def _adapt_channels(net: nn.Module, model: ModelConfig, channels: int) -> tuple[
         )
     note = f"the dataset's 1-channel images are repeated to the {wanted} channels {model.name!r} takes"
     return RepeatChannels(net, wanted), note
+
+
+def _runs(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> bool:
+    try:
+        _run(net, channels, image_size, device)
+    except Exception:  # noqa: BLE001 - any error: it does not take that many channels
+        return False
+    return True
 
 
 def _run(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> Any:

@@ -735,3 +735,25 @@ def test_a_model_ending_in_a_softmax_is_warned_of_once_it_is_built(models, caplo
             check_network(net, ModelConfig(name=f"own_test_models:{name}"), 3, 3, (8, 8), "cpu")
     assert "'own_test_models:softmax_end' returns rows that are non-negative and sum to 1" in caplog.text
     assert "'own_test_models:cnn'" not in caplog.text
+
+
+def test_a_stem_that_folds_pixels_into_channels_takes_the_data_s_channels():
+    """Its first convolution takes 4 x 3 channels (nn.PixelUnshuffle first, as timm's TResNet folds
+    3 into 48): RGB data runs as it is (it had been refused as "takes 12-channel images"), and
+    grayscale is repeated to the 3 channels the model takes, not to 12."""
+    import torch
+    import torch.nn as nn
+
+    from effsearch.config import ModelConfig
+    from effsearch.trainer.probe import check_network
+
+    def folded():
+        return nn.Sequential(
+            nn.PixelUnshuffle(2), nn.Conv2d(12, 8, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3)
+        )
+
+    model = ModelConfig(name="own_test_models:folded")
+    net, note = check_network(folded(), model, 3, 3, (8, 8), "cpu")
+    assert note == "" and isinstance(net, nn.Sequential)
+    net, note = check_network(folded(), model, 1, 3, (8, 8), "cpu")
+    assert "repeated to the 3 channels" in note and net(torch.zeros(2, 1, 8, 8)).shape == (2, 3)
