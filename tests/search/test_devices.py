@@ -21,7 +21,7 @@ from effsearch.search.run import workers
 from effsearch.search.store.attrs import BASELINE_FOR_KEY, PLACEMENT_KEY
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import studyfile
-from tests.support.helpers import tiny
+from tests.support.helpers import ran, tiny
 from tests.support.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_worker_processes_run_pinned_to_their_own_devices(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     seen = {int(p.stem.split("-")[1]): p.read_text() for p in tmp_path.glob("env-*.txt")}
     assert sorted(seen.values()) == ["0", "1"], seen  # two workers, one device each
-    trials = optuna.load_study(study_name="tiny", storage=open_url(str(tmp_path / "tiny.journal"))).get_trials()
+    trials = ran(optuna.load_study(study_name="tiny", storage=open_url(str(tmp_path / "tiny.journal"))).get_trials())
     for t in trials:
         pid, placement = t.user_attrs["worker"]["pid"], t.user_attrs[PLACEMENT_KEY]
         assert placement["index"] == seen[pid] and placement["name"] == "fake GPU", (t.number, placement, seen)
