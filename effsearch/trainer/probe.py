@@ -307,12 +307,18 @@ def resizable(net: nn.Module, channels: int, num_classes: int, image_size: tuple
     return isinstance(out, torch.Tensor) and tuple(out.shape) == (2, num_classes)
 
 
+def _unwrapped(net: nn.Module) -> nn.Module:
+    """The user's model under RepeatChannels, where the channel check wrapped it."""
+    from effsearch.trainer.models import RepeatChannels
+
+    return net.module if isinstance(net, RepeatChannels) else net
+
+
 def _size_hint(net: nn.Module, model: ModelConfig, image_size: tuple[int, ...]) -> str:
     """Where the model's class is sized by an image-size argument the user left at its default
     (torchvision's ViT: image_size, 224; MaxViT: input_size; timm's: img_size), how to size it to the data."""
-    inner = getattr(net, "module", net)  # under RepeatChannels
     try:
-        params = inspect.signature(type(inner).__init__).parameters
+        params = inspect.signature(type(_unwrapped(net)).__init__).parameters
     except (TypeError, ValueError):
         return ""
     name = next((p for p in ("image_size", "img_size", "input_size") if p in params), None)
@@ -342,8 +348,7 @@ def _training_output(net: nn.Module, channels: int, image_size: tuple[int, ...],
 
 def _aux_fix(net: nn.Module) -> str | None:
     """How to build the model without auxiliary heads, where it has torchvision's switch for them."""
-    inner = getattr(net, "module", net)  # under RepeatChannels
-    if isinstance(getattr(inner, "aux_logits", None), bool):
+    if isinstance(getattr(_unwrapped(net), "aux_logits", None), bool):
         return "set model.kwargs.aux_logits: false (it builds the model without them)"
     return None
 
