@@ -58,7 +58,7 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         bert=_bert_blocks(modules),
         positions=_positions(modules),
         causal=causal,
-        matrices=_matrices(net, modules),
+        matrices=bool(hidden_matrices(net)),
         conv_channels=max((min(c.in_channels, c.out_channels) for c in convs), default=None),
         kfac_factor=max((_factor(m) for m in modules if isinstance(m, (nn.Linear, nn.Conv2d))), default=0),
         maxpools=any(isinstance(m, nn.MaxPool2d) for m in modules),
@@ -84,13 +84,14 @@ def plain_layernorm(m: nn.Module) -> bool:
     return isinstance(m, nn.LayerNorm) and type(m).forward is nn.LayerNorm.forward
 
 
-def _matrices(net: nn.Module, modules: list[nn.Module]) -> bool:
-    """2-d weights besides the embeddings and the output layer (what Muon orthogonalises)."""
-    skip = {id(m.weight) for m in modules if isinstance(m, EMBEDDINGS)}
+def hidden_matrices(net: nn.Module) -> list[nn.Parameter]:
+    """The trainable 2-d weights besides the embeddings' and the output layer's (what Muon
+    orthogonalises; the output layer is tied to the embedding in a gpt)."""
+    skip = {id(m.weight) for m in net.modules() if isinstance(m, EMBEDDINGS)}
     head = final_linear(net)
     if head is not None:
         skip.add(id(head.weight))
-    return any(p.dim() == 2 and id(p) not in skip for p in net.parameters())
+    return [p for p in net.parameters() if p.requires_grad and p.dim() == 2 and id(p) not in skip]
 
 
 def _bert_blocks(modules: list[nn.Module]) -> bool:

@@ -197,7 +197,8 @@ def test_a_factory_language_model_gets_the_vocabulary_and_length_and_trains_to_a
 def test_muon_updates_the_hidden_matrices_and_adamw_the_rest(tmp_path):
     """optimizer muon: the blocks' 2-d weights in Muon's group, the embeddings (tied output layer)
     and norms in AdamW's; the loop's lr reaches both; a short run learns."""
-    from effsearch.trainer.techniques.muon import MuonAdamW, hidden_matrices
+    from effsearch.trainer.probe import hidden_matrices
+    from effsearch.trainer.techniques.muon import MuonAdamW
     from effsearch.trainer.training import train
 
     net = gpt(260, 16, {"n_layer": 1, "n_head": 2, "n_embd": 16})

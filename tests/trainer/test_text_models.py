@@ -279,7 +279,7 @@ def test_an_embedding_bag_model_takes_text_and_a_forward_of_ids_alone_is_told_th
     is warned of, as on an image model."""
     import logging
 
-    from effsearch.trainer.techniques.muon import hidden_matrices
+    from effsearch.trainer.probe import hidden_matrices
 
     (tmp_path / "bags.py").write_text(textwrap.dedent(BAGS))
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -15,20 +15,7 @@ import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
-from effsearch.trainer.models.text import EMBEDDINGS
-
-
-def hidden_matrices(net: nn.Module) -> list[nn.Parameter]:
-    """The 2-d weights Muon updates: every 2-d parameter but the embeddings' and the last linear's
-    (the output layer; tied to the embedding in a gpt)."""
-    skip = {id(m.weight) for m in net.modules() if isinstance(m, EMBEDDINGS)}
-    last = None
-    for m in net.modules():
-        if isinstance(m, nn.Linear):
-            last = m
-    if last is not None:
-        skip.add(id(last.weight))
-    return [p for p in net.parameters() if p.requires_grad and p.dim() == 2 and id(p) not in skip]
+from effsearch.trainer.probe import hidden_matrices
 
 
 class MuonAdamW(torch.optim.Optimizer):
