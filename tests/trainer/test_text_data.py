@@ -123,6 +123,37 @@ def test_hf_text_on_disk_is_text(tmp_path):
     assert s.tokens is not None and len(s.test_y) == 30 and s.num_classes == 3
 
 
+def _glue_like(tmp_path, datasets, test_labels):
+    """A saved DatasetDict whose label column is a ClassLabel, as GLUE's are."""
+    xs, ys = texts(90)
+    names = sorted(set(ys))
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+
+    def split(x, y):
+        return datasets.Dataset.from_dict({"text": x, "label": y}, features=features)
+
+    ds = datasets.DatasetDict(
+        {"train": split(xs[:60], [names.index(v) for v in ys[:60]]), "test": split(xs[60:], test_labels)}
+    )
+    ds.save_to_disk(str(tmp_path / "hf"))
+    return tmp_path / "hf"
+
+
+def test_a_hf_split_with_no_labels_is_left_out_and_carved_instead(tmp_path, caplog):
+    """GLUE's test splits are -1 throughout (datasets' mark for no label): such a split is left out,
+    with a warning, and the test split carved from the training rows; -1 in a split that has labels
+    is refused naming the row."""
+    datasets = pytest.importorskip("datasets")
+    root = _glue_like(tmp_path, datasets, [-1] * 30)
+    with caplog.at_level("WARNING", logger="effsearch"):
+        s = splits_of(root, tmp_path / "data", **{"dataset.name": "hf"})
+    assert s.num_classes == 3 and len(s.test_y) == 12  # 0.2 of the 60 training rows, not the 30 unlabelled
+    assert "test split" in caplog.text and "no labels" in caplog.text
+    root = _glue_like(tmp_path / "partly", datasets, [0] * 29 + [-1])
+    with pytest.raises(ConfigError, match=r"dataset.label_column.*row 29 of the test split .* no label"):
+        splits_of(root, tmp_path / "data2", **{"dataset.name": "hf"})
+
+
 def test_the_second_load_reads_the_cache(tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "t.jsonl")
     d = cfg_of(path).dataset

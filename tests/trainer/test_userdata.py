@@ -199,6 +199,24 @@ def test_hf_dataset_saved_to_disk(tmp_path):
     assert len(s.val_y) == 6 and len(s.train_y) + len(s.test_y) == 24  # validation given, test carved
 
 
+def test_a_hf_image_split_with_no_labels_is_left_out_and_carved_instead(tmp_path):
+    """A test split whose ClassLabel is -1 throughout (no labels, as in GLUE's) is left out and a
+    test split carved from the training rows, as for text."""
+    datasets = pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+    features = datasets.Features({"img": datasets.Image(), "y": datasets.ClassLabel(names=["a", "b", "c"])})
+    r = np.random.default_rng(0)
+
+    def split(ys):
+        pixels = [Image.fromarray(r.integers(0, 256, (12, 12), dtype=np.uint8)) for _ in ys]
+        return datasets.Dataset.from_dict({"img": pixels, "y": ys}, features=features)
+
+    datasets.DatasetDict({"train": split([i % 3 for i in range(30)]), "test": split([-1] * 9)}).save_to_disk(
+        str(tmp_path / "glue")
+    )
+    s = load({"name": "hf", "path": str(tmp_path / "glue"), "image_column": "img", "label_column": "y"})
+    assert s.num_classes == 3 and len(s.test_y) == 6 and stratified(s.test_y, 3)
+
+
 def _hf_named(tmp_path, train, test) -> dict:
     """A saved DatasetDict of 12x12 images whose labels are strings (no ClassLabel feature)."""
     datasets = pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")

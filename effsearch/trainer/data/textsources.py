@@ -4,7 +4,7 @@
   (labels that are all integers are read as integers);
 * ``hf``: a folder written by ``datasets``' ``save_to_disk`` whose ``dataset.text_column`` holds
   strings (splits ``train``, ``validation``/``valid``/``val``, ``test``; a ``ClassLabel`` column
-  gives its names);
+  gives its names, and a split that is -1 throughout, unlabelled, is left out: ``hfdisk``);
 * ``package.module:callable``: ``x_train``, ``y_train``, ``x_test``, ``y_test`` (optionally
   ``x_val``, ``y_val``), the x's lists of strings;
 * ``text``: plain text files, a language model's documents (``read_text``).
@@ -297,7 +297,7 @@ def hf_text_column(root: Path, column: str) -> bool:
 
 
 def read_hf(root: Path, cols: Columns) -> TextRows:
-    found = load_splits(root, "'hf'")
+    found = load_splits(root, "'hf'", cols.label)
     import datasets  # present: load_splits refused its absence
 
     parts: dict[str, tuple[Sequence[Any], Sequence[Any] | None]] = {}
@@ -315,6 +315,14 @@ def read_hf(root: Path, cols: Columns) -> TextRows:
         if cols.label is not None:
             feature, labels = ds.features[cols.label], list(ds[cols.label])
             if isinstance(feature, datasets.ClassLabel):
+                missing = next((i for i, v in enumerate(labels) if v < 0), None)
+                if missing is not None:
+                    raise ConfigError(
+                        "dataset.label_column",
+                        f"row {missing} of the {name} split of {root} has no label ({cols.label!r} is "
+                        f"{labels[missing]}, datasets' mark for none); drop such rows "
+                        f"(ds.filter(lambda r: r[{cols.label!r}] >= 0)) and save again",
+                    )
                 labels = [feature.int2str(int(v)) for v in labels]
         parts[split] = (list(ds[cols.text]), labels)
     return _parts(str(root), parts, cols)

@@ -516,7 +516,7 @@ def _scan_folder(root: Path) -> tuple[dict[str, Part], list[str], list[tuple[str
 
 def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
     """The splits of a saved ``datasets`` dataset, images as their encoded bytes (or files)."""
-    found = load_splits(root, repr(d.name))
+    found = load_splits(root, repr(d.name), d.label_column)
     import datasets  # present: load_splits refused its absence
 
     val = next((n for n in HF_VALIDATION if n in found), None)
