@@ -1,6 +1,7 @@
 """Language models: plain text packed into token streams, split by document, a fixed number of
 validation tokens, the built-in gpt trained to a target loss."""
 
+import json
 import sys
 
 import numpy as np
@@ -62,6 +63,21 @@ def test_the_held_out_stream_is_split_by_document_and_scores_fixed_tokens(tmp_pa
         assert (s.val_y != lmdata.IGNORE).sum() == 256 and s.val_x.shape[1] == length
         assert s.held_out.tokens == 256
         assert np.array_equal(s.val_y[s.val_y != lmdata.IGNORE], a["val"][1:257])
+
+
+def test_a_language_model_leaves_out_empty_texts_that_a_classifier_refuses(tmp_path):
+    """wikitext's rows are a third blank: a language model reads the other rows as its documents;
+    a file of blank texts alone is refused naming the path."""
+    docs = corpus(tmp_path / "c.txt", n=60).read_text().split("\n\n")
+    rows = [t for doc in docs for t in (doc, "", " \n")]
+    path = tmp_path / "wiki.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
+    over = {"dataset.name": "jsonl", "dataset.text_column": "text", "dataset.label_column": None}
+    made = lmdata.tokenized(TrainConfig.from_dict(lm_config(path, **over)).dataset, tmp_path / "data")
+    assert sum(made.facts["documents"].values()) == len([d for d in docs if d.strip()])
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["", " "]))
+    with pytest.raises(ConfigError, match=r"dataset.path: .*wiki.jsonl holds no text"):
+        lmdata.tokenized(TrainConfig.from_dict(lm_config(path, **over)).dataset, tmp_path / "data2")
 
 
 def test_a_gpt_predicts_each_next_token_causally():

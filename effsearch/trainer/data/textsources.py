@@ -12,7 +12,8 @@
 A file's rows may name their split in ``dataset.split_column`` (train, validation or val, test);
 ``text.py`` carves what a source does not give. Bad input is a ConfigError naming the field and the
 line: a missing column, an empty text, a line that is not UTF-8 or not JSON, a label that is
-neither a string nor an integer. Language models read the same rows with no label column.
+neither a string nor an integer. Language models read the same rows with no label column, and
+leave out empty texts (wikitext's blank rows: a document of nothing) where a classifier refuses one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import csv
 import gzip
 import io
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,8 @@ import numpy as np
 from effsearch.config import ConfigError
 from effsearch.config.fields import quote
 from effsearch.trainer.data.hfdisk import load_splits
+
+log = logging.getLogger(__name__)
 
 SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "test": "test"}
 
@@ -47,6 +51,7 @@ class TextRows:
     splits: list[str] | None = None
     lines: list[int] = field(default_factory=list)
     groups: list[Any] | None = None  # each row's group (dataset.group_column); None: not asked for
+    empty: int = 0  # empty texts left out (a language model's)
 
     def where(self, i: int) -> str:
         if self.unit == "line":
@@ -68,14 +73,26 @@ class Columns:
 # -- one row ---------------------------------------------------------------------------------
 
 
-def _text(value: Any, cols: Columns, where: str) -> str:
+def _text(value: Any, cols: Columns, where: str) -> str | None:
+    """The text; None for an empty one where a language model reads (``cols.label`` None)."""
     if not isinstance(value, str):
         raise ConfigError(
             "dataset.text_column", f"{where}: {cols.text!r} is a {type(value).__name__}, not a string of text"
         )
     if not value.strip():
+        if cols.label is None:
+            return None
         raise ConfigError("dataset.text_column", f"{where} has an empty text ({cols.text!r}: {quote(value)})")
     return value
+
+
+def _read(rows: TextRows, what: str) -> TextRows:
+    """``rows`` once read: refused when they hold no text; empty texts left out, told."""
+    if not rows.texts:
+        raise ConfigError("dataset.path", f"{rows.source} holds no {what}")
+    if rows.empty:
+        log.info("left out %d empty texts of %s (a language model reads documents)", rows.empty, rows.source)
+    return rows
 
 
 def _label(value: Any, cols: Columns, where: str) -> Any:
@@ -107,7 +124,11 @@ def _add(rows: TextRows, record: Mapping[str, Any], line: int, cols: Columns, ha
     where = f"line {line} of {rows.source}"
     if cols.text not in record:
         raise ConfigError("dataset.text_column", f"{where} has no {cols.text!r} (it has {', '.join(map(str, record))})")
-    rows.texts.append(_text(record[cols.text], cols, where))
+    text = _text(record[cols.text], cols, where)
+    if text is None:
+        rows.empty += 1
+        return
+    rows.texts.append(text)
     rows.lines.append(line)
     if cols.label is not None:
         if cols.label not in record:
@@ -188,7 +209,7 @@ def read_jsonl(path: Path, cols: Columns) -> TextRows:
         _add(rows, record, n, cols, rows.splits is not None)
     if rows is None:
         raise ConfigError("dataset.path", f"{path} holds no rows")
-    return rows
+    return _read(rows, "text")
 
 
 def read_csv(path: Path, cols: Columns) -> TextRows:
@@ -209,8 +230,7 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
             _add(rows, record, reader.line_num, cols, rows.splits is not None)
     except csv.Error as e:
         raise ConfigError("dataset.path", f"line {reader.line_num} of {path} is not CSV ({e})") from None
-    if not rows.texts:
-        raise ConfigError("dataset.path", f"{path} holds no rows")
+    _read(rows, "text")
     if rows.labels and all(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in rows.labels):
         rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
     return rows
@@ -254,13 +274,17 @@ def _parts(source: str, parts: Mapping[str, tuple[Sequence[Any], Sequence[Any] |
             )
         for i, t in enumerate(texts):
             where = f"row {i} of the {split} split of {source}"
-            rows.texts.append(_text(t, cols, where))
+            text = _text(t, cols, where)
+            if text is None:
+                rows.empty += 1
+                continue
+            rows.texts.append(text)
             rows.lines.append(i)
             assert rows.splits is not None
             rows.splits.append(split)
             if rows.labels is not None and labels is not None:
                 rows.labels.append(_label(labels[i], cols, where))
-    return rows
+    return _read(rows, "text")
 
 
 def holds_texts(x: Any) -> bool:
