@@ -109,6 +109,20 @@ def test_an_import_path_returning_texts_is_text(tmp_path, monkeypatch):
     assert s.tokens is not None and len(s.test_y) == 30 and s.num_classes == 3
 
 
+def test_an_import_path_returning_pandas_columns_is_text(tmp_path, monkeypatch):
+    """A DataFrame's columns (``df.text``, ``df.label``) are read as their numpy arrays."""
+    pd = pytest.importorskip("pandas")
+    xs, ys = texts(120)
+    df = pd.DataFrame({"text": xs, "label": ys})
+    mod = types.ModuleType("tests_pandas_source")
+    mod.load = lambda: (df.text[:90], df.label[:90], df.text[90:], df.label[90:])
+    monkeypatch.setitem(sys.modules, "tests_pandas_source", mod)
+    s = splits_of(
+        tmp_path / "unused", tmp_path / "data", **{"dataset.name": "tests_pandas_source:load", "dataset.path": None}
+    )
+    assert s.tokens is not None and len(s.test_y) == 30 and s.num_classes == 3
+
+
 def test_hf_text_on_disk_is_text(tmp_path):
     datasets = pytest.importorskip("datasets")
     xs, ys = texts(90)

@@ -234,7 +234,9 @@ def _numpy(v: Any, name: str, field: str) -> np.ndarray:
         return v.detach().cpu().numpy()
     if isinstance(v, np.ndarray):
         return v
-    raise ConfigError(field, f"{name} is a {type(v).__name__}; expected a numpy array or a torch tensor")
+    raise ConfigError(
+        field, f"{name} is a {type(v).__name__}; expected a numpy array, a torch tensor or a pandas column"
+    )
 
 
 def from_callable(arrays: dict[str, Any], d: Any) -> UserData:
@@ -262,9 +264,9 @@ def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
             raise ConfigError(
                 "dataset.name", f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
             )
-        return dict(out)
+        return _arrays(dict(out))
     if isinstance(out, tuple | list) and len(out) == 4:
-        return dict(zip(ARRAYS, out, strict=True))
+        return _arrays(dict(zip(ARRAYS, out, strict=True)))
     what = (
         f"a {type(out).__name__} of {len(out)}"
         if isinstance(out, tuple | list)
@@ -274,6 +276,15 @@ def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
         "dataset.name",
         f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test) or a mapping with those keys",
     )
+
+
+def _arrays(out: dict[str, Any]) -> dict[str, Any]:
+    """A pandas (or polars) column returned for an array, read as numpy (its ``to_numpy``): texts
+    and labels are often a DataFrame's."""
+    return {
+        k: v.to_numpy() if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray | torch.Tensor) else v
+        for k, v in out.items()
+    }
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
