@@ -80,6 +80,22 @@ def test_a_language_model_leaves_out_empty_texts_that_a_classifier_refuses(tmp_p
         lmdata.tokenized(TrainConfig.from_dict(lm_config(path, **over)).dataset, tmp_path / "data2")
 
 
+def test_a_folder_of_documents_skips_hidden_files_and_keeps_its_cache_when_they_change(tmp_path):
+    """A corpus folder copied from a Mac or cloned with git holds .DS_Store and .git: not documents
+    (bytes that are not UTF-8 were refused), and not part of the cache key."""
+    folder = tmp_path / "docs"
+    (folder / ".git").mkdir(parents=True)
+    for i, doc in enumerate(corpus(tmp_path / "c.txt", n=40).read_text().split("\n\n")):
+        (folder / f"{i:02d}.txt").write_text(doc)
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1\xff\xfe")
+    (folder / ".git" / "index").write_bytes(bytes(range(256)))
+    d = TrainConfig.from_dict(lm_config(folder)).dataset
+    made = lmdata.tokenized(d, tmp_path / "data")
+    assert made.built and sum(made.facts["documents"].values()) == 40
+    (folder / ".git" / "index").write_bytes(b"another commit")
+    assert not lmdata.tokenized(d, tmp_path / "data").built
+
+
 def test_a_gpt_predicts_each_next_token_causally():
     net = gpt(260, 16, {"n_layer": 1, "n_head": 2, "n_embd": 16, "qk_norm": True, "activation": "relu2"})
     ids = torch.randint(4, 260, (2, 16))

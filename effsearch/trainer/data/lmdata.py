@@ -30,7 +30,7 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
-from effsearch.trainer.data.text import SPLITS, carve, given
+from effsearch.trainer.data.text import SPLITS, carve, given, identity
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl, read_text
 from effsearch.trainer.data.userdata import existing_path
 from effsearch.trainer.techniques.ramps import Shapes, shapes
@@ -131,18 +131,11 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
 def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -> tuple[TextRows | None, Any]:
     """(the rows, if reading them was needed to know the source; what identifies the source)."""
     if dataset_kind(d.name) == "import":
-        import hashlib
-
         from effsearch.trainer.data.userdata import call
 
         rows = from_arrays(arrays if arrays is not None else call(d.name, needs=("x_train",)), f"{d.name}()", cols)
-        digest = hashlib.sha256()
-        for t, s in zip(rows.texts, rows.splits or []):
-            digest.update(f"{s}\0{t}\0".encode())
-        return rows, {"callable": d.name, "sha256": digest.hexdigest()}
-    path = existing_path(d)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return None, [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+        return rows, identity(d, rows)
+    return None, identity(d, existing_path(d))
 
 
 def _read(d: DatasetConfig, cols: Columns) -> TextRows:

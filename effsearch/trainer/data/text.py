@@ -27,7 +27,7 @@ from effsearch.config.choices import MIN_VOCAB
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
-from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl
+from effsearch.trainer.data.textsources import Columns, TextRows, files_of, from_arrays, read_csv, read_hf, read_jsonl
 from effsearch.trainer.data.userdata import UserData, existing_path
 
 if TYPE_CHECKING:
@@ -84,14 +84,20 @@ def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -
     a file's path, size and modification time, a folder's files', or a hash of an import path's texts."""
     if arrays is not None:
         rows = from_arrays(arrays, f"{d.name}()", cols)
+        return rows, identity(d, rows)
+    return None, identity(d, _file(d))
+
+
+def identity(d: DatasetConfig, source: TextRows | Path) -> Any:
+    """What names a source in its cache key: a hash of an import path's rows, or the path, size
+    and modification time of a file, or of a folder's files."""
+    if isinstance(source, TextRows):
         digest = hashlib.sha256()
-        for t, s in zip(rows.texts, rows.splits or []):
+        for t, s in zip(source.texts, source.splits or []):
             digest.update(f"{s}\0{t}\0".encode())
-        digest.update(repr(rows.labels).encode())
-        return rows, {"callable": d.name, "sha256": digest.hexdigest()}
-    path = _file(d)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return None, [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+        digest.update(repr(source.labels).encode())
+        return {"callable": d.name, "sha256": digest.hexdigest()}
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files_of(source)]
 
 
 def _read(d: DatasetConfig, cols: Columns) -> TextRows:

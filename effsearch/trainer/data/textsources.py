@@ -238,10 +238,10 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
 
 def read_text(path: Path) -> TextRows:
     """Plain text as a language model's documents: a file's paragraphs (blocks between blank lines),
-    or each file of a folder (its files in sorted order, ``.gz`` read as gzip), whole."""
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    or each file of a folder (its files in sorted order, ``.gz`` read as gzip), whole; hidden files
+    and folders (``.git``, ``.DS_Store``) skipped, as an image folder's."""
     rows = TextRows(str(path), "line")
-    for file in files:
+    for file in files_of(path):
         text = _decoded(file)
         if path.is_dir():
             if text.strip():
@@ -257,6 +257,16 @@ def read_text(path: Path) -> TextRows:
     if not rows.texts:
         raise ConfigError("dataset.path", f"{path} holds no text")
     return rows
+
+
+def files_of(path: Path) -> list[Path]:
+    """``path`` itself, or a folder's files in sorted order, hidden files and folders (``.git``,
+    ``.DS_Store``) skipped."""
+    if path.is_file():
+        return [path]
+    return sorted(
+        p for p in path.rglob("*") if p.is_file() and not any(n.startswith(".") for n in p.relative_to(path).parts)
+    )
 
 
 # -- hf and an import path: named splits -------------------------------------------------------
