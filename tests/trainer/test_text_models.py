@@ -52,6 +52,37 @@ def test_a_hf_config_builds_a_sequence_classifier_with_fresh_weights():
         assert net.eval()(ids([[1, 5, 6], [1, 7]], 3)).shape == (2, 3)
 
 
+HF_FACTORIES = """
+from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
+
+def classifier(vocab_size, num_classes, max_length):
+    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=max_length, num_labels=num_classes)
+    return BertForSequenceClassification(config)
+
+def causal(vocab_size, max_length):
+    return GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size, n_positions=max_length, n_embd=16, n_layer=1, n_head=2))
+"""
+
+
+def test_a_factory_returning_a_transformers_model_is_called_as_one(tmp_path, monkeypatch):
+    """Its forward takes input_ids and attention_mask and returns an output whose logits are asked
+    for: it was refused as returning a SequenceClassifierOutput."""
+    pytest.importorskip("transformers")
+    (tmp_path / "hffactories.py").write_text(HF_FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    net = build_network(ModelConfig(name="hffactories:classifier"), 0, 3, tokens=SHAPE)
+    check_text_network(net, ModelConfig(name="hffactories:classifier"), SHAPE, 3, "cpu")
+    with torch.no_grad():
+        assert net.eval()(ids([[1, 5, 6], [1, 7]], 3)).shape == (2, 3)
+    causal = TokenShape(vocab_size=300, max_length=24, causal=True)
+    lm = build_network(ModelConfig(name="hffactories:causal"), 0, 0, tokens=causal)
+    check_text_network(lm, ModelConfig(name="hffactories:causal"), causal, 300, "cpu")  # causal: it passes
+    with torch.no_grad():
+        assert lm.eval()(ids([[5, 6, 7], [8, 9, 10]], 3)).shape == (2, 3, 300)
+    sys.modules.pop("hffactories", None)
+
+
 def test_the_probe_reads_text_facts_from_the_model_as_built():
     pytest.importorskip("transformers")
     found = probe(ModelConfig(**BERT), tokens=SHAPE)

@@ -4,13 +4,14 @@ library's (``torchvision:``, ``timm:``, ``hf:`` through ``hfconfig``), or an imp
 
 An image model is an ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits ``(N, num_classes)``.
 A text model takes token ids ``(N, L)`` and their mask (``text.TokenInput`` makes the mask, so the
-trainer calls it with the ids alone). CORDS reads any model's embedding from the input of its final
+trainer calls it with the ids alone); a factory's transformers model is called as one (``_style``). CORDS reads any model's embedding from the input of its final
 ``nn.Linear`` (``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe`
 checks it.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +126,8 @@ def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> T
     if kind != "import":
         raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
     base = {"vocab_size": tokens.vocab_size, "num_classes": num_classes, "max_length": tokens.max_length}
-    return TokenInput(_from_factory(model, base), "ids_mask")
+    net = _from_factory(model, base)
+    return TokenInput(net, _style(net, "ids_mask"))
 
 
 def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
@@ -146,7 +148,15 @@ def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
             "vocab_size and max_length and returning logits (N, L, vocab_size)",
         )
     base = {"vocab_size": tokens.vocab_size, "max_length": tokens.max_length}
-    return TokenInput(_from_factory(model, base), "causal")
+    net = _from_factory(model, base)
+    return TokenInput(net, _style(net, "causal"))
+
+
+def _style(net: nn.Module, plain: str) -> str:
+    """How a factory's model is called: a transformers model as one (``input_ids``,
+    ``attention_mask``, its output's ``logits``), any other ``plain``."""
+    transformers = sys.modules.get("transformers")  # a transformers model was built: it is imported
+    return "hf" if transformers is not None and isinstance(net, transformers.PreTrainedModel) else plain
 
 
 def _no_kwargs(model: ModelConfig) -> None:
