@@ -157,9 +157,27 @@ def probe(model: ModelConfig, channels: int = 3, num_classes: int = 10, tokens: 
         pass  # builder may read tensor values (torchvision's RegNet), which meta tensors have none of
     # On the CPU, outside the handler (the note above probe): the model's own error, if any.
     net = meta if meta is not None else build_network(model, channels, num_classes, tokens)
-    found = facts_of(net, causal=bool(tokens and tokens.causal))
+    found = facts_of(net) if tokens is None else _text_facts(net, model, tokens, num_classes)
     remember(model_dict, found)
     return found
+
+
+def _text_facts(net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int) -> ModelFacts:
+    """A text model's facts. A factory is given ``max_length``: where its positions grow with it
+    (built again on the meta device for twice the length), they are no limit (read as one, they
+    refused every longer trial after the first shorter one); a cap of its own stays one."""
+    from effsearch.trainer.models import build_network
+
+    found = facts_of(net, causal=tokens.causal)
+    if model_kind(model.name) != "import" or found.positions != tokens.max_length:
+        return found
+    longer = replace(tokens, max_length=2 * tokens.max_length)
+    try:
+        with torch.device("meta"):
+            grown = _positions(list(build_network(model, 0, num_classes, longer).modules()))
+    except Exception:  # noqa: BLE001 - a factory that cannot build it: the positions stay a limit
+        return found
+    return replace(found, positions=None) if grown == longer.max_length else found
 
 
 def check_config(cfg: TrainConfig, unknown_shape: bool = False) -> None:
@@ -425,7 +443,7 @@ def check_text_network(
     model's two windows alike up to their middle, then different), eval mode, no gradients; a
     language model's logits before the middle the same in both (no position sees a later token),
     and something to train."""
-    remember({"name": model.name, "kwargs": model.kwargs}, facts_of(net, causal=tokens.causal))
+    remember({"name": model.name, "kwargs": model.kwargs}, _text_facts(net, model, tokens, num_classes))
     length = tokens.max_length
     ids = _token_rows(tokens, device)
     was_training = net.training

@@ -162,6 +162,40 @@ def test_a_base_at_the_encoders_default_depth_encodes_that_depth(tmp_path):
     assert spec.space.encode(spec.base)["model.depth"] == TEXT_ENCODER["depth"]
 
 
+LENGTH_FACTORY = """
+from transformers import BertConfig, BertForSequenceClassification
+
+def build(vocab_size, num_classes, max_length, cap=None):
+    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=cap or max_length, num_labels=num_classes)
+    return BertForSequenceClassification(config)
+"""
+
+
+def test_a_factory_builds_positions_for_each_trials_length_not_the_first_one(tmp_path, monkeypatch):
+    """A factory given max_length builds that many positions: the space keeps double the base
+    length, and a trial that checked a shorter build makes no later longer trial invalid (it did,
+    from then on). A cap of the factory's own still limits the lengths."""
+    pytest.importorskip("transformers")
+    from effsearch.config import ModelConfig, rules
+    from effsearch.trainer.data.tokenizer import TokenShape
+    from effsearch.trainer.models import build_network
+    from effsearch.trainer.probe import check_text_network
+
+    (tmp_path / "lengthfactory.py").write_text(LENGTH_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = {"name": "lengthfactory:build"}
+    assert rows(study(tmp_path, model=model))["dataset.max_length"]["values"] == "{12, 24, 48}"
+    shorter = TokenShape(vocab_size=300, max_length=12)
+    check_text_network(
+        build_network(ModelConfig(**model), 0, 3, tokens=shorter), ModelConfig(**model), shorter, 3, "cpu"
+    )
+    base = yaml.safe_load(study(tmp_path, model=model).read_text())["base"]
+    rules.check({**base, "dataset": {**base["dataset"], "max_length": 48}})
+    capped = {"name": "lengthfactory:build", "kwargs": {"cap": 24}}
+    assert rows(study(tmp_path, model=capped))["dataset.max_length"]["values"] == "{12, 24}"
+
+
 def test_lengths_beyond_the_probed_models_positions_are_left_out_with_the_reason(tmp_path):
     """A BERT of 24 positions at max_length 24: 48 would make every trial that samples it invalid."""
     pytest.importorskip("transformers")
