@@ -281,10 +281,11 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_on_postgres(tmp_path
     first = start(path, "--storage", postgres_url, log=tmp_path / "a.log")
     lost = kill_at_checkpoint(first, "pg-resume", postgres_url, EPOCHS * 2 / 3, tmp_path / "a.log")
     assert lost["trial"] == 0
+    began = time.monotonic()
     second = start(path, "--storage", postgres_url, log=tmp_path / "b.log")
     assert second.wait(timeout=400) == 0, (tmp_path / "b.log").read_text()[-3000:]
     study = optuna.load_study(study_name="pg-resume", storage=open_url(postgres_url))
-    check_resumed(study, lost, tmp_path / "pg-resume.artifacts")
+    check_resumed(study, lost, tmp_path / "pg-resume.artifacts", time.monotonic() - began)
 
 
 @pytest.mark.slow
