@@ -88,7 +88,7 @@ class DatasetConfig:
     image_column: str = spec("image", help="hf: the column of images")
     label_column: str | None = spec(
         "label",
-        help="hf, jsonl, csv: the column of class labels (strings or integers, mapped in sorted order); null: "
+        help="hf, jsonl, csv: the column of class labels (strings, integers or booleans, mapped in sorted order); null: "
         "the rows are documents of a language model's corpus (no labels), as dataset.name text is",
     )
     text_column: str = spec("text", help="jsonl, csv, hf text: the column of texts")

@@ -249,6 +249,17 @@ def test_data_prepare_refuses_an_ffcv_flag_on_text(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+def test_boolean_labels_are_the_classes_false_and_true(tmp_path):
+    """``"spam": true`` (jsonl, or an hf column of bools) is a label: it had been refused."""
+    xs, ys = texts(120)
+    path = tmp_path / "spam.jsonl"
+    path.write_text("".join(json.dumps({"text": x, "spam": y == ys[0]}) + "\n" for x, y in zip(xs, ys)))
+    made = text.tokenized(cfg_of(path, **{"dataset.label_column": "spam"}).dataset, tmp_path / "data")
+    assert made.facts["classes"] == [False, True]
+    held = sum(int(made.arrays[f"{split}_y"].sum()) for split in text.SPLITS)
+    assert held == sum(y == ys[0] for y in ys)  # true is class 1, on the rows that said so
+
+
 def test_a_refused_file_writes_no_cache(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"text": "fine words", "label": "a"}\n{"text": "", "label": "b"}\n')

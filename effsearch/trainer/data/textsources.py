@@ -41,7 +41,7 @@ SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "va
 
 @dataclass
 class TextRows:
-    """Texts with their labels (as the source gives them: strings or integers; None: not asked
+    """Texts with their labels (as the source gives them: strings, integers or booleans; None: not asked
     for) and splits ("train", "val" or "test"; None: the source names none)."""
 
     source: str  # the file, folder or callable, for messages
@@ -96,15 +96,16 @@ def _read(rows: TextRows, what: str) -> TextRows:
 
 
 def _label(value: Any, cols: Columns, where: str) -> Any:
-    """A label as given: a string, or an integer (a float that is a whole number counts as one)."""
+    """A label as given: a string, an integer (a float that is a whole number counts as one), or a
+    boolean (``"spam": true``: the classes false, true)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, np.integer):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+    if isinstance(value, np.integer | np.bool_):
+        value = value.item()
+    if not isinstance(value, (str, int)) or value == "":
         raise ConfigError(
             "dataset.label_column",
-            f"{where}: label {cols.label!r} is {quote(value)}; a label is a non-empty string or an integer",
+            f"{where}: label {cols.label!r} is {quote(value)}; a label is a non-empty string, an integer or a boolean",
         )
     return value
 
