@@ -468,7 +468,7 @@ def check_text_network(
         net.train(was_training)
     want = (2, length, num_classes) if tokens.causal else (2, num_classes)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        got = _returned(out, want)
         what = (
             f"token ids (N, L) to logits (N, L, {num_classes}), one row a position, for the tokenizer's "
             f"{num_classes} tokens"
@@ -481,6 +481,19 @@ def check_text_network(
     _check_trainable(net, model)
     _warn_probabilities(out, model)
     return net
+
+
+def _returned(out: Any, want: tuple[int, ...]) -> str:
+    """What a text model returned instead of logits of shape ``want``, with what to change where it
+    is a common shape: nanoGPT's ``(logits, loss)``, and its logits of the last position alone."""
+    if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
+        return f"a {type(out).__name__} of {len(out)} (return the logits alone), the first {_returned(out[0], want)}"
+    if not isinstance(out, torch.Tensor):
+        return type(out).__name__
+    got = tuple(out.shape)
+    if len(want) == 3 and got == (want[0], 1, want[2]):
+        return f"{got}, the last position's alone (a language model learns from every position's logits)"
+    return str(got)
 
 
 def _token_rows(tokens: TokenShape, device: str) -> torch.Tensor:

@@ -294,6 +294,15 @@ def test_a_language_model_that_sees_later_tokens_is_refused(name, lm_factories):
         check_text_network(build_network(causal, 0, 300, tokens=shape), causal, shape, 300, "cpu")
 
 
+def test_a_nanogpt_style_forward_is_told_to_return_every_positions_logits_alone(lm_factories):
+    """nanoGPT's (logits, loss) with the last position's logits was refused as 'it returned tuple'."""
+    shape = TokenShape(300, 16, causal=True)
+    model = ModelConfig(name="lmfactory:nano_style")
+    with pytest.raises(ConfigError) as e:
+        check_text_network(build_network(model, 0, 300, tokens=shape), model, shape, 300, "cpu")
+    assert "a tuple of 2 (return the logits alone), the first (2, 1, 300), the last position's alone" in str(e.value)
+
+
 LM_FACTORIES = """
 import torch.nn as nn
 
@@ -311,6 +320,16 @@ class GRULM(nn.Module):
 
 def both_ways(vocab_size, max_length):
     return GRULM(vocab_size, True)
+
+
+class NanoStyle(GRULM):
+    # nanoGPT's forward: (logits, loss), the last position's logits alone when no targets are given
+    def forward(self, ids, targets=None):
+        return super().forward(ids)[:, [-1], :], None
+
+
+def nano_style(vocab_size, max_length):
+    return NanoStyle(vocab_size, False)
 
 
 def one_way(vocab_size, max_length):
