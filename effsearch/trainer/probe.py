@@ -390,7 +390,7 @@ def _check_built(net: nn.Module, out: Any, model: ModelConfig, num_classes: int,
     wrong shape, or nothing to train."""
     remember({"name": model.name, "kwargs": model.kwargs}, replace(facts_of(net), resizable=any_size))
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        got = _returned(out, (2, num_classes))
         raise ConfigError(
             "model.name",
             f"{model.name!r} must map a batch (N, C, H, W) to logits (N, {num_classes}) "
@@ -484,8 +484,9 @@ def check_text_network(
 
 
 def _returned(out: Any, want: tuple[int, ...]) -> str:
-    """What a text model returned instead of logits of shape ``want``, with what to change where it
-    is a common shape: nanoGPT's ``(logits, loss)``, and its logits of the last position alone."""
+    """What a model returned instead of logits of shape ``want``, with what to change where it is a
+    common shape: a tuple (nanoGPT's ``(logits, loss)``, logits and features), and a language
+    model's logits of the last position alone (nanoGPT's without targets)."""
     if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
         return f"a {type(out).__name__} of {len(out)} (return the logits alone), the first {_returned(out[0], want)}"
     if not isinstance(out, torch.Tensor):

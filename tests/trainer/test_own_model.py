@@ -131,6 +131,16 @@ def pair_in_training(num_classes, in_channels):
     return PairInTraining(num_classes, in_channels)
 
 
+class WithFeatures(AuxHeads):
+    def forward(self, x):
+        z = self.body(x)
+        return self.head(z), z
+
+
+def with_features(num_classes, in_channels):
+    return WithFeatures(num_classes, in_channels)
+
+
 class ReadsAValueInTraining(AuxHeads):
     """Reads a value of its input in training only (a check on the host): no forward on the meta device."""
 
@@ -307,6 +317,7 @@ def test_model_kwargs_reach_the_factory(models, capsys):
         ({"model.name": "own_test_models:raises"}, "model.name", "RuntimeError: out of coffee"),
         ({"model.name": "own_test_models:not_a_module"}, "model.name", "returned a str, not a torch.nn.Module"),
         ({"model.name": "own_test_models:wrong_width"}, "model.name", "logits (N, 10)"),
+        ({"model.name": "own_test_models:with_features"}, "model.name", "a tuple of 2 (return the logits alone)"),
         ({"model.name": "own_test_models:needs_kwarg"}, "model.name", "depth"),
         ({"model.name": "own_test_models:no_parameters"}, "model.name", "has no parameters to train"),
         ({"model.name": "own_test_models:frozen"}, "model.name", "has no parameters to train"),
