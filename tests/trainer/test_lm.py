@@ -96,6 +96,17 @@ def test_a_folder_of_documents_skips_hidden_files_and_keeps_its_cache_when_they_
     assert not lmdata.tokenized(d, tmp_path / "data").built
 
 
+def test_a_text_file_written_on_windows_is_its_paragraphs(tmp_path):
+    """CRLF line ends (and a blank line holding spaces) part paragraphs as LF's do: a file written on
+    Windows had been one document, and a corpus of one is refused."""
+    unix = corpus(tmp_path / "c.txt", n=40)
+    windows = tmp_path / "w.txt"
+    windows.write_bytes(unix.read_bytes().replace(b"\n", b"\r\n").replace(b"\r\n\r\n", b"\r\n  \r\n", 3))
+    a, b = (lmdata.tokenized(TrainConfig.from_dict(lm_config(p)).dataset, tmp_path / p.stem) for p in (unix, windows))
+    assert b.facts["documents"] == a.facts["documents"] and sum(a.facts["documents"].values()) == 40
+    assert all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
+
+
 def test_a_gpt_predicts_each_next_token_causally():
     net = gpt(260, 16, {"n_layer": 1, "n_head": 2, "n_embd": 16, "qk_norm": True, "activation": "relu2"})
     ids = torch.randint(4, 260, (2, 16))

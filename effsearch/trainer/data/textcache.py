@@ -28,7 +28,7 @@ import numpy as np
 
 from effsearch.trainer.data.cachefolder import locked
 
-CACHE_FORMAT = 1  # bump when the files or what builds them change: older caches are not read
+CACHE_FORMAT = 2  # bump when the files or what builds them change: older caches are not read
 TOKENIZER = "tokenizer.json"
 
 

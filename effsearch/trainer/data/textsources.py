@@ -238,23 +238,26 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
 
 
 def read_text(path: Path) -> TextRows:
-    """Plain text as a language model's documents: a file's paragraphs (blocks between blank lines),
-    or each file of a folder (its files in sorted order, ``.gz`` read as gzip), whole; hidden files
-    and folders (``.git``, ``.DS_Store``) skipped, as an image folder's."""
+    """Plain text as a language model's documents: a file's paragraphs (lines between blank ones, a
+    line of spaces blank too), or each file of a folder (its files in sorted order, ``.gz`` read as
+    gzip), whole; hidden files and folders (``.git``, ``.DS_Store``) skipped, as an image folder's.
+    Windows' and old Macs' line ends read as ``\\n`` (a file written on Windows had been one paragraph)."""
     rows = TextRows(str(path), "line")
     for file in files_of(path):
-        text = _decoded(file)
+        text = _decoded(file).replace("\r\n", "\n").replace("\r", "\n")
         if path.is_dir():
             if text.strip():
                 rows.texts.append(text)
                 rows.lines.append(1)
             continue
-        line = 1
-        for block in text.split("\n\n"):
-            if block.strip():
-                rows.texts.append(block.strip("\n"))
-                rows.lines.append(line)
-            line += block.count("\n") + 2
+        block: list[str] = []
+        for n, line in enumerate([*text.split("\n"), ""], 1):
+            if line.strip():
+                block.append(line)
+            elif block:
+                rows.texts.append("\n".join(block))
+                rows.lines.append(n - len(block))
+                block = []
     if not rows.texts:
         raise ConfigError("dataset.path", f"{path} holds no text")
     return rows
