@@ -111,6 +111,23 @@ def test_imagefolder_channels_sizes_and_train_val_test_folders(tmp_path):
     assert len(load({"name": "imagefolder", "path": str(split), "val_subset": 0.5}).val_y) == 3
 
 
+def test_an_imagefolder_validation_folder_may_be_named_valid_or_validation(tmp_path):
+    """Kaggle's layouts name it valid/ or validation/ (as hf datasets' splits): it had been refused
+    beside train/. Two validation folders are refused; at the top, valid/ is a class, as in valid/
+    and invalid/."""
+    for name in ("valid", "validation"):
+        root = tmp_path / name
+        write_images(root / "train", count=8)
+        write_images(root / name, count=2, seed=3)
+        s = load({"name": "imagefolder", "path": str(root)})
+        assert torch.bincount(s.val_y).tolist() == [2, 2, 2] and len(s.train_y) + len(s.test_y) == 24
+    write_images(tmp_path / "valid" / "val", count=2, seed=5)
+    with pytest.raises(ConfigError, match="has val/ and valid/: one validation folder"):
+        load({"name": "imagefolder", "path": str(tmp_path / "valid")})
+    classes = write_images(tmp_path / "captchas", classes=("invalid", "valid"), count=20)
+    assert load({"name": "imagefolder", "path": str(classes)}).num_classes == 2
+
+
 def test_16_bit_and_float_images_are_scaled_to_8_bits_not_clipped(tmp_path):
     """torchvision's convention (to_dtype, scale=True): 16 bits keep their high byte, floats are 0..1.
     PIL's convert clips: a 16-bit microscope image decoded nearly all 255, a 0..1 float TIFF all 0;

@@ -5,7 +5,7 @@
 
 * ``imagefolder``: ``dataset.path`` holds class folders (torchvision's ImageFolder layout: the
   sorted class names are the labels 0..K-1), either directly or under ``train/`` with optional
-  ``val/`` and ``test/`` folders of the same classes. Images (.png .jpg .jpeg .bmp .gif .webp
+  ``val/`` (or ``valid/``, ``validation/``) and ``test/`` folders of the same classes. Images (.png .jpg .jpeg .bmp .gif .webp
   .tif .tiff, any case; hidden files and folders skipped) are decoded once with PIL to one
   channel mode: ``L`` (1 channel) when every image is grayscale, else ``RGB`` (alpha dropped,
   palette images count as colour), and resized to ``dataset.image_size`` when set.
@@ -62,8 +62,8 @@ from effsearch.trainer.data.tokenizer import TokenShape
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-SPLIT_FOLDERS = ("train", "val", "test")
 HF_VALIDATION = ("validation", "valid", "val")
+SPLIT_FOLDERS = {"train": "train", **dict.fromkeys(HF_VALIDATION, "val"), "test": "test"}  # folder: split
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 
 
@@ -472,10 +472,15 @@ def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], lis
             raise ConfigError(
                 "dataset.path",
                 f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
-                "beside train/ only val/ and test/ (of the same class folders) may be",
+                "beside train/ only val/ (or valid/, validation/) and test/ (of the same class folders) may be",
             )
-        splits = {s: root / s for s in SPLIT_FOLDERS if s in tops}
-    elif "val" in tops or "test" in tops:
+        vals = [t for t in tops if SPLIT_FOLDERS[t] == "val"]
+        if len(vals) > 1:
+            raise ConfigError(
+                "dataset.path", f"{root} has {' and '.join(t + '/' for t in vals)}: one validation folder, not two"
+            )
+        splits = {SPLIT_FOLDERS[t]: root / t for t in tops}
+    elif "val" in tops or "test" in tops:  # valid/, validation/ without train/: classes, as "valid", "invalid"
         raise ConfigError(
             "dataset.path", f"{root} has val/ or test/ but no train/: put the training images in {root}/train/CLASS/"
         )
