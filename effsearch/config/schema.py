@@ -73,7 +73,7 @@ class DatasetConfig:
         None,
         help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
         "npz: a .npz file; hf: a folder written by datasets' save_to_disk; jsonl: a file of one JSON "
-        "object a line (.gz read as gzip); csv: a file with a header row (.tsv: tab-separated); text: a text file (its "
+        "object a line (.gz read as gzip); csv: a file with a header row (.tsv: tab-separated; a header of semicolons, no comma: by semicolons); text: a text file (its "
         "paragraphs are the documents) or a folder of them (each file a document). A relative path "
         "is read from the current folder, not the config's (the configs under configs/ are run from "
         "the repository's root)",

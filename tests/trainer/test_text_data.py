@@ -96,6 +96,11 @@ def test_csv_reads_a_header_and_integer_labels_sort_as_numbers(tmp_path):
     tsv.write_text("label\ttext\n" + "".join(f"{code[y]}\t{x}, and more\n" for x, y in zip(xs, ys)))
     made = text.tokenized(cfg_of(tsv, **{"dataset.name": "csv"}).dataset, tmp_path / "data")
     assert made.facts["classes"] == [1, 2, 10]
+    # A spreadsheet's export where the comma is the decimal mark: semicolons, commas in the texts.
+    semi = tmp_path / "excel.csv"
+    semi.write_text("label;text\n" + "".join(f'{code[y]};"{x}; 2,5 and more"\n' for x, y in zip(xs, ys)))
+    made = text.tokenized(cfg_of(semi, **{"dataset.name": "csv"}).dataset, tmp_path / "data")
+    assert made.facts["classes"] == [1, 2, 10] and sum(len(made.arrays[f"{s}_y"]) for s in text.SPLITS) == 90
 
 
 def test_an_import_path_returning_texts_is_text(tmp_path, monkeypatch):

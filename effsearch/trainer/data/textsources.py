@@ -214,9 +214,14 @@ def read_jsonl(path: Path, cols: Columns) -> TextRows:
 
 
 def read_csv(path: Path, cols: Columns) -> TextRows:
-    """A CSV file with a header; a ``.tsv`` (or ``.tsv.gz``) file's fields are split by tabs."""
-    tabs = ".tsv" in path.suffixes[-2:]
-    reader = csv.DictReader(io.StringIO(_decoded(path), newline=""), delimiter="\t" if tabs else ",")
+    """A CSV file with a header; a ``.tsv`` (or ``.tsv.gz``) file's fields are split by tabs, and a
+    file whose header holds semicolons and no comma (a spreadsheet's export where the comma is the
+    decimal mark) by semicolons."""
+    text = _decoded(path)
+    header_line = text.split("\n", 1)[0]
+    semicolons = ";" in header_line and "," not in header_line
+    delimiter = "\t" if ".tsv" in path.suffixes[-2:] else ";" if semicolons else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     header = reader.fieldnames or []
     for name, fld in (
         (cols.text, "dataset.text_column"),
