@@ -249,6 +249,19 @@ def _hf_named(tmp_path, train, test) -> dict:
     return {"name": "hf", "path": str(tmp_path / "named")}
 
 
+def test_npz_string_labels_are_the_training_labels_in_sorted_order(tmp_path):
+    """As hf's and a text dataset's: y arrays of names (np.array(["cat", ...])) had been refused as
+    "labels must be integers"."""
+    names = np.array(["zebra"] * 6 + ["ant"] * 8 + ["moth"] * 6)
+    data = {
+        **_npz(tmp_path, y_train=names, y_test=np.array(["moth", "ant", "zebra"] * 3 + ["ant"])),
+        "val_fraction": 0.3,
+    }
+    s = load(data)
+    assert s.num_classes == 3 and s.test_y.tolist() == [1, 0, 2] * 3 + [0]
+    assert sorted(torch.cat([s.train_y, s.val_y]).tolist()) == [0] * 8 + [1] * 6 + [2] * 6
+
+
 def test_hf_string_labels_are_the_training_labels_in_sorted_order(tmp_path):
     """As a text dataset's: a class is its label's place among the training split's labels, sorted."""
     names = ["zebra"] * 6 + ["ant"] * 12 + ["moth"] * 18
@@ -404,6 +417,11 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "(20, 12, 12, 5)",
     ),
     "npz lengths differ": (lambda t, m: _npz(t, y_train=np.arange(19) % 3), "dataset.path", "19 labels"),
+    "npz label name only in test": (
+        lambda t, m: _npz(t, y_train=np.array(["ant", "bee"] * 10), y_test=np.array(["ant", "cat"] * 5)),
+        "dataset.path",
+        "label 'cat' of the y arrays of",
+    ),
     "missing extra": (_no_extra, "dataset.name", "uv sync --extra hf"),
     "callable raises": (
         lambda t, m: _module(t, m, "def make():\n    raise OSError('disk on fire')\n"),

@@ -10,13 +10,15 @@
   channel mode: ``L`` (1 channel) when every image is grayscale, else ``RGB`` (alpha dropped,
   palette images count as colour), and resized to ``dataset.image_size`` when set.
 * ``npz``: a ``.npz`` file of ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and optionally
-  ``x_val``, ``y_val``); shapes as :func:`images` says.
+  ``x_val``, ``y_val``); shapes as :func:`images` says; labels integers, or names (strings: the
+  training split's, sorted, are classes 0..K-1, as hf's).
 * ``hf``: a folder written by ``datasets``' ``save_to_disk``: a DatasetDict with ``train`` and
   optionally ``validation`` (or ``valid``, ``val``) and ``test``, or one Dataset (the training
   split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (integer labels, or
   strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
-  a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays or torch tensors.
+  a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays, torch tensors or
+  pandas columns; labels as an npz's.
 
 A source without a test split has one carved off, stratified, by ``dataset.test_fraction``
 (seeded by ``dataset.split_seed``); a validation split it has is used as it is, else
@@ -346,8 +348,10 @@ def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> Use
     if "x_val" in arrays:
         pairs.append(("val", "x_val", "y_val"))
     parts = {}
+    raw = {split: _numpy(arrays[yn], f"{yn} of {source}", field) for split, _, yn in pairs}
+    named = _named_labels(raw, f"the y arrays of {source}", field)  # string labels: sorted, as hf's
     for split, xn, yn in pairs:
-        x, y = images(arrays[xn], f"{xn} of {source}", field), labels(arrays[yn], f"{yn} of {source}", field)
+        x, y = images(arrays[xn], f"{xn} of {source}", field), labels(named[split], f"{yn} of {source}", field)
         if len(x) != len(y):
             raise ConfigError(field, f"{xn} of {source} has {len(x)} images but {yn} has {len(y)} labels")
         parts[split] = (x, y)
@@ -564,15 +568,15 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
         sources = [r["bytes"] if r.get("bytes") is not None else r["path"] for r in raw]
         raw_labels[split] = np.asarray(list(ds[d.label_column]))
         parts[split] = Part(sources, raw_labels[split], names)
-    for split, y in _named_labels(raw_labels, d.label_column).items():
+    for split, y in _named_labels(raw_labels, f"column {d.label_column!r}", "dataset.label_column").items():
         column = f"column {d.label_column!r} of the {split} split"
         parts[split].labels = labels(y, column, "dataset.label_column")
     return parts, _class_count({s: p.labels for s, p in parts.items()}, "dataset.label_column", str(root))
 
 
-def _named_labels(ys: dict[str, np.ndarray], column: str) -> dict[str, np.ndarray]:
+def _named_labels(ys: dict[str, np.ndarray], where: str, field: str) -> dict[str, np.ndarray]:
     """String labels as classes 0..K-1: the training split's labels in sorted order, as a text
-    dataset's are (``text.py``); integer labels as they are."""
+    dataset's are (``text.py``); integer labels as they are (``where``: the labels, for messages)."""
     if ys["train"].dtype.kind not in "USO" or not all(isinstance(v, str) for v in ys["train"].tolist()):
         return ys
     index = {name: i for i, name in enumerate(sorted(set(ys["train"].tolist())))}
@@ -580,8 +584,8 @@ def _named_labels(ys: dict[str, np.ndarray], column: str) -> dict[str, np.ndarra
         unseen = next((str(v) for v in y.tolist() if str(v) not in index), None)
         if unseen is not None:
             raise ConfigError(
-                "dataset.label_column",
-                f"label {unseen!r} of column {column!r} is in the {split} split but no training row has it: "
+                field,
+                f"label {unseen!r} of {where} is in the {split} split but no training row has it: "
                 "a classifier cannot learn a class it never sees",
             )
     return {split: np.array([index[str(v)] for v in y.tolist()], np.int64) for split, y in ys.items()}
