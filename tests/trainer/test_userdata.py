@@ -249,6 +249,20 @@ def _hf_named(tmp_path, train, test) -> dict:
     return {"name": "hf", "path": str(tmp_path / "named")}
 
 
+def test_integer_and_unit_float_image_arrays_are_read_as_the_uint8_ones(tmp_path):
+    """Arrays made from Python lists are int64, Keras' x / 255 float in [0, 1]: both had been refused
+    ("images must be uint8"). They read as the uint8 images they stand for."""
+    x = np.random.default_rng(0).integers(0, 256, (30, 12, 12, 3), dtype=np.uint8)
+    kinds = {"uint8": x, "int64": x.astype(np.int64), "unit": x.astype(np.float32) / 255}
+    got = {}
+    for kind, a in kinds.items():
+        (tmp_path / kind).mkdir()
+        got[kind] = load({**_npz(tmp_path / kind, x_train=a[:20], x_test=a[20:]), "val_fraction": 0.3})
+    for kind in ("int64", "unit"):
+        assert torch.equal(got[kind].train_x, got["uint8"].train_x), kind
+        assert torch.equal(got[kind].test_x, got["uint8"].test_x), kind
+
+
 def test_npz_string_labels_are_the_training_labels_in_sorted_order(tmp_path):
     """As hf's and a text dataset's: y arrays of names (np.array(["cat", ...])) had been refused as
     "labels must be integers"."""
@@ -417,6 +431,11 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "(20, 12, 12, 5)",
     ),
     "npz lengths differ": (lambda t, m: _npz(t, y_train=np.arange(19) % 3), "dataset.path", "19 labels"),
+    "npz normalised images": (
+        lambda t, m: _npz(t, x_train=np.full((20, 12, 12, 3), -0.5, np.float32)),
+        "dataset.path",
+        "x_train of",
+    ),
     "npz label name only in test": (
         lambda t, m: _npz(t, y_train=np.array(["ant", "bee"] * 10), y_test=np.array(["ant", "cat"] * 5)),
         "dataset.path",

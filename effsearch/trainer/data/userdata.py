@@ -175,7 +175,8 @@ def _peek_folder(root: Path) -> tuple[int, int, tuple[int, int]] | None:
 def _peek_npz(path: Path) -> tuple[int, int, tuple[int, int]] | None:
     shape, _ = _npz_headers(path, ["x_train"])["x_train"]
     with np.load(path, allow_pickle=False) as npz:
-        y = labels(npz["y_train"], "y_train", "dataset.path")
+        named = _named_labels({"train": npz["y_train"]}, "y_train", "dataset.path")["train"]
+        y = labels(named, "y_train", "dataset.path")
     if not len(y) or len(shape) not in (3, 4):
         return None
     if len(shape) == 3:
@@ -193,14 +194,10 @@ def _peek_npz(path: Path) -> tuple[int, int, tuple[int, int]] | None:
 def images(x: Any, name: str, field: str) -> np.ndarray:
     """``x`` as uint8 N,C,H,W. Accepted: N,H,W (grayscale), N,C,H,W and N,H,W,C with C 1 or 3.
     A 4-d array is channels-first when axis 1 is 1 or 3 and the last axis is not, channels-last
-    in the opposite case; any other shape (both or neither 1 or 3) is refused as ambiguous."""
-    x = _numpy(x, name, field)
-    if x.dtype != np.uint8:
-        raise ConfigError(
-            field,
-            f"{name} is {x.dtype}; images must be uint8 (0..255), e.g. "
-            "(x * 255).round().astype(np.uint8) for floats in [0, 1]",
-        )
+    in the opposite case; any other shape (both or neither 1 or 3) is refused as ambiguous.
+    Integers in 0..255 of another type are taken as they are, floats in [0, 1] scaled by 255 (as
+    a float image file's are); other values are refused with their range."""
+    x = _as_uint8(_numpy(x, name, field), name, field)
     if x.ndim == 3 and len(x):
         return x[:, None]
     if x.ndim == 4 and len(x):
@@ -211,6 +208,28 @@ def images(x: Any, name: str, field: str) -> np.ndarray:
         field,
         f"{name} has shape {tuple(x.shape)}; accepted: N,H,W (grayscale), N,C,H,W or "
         "N,H,W,C with C 1 or 3 (channels-first when axis 1 is 1 or 3 and the last axis is not)",
+    )
+
+
+def _as_uint8(x: np.ndarray, name: str, field: str) -> np.ndarray:
+    """``x`` as uint8: integers in 0..255 cast, floats in [0, 1] scaled (in slices: no float copy
+    of the whole array); anything else refused with its range."""
+    if x.dtype == np.uint8:
+        return x
+    integer, floating = np.issubdtype(x.dtype, np.integer), np.issubdtype(x.dtype, np.floating)
+    lo, hi = (float(x.min()), float(x.max())) if x.size and (integer or floating) else (0.0, 0.0)
+    if integer and 0 <= lo and hi <= 255:
+        return x.astype(np.uint8)
+    if floating and 0 <= lo and hi <= 1:  # NaN fails both comparisons: refused below
+        out = np.empty(x.shape, np.uint8)
+        for i in range(0, len(x), 1024):
+            np.rint(x[i : i + 1024] * 255, out=out[i : i + 1024], casting="unsafe")
+        return out
+    values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
+    raise ConfigError(
+        field,
+        f"{name} is {x.dtype}{values}; images must be uint8 0..255 (integers in that range, and floats in "
+        "[0, 1], are converted): undo a normalisation, e.g. x * std + mean",
     )
 
 
