@@ -770,3 +770,30 @@ def test_a_stem_that_folds_pixels_into_channels_takes_the_data_s_channels():
     assert note == "" and isinstance(net, nn.Sequential)
     net, note = check_network(folded(), model, 1, 3, (8, 8), "cpu")
     assert "repeated to the 3 channels" in note and net(torch.zeros(2, 1, 8, 8)).shape == (2, 3)
+
+
+HF_VISION = """
+from transformers import ViTConfig, ViTForImageClassification
+
+def vit(num_classes, in_channels, image_size=8):
+    config = ViTConfig(image_size=image_size, patch_size=4, num_channels=in_channels, hidden_size=16,
+                       num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, num_labels=num_classes)
+    return ViTForImageClassification(config)
+"""
+
+
+def test_a_factory_returning_a_transformers_image_classifier_is_called_as_one(tmp_path, monkeypatch):
+    """pixel_values in, its output's logits out: it had been refused as returning ImageClassifierOutput."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from effsearch.config import ModelConfig
+    from effsearch.trainer.models import build_network
+    from effsearch.trainer.probe import check_network
+
+    (tmp_path / "hfvision.py").write_text(HF_VISION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = ModelConfig(name="hfvision:vit")
+    net, _ = check_network(build_network(model, 3, 4), model, 3, 4, (8, 8), "cpu")
+    with torch.no_grad():
+        assert net.eval()(torch.rand(2, 3, 8, 8)).shape == (2, 4)

@@ -4,7 +4,8 @@ library's (``torchvision:``, ``timm:``, ``hf:`` through ``hfconfig``), or an imp
 
 An image model is an ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits ``(N, num_classes)``.
 A text model takes token ids ``(N, L)`` and their mask (``text.TokenInput`` makes the mask, so the
-trainer calls it with the ids alone); a factory's transformers model is called as one (``_style``). CORDS reads any model's embedding from the input of its final
+trainer calls it with the ids alone); a factory's transformers model is called as one (``_style``:
+``TokenInput``'s hf style, or ``PixelValues`` for images). CORDS reads any model's embedding from the input of its final
 ``nn.Linear`` (``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe`
 checks it.
 """
@@ -23,7 +24,7 @@ from effsearch.config.imports import load_object
 from effsearch.config.sources import model_kind
 from effsearch.trainer.models.gpt import GPT, gpt
 from effsearch.trainer.models.text import TextEncoder, TokenInput, encoder
-from effsearch.trainer.models.vision import Classifier, RepeatChannels, build_model, tiny_cnn
+from effsearch.trainer.models.vision import Classifier, PixelValues, RepeatChannels, build_model, tiny_cnn
 
 if TYPE_CHECKING:
     from effsearch.config import ModelConfig
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GPT",
     "Classifier",
+    "PixelValues",
     "RepeatChannels",
     "TextEncoder",
     "TokenInput",
@@ -94,7 +96,8 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
             ),
             f"timm.create_model({name!r})",
         )
-    return _from_factory(model, {"num_classes": num_classes, "in_channels": channels})
+    net = _from_factory(model, {"num_classes": num_classes, "in_channels": channels})
+    return PixelValues(net) if _style(net, "plain") == "hf" else net
 
 
 def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> TokenInput:

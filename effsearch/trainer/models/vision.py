@@ -172,3 +172,15 @@ class RepeatChannels(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.module(x.expand(-1, self.channels, -1, -1))
+
+
+class PixelValues(nn.Module):
+    """A transformers image classifier (``ViTForImageClassification`` from a factory) called as
+    one: ``pixel_values`` in, its output's ``logits`` out."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(pixel_values=x).logits
