@@ -173,6 +173,26 @@ def test_a_hf_split_with_no_labels_is_left_out_and_carved_instead(tmp_path, capl
         splits_of(root, tmp_path / "data2", **{"dataset.name": "hf"})
 
 
+def test_hf_splits_are_read_by_their_names_and_others_left_out_with_a_warning(tmp_path, caplog):
+    """dev is a validation split; IMDB's unsupervised (or MNLI's validation_matched) is not read, and
+    says so; two validation splits are refused naming both."""
+    datasets = pytest.importorskip("datasets")
+    xs, ys = texts(120)
+
+    def split(a, b):
+        return datasets.Dataset.from_dict({"text": xs[a:b], "label": ys[a:b]})
+
+    parts = {"train": split(0, 60), "dev": split(60, 90), "unsupervised": split(90, 120)}
+    datasets.DatasetDict(parts).save_to_disk(str(tmp_path / "hf"))
+    with caplog.at_level("WARNING", logger="effsearch"):
+        s = splits_of(tmp_path / "hf", tmp_path / "data", **{"dataset.name": "hf"})
+    assert len(s.val_y) == 30 and len(s.train_y) + len(s.test_y) == 60  # dev given; test carved from train
+    assert "the unsupervised split of" in caplog.text and "is not read" in caplog.text
+    datasets.DatasetDict({**parts, "validation": split(90, 120)}).save_to_disk(str(tmp_path / "two"))
+    with pytest.raises(ConfigError, match="has the splits dev and validation: both are val; keep one"):
+        splits_of(tmp_path / "two", tmp_path / "data2", **{"dataset.name": "hf"})
+
+
 def test_the_second_load_reads_the_cache(tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "t.jsonl")
     d = cfg_of(path).dataset

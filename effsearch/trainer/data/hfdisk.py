@@ -1,7 +1,9 @@
 """A dataset saved by ``datasets``' ``save_to_disk``, opened in one place for images and text alike:
 the optional extra's refusal, a folder it cannot read and a dataset without a train split each
-refused naming the field. A split whose ``ClassLabel`` is -1 throughout (datasets' mark for no
-label: GLUE's test splits) is left out, so that one is carved from the training rows."""
+refused naming the field. Its splits are read as effsearch's train, val and test by their names
+(``SPLIT_NAMES``; any other, as MNLI's ``validation_matched``, is left out with a warning). A
+split whose ``ClassLabel`` is -1 throughout (datasets' mark for no label: GLUE's test splits) is
+left out, so that one is carved from the training rows."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from effsearch.config import ConfigError
 
 log = logging.getLogger(__name__)
 
+# A split's name (an hf split, an image folder beside train/, a row's split column): effsearch's split.
+SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "dev": "val", "test": "test"}
 HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
 
 
 def load_splits(root: Path, name: str, label: str | None = None) -> dict[str, Any]:
-    """The splits saved at ``root`` by name (a lone ``Dataset`` is ``train``), less those with no
-    ``label`` (the label column); ``name`` is what ``dataset.name`` said, for the missing extra's
-    message."""
+    """The splits saved at ``root`` as effsearch's ``train``, ``val`` and ``test`` (a lone
+    ``Dataset`` is ``train``), less those with no ``label`` (the label column); ``name`` is what
+    ``dataset.name`` said, for the missing extra's message."""
     try:
         import datasets
     except ImportError:
@@ -33,16 +37,31 @@ def load_splits(root: Path, name: str, label: str | None = None) -> dict[str, An
     found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
     if "train" not in found:
         raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
-    for split in [s for s in found if s != "train" and label is not None and unlabelled(found[s], label)]:
-        log.warning(
-            "the %s split of %s has no labels (%r is -1, datasets' mark for none, in every row): it is "
-            "left out, and that split carved from the training rows instead",
-            split,
-            root,
-            label,
-        )
-        del found[split]
-    return found
+    kept: dict[str, Any] = {}
+    named: dict[str, str] = {}
+    for given, ds in found.items():
+        split = SPLIT_NAMES.get(given)
+        if split is None:
+            log.warning(
+                "the %s split of %s is not read: effsearch reads train, validation (or valid, val, dev) and test",
+                given,
+                root,
+            )
+        elif split in kept:
+            raise ConfigError(
+                "dataset.path", f"{root} has the splits {named[split]} and {given}: both are {split}; keep one"
+            )
+        elif split != "train" and label is not None and unlabelled(ds, label):
+            log.warning(
+                "the %s split of %s has no labels (%r is -1, datasets' mark for none, in every row): it is "
+                "left out, and that split carved from the training rows instead",
+                given,
+                root,
+                label,
+            )
+        else:
+            kept[split], named[split] = ds, given
+    return kept
 
 
 def unlabelled(ds: Any, column: str) -> bool:

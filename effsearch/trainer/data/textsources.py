@@ -3,7 +3,7 @@
 * ``jsonl``: one JSON object a line (``.gz``: gzip); ``csv``: a header row, then one row a record
   (labels that are all integers are read as integers);
 * ``hf``: a folder written by ``datasets``' ``save_to_disk`` whose ``dataset.text_column`` holds
-  strings (splits ``train``, ``validation``/``valid``/``val``, ``test``; a ``ClassLabel`` column
+  strings (splits ``train``, ``validation``/``valid``/``val``/``dev``, ``test``; a ``ClassLabel`` column
   gives its names, and a split that is -1 throughout, unlabelled, is left out: ``hfdisk``);
 * ``package.module:callable``: ``x_train``, ``y_train``, ``x_test``, ``y_test`` (optionally
   ``x_val``, ``y_val``), the x's lists of strings;
@@ -32,11 +32,9 @@ import numpy as np
 
 from effsearch.config import ConfigError
 from effsearch.config.fields import quote
-from effsearch.trainer.data.hfdisk import load_splits
+from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
 
 log = logging.getLogger(__name__)
-
-SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "test": "test"}
 
 
 @dataclass
@@ -115,7 +113,7 @@ def _split(value: Any, cols: Columns, where: str) -> str:
     if name is None:
         raise ConfigError(
             "dataset.split_column",
-            f"{where}: {cols.split!r} is {quote(value)}; a split is train, validation (or val, valid) or test "
+            f"{where}: {cols.split!r} is {quote(value)}; a split is train, validation (or val, valid, dev) or test "
             "(set dataset.split_column to null to carve the splits instead)",
         )
     return name
@@ -344,10 +342,8 @@ def read_hf(root: Path, cols: Columns) -> TextRows:
     import datasets  # present: load_splits refused its absence
 
     parts: dict[str, tuple[Sequence[Any], Sequence[Any] | None]] = {}
-    for name, ds in found.items():
-        split = SPLIT_NAMES.get(name)
-        if split is None:
-            continue
+    for split, ds in found.items():
+        name = {"val": "validation"}.get(split, split)
         for column, fld in ((cols.text, "dataset.text_column"), (cols.label, "dataset.label_column")):
             if column is not None and column not in ds.column_names:
                 raise ConfigError(

@@ -5,7 +5,7 @@
 
 * ``imagefolder``: ``dataset.path`` holds class folders (torchvision's ImageFolder layout: the
   sorted class names are the labels 0..K-1), either directly or under ``train/`` with optional
-  ``val/`` (or ``valid/``, ``validation/``) and ``test/`` folders of the same classes. Images (.png .jpg .jpeg .bmp .gif .webp
+  ``val/`` (or ``valid/``, ``validation/``, ``dev/``) and ``test/`` folders of the same classes. Images (.png .jpg .jpeg .bmp .gif .webp
   .tif .tiff, any case; hidden files and folders skipped) are decoded once with PIL to one
   channel mode: ``L`` (1 channel) when every image is grayscale, else ``RGB`` (alpha dropped,
   palette images count as colour), and resized to ``dataset.image_size`` when set.
@@ -13,7 +13,7 @@
   ``x_val``, ``y_val``); shapes as :func:`images` says; labels integers, or names (strings: the
   training split's, sorted, are classes 0..K-1, as hf's).
 * ``hf``: a folder written by ``datasets``' ``save_to_disk``: a DatasetDict with ``train`` and
-  optionally ``validation`` (or ``valid``, ``val``) and ``test``, or one Dataset (the training
+  optionally ``validation`` (or ``valid``, ``val``, ``dev``) and ``test``, or one Dataset (the training
   split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (integer labels, or
   strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
@@ -56,7 +56,7 @@ from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import GRAY_MODES, Part, header
-from effsearch.trainer.data.hfdisk import load_splits
+from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.tokenizer import TokenShape
@@ -64,8 +64,7 @@ from effsearch.trainer.data.tokenizer import TokenShape
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-HF_VALIDATION = ("validation", "valid", "val")
-SPLIT_FOLDERS = {"train": "train", **dict.fromkeys(HF_VALIDATION, "val"), "test": "test"}  # folder: split
+SPLIT_FOLDERS = SPLIT_NAMES  # a folder beside train/: its split
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 
 
@@ -495,7 +494,7 @@ def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], lis
             raise ConfigError(
                 "dataset.path",
                 f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
-                "beside train/ only val/ (or valid/, validation/) and test/ (of the same class folders) may be",
+                "beside train/ only val/ (or valid/, validation/, dev/) and test/ (of the same class folders) may be",
             )
         vals = [t for t in tops if SPLIT_FOLDERS[t] == "val"]
         if len(vals) > 1:
@@ -558,14 +557,8 @@ def _hf_parts(d: Any, root: Path) -> tuple[dict[str, Part], int]:
     found = load_splits(root, repr(d.name), d.label_column)
     import datasets  # present: load_splits refused its absence
 
-    val = next((n for n in HF_VALIDATION if n in found), None)
-    chosen = {
-        "train": found["train"],
-        **({"val": found[val]} if val else {}),
-        **({"test": found["test"]} if "test" in found else {}),
-    }
     parts, raw_labels = {}, {}
-    for split, ds in chosen.items():
+    for split, ds in found.items():
         for column, field in ((d.image_column, "dataset.image_column"), (d.label_column, "dataset.label_column")):
             if column not in ds.column_names:
                 raise ConfigError(
