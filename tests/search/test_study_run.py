@@ -178,7 +178,9 @@ def test_a_trial_whose_worker_died_before_saying_who_it_is_is_requeued(tmp_path)
 
 @pytest.mark.slow
 def test_two_workers_share_the_default_storage(tmp_path):
-    base = tiny(**{"dataset.synthetic_size": 384, "epochs": 3})  # a few seconds a trial
+    # Trials of about two seconds (384 images took 0.3 s: one worker could finish all six before the
+    # other had started, on an idle 2-core CI machine), so both workers must run some.
+    base = tiny(**{"dataset.synthetic_size": 4096, "epochs": 3})
     path = write_study(tmp_path, n_trials=6, base=base)
     env = {**os.environ, "TQDM_DISABLE": "1"}
     proc = subprocess.run(
