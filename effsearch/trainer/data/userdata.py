@@ -64,7 +64,6 @@ from effsearch.trainer.data.tokenizer import TokenShape
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-SPLIT_FOLDERS = SPLIT_NAMES  # a folder beside train/: its split
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 
 
@@ -489,19 +488,19 @@ def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], lis
     """The split folders of an imagefolder (``train`` always) and its class names."""
     tops = _subfolders(root, skipped)
     if "train" in tops:
-        stray = [t for t in tops if t not in SPLIT_FOLDERS]
+        stray = [t for t in tops if t not in SPLIT_NAMES]
         if stray:
             raise ConfigError(
                 "dataset.path",
                 f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
                 "beside train/ only val/ (or valid/, validation/, dev/) and test/ (of the same class folders) may be",
             )
-        vals = [t for t in tops if SPLIT_FOLDERS[t] == "val"]
+        vals = [t for t in tops if SPLIT_NAMES[t] == "val"]
         if len(vals) > 1:
             raise ConfigError(
                 "dataset.path", f"{root} has {' and '.join(t + '/' for t in vals)}: one validation folder, not two"
             )
-        splits = {SPLIT_FOLDERS[t]: root / t for t in tops}
+        splits = {SPLIT_NAMES[t]: root / t for t in tops}
     elif "val" in tops or "test" in tops:  # valid/, validation/ without train/: classes, as "valid", "invalid"
         raise ConfigError(
             "dataset.path", f"{root} has val/ or test/ but no train/: put the training images in {root}/train/CLASS/"

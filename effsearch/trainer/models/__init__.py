@@ -4,8 +4,8 @@ library's (``torchvision:``, ``timm:``, ``hf:`` through ``hfconfig``), or an imp
 
 An image model is an ``nn.Module`` from a float batch ``(N, C, H, W)`` to logits ``(N, num_classes)``.
 A text model takes token ids ``(N, L)`` and their mask (``text.TokenInput`` makes the mask, so the
-trainer calls it with the ids alone); a factory's transformers model is called as one (``_style``:
-``TokenInput``'s hf style, or ``PixelValues`` for images). CORDS reads any model's embedding from the input of its final
+trainer calls it with the ids alone); a factory's transformers model is called as one
+(``_transformers``: ``TokenInput``'s hf style, or ``PixelValues`` for images). CORDS reads any model's embedding from the input of its final
 ``nn.Linear`` (``effsearch.trainer.data.selection.ModelView``), and :mod:`effsearch.trainer.probe`
 checks it.
 """
@@ -97,7 +97,7 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
             f"timm.create_model({name!r})",
         )
     net = _from_factory(model, {"num_classes": num_classes, "in_channels": channels})
-    return PixelValues(net) if _style(net, "plain") == "hf" else net
+    return PixelValues(net) if _transformers(net) else net
 
 
 def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> TokenInput:
@@ -130,7 +130,7 @@ def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> T
         raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
     base = {"vocab_size": tokens.vocab_size, "num_classes": num_classes, "max_length": tokens.max_length}
     net = _from_factory(model, base)
-    return TokenInput(net, _style(net, "ids_mask"))
+    return TokenInput(net, "hf" if _transformers(net) else "ids_mask")
 
 
 def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
@@ -152,14 +152,14 @@ def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
         )
     base = {"vocab_size": tokens.vocab_size, "max_length": tokens.max_length}
     net = _from_factory(model, base)
-    return TokenInput(net, _style(net, "causal"))
+    return TokenInput(net, "hf" if _transformers(net) else "causal")
 
 
-def _style(net: nn.Module, plain: str) -> str:
-    """How a factory's model is called: a transformers model as one (``input_ids``,
-    ``attention_mask``, its output's ``logits``), any other ``plain``."""
+def _transformers(net: nn.Module) -> bool:
+    """A factory's model is a transformers model: called as one (``input_ids``, ``attention_mask``
+    or ``pixel_values``, its output's ``logits``)."""
     transformers = sys.modules.get("transformers")  # a transformers model was built: it is imported
-    return "hf" if transformers is not None and isinstance(net, transformers.PreTrainedModel) else plain
+    return transformers is not None and isinstance(net, transformers.PreTrainedModel)
 
 
 def _no_kwargs(model: ModelConfig) -> None:
