@@ -34,7 +34,9 @@ SPACE = {
 
 @pytest.mark.slow
 def test_two_workers_run_a_text_study_with_none_failed(tmp_path):
-    base = tiny_text(write_jsonl(tmp_path / "t.jsonl"), epochs=1, target_accuracy=0.5)
+    # Trials of about two seconds (240 rows took 0.3 s: one worker ran all four before the other had
+    # warmed up, on an idle 2-core machine), so both workers must run some.
+    base = tiny_text(write_jsonl(tmp_path / "t.jsonl", n=2400), epochs=6, target_accuracy=0.5)
     study = {"name": "text2", "base": base, "n_trials": 4, "seed": 0, "space": SPACE, "pruner": {"name": "none"}}
     path = tmp_path / "text2.yaml"
     path.write_text(yaml.safe_dump(study))
