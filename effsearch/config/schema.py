@@ -67,7 +67,8 @@ class DatasetConfig:
         "text: jsonl or csv (read from dataset.path), hf text, text (plain text files, a language model's "
         "corpus); or an import path "
         "package.module:callable returning x_train, y_train, x_test, y_test (images, or lists of "
-        "strings: text) (runs that code)",
+        "strings: text), or PyTorch datasets of (x, label) items: (train, test), (train, val, test) "
+        "or one to carve (runs that code)",
     )
     path: str | None = spec(
         None,

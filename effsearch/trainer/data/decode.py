@@ -45,7 +45,7 @@ def header(source: str | bytes, name: str) -> tuple[tuple[int, int], str]:
         raise ConfigError("dataset.path", f"cannot read image {name}: {type(e).__name__}: {e}") from None
 
 
-def _eight_bit(im: Any) -> Any:
+def eight_bit(im: Any) -> Any:
     """A 16-bit or float grayscale image as 8-bit "L", by torchvision's conventions (``to_dtype``
     with ``scale=True``): 16 bits keep their high byte, floats are 0..1. PIL's own convert clips
     instead: a 16-bit image came out nearly all 255 and a 0..1 float image all 0."""
@@ -66,7 +66,7 @@ def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) ->
 
     try:
         with _open(source) as im:
-            im = _eight_bit(im)
+            im = eight_bit(im)
             im = im.convert(mode) if im.mode != mode else im
             if im.size != size:
                 im = im.resize(size, Image.Resampling.BILINEAR)

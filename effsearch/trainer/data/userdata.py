@@ -18,7 +18,8 @@
   strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
   a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays, torch tensors or
-  pandas columns; labels as an npz's.
+  pandas columns; labels as an npz's. Or PyTorch datasets (``torchsets``): each read once into
+  such arrays.
 
 A source without a test split has one carved off, stratified, by ``dataset.test_fraction``
 (seeded by ``dataset.split_seed``); a validation split it has is used as it is, else
@@ -54,7 +55,7 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
-from effsearch.trainer.data import memory
+from effsearch.trainer.data import memory, torchsets
 from effsearch.trainer.data.decode import GRAY_MODES, Part, header
 from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
 from effsearch.trainer.data.imagecache import decoded
@@ -277,6 +278,9 @@ def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
         raise ConfigError(
             "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
         ) from None
+    datasets = torchsets.splits_of(out, f"{name}()")
+    if datasets is not None:
+        return torchsets.read_all(datasets, f"{name}()")
     if isinstance(out, Mapping):
         missing = [k for k in needs if k not in out]
         if missing:
@@ -293,7 +297,8 @@ def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
     )
     raise ConfigError(
         "dataset.name",
-        f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test) or a mapping with those keys",
+        f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test), a mapping with those keys, "
+        "or PyTorch datasets",
     )
 
 
@@ -359,11 +364,13 @@ def _npz_headers(path: Path, names: list[str]) -> dict[str, tuple[tuple[int, ...
 
 def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> UserData:
     """Checked arrays (``source``: where they came from, for messages) as the user's splits."""
-    pairs = [("train", "x_train", "y_train"), ("test", "x_test", "y_test")]
-    if ("x_val" in arrays) != ("y_val" in arrays):
-        raise ConfigError(field, f"x_val and y_val go together; {source} has only one of them")
-    if "x_val" in arrays:
-        pairs.append(("val", "x_val", "y_val"))
+    pairs = [("train", "x_train", "y_train")]
+    for split in ("test", "val"):  # a callable's lone training Dataset has no test: it is carved
+        xn, yn = f"x_{split}", f"y_{split}"
+        if (xn in arrays) != (yn in arrays):
+            raise ConfigError(field, f"{xn} and {yn} go together; {source} has only one of them")
+        if xn in arrays:
+            pairs.append((split, xn, yn))
     parts = {}
     raw = {split: _numpy(arrays[yn], f"{yn} of {source}", field) for split, _, yn in pairs}
     named = _named_labels(raw, f"the y arrays of {source}", field)  # string labels: sorted, as hf's

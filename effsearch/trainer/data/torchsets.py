@@ -1,0 +1,201 @@
+"""A callable's PyTorch datasets, read once into the arrays ``userdata.call`` returns.
+
+An import path's callable may return map-style ``Dataset``s (or ``DataLoader``s: their
+``dataset`` is read, their batching left to the trainer) instead of arrays: one (the training
+split: validation and test are carved), a pair ``(train, test)``, a triple ``(train, val, test)``,
+or a mapping whose keys are split names (``hfdisk.SPLIT_NAMES``). Each item is ``(x, y)``: ``x`` a
+PIL image, a tensor (``ToTensor``'s C,H,W floats in [0, 1] included) or an array, or a string (a
+text; alone, without ``y``, a language model's document). Items are read in index order, once per
+process, so the dataset's transform runs once per item: a random augmentation is drawn once and
+frozen (said in a warning); effsearch's own augmentations are in the search space.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from effsearch.config import ConfigError
+from effsearch.trainer.data.decode import GRAY_MODES, eight_bit
+from effsearch.trainer.data.hfdisk import SPLIT_NAMES
+
+log = logging.getLogger(__name__)
+
+FIELD = "dataset.name"
+BY_POSITION = {2: ("train", "test"), 3: ("train", "val", "test")}
+RANDOM_TRANSFORMS = ("Random", "AutoAugment", "RandAugment", "TrivialAugment", "AugMix")
+SAID_FROM = 10_000  # items: a read this long is said as it starts (about a second a few thousand PIL items)
+
+
+def is_dataset(v: Any) -> bool:
+    """Is ``v`` a dataset to read item by item (not an array, a column or a list of values)?"""
+    if isinstance(v, np.ndarray | torch.Tensor | str | bytes | list | tuple | Mapping) or hasattr(v, "to_numpy"):
+        return False
+    return isinstance(v, torch.utils.data.DataLoader | torch.utils.data.Dataset) or (
+        hasattr(v, "__getitem__") and hasattr(v, "__len__")
+    )
+
+
+def splits_of(out: Any, source: str) -> dict[str, Any] | None:
+    """The datasets ``out`` (what ``source`` returned) holds, by effsearch's split names; None
+    when it holds none (arrays: ``userdata.call`` reads them)."""
+    if is_dataset(out):
+        return {"train": out}
+    if isinstance(out, tuple | list) and out and all(is_dataset(v) for v in out):
+        if len(out) not in BY_POSITION:
+            raise ConfigError(
+                FIELD, f"{source} returned {len(out)} datasets; expected (train, test) or (train, val, test)"
+            )
+        return dict(zip(BY_POSITION[len(out)], out, strict=True))
+    if isinstance(out, Mapping) and out and any(is_dataset(v) for v in out.values()):
+        found: dict[str, Any] = {}
+        for key, v in out.items():
+            split = SPLIT_NAMES.get(str(key).lower())
+            if split is None or not is_dataset(v):
+                what = "a dataset" if is_dataset(v) else f"a {type(v).__name__}"
+                raise ConfigError(
+                    FIELD,
+                    f"{source} returned a mapping of datasets with {key!r}: {what}; its keys must be split "
+                    f"names ({', '.join(SPLIT_NAMES)}) and its values datasets",
+                )
+            if split in found:
+                raise ConfigError(FIELD, f"{source} returned two {split} datasets; give one")
+            found[split] = v
+        if "train" not in found:
+            raise ConfigError(FIELD, f"{source} returned datasets without a train one ({', '.join(map(str, out))})")
+        return found
+    return None
+
+
+def read_all(splits: dict[str, Any], source: str) -> dict[str, Any]:
+    """The arrays ``userdata.call`` returns (x_train, y_train, ...), read from ``splits``."""
+    arrays: dict[str, Any] = {}
+    for split, ds in splits.items():
+        x, y = read(ds, f"the {split} dataset of {source}")
+        arrays[f"x_{split}"] = x
+        if y is not None:
+            arrays[f"y_{split}"] = y
+    texts = {isinstance(v, list) for k, v in arrays.items() if k.startswith("x_")}
+    if len(texts) > 1:
+        raise ConfigError(FIELD, f"the datasets of {source} mix texts and images; give one kind")
+    return arrays
+
+
+def read(ds: Any, where: str) -> tuple[np.ndarray | list[str], np.ndarray | None]:
+    """Every item of ``ds``: images (a stacked array) or texts (a list), and labels (None: the
+    items have none)."""
+    if isinstance(ds, torch.utils.data.DataLoader):
+        ds = ds.dataset
+    if isinstance(ds, torch.utils.data.IterableDataset):
+        raise ConfigError(FIELD, f"{where} is an IterableDataset; give a map-style Dataset (with __len__), or arrays")
+    n = len(ds)
+    if n == 0:
+        raise ConfigError(FIELD, f"{where} is empty")
+    t = time.perf_counter()
+    if n >= SAID_FROM:
+        log.info("reading the %d items of %s", n, where)
+    xs: list[Any] = []
+    ys: list[Any] = []
+    for i in range(n):
+        x, y = _item(ds, i, where)
+        if i and (y is None) != (ys[0] is None):
+            raise ConfigError(FIELD, f"item {i} of {where} has {'no' if y is None else 'a'} label but item 0 has")
+        xs.append(x)
+        ys.append(y)
+    _warn_frozen(ds, where)
+    if n >= SAID_FROM:
+        log.info("read %s in %.1f s", where, time.perf_counter() - t)
+    labels = None if ys[0] is None else np.array(ys)
+    if isinstance(xs[0], str):
+        bad = next((i for i, x in enumerate(xs) if not isinstance(x, str)), None)
+        if bad is not None:
+            raise ConfigError(FIELD, f"item {bad} of {where} is a {type(xs[bad]).__name__} but item 0 is a text")
+        return xs, labels
+    if labels is None:
+        raise ConfigError(FIELD, f"the items of {where} are images without labels; each must be (image, label)")
+    return _stacked(xs, ds, where), labels
+
+
+def _item(ds: Any, i: int, where: str) -> tuple[Any, Any]:
+    """Item ``i`` as (x, y): an image as an array (a PIL image as uint8 C,H,W), a label as a scalar."""
+    try:
+        item = ds[i]
+    except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback
+        at = traceback.extract_tb(e.__traceback__)[-1]
+        text = str(e) if len(str(e)) <= 300 else str(e)[:300] + "..."
+        raise ConfigError(
+            FIELD, f"reading item {i} of {where} raised {type(e).__name__}: {text} ({at.filename}:{at.lineno})"
+        ) from None
+    if isinstance(item, Mapping):
+        raise ConfigError(
+            FIELD,
+            f"item {i} of {where} is a mapping ({', '.join(map(str, item))}); items must be (x, label) pairs. "
+            "A Hugging Face dataset: save_to_disk it and set dataset.name: hf",
+        )
+    x, y = (item[0], item[1]) if isinstance(item, tuple | list) and len(item) == 2 else (item, None)
+    if isinstance(item, tuple | list) and len(item) != 2:
+        raise ConfigError(FIELD, f"item {i} of {where} has {len(item)} parts; items must be (x, label) pairs")
+    return _x(x, i, where), _label(y, i, where)
+
+
+def _x(x: Any, i: int, where: str) -> Any:
+    if isinstance(x, str | np.ndarray):
+        return x
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if hasattr(x, "convert") and hasattr(x, "mode"):  # a PIL image
+        im = eight_bit(x)
+        a = np.asarray(im.convert("L" if im.mode in GRAY_MODES else "RGB"))
+        return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+    raise ConfigError(
+        FIELD, f"item {i} of {where} holds a {type(x).__name__}; expected a PIL image, a tensor, an array or a text"
+    )
+
+
+def _label(y: Any, i: int, where: str) -> Any:
+    if y is None or isinstance(y, str | bool | int | float | np.generic):
+        return y
+    if (isinstance(y, np.ndarray) and y.size == 1) or (isinstance(y, torch.Tensor) and y.numel() == 1):
+        return y.item()
+    raise ConfigError(FIELD, f"the label of item {i} of {where} is a {type(y).__name__}; expected one integer or name")
+
+
+def _stacked(xs: list[np.ndarray], ds: Any, where: str) -> np.ndarray:
+    """The images as one array: a PIL dataset's grayscale ones made RGB where others are colour."""
+    pil = [x.dtype == np.uint8 and x.ndim == 3 for x in xs]  # PIL images came out uint8 C,H,W
+    if all(pil) and {x.shape[0] for x in xs} == {1, 3}:
+        xs = [np.repeat(x, 3, axis=0) if x.shape[0] == 1 else x for x in xs]
+    first = xs[0].shape
+    bad = next((i for i, x in enumerate(xs) if x.shape != first), None)
+    if bad is not None:
+        raise ConfigError(
+            FIELD,
+            f"item {bad} of {where} is {'x'.join(map(str, xs[bad].shape))} but item 0 is "
+            f"{'x'.join(map(str, first))}; give images of one size (a Resize in its transform)",
+        )
+    out = np.stack(xs)
+    if np.issubdtype(out.dtype, np.floating) and out.size and (out.min() < 0 or out.max() > 1):
+        if "Normalize" in repr(getattr(ds, "transform", None)):
+            raise ConfigError(
+                FIELD,
+                f"the images of {where} are {out.dtype} with values {out.min():g}..{out.max():g}: its transform "
+                "normalises them; leave Normalize out (effsearch normalises each batch itself)",
+            )
+    return out
+
+
+def _warn_frozen(ds: Any, where: str) -> None:
+    """A warning when ``ds``'s transform draws at random: read once, each item keeps one draw."""
+    tf = getattr(ds, "transform", None)
+    if tf is not None and any(name in repr(tf) for name in RANDOM_TRANSFORMS):
+        log.warning(
+            "%s: its transform draws at random, and each item was read once, so each keeps one draw "
+            "(augmentations frozen); leave them out: effsearch searches its own",
+            where,
+        )
