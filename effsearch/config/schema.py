@@ -157,7 +157,8 @@ class ModelConfig:
         "a transformers sequence classifier built from that config with model.kwargs, never pretrained "
         "weights (extra text); or an import path package.module:callable, called as callable(num_classes=..., "
         "in_channels=..., **model.kwargs) for images, callable(vocab_size=..., num_classes=..., "
-        "max_length=..., **model.kwargs) for text, and returning an nn.Module (runs that code)",
+        "max_length=..., **model.kwargs) for text (in_channels and max_length left out where it refuses "
+        "them), and returning an nn.Module (runs that code)",
     )
     width: int = spec(
         0,

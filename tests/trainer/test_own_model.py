@@ -49,6 +49,22 @@ def wrong_width(num_classes, in_channels):
     return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes + 3))
 
 
+class RGBNet(nn.Module):
+    """Takes num_classes only, as torchvision's model classes (3-channel images)."""
+
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.net = nn.Sequential(*block(3, 8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def rgb_builder(**kwargs):
+    """As torchvision's builders (resnet18(*, weights=None, progress=True, **kwargs)): keywords passed on."""
+    return RGBNet(**kwargs)
+
+
 def needs_kwarg(num_classes, in_channels, depth):
     return cnn(num_classes, in_channels, width=depth)
 
@@ -290,6 +306,14 @@ def test_torchvision_resnet18_trains_on_one_channel_images_repeated_to_three(mod
     assert result["status"] == "completed"
     assert "repeated to the 3 channels" in result["final"]["input_adapted"]
     assert "note: the dataset's 1-channel images are repeated" in err
+
+
+def test_a_builder_that_passes_keywords_to_a_class_without_in_channels_trains(models, capsys):
+    """As torchvision.models:resnet18 named by import path: its signature takes **kwargs, its class
+    refuses in_channels (it had been refused with that TypeError); on 1-channel digits, repeated."""
+    code, err, result = train(models, capsys, **{"model.name": "own_test_models:rgb_builder", "dataset.name": "digits"})
+    assert code == 0, err
+    assert result["status"] == "completed" and "repeated to the 3 channels" in result["final"]["input_adapted"]
 
 
 def test_a_timm_model_trains(models, capsys):

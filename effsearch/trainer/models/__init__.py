@@ -170,10 +170,15 @@ def _no_kwargs(model: ModelConfig) -> None:
         )
 
 
+BY_SIGNATURE = ("in_channels", "max_length")  # what a factory is given only where it takes it
+
+
 def _from_factory(model: ModelConfig, base: dict) -> nn.Module:
-    """The user's factory called with ``base`` (what the data says), model.kwargs and model.width."""
+    """The user's factory called with ``base`` (what the data says), model.kwargs and model.width.
+    ``in_channels`` and ``max_length`` go only to a factory that takes them (``_unwanted``)."""
     factory = load_object(model.name, "model.name")
-    kwargs = {**base, **model.kwargs}
+    kwargs = {k: v for k, v in base.items() if k not in BY_SIGNATURE or _takes(factory, k)}
+    kwargs.update(model.kwargs)
     if model.width:
         if "width" in model.kwargs:
             raise ConfigError(
@@ -187,7 +192,21 @@ def _from_factory(model: ModelConfig, base: dict) -> nn.Module:
                 f"{model.name!r} takes no width argument; set model.width to 0 (or give the factory a width parameter)",
             )
         kwargs["width"] = model.width
-    return _call(lambda: factory(**kwargs), model.name)
+    return _call(lambda: _unwanted(factory, kwargs, set(BY_SIGNATURE) - set(model.kwargs)), model.name)
+
+
+def _unwanted(factory: Callable[..., Any], kwargs: dict, optional: set[str]) -> Any:
+    """``factory(**kwargs)``, made again without an ``optional`` argument it refuses as unexpected.
+    torchvision's builders (``resnet18(*, weights, progress, **kwargs)``) pass their keywords on to
+    the class, so only the call says that ``in_channels`` is not taken (a 3-channel model on
+    1-channel images is then adapted: ``probe``'s ``_adapt_channels``)."""
+    try:
+        return factory(**kwargs)
+    except TypeError as e:
+        refused = [k for k in optional if k in kwargs and f"unexpected keyword argument '{k}'" in str(e)]
+        if not refused:
+            raise
+        return _unwanted(factory, {k: v for k, v in kwargs.items() if k != refused[0]}, optional - {refused[0]})
 
 
 def _takes(fn: Callable[..., Any], name: str) -> bool:
