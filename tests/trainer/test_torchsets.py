@@ -209,3 +209,14 @@ def test_a_training_run_on_a_dataset_of_pil_images(module, capsys):
     code, err = run_cli(module, capsys, {"name": "mysets:pair", "val_fraction": 0.25}, epochs=1, batch_size=8)
     assert code == 0, err
     assert json.loads((module / "run" / "result.json").read_text())["status"] == "completed"
+
+
+def test_images_that_would_not_fit_in_memory_are_refused_after_the_first_item(module, capsys, monkeypatch, untouched):
+    """Refused from item 0's size before the rest are read (ImageNet in a Dataset would have been
+    read to the end first)."""
+    from effsearch.trainer.data import memory
+
+    monkeypatch.setattr(memory, "memory_limit", lambda: 36 * 12 * 12 - 1)  # item 0 is grayscale
+    code, err = run_cli(module, capsys, {"name": "mysets:pair"})
+    assert code == 2 and "dataset.name:" in err, err
+    assert "the 36 images of the train dataset of mysets:pair() (1x12x12) take" in err and "a Resize" in err, err

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from effsearch.config import ConfigError
+from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import GRAY_MODES, eight_bit
 from effsearch.trainer.data.hfdisk import SPLIT_NAMES
 
@@ -88,7 +89,7 @@ def read_all(splits: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def read(ds: Any, where: str) -> tuple[np.ndarray | list[str], np.ndarray | None]:
-    """Every item of ``ds``: images (a stacked array) or texts (a list), and labels (None: the
+    """Every item of ``ds``: images (one uint8 array) or texts (a list), and labels (None: the
     items have none)."""
     if isinstance(ds, torch.utils.data.DataLoader):
         ds = ds.dataset
@@ -100,26 +101,85 @@ def read(ds: Any, where: str) -> tuple[np.ndarray | list[str], np.ndarray | None
     t = time.perf_counter()
     if n >= SAID_FROM:
         log.info("reading the %d items of %s", n, where)
-    xs: list[Any] = []
+    x0, y0 = _item(ds, 0, where)
+    images = Images(n, x0, ds, where) if not isinstance(x0, str) else None
+    texts: list[str] = []
     ys: list[Any] = []
     for i in range(n):
-        x, y = _item(ds, i, where)
-        if i and (y is None) != (ys[0] is None):
+        x, y = (x0, y0) if i == 0 else _item(ds, i, where)
+        if (y is None) != (y0 is None):
             raise ConfigError(FIELD, f"item {i} of {where} has {'no' if y is None else 'a'} label but item 0 has")
-        xs.append(x)
+        if images is not None:
+            images.put(i, x)
+        elif isinstance(x, str):
+            texts.append(x)
+        else:
+            raise ConfigError(FIELD, f"item {i} of {where} is a {type(x).__name__} but item 0 is a text")
         ys.append(y)
     _warn_frozen(ds, where)
     if n >= SAID_FROM:
         log.info("read %s in %.1f s", where, time.perf_counter() - t)
-    labels = None if ys[0] is None else np.array(ys)
-    if isinstance(xs[0], str):
-        bad = next((i for i, x in enumerate(xs) if not isinstance(x, str)), None)
-        if bad is not None:
-            raise ConfigError(FIELD, f"item {bad} of {where} is a {type(xs[bad]).__name__} but item 0 is a text")
-        return xs, labels
+    labels = None if y0 is None else np.array(ys)
+    if images is None:
+        return texts, labels
     if labels is None:
         raise ConfigError(FIELD, f"the items of {where} are images without labels; each must be (image, label)")
-    return _stacked(xs, ds, where), labels
+    return images.out, labels
+
+
+class Images:
+    """A dataset's images as one uint8 array, filled an item at a time (no list of them, no float
+    copy): floats in [0, 1] scaled as they come; a PIL dataset's grayscale images made RGB where
+    a colour one comes (as an image folder's)."""
+
+    def __init__(self, n: int, x0: np.ndarray, ds: Any, where: str) -> None:
+        self.ds, self.where = ds, where
+        first = _uint8(x0, 0, ds, where)
+        need, limit = n * first.size, memory.memory_limit()
+        if need > limit:
+            raise ConfigError(
+                FIELD,
+                f"the {n:,} images of {where} ({'x'.join(map(str, first.shape))}) take "
+                f"{memory.human_bytes(need)} in memory, more than the {memory.human_bytes(limit)} this machine "
+                "can give them: give smaller images (a Resize in its transform) or fewer",
+            )
+        self.pil = x0.dtype == np.uint8 and x0.ndim == 3 and x0.shape[0] in (1, 3)  # PIL: C,H,W
+        self.out = np.empty((n, *first.shape), np.uint8)
+
+    def put(self, i: int, x: np.ndarray) -> None:
+        x = _uint8(x, i, self.ds, self.where)
+        if self.pil and x.shape[1:] == self.out.shape[2:] and x.shape[0] != self.out.shape[1]:
+            if x.shape[0] == 1:
+                x = np.repeat(x, 3, axis=0)
+            else:  # the first colour image: those before it were grayscale
+                self.out = np.repeat(self.out, 3, axis=1)
+        if x.shape != self.out.shape[1:]:
+            raise ConfigError(
+                FIELD,
+                f"item {i} of {self.where} is {'x'.join(map(str, x.shape))} but item 0 is "
+                f"{'x'.join(map(str, self.out.shape[1:]))}; give images of one size (a Resize in its transform)",
+            )
+        self.out[i] = x
+
+
+def _uint8(x: np.ndarray, i: int, ds: Any, where: str) -> np.ndarray:
+    """Item ``i``'s image as uint8: integers in 0..255 cast, floats in [0, 1] (ToTensor's) scaled."""
+    if x.dtype == np.uint8:
+        return x
+    integer, floating = np.issubdtype(x.dtype, np.integer), np.issubdtype(x.dtype, np.floating)
+    lo, hi = (float(x.min()), float(x.max())) if x.size and (integer or floating) else (0.0, 0.0)
+    if integer and 0 <= lo and hi <= 255:
+        return x.astype(np.uint8)
+    if floating and 0 <= lo and hi <= 1:  # NaN fails both: refused below
+        return np.rint(x * 255).astype(np.uint8)
+    normalised = "Normalize" in repr(getattr(ds, "transform", None))
+    hint = (
+        "its transform normalises them: leave Normalize out (effsearch normalises each batch itself)"
+        if normalised
+        else "images must be uint8 0..255, integers in that range or floats in [0, 1]"
+    )
+    values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
+    raise ConfigError(FIELD, f"item {i} of {where} is {x.dtype}{values}; {hint}")
 
 
 def _item(ds: Any, i: int, where: str) -> tuple[Any, Any]:
@@ -164,30 +224,6 @@ def _label(y: Any, i: int, where: str) -> Any:
     if (isinstance(y, np.ndarray) and y.size == 1) or (isinstance(y, torch.Tensor) and y.numel() == 1):
         return y.item()
     raise ConfigError(FIELD, f"the label of item {i} of {where} is a {type(y).__name__}; expected one integer or name")
-
-
-def _stacked(xs: list[np.ndarray], ds: Any, where: str) -> np.ndarray:
-    """The images as one array: a PIL dataset's grayscale ones made RGB where others are colour."""
-    pil = [x.dtype == np.uint8 and x.ndim == 3 for x in xs]  # PIL images came out uint8 C,H,W
-    if all(pil) and {x.shape[0] for x in xs} == {1, 3}:
-        xs = [np.repeat(x, 3, axis=0) if x.shape[0] == 1 else x for x in xs]
-    first = xs[0].shape
-    bad = next((i for i, x in enumerate(xs) if x.shape != first), None)
-    if bad is not None:
-        raise ConfigError(
-            FIELD,
-            f"item {bad} of {where} is {'x'.join(map(str, xs[bad].shape))} but item 0 is "
-            f"{'x'.join(map(str, first))}; give images of one size (a Resize in its transform)",
-        )
-    out = np.stack(xs)
-    if np.issubdtype(out.dtype, np.floating) and out.size and (out.min() < 0 or out.max() > 1):
-        if "Normalize" in repr(getattr(ds, "transform", None)):
-            raise ConfigError(
-                FIELD,
-                f"the images of {where} are {out.dtype} with values {out.min():g}..{out.max():g}: its transform "
-                "normalises them; leave Normalize out (effsearch normalises each batch itself)",
-            )
-    return out
 
 
 def _warn_frozen(ds: Any, where: str) -> None:
