@@ -145,7 +145,7 @@ def _prepare_text(cfg, args) -> int:
         raise ConfigError("--out" if args.out else "--force", "applies to FFCV's files; text goes to the token cache")
     d = cfg.dataset
     t = time.perf_counter()
-    arrays = call(d.name) if text.text_source(d) is None else None
+    arrays = call(d) if text.text_source(d) is None else None
     corpus = lm_data(cfg.to_dict())  # a language model's documents: packed streams, no labels
     made = (lmdata if corpus else text).tokenized(d, data_dir(args.data_dir), arrays)
     what = "tokenized into" if made.built else "read from"

@@ -6,6 +6,7 @@ and a language model load as the arrays would; what cannot be read is exit 2 nam
 Every input is made here, small; nothing reads the network or ../shared.
 """
 
+import importlib.util
 import json
 import sys
 import textwrap
@@ -93,6 +94,36 @@ def test_a_dataset_of_pil_images_a_dataloader_and_a_mapping_load_alike(module):
     assert len(c.val_y) == 9 and len(c.test_y) == 12 and len(c.train_y) == 36  # its own splits, none carved
 
 
+def test_a_hugging_face_datasetdict_is_read_by_its_columns_as_a_saved_one_is(module, caplog):
+    """load_dataset's DatasetDict returned as it is: rows read by image_column and label_column; a
+    split of another name and a test split without labels (-1 throughout, as GLUE's) left out
+    with a warning, the test carved instead (as for dataset.name hf)."""
+    pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+    (module / "hfsets.py").write_text(
+        textwrap.dedent("""
+        import datasets, numpy as np
+        from PIL import Image
+
+        def rows(n, seed, label=None):
+            r = np.random.default_rng(seed)
+            return {"img": [Image.fromarray(r.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(n)],
+                    "y": [label if label is not None else i % 3 for i in range(n)]}
+
+        def make():
+            features = datasets.Features({"img": datasets.Image(), "y": datasets.ClassLabel(names=["a", "b", "c"])})
+            split = lambda *a: datasets.Dataset.from_dict(rows(*a), features=features)
+            return datasets.DatasetDict({"train": split(45, 0), "extra": split(6, 1), "test": split(9, 2, -1)})
+    """)
+    )
+    s = load({"name": "hfsets:make", "image_column": "img", "label_column": "y", "test_fraction": 0.2})
+    assert s.channels == 3 and s.num_classes == 3 and len(s.test_y) == 9 and stratified(s.test_y, 3)
+    said = logged_warnings(caplog)
+    assert (
+        "the extra split of hfsets:make() is not read" in said
+        and "the test split of hfsets:make() has no labels" in said
+    )
+
+
 def test_a_lone_dataset_is_the_training_split_and_test_is_carved(module):
     s = load({"name": "mysets:lone", "val_fraction": 0.2, "test_fraction": 0.2})
     assert len(s.test_y) == 12 and stratified(s.test_y, 3) and len(s.train_y) + len(s.val_y) == 48
@@ -130,6 +161,10 @@ def test_datasets_of_texts_train_a_classifier_and_a_language_model(tmp_path, mon
 
         def corpus():
             return Texts(ROWS * 4, labelled=False)
+
+        def hf_rows():  # a Hugging Face Dataset's rows: read by text_column and label_column
+            import datasets
+            return datasets.Dataset.from_dict({{"text": [x for x, _ in ROWS], "label": [y for _, y in ROWS]}})
     """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -137,6 +172,11 @@ def test_datasets_of_texts_train_a_classifier_and_a_language_model(tmp_path, mon
     _CACHE.clear()
     s = load_splits(cfg_of({"name": "textsets:classes", **text}, model={"name": "text-encoder", "width": 16}))
     assert len(s.test_y) == 24 and len(s.train_y) + len(s.val_y) == 96 and s.num_classes == len(set(ys))
+    if importlib.util.find_spec("datasets"):
+        _CACHE.clear()
+        rows = load_splits(cfg_of({"name": "textsets:hf_rows", **text}, model={"name": "text-encoder", "width": 16}))
+        assert len(rows.test_y) == 24 and len(rows.train_y) + len(rows.val_y) == 96  # test carved from the 120
+        assert rows.num_classes == s.num_classes
     _CACHE.clear()
     raw = lm_config(tmp_path, **{"dataset.name": "textsets:corpus"})
     del raw["dataset"]["path"]
@@ -161,11 +201,11 @@ BAD = {  # what the callable returns -> a phrase of the message (the field is da
         "def make():\n    return D(), D()\n",
         "item 4 of the train dataset of badsets:make() is 3x13x12 but item 0 is 3x12x12",
     ),
-    "dict items": (
+    "rows without the columns": (
         "import torch\n\nclass D(torch.utils.data.Dataset):\n    def __len__(self): return 4\n"
-        "    def __getitem__(self, i): return {'image': torch.zeros(3, 8, 8), 'label': i % 2}\n\n"
+        "    def __getitem__(self, i): return {'img': torch.zeros(3, 8, 8), 'y': i % 2}\n\n"
         "def make():\n    return D()\n",
-        "dataset.name: hf",
+        "dataset.image_column: item 0 of the train dataset of badsets:make() has the columns img, y",
     ),
     "an iterable dataset": (
         "import torch\n\nclass D(torch.utils.data.IterableDataset):\n"
@@ -182,10 +222,6 @@ BAD = {  # what the callable returns -> a phrase of the message (the field is da
         "from mysets import Pictures\n\ndef make():\n    return Pictures(6), Pictures(6), Pictures(6), Pictures(6)\n",
         "returned 4 datasets",
     ),
-    "a mapping with another key": (
-        "from mysets import Pictures\n\ndef make():\n    return {'train': Pictures(6), 'holdout': Pictures(6)}\n",
-        "'holdout'",
-    ),
     "images without labels": (
         "import torch\n\nclass D(torch.utils.data.Dataset):\n    def __len__(self): return 4\n"
         "    def __getitem__(self, i): return torch.zeros(3, 8, 8)\n\ndef make():\n    return D()\n",
@@ -201,7 +237,7 @@ def test_what_cannot_be_read_is_exit_2_naming_the_field(case, module, capsys, un
     sys.modules.pop("badsets", None)
     code, err = run_cli(module, capsys, {"name": "badsets:make"})
     assert code == 2, err
-    assert "dataset.name:" in err and phrase in err, err
+    assert ("dataset.name:" in err or "_column:" in phrase) and phrase in err, err
     assert "Traceback" not in err and not (module / "run" / "result.json").exists()
 
 

@@ -35,9 +35,13 @@ def load_splits(root: Path, name: str, label: str | None = None) -> dict[str, An
             "dataset.path", f"{root} is not a dataset written by datasets' save_to_disk ({type(e).__name__}: {e})"
         ) from None
     found = {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
-    if "train" not in found:
-        raise ConfigError("dataset.path", f"{root} has no train split (it has {', '.join(found)})")
-    kept: dict[str, Any] = {}
+    return kept(found, str(root), label, "dataset.path")
+
+
+def kept(found: dict[str, Any], where: str, label: str | None, field: str) -> dict[str, Any]:
+    """The splits of ``found`` (``where``'s, by their own names) that effsearch reads, by its
+    names; ``field`` is named where they cannot be read."""
+    out: dict[str, Any] = {}
     named: dict[str, str] = {}
     for given, ds in found.items():
         split = SPLIT_NAMES.get(given)
@@ -45,28 +49,31 @@ def load_splits(root: Path, name: str, label: str | None = None) -> dict[str, An
             log.warning(
                 "the %s split of %s is not read: effsearch reads train, validation (or valid, val, dev) and test",
                 given,
-                root,
+                where,
             )
-        elif split in kept:
-            raise ConfigError(
-                "dataset.path", f"{root} has the splits {named[split]} and {given}: both are {split}; keep one"
-            )
+        elif split in out:
+            raise ConfigError(field, f"{where} has the splits {named[split]} and {given}: both are {split}; keep one")
         elif split != "train" and label is not None and unlabelled(ds, label):
             log.warning(
                 "the %s split of %s has no labels (%r is -1, datasets' mark for none, in every row): it is "
                 "left out, and that split carved from the training rows instead",
                 given,
-                root,
+                where,
                 label,
             )
         else:
-            kept[split], named[split] = ds, given
-    return kept
+            out[split], named[split] = ds, given
+    if "train" not in out:
+        raise ConfigError(field, f"{where} has no train split (it has {', '.join(map(str, found))})")
+    return out
 
 
 def unlabelled(ds: Any, column: str) -> bool:
     """Whether ``column`` of the split ``ds`` is a ``ClassLabel`` that is -1 in every row."""
+    features = getattr(ds, "features", None)  # a torch Dataset has none
+    if not features:
+        return False
     import datasets
 
-    feature = ds.features.get(column)
+    feature = features.get(column)
     return isinstance(feature, datasets.ClassLabel) and len(ds) > 0 and max(ds[column]) < 0

@@ -133,7 +133,7 @@ def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -
     if dataset_kind(d.name) == "import":
         from effsearch.trainer.data.userdata import call
 
-        rows = from_arrays(arrays if arrays is not None else call(d.name, needs=("x_train",)), f"{d.name}()", cols)
+        rows = from_arrays(arrays if arrays is not None else call(d, needs=("x_train",)), f"{d.name}()", cols)
         return rows, identity(d, rows)
     return None, identity(d, existing_path(d))
 

@@ -245,7 +245,7 @@ def _raw(cfg: TrainConfig, folder: Path) -> userdata.UserData:
     from effsearch.trainer.data import text
 
     if kind == "import":  # called once: what it returns says whether it is text
-        arrays = userdata.call(d.name)
+        arrays = userdata.call(d)
         if holds_texts(arrays["x_train"]):
             return text.load(d, folder, arrays)
         return userdata.from_callable(arrays, d)

@@ -251,7 +251,7 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
         from effsearch.trainer.data.textsources import holds_texts
         from effsearch.trainer.data.userdata import call
 
-        text = holds_texts(call(d.name).get("x_train"))
+        text = holds_texts(call(d).get("x_train"))
     if not text:
         return None
     vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size

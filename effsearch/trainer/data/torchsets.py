@@ -3,7 +3,9 @@
 An import path's callable may return map-style ``Dataset``s (or ``DataLoader``s: their
 ``dataset`` is read, their batching left to the trainer) instead of arrays: one (the training
 split: validation and test are carved), a pair ``(train, test)``, a triple ``(train, val, test)``,
-or a mapping whose keys are split names (``hfdisk.SPLIT_NAMES``). Each item is ``(x, y)``: ``x`` a
+or a mapping by split name (read as a saved Hugging Face dataset's: ``hfdisk.kept``; a
+``DatasetDict`` is one). Each item is ``(x, y)``, or a row (a mapping: a Hugging Face ``Dataset``'s)
+read by ``dataset.image_column`` or ``text_column`` and ``label_column``: ``x`` a
 PIL image, a tensor (``ToTensor``'s C,H,W floats in [0, 1] included) or an array, or a string (a
 text; alone, without ``y``, a language model's document). Items are read in index order, once per
 process, so the dataset's transform runs once per item: a random augmentation is drawn once and
@@ -16,7 +18,7 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -24,14 +26,14 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.trainer.data import memory
 from effsearch.trainer.data.decode import GRAY_MODES, eight_bit
-from effsearch.trainer.data.hfdisk import SPLIT_NAMES
+from effsearch.trainer.data.hfdisk import kept
 
 log = logging.getLogger(__name__)
 
 FIELD = "dataset.name"
 BY_POSITION = {2: ("train", "test"), 3: ("train", "val", "test")}
 RANDOM_TRANSFORMS = ("Random", "AutoAugment", "RandAugment", "TrivialAugment", "AugMix")
-SAID_FROM = 10_000  # items: a read this long is said as it starts (about a second a few thousand PIL items)
+SAID_FROM = 10_000  # items: a read this long is said as it starts (Fashion-MNIST: ~15,000 items a second)
 
 
 def is_dataset(v: Any) -> bool:
@@ -43,9 +45,22 @@ def is_dataset(v: Any) -> bool:
     )
 
 
-def splits_of(out: Any, source: str) -> dict[str, Any] | None:
+class Columns(NamedTuple):
+    """Where a mapping item (a Hugging Face ``Dataset``'s row) keeps its image or text and its label."""
+
+    image: str
+    text: str
+    label: str | None  # None: a language model's corpus, no labels
+
+    @classmethod
+    def of(cls, d: Any) -> Columns:
+        return cls(d.image_column, d.text_column, d.label_column)
+
+
+def splits_of(out: Any, source: str, label: str | None) -> dict[str, Any] | None:
     """The datasets ``out`` (what ``source`` returned) holds, by effsearch's split names; None
-    when it holds none (arrays: ``userdata.call`` reads them)."""
+    when it holds none (arrays: ``userdata.call`` reads them). A mapping's keys are read as a saved
+    Hugging Face dataset's splits are (``hfdisk.kept``; ``label``: the label column)."""
     if is_dataset(out):
         return {"train": out}
     if isinstance(out, tuple | list) and out and all(is_dataset(v) for v in out):
@@ -55,30 +70,20 @@ def splits_of(out: Any, source: str) -> dict[str, Any] | None:
             )
         return dict(zip(BY_POSITION[len(out)], out, strict=True))
     if isinstance(out, Mapping) and out and any(is_dataset(v) for v in out.values()):
-        found: dict[str, Any] = {}
-        for key, v in out.items():
-            split = SPLIT_NAMES.get(str(key).lower())
-            if split is None or not is_dataset(v):
-                what = "a dataset" if is_dataset(v) else f"a {type(v).__name__}"
-                raise ConfigError(
-                    FIELD,
-                    f"{source} returned a mapping of datasets with {key!r}: {what}; its keys must be split "
-                    f"names ({', '.join(SPLIT_NAMES)}) and its values datasets",
-                )
-            if split in found:
-                raise ConfigError(FIELD, f"{source} returned two {split} datasets; give one")
-            found[split] = v
-        if "train" not in found:
-            raise ConfigError(FIELD, f"{source} returned datasets without a train one ({', '.join(map(str, out))})")
-        return found
+        odd = next((k for k, v in out.items() if not is_dataset(v)), None)
+        if odd is not None:
+            raise ConfigError(
+                FIELD, f"{source} returned a mapping of datasets whose {odd!r} is a {type(out[odd]).__name__}"
+            )
+        return kept({str(k): v for k, v in out.items()}, source, label, FIELD)
     return None
 
 
-def read_all(splits: dict[str, Any], source: str) -> dict[str, Any]:
+def read_all(splits: dict[str, Any], source: str, cols: Columns) -> dict[str, Any]:
     """The arrays ``userdata.call`` returns (x_train, y_train, ...), read from ``splits``."""
     arrays: dict[str, Any] = {}
     for split, ds in splits.items():
-        x, y = read(ds, f"the {split} dataset of {source}")
+        x, y = read(ds, f"the {split} dataset of {source}", cols)
         arrays[f"x_{split}"] = x
         if y is not None:
             arrays[f"y_{split}"] = y
@@ -88,7 +93,7 @@ def read_all(splits: dict[str, Any], source: str) -> dict[str, Any]:
     return arrays
 
 
-def read(ds: Any, where: str) -> tuple[np.ndarray | list[str], np.ndarray | None]:
+def read(ds: Any, where: str, cols: Columns) -> tuple[np.ndarray | list[str], np.ndarray | None]:
     """Every item of ``ds``: images (one uint8 array) or texts (a list), and labels (None: the
     items have none)."""
     if isinstance(ds, torch.utils.data.DataLoader):
@@ -101,12 +106,12 @@ def read(ds: Any, where: str) -> tuple[np.ndarray | list[str], np.ndarray | None
     t = time.perf_counter()
     if n >= SAID_FROM:
         log.info("reading the %d items of %s", n, where)
-    x0, y0 = _item(ds, 0, where)
+    x0, y0 = _item(ds, 0, where, cols)
     images = Images(n, x0, ds, where) if not isinstance(x0, str) else None
     texts: list[str] = []
     ys: list[Any] = []
     for i in range(n):
-        x, y = (x0, y0) if i == 0 else _item(ds, i, where)
+        x, y = (x0, y0) if i == 0 else _item(ds, i, where, cols)
         if (y is None) != (y0 is None):
             raise ConfigError(FIELD, f"item {i} of {where} has {'no' if y is None else 'a'} label but item 0 has")
         if images is not None:
@@ -182,7 +187,7 @@ def _uint8(x: np.ndarray, i: int, ds: Any, where: str) -> np.ndarray:
     raise ConfigError(FIELD, f"item {i} of {where} is {x.dtype}{values}; {hint}")
 
 
-def _item(ds: Any, i: int, where: str) -> tuple[Any, Any]:
+def _item(ds: Any, i: int, where: str, cols: Columns) -> tuple[Any, Any]:
     """Item ``i`` as (x, y): an image as an array (a PIL image as uint8 C,H,W), a label as a scalar."""
     try:
         item = ds[i]
@@ -193,15 +198,37 @@ def _item(ds: Any, i: int, where: str) -> tuple[Any, Any]:
             FIELD, f"reading item {i} of {where} raised {type(e).__name__}: {text} ({at.filename}:{at.lineno})"
         ) from None
     if isinstance(item, Mapping):
-        raise ConfigError(
-            FIELD,
-            f"item {i} of {where} is a mapping ({', '.join(map(str, item))}); items must be (x, label) pairs. "
-            "A Hugging Face dataset: save_to_disk it and set dataset.name: hf",
-        )
-    x, y = (item[0], item[1]) if isinstance(item, tuple | list) and len(item) == 2 else (item, None)
-    if isinstance(item, tuple | list) and len(item) != 2:
-        raise ConfigError(FIELD, f"item {i} of {where} has {len(item)} parts; items must be (x, label) pairs")
+        x, y = _columns(item, i, where, cols)
+    elif isinstance(item, tuple | list):
+        if len(item) != 2:
+            raise ConfigError(FIELD, f"item {i} of {where} has {len(item)} parts; items must be (x, label) pairs")
+        x, y = item
+    else:
+        x, y = item, None
     return _x(x, i, where), _label(y, i, where)
+
+
+def _columns(item: Mapping, i: int, where: str, cols: Columns) -> tuple[Any, Any]:
+    """A row's (x, y) by the dataset's columns: its text where it has one, else its image."""
+    if isinstance(item.get(cols.text), str):
+        x = item[cols.text]
+    elif cols.image in item:
+        x = item[cols.image]
+    else:
+        raise ConfigError(
+            "dataset.image_column",
+            f"item {i} of {where} has the columns {', '.join(map(str, item))}; neither dataset.image_column "
+            f"({cols.image!r}) nor dataset.text_column ({cols.text!r}) is one of them",
+        )
+    if cols.label is None:
+        return x, None
+    if cols.label not in item:
+        raise ConfigError(
+            "dataset.label_column",
+            f"item {i} of {where} has the columns {', '.join(map(str, item))}, not {cols.label!r} "
+            "(null: a language model's corpus)",
+        )
+    return x, item[cols.label]
 
 
 def _x(x: Any, i: int, where: str) -> Any:

@@ -111,7 +111,7 @@ def load(d: Any, cache_root: Path) -> UserData:
     """Load the dataset ``d`` (a DatasetConfig) names; decoded images are cached under ``cache_root``."""
     kind = dataset_kind(d.name)
     if kind == "import":
-        return from_callable(call(d.name), d)
+        return from_callable(call(d), d)
     root = existing_path(d)
     if kind == "npz":
         return _from_arrays(_read_npz(root), "dataset.path", str(root), d)
@@ -264,9 +264,11 @@ def from_callable(arrays: dict[str, Any], d: Any) -> UserData:
     return _from_arrays(arrays, "dataset.name", f"{d.name}()", d)
 
 
-def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
-    """What the import path ``name``'s callable returns, as a mapping of x_train, y_train, ...
-    (``needs``: the keys it must have; a language model's corpus needs x_train only)."""
+def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
+    """What the callable ``d.name`` (an import path; ``d`` a DatasetConfig) returns, as a mapping
+    of x_train, y_train, ... (``needs``: the keys it must have; a language model's corpus needs
+    x_train only). Datasets it returns are read into those arrays (``torchsets``)."""
+    name = d.name
     fn = load_object(name, "dataset.name")
     try:
         out = fn()
@@ -278,9 +280,9 @@ def call(name: str, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
         raise ConfigError(
             "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
         ) from None
-    datasets = torchsets.splits_of(out, f"{name}()")
+    datasets = torchsets.splits_of(out, f"{name}()", d.label_column)
     if datasets is not None:
-        return torchsets.read_all(datasets, f"{name}()")
+        return torchsets.read_all(datasets, f"{name}()", torchsets.Columns.of(d))
     if isinstance(out, Mapping):
         missing = [k for k in needs if k not in out]
         if missing:
