@@ -222,6 +222,12 @@ BAD = {  # what the callable returns -> a phrase of the message (the field is da
         "from mysets import Pictures\n\ndef make():\n    return Pictures(6), Pictures(6), Pictures(6), Pictures(6)\n",
         "returned 4 datasets",
     ),
+    "a text among images": (
+        "import torch\n\nclass D(torch.utils.data.Dataset):\n    def __len__(self): return 4\n"
+        "    def __getitem__(self, i): return ('a caption' if i == 3 else torch.zeros(3, 8, 8)), i % 2\n\n"
+        "def make():\n    return D()\n",
+        "item 3 of the train dataset of badsets:make() is a str but item 0 is an image",
+    ),
     "images without labels": (
         "import torch\n\nclass D(torch.utils.data.Dataset):\n    def __len__(self): return 4\n"
         "    def __getitem__(self, i): return torch.zeros(3, 8, 8)\n\ndef make():\n    return D()\n",

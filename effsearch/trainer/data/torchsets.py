@@ -107,29 +107,29 @@ def read(ds: Any, where: str, cols: Columns) -> tuple[np.ndarray | list[str], np
     if n >= SAID_FROM:
         log.info("reading the %d items of %s", n, where)
     x0, y0 = _item(ds, 0, where, cols)
+    if y0 is None and not isinstance(x0, str):
+        raise ConfigError(FIELD, f"the items of {where} are images without labels; each must be (image, label)")
     images = Images(n, x0, ds, where) if not isinstance(x0, str) else None
     texts: list[str] = []
     ys: list[Any] = []
     for i in range(n):
         x, y = (x0, y0) if i == 0 else _item(ds, i, where, cols)
         if (y is None) != (y0 is None):
-            raise ConfigError(FIELD, f"item {i} of {where} has {'no' if y is None else 'a'} label but item 0 has")
+            had = ("has no label", "has one") if y is None else ("has a label", "has none")
+            raise ConfigError(FIELD, f"item {i} of {where} {had[0]} but item 0 {had[1]}")
+        if isinstance(x, str) != (images is None):
+            first = "an image" if images is not None else "a text"
+            raise ConfigError(FIELD, f"item {i} of {where} is a {type(x).__name__} but item 0 is {first}")
         if images is not None:
             images.put(i, x)
-        elif isinstance(x, str):
-            texts.append(x)
         else:
-            raise ConfigError(FIELD, f"item {i} of {where} is a {type(x).__name__} but item 0 is a text")
+            texts.append(x)
         ys.append(y)
     _warn_frozen(ds, where)
     if n >= SAID_FROM:
         log.info("read %s in %.1f s", where, time.perf_counter() - t)
     labels = None if y0 is None else np.array(ys)
-    if images is None:
-        return texts, labels
-    if labels is None:
-        raise ConfigError(FIELD, f"the items of {where} are images without labels; each must be (image, label)")
-    return images.out, labels
+    return (texts, labels) if images is None else (images.out, labels)
 
 
 class Images:
