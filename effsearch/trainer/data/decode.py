@@ -60,6 +60,31 @@ def eight_bit(im: Any) -> Any:
     return im
 
 
+def as_uint8(
+    x: np.ndarray, name: str, field: str, fix: str = "undo a normalisation, e.g. x * std + mean"
+) -> np.ndarray:
+    """Images ``x`` (``name``'s, for the message) as uint8: integers in 0..255 cast, floats in [0, 1]
+    scaled (in slices: no float copy of the whole array); anything else refused naming ``field``,
+    with its range and ``fix``."""
+    if x.dtype == np.uint8:
+        return x
+    integer, floating = np.issubdtype(x.dtype, np.integer), np.issubdtype(x.dtype, np.floating)
+    lo, hi = (float(x.min()), float(x.max())) if x.size and (integer or floating) else (0.0, 0.0)
+    if integer and 0 <= lo and hi <= 255:
+        return x.astype(np.uint8)
+    if floating and 0 <= lo and hi <= 1:  # NaN fails both comparisons: refused below
+        out = np.empty(x.shape, np.uint8)
+        for i in range(0, len(x), 1024):
+            np.rint(x[i : i + 1024] * 255, out=out[i : i + 1024], casting="unsafe")
+        return out
+    values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
+    raise ConfigError(
+        field,
+        f"{name} is {x.dtype}{values}; images must be uint8 0..255 (integers in that range, and floats in "
+        f"[0, 1], are converted): {fix}",
+    )
+
+
 def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) -> np.ndarray:
     """One image as uint8 C,H,W in ``mode``, ``size`` (W, H)."""
     from PIL import Image

@@ -25,7 +25,7 @@ import torch
 
 from effsearch.config import ConfigError
 from effsearch.trainer.data import memory
-from effsearch.trainer.data.decode import GRAY_MODES, eight_bit
+from effsearch.trainer.data.decode import GRAY_MODES, as_uint8, eight_bit
 from effsearch.trainer.data.hfdisk import kept
 
 log = logging.getLogger(__name__)
@@ -168,23 +168,11 @@ class Images:
 
 
 def _uint8(x: np.ndarray, i: int, ds: Any, where: str) -> np.ndarray:
-    """Item ``i``'s image as uint8: integers in 0..255 cast, floats in [0, 1] (ToTensor's) scaled."""
-    if x.dtype == np.uint8:
-        return x
-    integer, floating = np.issubdtype(x.dtype, np.integer), np.issubdtype(x.dtype, np.floating)
-    lo, hi = (float(x.min()), float(x.max())) if x.size and (integer or floating) else (0.0, 0.0)
-    if integer and 0 <= lo and hi <= 255:
-        return x.astype(np.uint8)
-    if floating and 0 <= lo and hi <= 1:  # NaN fails both: refused below
-        return np.rint(x * 255).astype(np.uint8)
-    normalised = "Normalize" in repr(getattr(ds, "transform", None))
-    hint = (
-        "its transform normalises them: leave Normalize out (effsearch normalises each batch itself)"
-        if normalised
-        else "images must be uint8 0..255, integers in that range or floats in [0, 1]"
-    )
-    values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
-    raise ConfigError(FIELD, f"item {i} of {where} is {x.dtype}{values}; {hint}")
+    """Item ``i``'s image as uint8 (``decode.as_uint8``: ToTensor's floats in [0, 1] scaled)."""
+    if "Normalize" in repr(getattr(ds, "transform", None)):
+        fix = "leave Normalize out of its transform (effsearch normalises each batch itself)"
+        return as_uint8(x, f"item {i} of {where}", FIELD, fix)
+    return as_uint8(x, f"item {i} of {where}", FIELD)
 
 
 def _item(ds: Any, i: int, where: str, cols: Columns) -> tuple[Any, Any]:

@@ -56,7 +56,7 @@ from effsearch.config import ConfigError
 from effsearch.config.imports import load_object
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, torchsets
-from effsearch.trainer.data.decode import GRAY_MODES, Part, header
+from effsearch.trainer.data.decode import GRAY_MODES, Part, as_uint8, header
 from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
@@ -196,7 +196,7 @@ def images(x: Any, name: str, field: str) -> np.ndarray:
     in the opposite case; any other shape (both or neither 1 or 3) is refused as ambiguous.
     Integers in 0..255 of another type are taken as they are, floats in [0, 1] scaled by 255 (as
     a float image file's are); other values are refused with their range."""
-    x = _as_uint8(_numpy(x, name, field), name, field)
+    x = as_uint8(_numpy(x, name, field), name, field)
     if x.ndim == 3 and len(x):
         return x[:, None]
     if x.ndim == 4 and len(x):
@@ -207,28 +207,6 @@ def images(x: Any, name: str, field: str) -> np.ndarray:
         field,
         f"{name} has shape {tuple(x.shape)}; accepted: N,H,W (grayscale), N,C,H,W or "
         "N,H,W,C with C 1 or 3 (channels-first when axis 1 is 1 or 3 and the last axis is not)",
-    )
-
-
-def _as_uint8(x: np.ndarray, name: str, field: str) -> np.ndarray:
-    """``x`` as uint8: integers in 0..255 cast, floats in [0, 1] scaled (in slices: no float copy
-    of the whole array); anything else refused with its range."""
-    if x.dtype == np.uint8:
-        return x
-    integer, floating = np.issubdtype(x.dtype, np.integer), np.issubdtype(x.dtype, np.floating)
-    lo, hi = (float(x.min()), float(x.max())) if x.size and (integer or floating) else (0.0, 0.0)
-    if integer and 0 <= lo and hi <= 255:
-        return x.astype(np.uint8)
-    if floating and 0 <= lo and hi <= 1:  # NaN fails both comparisons: refused below
-        out = np.empty(x.shape, np.uint8)
-        for i in range(0, len(x), 1024):
-            np.rint(x[i : i + 1024] * 255, out=out[i : i + 1024], casting="unsafe")
-        return out
-    values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
-    raise ConfigError(
-        field,
-        f"{name} is {x.dtype}{values}; images must be uint8 0..255 (integers in that range, and floats in "
-        "[0, 1], are converted): undo a normalisation, e.g. x * std + mean",
     )
 
 
