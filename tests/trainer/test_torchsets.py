@@ -1,7 +1,8 @@
 """PyTorch datasets from an import path's callable (``effsearch/trainer/data/torchsets.py``):
 torchvision's ImageFolder with ToTensor, a Dataset of PIL images (grayscale and colour mixed), a
-DataLoader, a lone training Dataset (test carved), a mapping by split name, texts for a classifier
-and a language model load as the arrays would; what cannot be read is exit 2 naming dataset.name.
+DataLoader, a lone training Dataset (test carved), a mapping by split name, a Hugging Face
+DatasetDict, lists of PIL images, texts for a classifier and a language model load as the arrays
+would; what cannot be read is exit 2 naming the field.
 
 Every input is made here, small; nothing reads the network or ../shared.
 """
@@ -122,6 +123,42 @@ def test_a_hugging_face_datasetdict_is_read_by_its_columns_as_a_saved_one_is(mod
         "the extra split of hfsets:make() is not read" in said
         and "the test split of hfsets:make() has no labels" in said
     )
+
+
+def test_lists_of_images_and_labels_load_as_arrays_would(tmp_path, monkeypatch):
+    """What a loop collects (a list of PIL images, a list of ints), or a DataFrame's columns of
+    them: each had been refused as "a list" (or an object array)."""
+    (tmp_path / "listsets.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+        from PIL import Image
+
+        r = np.random.default_rng(0)
+        PIXELS = r.integers(0, 256, (40, 10, 10, 3), dtype=np.uint8)
+        IMAGES, LABELS = [Image.fromarray(p) for p in PIXELS], [i % 4 for i in range(40)]
+
+        def lists():
+            return IMAGES[:32], LABELS[:32], IMAGES[32:], LABELS[32:]
+
+        def arrays():
+            return PIXELS[:32], np.array(LABELS[:32]), PIXELS[32:], np.array(LABELS[32:])
+
+        def frame():
+            import pandas as pd
+            df = pd.DataFrame({"image": IMAGES, "label": LABELS})
+            return {"x_train": df.image[:32], "y_train": df.label[:32], "x_test": df.image[32:], "y_test": df.label[32:]}
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a, b = (
+        load({"name": "listsets:lists", "val_fraction": 0.25}),
+        load({"name": "listsets:arrays", "val_fraction": 0.25}),
+    )
+    assert a.train_x.shape[1:] == (3, 10, 10) and a.num_classes == 4
+    assert torch.equal(a.train_x, b.train_x) and torch.equal(a.test_x, b.test_x) and torch.equal(a.val_y, b.val_y)
+    if importlib.util.find_spec("pandas"):
+        c = load({"name": "listsets:frame", "val_fraction": 0.25})
+        assert torch.equal(c.train_x, b.train_x) and torch.equal(c.test_y, b.test_y)
 
 
 def test_a_lone_dataset_is_the_training_split_and_test_is_carved(module):

@@ -132,6 +132,18 @@ def read(ds: Any, where: str, cols: Columns) -> tuple[np.ndarray | list[str], np
     return (texts, labels) if images is None else (images.out, labels)
 
 
+def images_of(xs: Any, where: str) -> np.ndarray:
+    """A list of images (PIL images, tensors or arrays) as one uint8 array, read as a dataset's items."""
+    first = _x(xs[0], 0, where)
+    images = Images(len(xs), first, None, where)
+    for i, x in enumerate(xs):
+        x = first if i == 0 else _x(x, i, where)
+        if isinstance(x, str):
+            raise ConfigError(FIELD, f"item {i} of {where} is a text but item 0 is an image")
+        images.put(i, x)
+    return images.out
+
+
 class Images:
     """A dataset's images as one uint8 array, filled an item at a time (no list of them, no float
     copy): floats in [0, 1] scaled as they come; a PIL dataset's grayscale images made RGB where

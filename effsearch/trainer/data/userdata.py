@@ -17,8 +17,8 @@
   split); columns ``dataset.image_column`` (images) and ``dataset.label_column`` (integer labels, or
   strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
-  a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays, torch tensors or
-  pandas columns; labels as an npz's. Or PyTorch datasets (``torchsets``): each read once into
+  a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays, torch tensors,
+  pandas columns or lists (images: PIL images too); labels as an npz's. Or PyTorch datasets (``torchsets``): each read once into
   such arrays.
 
 A source without a test split has one carved off, stratified, by ``dataset.test_fraction``
@@ -232,8 +232,10 @@ def _numpy(v: Any, name: str, field: str) -> np.ndarray:
         return v.detach().cpu().numpy()
     if isinstance(v, np.ndarray):
         return v
+    if isinstance(v, list | tuple) and all(isinstance(e, int | float | str | bool | np.generic) for e in v):
+        return np.asarray(v)  # labels as a list
     raise ConfigError(
-        field, f"{name} is a {type(v).__name__}; expected a numpy array, a torch tensor or a pandas column"
+        field, f"{name} is a {type(v).__name__}; expected a numpy array, a torch tensor, a pandas column or a list"
     )
 
 
@@ -267,9 +269,9 @@ def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
             raise ConfigError(
                 "dataset.name", f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
             )
-        return _arrays(dict(out))
+        return _arrays(dict(out), f"{name}()")
     if isinstance(out, tuple | list) and len(out) == 4:
-        return _arrays(dict(zip(ARRAYS, out, strict=True)))
+        return _arrays(dict(zip(ARRAYS, out, strict=True)), f"{name}()")
     what = (
         f"a {type(out).__name__} of {len(out)}"
         if isinstance(out, tuple | list)
@@ -282,13 +284,24 @@ def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
     )
 
 
-def _arrays(out: dict[str, Any]) -> dict[str, Any]:
-    """A pandas (or polars) column returned for an array, read as numpy (its ``to_numpy``): texts
-    and labels are often a DataFrame's."""
-    return {
-        k: v.to_numpy() if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray | torch.Tensor) else v
-        for k, v in out.items()
-    }
+def _arrays(out: dict[str, Any], source: str) -> dict[str, Any]:
+    """A pandas (or polars) column returned for an array read as numpy (its ``to_numpy``): texts
+    and labels are often a DataFrame's; a list of images (PIL images, tensors or arrays) as one
+    uint8 array (``torchsets.images_of``). ``source``: what returned them, for messages."""
+    arrays = {}
+    for k, v in out.items():
+        if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray | torch.Tensor):
+            v = v.to_numpy()
+        if k.startswith("x_") and _image_list(v):
+            v = torchsets.images_of(v, f"{k} of {source}")
+        arrays[k] = v
+    return arrays
+
+
+def _image_list(v: Any) -> bool:
+    """A list (or an object array: a DataFrame's column) of images, not of texts."""
+    listed = isinstance(v, list | tuple) or (isinstance(v, np.ndarray) and v.dtype == object and v.ndim == 1)
+    return listed and len(v) > 0 and not isinstance(v[0], str)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
