@@ -20,6 +20,7 @@ DATASET_FLAGS = (
     "data_fraction",
     "image_size",
     "synthetic_size",
+    "image_column",
     "text_column",
     "label_column",
     "max_length",
@@ -65,6 +66,7 @@ def add_data_parser(sub) -> None:
     p.add_argument("--data-fraction", type=float, help="dataset.data_fraction (default 1.0)")
     p.add_argument("--image-size", type=int, help="dataset.image_size (default: the dataset's own)")
     p.add_argument("--synthetic-size", type=int, help="dataset.synthetic_size (synthetic only)")
+    p.add_argument("--image-column", help="dataset.image_column (hf images; default image)")
     p.add_argument("--text-column", help="dataset.text_column (text; default text)")
     p.add_argument("--label-column", help="dataset.label_column (default label)")
     p.add_argument("--max-length", type=int, help="dataset.max_length (text; default 128)")

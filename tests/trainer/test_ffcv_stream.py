@@ -106,3 +106,22 @@ def test_data_prepare_writes_an_image_folders_files_and_a_run_reuses_them(B, tmp
     assert not prepared.written  # up to date: the run's split settings are the command's defaults
     assert main(["data", "prepare", "imagefolder", "--data-dir", str(data)]) == 2
     assert "dataset.path:" in capsys.readouterr().err
+
+
+def test_data_prepare_reads_an_hf_dataset_s_image_column_from_its_flag(B, tmp_path, capsys):
+    """--image-column: an hf folder whose images are not in a column named image (the flag was
+    missing: only --config could say it)."""
+    import pytest
+
+    datasets = pytest.importorskip("datasets", reason="needs the optional extra hf (uv sync --extra hf)")
+    from PIL import Image
+
+    from effsearch.cli import main
+
+    r = np.random.default_rng(0)
+    rows = {"img": [Image.fromarray(r.integers(0, 256, (12, 12, 3), dtype=np.uint8)) for _ in range(30)]}
+    datasets.Dataset.from_dict({**rows, "label": [i % 3 for i in range(30)]}).save_to_disk(str(tmp_path / "saved"))
+    args = ["data", "prepare", "hf", "--path", str(tmp_path / "saved"), "--data-dir", str(tmp_path / "data")]
+    assert main(args) == 2 and "dataset.image_column:" in capsys.readouterr().err
+    assert main([*args, "--image-column", "img"]) == 0
+    assert "wrote" in capsys.readouterr().err
