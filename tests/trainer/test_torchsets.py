@@ -169,12 +169,20 @@ def test_a_lone_dataset_is_the_training_split_and_test_is_carved(module):
 def test_a_random_transform_is_said_to_be_frozen(module, caplog, monkeypatch):
     (module / "augsets.py").write_text(
         "from torchvision import transforms\nfrom mysets import Pictures\n\n"
-        "def make():\n    return Pictures(36, transform=transforms.RandomHorizontalFlip()), Pictures(12)\n"
+        "def make():\n    return Pictures(36, transform=transforms.RandomHorizontalFlip()), Pictures(12)\n\n"
+        "def split():  # random_split's Subsets: the transform is their dataset's\n"
+        "    import torch\n"
+        "    both = Pictures(48, transform=transforms.RandomHorizontalFlip())\n"
+        "    return tuple(torch.utils.data.random_split(both, [36, 12], torch.Generator().manual_seed(0)))\n"
     )
     load({"name": "augsets:make", "val_fraction": 0.25})
     said = logged_warnings(caplog)
     assert "the train dataset of augsets:make()" in said and "augmentations frozen" in said, said
     assert "the test dataset" not in said  # no transform there
+    caplog.clear()
+    load({"name": "augsets:split", "val_fraction": 0.25})
+    said = logged_warnings(caplog)
+    assert "the train dataset of augsets:split()" in said and "the test dataset of augsets:split()" in said, said
 
 
 def test_datasets_of_texts_train_a_classifier_and_a_language_model(tmp_path, monkeypatch):

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 FIELD = "dataset.name"
 BY_POSITION = {2: ("train", "test"), 3: ("train", "val", "test")}
 RANDOM_TRANSFORMS = ("Random", "AutoAugment", "RandAugment", "TrivialAugment", "AugMix")
+NORMALIZE_FIX = "leave Normalize out of its transform (effsearch normalises each batch itself)"
 SAID_FROM = 10_000  # items: a read this long is said as it starts (Fashion-MNIST: ~15,000 items a second)
 
 
@@ -150,8 +151,9 @@ class Images:
     a colour one comes (as an image folder's)."""
 
     def __init__(self, n: int, x0: np.ndarray, ds: Any, where: str) -> None:
-        self.ds, self.where = ds, where
-        first = _uint8(x0, 0, ds, where)
+        self.where = where
+        self.fix = NORMALIZE_FIX if "Normalize" in transforms(ds) else None  # read once, not an item at a time
+        first = self.uint8(x0, 0)
         need, limit = n * first.size, memory.memory_limit()
         if need > limit:
             raise ConfigError(
@@ -164,7 +166,7 @@ class Images:
         self.out = np.empty((n, *first.shape), np.uint8)
 
     def put(self, i: int, x: np.ndarray) -> None:
-        x = _uint8(x, i, self.ds, self.where)
+        x = self.uint8(x, i)
         if self.pil and x.shape[1:] == self.out.shape[2:] and x.shape[0] != self.out.shape[1]:
             if x.shape[0] == 1:
                 x = np.repeat(x, 3, axis=0)
@@ -178,13 +180,11 @@ class Images:
             )
         self.out[i] = x
 
-
-def _uint8(x: np.ndarray, i: int, ds: Any, where: str) -> np.ndarray:
-    """Item ``i``'s image as uint8 (``decode.as_uint8``: ToTensor's floats in [0, 1] scaled)."""
-    if "Normalize" in repr(getattr(ds, "transform", None)):
-        fix = "leave Normalize out of its transform (effsearch normalises each batch itself)"
-        return as_uint8(x, f"item {i} of {where}", FIELD, fix)
-    return as_uint8(x, f"item {i} of {where}", FIELD)
+    def uint8(self, x: np.ndarray, i: int) -> np.ndarray:
+        """Item ``i``'s image as uint8 (``decode.as_uint8``: ToTensor's floats in [0, 1] scaled)."""
+        if self.fix is None:
+            return as_uint8(x, f"item {i} of {self.where}", FIELD)
+        return as_uint8(x, f"item {i} of {self.where}", FIELD, self.fix)
 
 
 def _item(ds: Any, i: int, where: str, cols: Columns) -> tuple[Any, Any]:
@@ -253,10 +253,27 @@ def _label(y: Any, i: int, where: str) -> Any:
     raise ConfigError(FIELD, f"the label of item {i} of {where} is a {type(y).__name__}; expected one integer or name")
 
 
+def transforms(ds: Any) -> str:
+    """The text of ``ds``'s transforms (``repr``), those of the datasets it wraps included: a
+    ``Subset`` (``random_split``'s) or a ``ConcatDataset`` has none of its own."""
+    seen: set[int] = set()
+    text: list[str] = []
+    todo = [ds]
+    while todo:
+        d = todo.pop()
+        if d is None or id(d) in seen or len(seen) > 64:
+            continue
+        seen.add(id(d))
+        tf = getattr(d, "transform", None)
+        if tf is not None:
+            text.append(repr(tf))
+        todo += [getattr(d, "dataset", None), *(getattr(d, "datasets", None) or [])]
+    return "\n".join(text)
+
+
 def _warn_frozen(ds: Any, where: str) -> None:
     """A warning when ``ds``'s transform draws at random: read once, each item keeps one draw."""
-    tf = getattr(ds, "transform", None)
-    if tf is not None and any(name in repr(tf) for name in RANDOM_TRANSFORMS):
+    if any(name in transforms(ds) for name in RANDOM_TRANSFORMS):
         log.warning(
             "%s: its transform draws at random, and each item was read once, so each keeps one draw "
             "(augmentations frozen); leave them out: effsearch searches its own",
