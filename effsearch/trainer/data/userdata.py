@@ -18,8 +18,8 @@
   strings: the training split's, sorted, are classes 0..K-1).
 * ``package.module:callable``: ``callable()`` returns ``(x_train, y_train, x_test, y_test)`` or
   a mapping with those keys (and optionally ``x_val``, ``y_val``): numpy arrays, torch tensors,
-  pandas columns or lists (images: PIL images too); labels as an npz's. Or PyTorch datasets (``torchsets``): each read once into
-  such arrays.
+  pandas columns or lists (images: PIL images too); labels as an npz's. Or PyTorch (or Hugging
+  Face) datasets, each read once into such arrays (``torchsets``).
 
 A source without a test split has one carved off, stratified, by ``dataset.test_fraction``
 (seeded by ``dataset.split_seed``); a validation split it has is used as it is, else
