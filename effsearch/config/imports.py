@@ -91,6 +91,15 @@ def resolve_paths(model_name: str, dataset_name: str) -> None:
         load_object(dataset_name, "dataset.name")
 
 
+def raised(e: BaseException) -> str:
+    """The user's code's error as a message shows it: its type, its text (cut short) and the
+    file:line it came from, without a traceback."""
+    import traceback
+
+    at = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__}: {_short(e)} ({at.filename}:{at.lineno})"
+
+
 def _short(e: BaseException, limit: int = 300) -> str:
     text = str(e)
     return text if len(text) <= limit else text[:limit] + "..."

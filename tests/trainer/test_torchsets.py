@@ -307,3 +307,19 @@ def test_images_that_would_not_fit_in_memory_are_refused_after_the_first_item(mo
     code, err = run_cli(module, capsys, {"name": "mysets:pair"})
     assert code == 2 and "dataset.name:" in err, err
     assert "the 36 images of the train dataset of mysets:pair() (1x12x12) take" in err and "a Resize" in err, err
+
+
+def test_whether_a_callable_returns_texts_is_read_from_its_first_item_only(module):
+    """The model's probe asks it before the run reads the data: it had read every item of every
+    split, once for each config a study probes."""
+    from effsearch.trainer.data.text import token_shape
+
+    (module / "countsets.py").write_text(
+        "from mysets import Pictures\n\nREAD = []\n\nclass Counted(Pictures):\n"
+        "    def __getitem__(self, i):\n        READ.append(i)\n        return super().__getitem__(i)\n\n"
+        "def make():\n    return Counted(36), Counted(12)\n"
+    )
+    import countsets
+
+    assert token_shape(cfg_of({"name": "countsets:make"}).dataset) is None  # images
+    assert countsets.READ == [0]

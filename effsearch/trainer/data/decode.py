@@ -60,9 +60,10 @@ def eight_bit(im: Any) -> Any:
     return im
 
 
-def as_uint8(
-    x: np.ndarray, name: str, field: str, fix: str = "undo a normalisation, e.g. x * std + mean"
-) -> np.ndarray:
+UNDO_NORMALISATION = "undo a normalisation, e.g. x * std + mean"
+
+
+def as_uint8(x: np.ndarray, name: str, field: str, fix: str = UNDO_NORMALISATION) -> np.ndarray:
     """Images ``x`` (``name``'s, for the message) as uint8: integers in 0..255 cast, floats in [0, 1]
     scaled (in slices: no float copy of the whole array); anything else refused naming ``field``,
     with its range and ``fix``."""

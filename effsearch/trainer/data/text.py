@@ -248,10 +248,9 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
     images): the vocabulary asked for and ``max_length``. An import path's callable is called."""
     text = text_source(d)
     if text is None:
-        from effsearch.trainer.data.textsources import holds_texts
-        from effsearch.trainer.data.userdata import call
+        from effsearch.trainer.data.userdata import returns_texts
 
-        text = holds_texts(call(d).get("x_train"))
+        text = returns_texts(d)
     if not text:
         return None
     vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size

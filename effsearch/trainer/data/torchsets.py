@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -24,8 +23,9 @@ import numpy as np
 import torch
 
 from effsearch.config import ConfigError
+from effsearch.config.imports import raised
 from effsearch.trainer.data import memory
-from effsearch.trainer.data.decode import GRAY_MODES, as_uint8, eight_bit
+from effsearch.trainer.data.decode import GRAY_MODES, UNDO_NORMALISATION, as_uint8, eight_bit
 from effsearch.trainer.data.hfdisk import kept
 
 log = logging.getLogger(__name__)
@@ -97,13 +97,8 @@ def read_all(splits: dict[str, Any], source: str, cols: Columns) -> dict[str, An
 def read(ds: Any, where: str, cols: Columns) -> tuple[np.ndarray | list[str], np.ndarray | None]:
     """Every item of ``ds``: images (one uint8 array) or texts (a list), and labels (None: the
     items have none)."""
-    if isinstance(ds, torch.utils.data.DataLoader):
-        ds = ds.dataset
-    if isinstance(ds, torch.utils.data.IterableDataset):
-        raise ConfigError(FIELD, f"{where} is an IterableDataset; give a map-style Dataset (with __len__), or arrays")
+    ds = _map_style(ds, where)
     n = len(ds)
-    if n == 0:
-        raise ConfigError(FIELD, f"{where} is empty")
     t = time.perf_counter()
     if n >= SAID_FROM:
         log.info("reading the %d items of %s", n, where)
@@ -133,6 +128,23 @@ def read(ds: Any, where: str, cols: Columns) -> tuple[np.ndarray | list[str], np
     return (texts, labels) if images is None else (images.out, labels)
 
 
+def first_is_text(ds: Any, where: str, cols: Columns) -> bool:
+    """Whether ``ds``'s first item holds a text (the others are not read)."""
+    ds = _map_style(ds, where)
+    return isinstance(_item(ds, 0, where, cols)[0], str)
+
+
+def _map_style(ds: Any, where: str) -> Any:
+    """``ds`` to read item by item (a DataLoader's dataset); an iterable or empty one refused."""
+    if isinstance(ds, torch.utils.data.DataLoader):
+        ds = ds.dataset
+    if isinstance(ds, torch.utils.data.IterableDataset):
+        raise ConfigError(FIELD, f"{where} is an IterableDataset; give a map-style Dataset (with __len__), or arrays")
+    if len(ds) == 0:
+        raise ConfigError(FIELD, f"{where} is empty")
+    return ds
+
+
 def images_of(xs: Any, where: str) -> np.ndarray:
     """A list of images (PIL images, tensors or arrays) as one uint8 array, read as a dataset's items."""
     first = _x(xs[0], 0, where)
@@ -152,7 +164,7 @@ class Images:
 
     def __init__(self, n: int, x0: np.ndarray, ds: Any, where: str) -> None:
         self.where = where
-        self.fix = NORMALIZE_FIX if "Normalize" in transforms(ds) else None  # read once, not an item at a time
+        self.fix = NORMALIZE_FIX if "Normalize" in transforms(ds) else UNDO_NORMALISATION  # once, not an item a time
         first = self.uint8(x0, 0)
         need, limit = n * first.size, memory.memory_limit()
         if need > limit:
@@ -182,8 +194,6 @@ class Images:
 
     def uint8(self, x: np.ndarray, i: int) -> np.ndarray:
         """Item ``i``'s image as uint8 (``decode.as_uint8``: ToTensor's floats in [0, 1] scaled)."""
-        if self.fix is None:
-            return as_uint8(x, f"item {i} of {self.where}", FIELD)
         return as_uint8(x, f"item {i} of {self.where}", FIELD, self.fix)
 
 
@@ -192,11 +202,7 @@ def _item(ds: Any, i: int, where: str, cols: Columns) -> tuple[Any, Any]:
     try:
         item = ds[i]
     except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback
-        at = traceback.extract_tb(e.__traceback__)[-1]
-        text = str(e) if len(str(e)) <= 300 else str(e)[:300] + "..."
-        raise ConfigError(
-            FIELD, f"reading item {i} of {where} raised {type(e).__name__}: {text} ({at.filename}:{at.lineno})"
-        ) from None
+        raise ConfigError(FIELD, f"reading item {i} of {where} raised {raised(e)}") from None
     if isinstance(item, Mapping):
         x, y = _columns(item, i, where, cols)
     elif isinstance(item, tuple | list):

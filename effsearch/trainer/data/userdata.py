@@ -42,7 +42,6 @@ import errno
 import logging
 import os
 import stat
-import traceback
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -53,13 +52,14 @@ import numpy as np
 import torch
 
 from effsearch.config import ConfigError
-from effsearch.config.imports import load_object
+from effsearch.config.imports import load_object, raised
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, torchsets
 from effsearch.trainer.data.decode import GRAY_MODES, Part, as_uint8, header
 from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
+from effsearch.trainer.data.textsources import holds_texts
 from effsearch.trainer.data.tokenizer import TokenShape
 
 log = logging.getLogger(__name__)
@@ -248,30 +248,47 @@ def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
     """What the callable ``d.name`` (an import path; ``d`` a DatasetConfig) returns, as a mapping
     of x_train, y_train, ... (``needs``: the keys it must have; a language model's corpus needs
     x_train only). Datasets it returns are read into those arrays (``torchsets``)."""
-    name = d.name
-    fn = load_object(name, "dataset.name")
+    out, source = _returned(d), f"{d.name}()"
+    datasets = torchsets.splits_of(out, source, d.label_column)
+    if datasets is not None:
+        return torchsets.read_all(datasets, source, torchsets.Columns.of(d))
+    return _arrays(_by_name(out, source, needs), source)
+
+
+def returns_texts(d: Any) -> bool:
+    """Whether the callable ``d.name`` returns texts: its x_train, or its training dataset's first
+    item (the rest not read: the model's probe asks this before the run reads the data)."""
+    out, source = _returned(d), f"{d.name}()"
+    datasets = torchsets.splits_of(out, source, d.label_column)
+    if datasets is not None:
+        return torchsets.first_is_text(datasets["train"], f"the train dataset of {source}", torchsets.Columns.of(d))
+    x = _by_name(out, source, ARRAYS)["x_train"]
+    return holds_texts(x.to_numpy() if _column(x) else x)
+
+
+def _returned(d: Any) -> Any:
+    """What the callable ``d.name`` returns; its own error a ConfigError naming dataset.name."""
+    fn = load_object(d.name, "dataset.name")
     try:
-        out = fn()
+        return fn()
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        text = str(e) if len(str(e)) <= 300 else str(e)[:300] + "..."
-        raise ConfigError(
-            "dataset.name", f"{name}() raised {type(e).__name__}: {text} ({where.filename}:{where.lineno})"
-        ) from None
-    datasets = torchsets.splits_of(out, f"{name}()", d.label_column)
-    if datasets is not None:
-        return torchsets.read_all(datasets, f"{name}()", torchsets.Columns.of(d))
+        raise ConfigError("dataset.name", f"{d.name}() raised {raised(e)}") from None
+
+
+def _by_name(out: Any, source: str, needs: tuple[str, ...]) -> dict[str, Any]:
+    """The arrays ``out`` (what ``source`` returned) holds, by name: a mapping with ``needs``, or
+    the four of ARRAYS in order."""
     if isinstance(out, Mapping):
         missing = [k for k in needs if k not in out]
         if missing:
             raise ConfigError(
-                "dataset.name", f"{name}() returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
+                "dataset.name", f"{source} returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
             )
-        return _arrays(dict(out), f"{name}()")
+        return dict(out)
     if isinstance(out, tuple | list) and len(out) == 4:
-        return _arrays(dict(zip(ARRAYS, out, strict=True)), f"{name}()")
+        return dict(zip(ARRAYS, out, strict=True))
     what = (
         f"a {type(out).__name__} of {len(out)}"
         if isinstance(out, tuple | list)
@@ -279,9 +296,14 @@ def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
     )
     raise ConfigError(
         "dataset.name",
-        f"{name}() returned {what}; expected (x_train, y_train, x_test, y_test), a mapping with those keys, "
+        f"{source} returned {what}; expected (x_train, y_train, x_test, y_test), a mapping with those keys, "
         "or PyTorch datasets",
     )
+
+
+def _column(v: Any) -> bool:
+    """A pandas (or polars) column: read as numpy by its ``to_numpy``."""
+    return hasattr(v, "to_numpy") and not isinstance(v, np.ndarray | torch.Tensor)
 
 
 def _arrays(out: dict[str, Any], source: str) -> dict[str, Any]:
@@ -290,7 +312,7 @@ def _arrays(out: dict[str, Any], source: str) -> dict[str, Any]:
     uint8 array (``torchsets.images_of``). ``source``: what returned them, for messages."""
     arrays = {}
     for k, v in out.items():
-        if hasattr(v, "to_numpy") and not isinstance(v, np.ndarray | torch.Tensor):
+        if _column(v):
             v = v.to_numpy()
         if k.startswith("x_") and _image_list(v):
             v = torchsets.images_of(v, f"{k} of {source}")
