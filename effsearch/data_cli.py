@@ -70,8 +70,9 @@ def add_data_parser(sub) -> None:
     p.add_argument("--text-column", help="dataset.text_column (text; default text)")
     p.add_argument("--label-column", help="dataset.label_column (default label)")
     p.add_argument("--max-length", type=int, help="dataset.max_length (text; default 128)")
-    p.add_argument("--tokenizer", help="dataset.tokenizer.name (text: bytes, bpe or wordpiece; default bpe)")
+    p.add_argument("--tokenizer", help="dataset.tokenizer.name (text: bytes, bpe, wordpiece or file; default bpe)")
     p.add_argument("--vocab-size", type=int, help="dataset.tokenizer.vocab_size (bpe, wordpiece; default 8192)")
+    p.add_argument("--tokenizer-path", help="dataset.tokenizer.path (file: your tokenizer.json)")
     p.add_argument("--force", action="store_true", help="FFCV: write the files even when they are up to date")
     p.set_defaults(func=cmd_prepare)
 
@@ -97,7 +98,8 @@ def _config(args) -> tuple[dict, str]:
     for flag in DATASET_FLAGS:
         if getattr(args, flag) is not None:
             dataset[flag] = getattr(args, flag)
-    tokenizer = {k: v for k, v in (("name", args.tokenizer), ("vocab_size", args.vocab_size)) if v is not None}
+    given = (("name", args.tokenizer), ("vocab_size", args.vocab_size), ("path", args.tokenizer_path))
+    tokenizer = {k: v for k, v in given if v is not None}
     if tokenizer:
         dataset["tokenizer"] = tokenizer
     return {"dataset": dataset}, "effsearch data prepare"

@@ -37,7 +37,7 @@ GPT_SWITCHES = {
 # The algorithms a language model trains with: they change the optimisation, not a per-example loss
 # (MixUp, label smoothing, selective backprop: one label per text) or the input (images, a sequence length).
 LM_ALGORITHMS = ("ema", "sam", "gradient_clipping")
-TOKENIZERS = ("bytes", "bpe", "wordpiece")
+TOKENIZERS = ("bytes", "bpe", "wordpiece", "file")
 # Every tokenizer's ids 0-3 are its special tokens (padding, the classifier's first token, the end
 # of a document, unknown); bytes are 4 + their value, so 260 is the smallest vocabulary.
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]")

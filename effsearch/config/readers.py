@@ -30,6 +30,7 @@ READ_FIELDS = (
     "dataset.classes",
     "dataset.tokenizer.name",
     "dataset.tokenizer.vocab_size",
+    "dataset.tokenizer.path",
     "dataset.label_column",
     "dataset.val_tokens",
     "model.name",

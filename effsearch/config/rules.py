@@ -440,9 +440,29 @@ RULES: list[Rule] = [
         reads=("dataset.name", "model.name", "model.kwargs"),
     ),
     Rule(
+        "dataset.tokenizer.path",
+        "dataset.tokenizer.path",
+        on=lambda c: value(c, "dataset.tokenizer.name") == "file",
+        forbids=lambda c: not value(c, "dataset.tokenizer.path"),
+        message="dataset.tokenizer.name 'file' reads a tokenizer.json from dataset.tokenizer.path; set it",
+        when="a tokenizer read from a file",
+        reads=("dataset.tokenizer.name",),
+    ),
+    Rule(
+        "dataset.tokenizer.path",
+        "dataset.tokenizer.path",
+        on=lambda c: bool(value(c, "dataset.tokenizer.path")),
+        forbids=lambda c: value(c, "dataset.tokenizer.name") != "file",
+        message=lambda c: (
+            f"only applies to dataset.tokenizer.name 'file'; it is {quote(value(c, 'dataset.tokenizer.name'))}"
+        ),
+        when="dataset.tokenizer.name file",
+        reads=("dataset.tokenizer.name",),
+    ),
+    Rule(
         "dataset.tokenizer.vocab_size",
         "dataset.tokenizer.vocab_size",
-        on=lambda c: value(c, "dataset.tokenizer.name") != "bytes",
+        on=lambda c: value(c, "dataset.tokenizer.name") not in ("bytes", "file"),
         forbids=lambda c: value(c, "dataset.tokenizer.vocab_size") < MIN_VOCAB,
         message=lambda c: (
             f"must be at least {MIN_VOCAB} for {quote(value(c, 'dataset.tokenizer.name'))} (its 256 byte "

@@ -47,14 +47,21 @@ class TokenizerConfig:
         "bpe",
         choices=TOKENIZERS,
         help="bytes: UTF-8 bytes, no training, no dependency; bpe: byte-level BPE; wordpiece: BERT's "
-        "(bpe and wordpiece: extra text, trained on the training split only, never validation or test)",
+        "(bpe and wordpiece: extra text, trained on the training split only, never validation or test); "
+        "file: your own tokenizer.json, read from dataset.tokenizer.path (extra text)",
     )
     vocab_size: int = spec(
         8192,
         low=1,
         high=1_000_000,
         help="bpe, wordpiece: tokens in the vocabulary, its 4 special tokens included (at least 260: "
-        "every byte has one); bytes always has 260",
+        "every byte has one); bytes always has 260; file: the file's vocabulary and 4",
+    )
+    path: str | None = spec(
+        None,
+        help="file: a Hugging Face tokenizers JSON file (the tokenizer.json save_pretrained writes for a "
+        "fast tokenizer); its ids move up by 4 past effsearch's special tokens, its padding, truncation "
+        "and special tokens are not used (the model's weights are fresh: no ids need keep their numbers)",
     )
 
 

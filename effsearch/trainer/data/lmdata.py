@@ -123,7 +123,7 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
         "source": identity,
         "columns": [cols.text, cols.split, cols.group],
         "split": [d.val_fraction, d.test_fraction, d.split_seed],
-        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
+        "tokenizer": tokenizer.settings(d.tokenizer),
     }
     return textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
 
@@ -160,7 +160,14 @@ def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
         raise ConfigError(
             "dataset.tokenizer.name", "wordpiece cannot be a language model's tokenizer: use bpe or bytes"
         )
-    tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
+    t = d.tokenizer
+    tok = tokenizer.made(t.name, t.vocab_size, [rows.texts[i] for i in part["train"]], t.path)
+    if isinstance(tok, tokenizer.FileTokenizer) and tok.model == "WordPiece":
+        raise ConfigError(
+            "dataset.tokenizer.path",
+            f"{t.path} holds a WordPiece tokenizer, which cannot be a language model's (it drops spaces, "
+            "so no text can be written back): use a BPE or Unigram tokenizer, or bpe or bytes",
+        )
     arrays = {split: pack(tok.encode([rows.texts[i] for i in part[split]])) for split in SPLITS}
     arrays["token_bytes"] = tok.token_bytes()
     facts = {"vocab_size": tok.vocab_size, "documents": {s: len(part[s]) for s in SPLITS}}

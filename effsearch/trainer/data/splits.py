@@ -226,6 +226,7 @@ def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
             repr(d.classes),
             d.tokenizer.name,
             d.tokenizer.vocab_size,
+            d.tokenizer.path,
             d.max_length,
             d.group_column,
             d.val_tokens,

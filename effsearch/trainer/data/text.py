@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from effsearch.config import ConfigError
-from effsearch.config.choices import MIN_VOCAB
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
@@ -61,7 +60,7 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
         "classes": d.classes,
         # The tokenizer's training split depends on these (validation and test are carved from it).
         "split": [d.val_fraction, d.test_fraction, d.split_seed],
-        "tokenizer": [d.tokenizer.name, d.tokenizer.vocab_size],
+        "tokenizer": tokenizer.settings(d.tokenizer),
         "max_length": d.max_length,
     }
     return textcache.cached(cache_root / "text-cache", key, lambda: build(d, rows or _read(d, cols)))
@@ -111,7 +110,8 @@ def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     names, y = _classes(rows, d)
     groups = np.asarray(rows.groups) if rows.groups is not None else None
     part = carve(given(rows, y), y, d, groups)
-    tok = tokenizer.train(d.tokenizer.name, d.tokenizer.vocab_size, [rows.texts[i] for i in part["train"]])
+    t = d.tokenizer
+    tok = tokenizer.made(t.name, t.vocab_size, [rows.texts[i] for i in part["train"]], t.path)
     arrays = {}
     for split in SPLITS:
         arrays[f"{split}_x"] = tokenizer.rows(tok.encode([rows.texts[i] for i in part[split]]), d.max_length)
@@ -253,5 +253,4 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
         text = returns_texts(d)
     if not text:
         return None
-    vocab = MIN_VOCAB if d.tokenizer.name == "bytes" else d.tokenizer.vocab_size
-    return tokenizer.TokenShape(vocab, d.max_length, causal=is_lm(d))
+    return tokenizer.TokenShape(tokenizer.vocab_of(d.tokenizer), d.max_length, causal=is_lm(d))

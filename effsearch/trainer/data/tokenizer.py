@@ -7,7 +7,10 @@
 * ``bpe``: byte-level BPE (GPT-2's scheme, Hugging Face ``tokenizers``, extra text): every byte
   is in its alphabet, so any text round-trips exactly and no token is unknown;
 * ``wordpiece``: BERT's WordPiece (lower-cased, split on whitespace and punctuation; characters
-  outside its alphabet are ``[UNK]``).
+  outside its alphabet are ``[UNK]``);
+* ``file``: the user's own ``tokenizer.json`` (``dataset.tokenizer.path``, what Hugging Face's
+  ``save_pretrained`` writes for a fast tokenizer), read, not trained. Its ids move up by 4 past
+  effsearch's special tokens: the model's weights are fresh, so ids need not keep their numbers.
 
 Every tokenizer's ids 0-3 are the special tokens (``config.choices.SPECIAL_TOKENS``): ``PAD``
 (batches pad with it; models mask it), ``CLS`` (the first token of a text a classifier reads),
@@ -17,9 +20,12 @@ Every tokenizer's ids 0-3 are the special tokens (``config.choices.SPECIAL_TOKEN
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -133,6 +139,102 @@ class TrainedTokenizer(Tokenizer):
         return out
 
 
+class FileTokenizer(Tokenizer):
+    """The user's ``tokenizers.Tokenizer`` read from a file: its id ``i`` is ``BYTE_OFFSET + i`` here,
+    so ids 0-3 stay effsearch's special tokens and none of the file's (its own ``[CLS]`` or
+    ``<s>``) is confused with them. Its padding, truncation and post-processing are turned off:
+    rows lay texts out (``rows``), the same for every tokenizer."""
+
+    name = "file"
+
+    def __init__(self, tok: Any) -> None:
+        tok.no_padding()
+        tok.no_truncation()
+        self.tok = tok
+
+    @property
+    def vocab_size(self) -> int:
+        return BYTE_OFFSET + int(self.tok.get_vocab_size(with_added_tokens=True))
+
+    @property
+    def model(self) -> str:
+        """The file's model type (``BPE``, ``WordPiece``, ``Unigram``, ``WordLevel``)."""
+        return str(json.loads(self.tok.to_str())["model"].get("type", ""))
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        encoded = self.tok.encode_batch(list(texts), add_special_tokens=False)
+        return [np.asarray(e.ids, np.int32) + BYTE_OFFSET for e in encoded]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tok.decode([int(i) - BYTE_OFFSET for i in ids if int(i) >= BYTE_OFFSET]))
+
+    def to_json(self) -> str:
+        return json.dumps({"effsearch": self.name, "tokenizer": json.loads(self.tok.to_str())})
+
+    def token_bytes(self) -> np.ndarray:
+        """Each token's bytes of text: exact for a byte-level BPE (GPT-2's alphabet) and for
+        SentencePiece's byte tokens (``<0x0A>``); otherwise its characters, ``▁`` counted as the
+        space it stands for. The file's own special tokens count none."""
+        data = json.loads(self.tok.to_str())
+        byte_level = "ByteLevel" in json.dumps(data.get("decoder"))
+        specials = {t["content"] for t in data.get("added_tokens") or [] if t.get("special")}
+        alphabet = _byte_alphabet()
+        out = _specials(self.vocab_size)
+        for token, i in self.tok.get_vocab(with_added_tokens=True).items():
+            out[BYTE_OFFSET + i] = 0 if token in specials else _piece_bytes(token, byte_level, alphabet)
+        return out
+
+
+_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def _piece_bytes(token: str, byte_level: bool, alphabet: set[str]) -> int:
+    if byte_level:
+        return sum(1 for ch in token if ch in alphabet)
+    if _BYTE_PIECE.fullmatch(token):
+        return 1
+    return len(token.removeprefix("##").replace("\u2581", " ").encode("utf-8"))
+
+
+def from_file(path: str) -> FileTokenizer:
+    """The tokenizer saved at ``path`` (``dataset.tokenizer.path``); ConfigError naming that field
+    when it is missing or not a ``tokenizers`` JSON file."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        where = "" if file.is_absolute() else f" (read from the current folder, {Path.cwd()})"
+        raise ConfigError("dataset.tokenizer.path", f"{file.absolute()} is not a file{where}")
+    t = _tokenizers("file")
+    try:
+        tok = t.Tokenizer.from_file(str(file))
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            "dataset.tokenizer.path",
+            f"{file} is not a tokenizer JSON file (Hugging Face tokenizers' tokenizer.json: {first})",
+        ) from None
+    return FileTokenizer(tok)
+
+
+def settings(t: Any) -> list:
+    """What a token cache's key holds of ``dataset.tokenizer`` (``t``): a file tokenizer's content
+    (wherever the file lies; an edited file makes a new cache), else the name and vocabulary."""
+    if t.name == "file":
+        file = Path(t.path).expanduser()
+        if not file.is_file():
+            from_file(t.path)  # the refusal naming the field
+        return ["file", hashlib.sha256(file.read_bytes()).hexdigest()]
+    return [t.name, t.vocab_size]
+
+
+def vocab_of(t: Any) -> int:
+    """The vocabulary ``dataset.tokenizer`` (``t``) makes, before any text is tokenized."""
+    if t.name == "bytes":
+        return MIN_VOCAB
+    if t.name == "file":
+        return from_file(t.path).vocab_size
+    return int(t.vocab_size)
+
+
 def _byte_alphabet() -> set[str]:
     """The 256 characters byte-level BPE writes bytes as (GPT-2's bytes_to_unicode): printable
     bytes as themselves, the others shifted past U+0100."""
@@ -147,6 +249,15 @@ def _tokenizers(name: str) -> Any:
     except ImportError:
         raise ConfigError("dataset.tokenizer.name", f"{name!r} {TEXT_HINT}") from None
     return tokenizers
+
+
+def made(name: str, vocab_size: int, texts: Sequence[str], path: str | None = None) -> Tokenizer:
+    """The tokenizer ``name`` trained on ``texts`` (the training split's, never validation or test),
+    or read from ``path`` (name ``file``)."""
+    if name == "file":
+        assert path is not None  # config.rules: a file tokenizer names its path
+        return from_file(path)
+    return train(name, vocab_size, texts)
 
 
 def train(name: str, vocab_size: int, texts: Sequence[str]) -> Tokenizer:
@@ -187,10 +298,10 @@ def load(text: str) -> Tokenizer:
     name = data.get("effsearch") if isinstance(data, dict) else None
     if name == "bytes":
         return ByteTokenizer()
-    if name not in ("bpe", "wordpiece"):
+    if name not in ("bpe", "wordpiece", "file"):
         raise ValueError(f"not an effsearch tokenizer (effsearch: {name!r})")
     tok = _tokenizers(name).Tokenizer.from_str(json.dumps(data["tokenizer"]))
-    return TrainedTokenizer(name, tok)
+    return FileTokenizer(tok) if name == "file" else TrainedTokenizer(name, tok)
 
 
 def rows(ids: Sequence[np.ndarray], max_length: int, first: int = CLS) -> np.ndarray:
