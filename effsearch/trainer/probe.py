@@ -435,6 +435,15 @@ def _takes(net: nn.Module, args: int) -> bool:
     return True
 
 
+def _about_length(e: Exception) -> bool:
+    """The error is what too long a row raises: an embedding's index past its table (IndexError,
+    CUDA's device-side assert) or tensors of two lengths, not any error of a forward."""
+    words = str(e).lower()
+    return isinstance(e, IndexError) or any(
+        w in words for w in ("index out of range", "out of bounds", "size of tensor", "position")
+    )
+
+
 def check_text_network(
     net: nn.Module, model: ModelConfig, tokens: TokenShape, num_classes: int, device: str
 ) -> nn.Module:
@@ -458,11 +467,14 @@ def check_text_network(
             if not _takes(net, 1 if tokens.causal else 2)
             else "a model takes as many tokens as its positions, less any it keeps for padding: lower "
             "dataset.max_length or give it more positions"
+            if _about_length(e)
+            else ""
         )
         raise ConfigError(
             "model.name",
             f"{model.name!r} failed on a batch of 2 token rows of dataset.max_length {length}"
-            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]} ({hint})",
+            f"{'' if tokens.causal else ' (ids and mask)'}: {type(e).__name__}: {str(e)[:300]}"
+            + (f" ({hint})" if hint else ""),
         ) from None
     finally:
         net.train(was_training)

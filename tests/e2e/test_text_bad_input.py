@@ -69,6 +69,11 @@ CONFIG_CASES = [
     ({"dataset.flip": True}, "dataset.flip", "flips images; the run is on text"),
     ({"model": {"name": "tiny-cnn"}}, "model.name", "'tiny-cnn' takes images but dataset.name 'jsonl' holds token ids"),
     ({"algorithms": {"gated_linear_units": {}}}, "algorithms.gated_linear_units", "BERT's feed-forward blocks"),
+    (
+        {"model": {"name": "hf:BartConfig", "kwargs": {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1}}},
+        "model.name",
+        "builds an encoder-decoder",
+    ),
 ]
 
 
@@ -120,3 +125,31 @@ def test_the_cli_refuses_bad_text_with_exit_2_and_one_line(tmp_path, case, chang
     errors = p.stderr.strip().splitlines()
     assert len(errors) == 1 and words in errors[0] and "c.yaml: " in errors[0], p.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_text_models_own_error_gets_no_hint_about_positions(tmp_path, monkeypatch):
+    """Only an error too long a row raises (an index past the position table) is told to lower
+    dataset.max_length: a forward that fails for its own reason is shown as it is."""
+    (tmp_path / "picky.py").write_text(
+        "import torch.nn as nn\n"
+        "class Picky(nn.Module):\n"
+        "    def __init__(self, vocab_size, num_classes):\n"
+        "        super().__init__()\n"
+        "        self.embed, self.head = nn.Embedding(vocab_size, 8), nn.Linear(8, num_classes)\n"
+        "    def forward(self, ids, mask):\n"
+        "        raise ValueError('every row must end with an end-of-text token')\n"
+        "class Short(Picky):\n"
+        "    def forward(self, ids, mask):\n"
+        "        return self.head(self.embed(ids + 10_000).mean(1))\n"
+        "def picky(vocab_size, num_classes):\n"
+        "    return Picky(vocab_size, num_classes)\n"
+        "def short(vocab_size, num_classes):\n"
+        "    return Short(vocab_size, num_classes)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write_jsonl(tmp_path / "t.jsonl")
+    for name, hinted in (("picky:picky", False), ("picky:short", True)):
+        with pytest.raises(ConfigError) as e:
+            api.train(_config(path, {"model": {"name": name}}), data_dir=tmp_path / "data", progress=False)
+        assert e.value.field == "model.name", e.value.message
+        assert ("give it more positions" in e.value.message) == hinted, e.value.message

@@ -45,6 +45,15 @@ def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Modu
             "the data's classes, padding id 0); leave them out",
         )
     config = _config(cls, name, kwargs, vocab_size, num_classes)
+    if getattr(config, "is_encoder_decoder", False):
+        # BART's classifier reads the hidden state at each row's last end-of-text token, T5's needs a
+        # decoder's first token: rows here are [CLS] and the text, the same for every model.
+        raise ConfigError(
+            "model.name",
+            f"hf:{name} builds an encoder-decoder (is_encoder_decoder), which is not trained as a classifier "
+            "here: use an encoder's config (hf:BertConfig, hf:RobertaConfig) or a decoder's (hf:GPT2Config, "
+            "hf:LlamaConfig)",
+        )
     try:
         return transformers.AutoModelForSequenceClassification.from_config(config)
     except ConfigError:
