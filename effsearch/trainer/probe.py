@@ -221,7 +221,8 @@ def check_network(
         raise ConfigError(
             "model.name",
             f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
-            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{_size_hint(net, model, image_size)}",
+            f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{_size_hint(net, model, image_size)}"
+            f"{_larger_hint(e, net, channels, image_size, device)}",
         ) from None
     _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
     try:
@@ -336,15 +337,35 @@ def _unwrapped(net: nn.Module) -> nn.Module:
 def _size_hint(net: nn.Module, model: ModelConfig, image_size: tuple[int, ...]) -> str:
     """Where the model's class is sized by an image-size argument the user left at its default
     (torchvision's ViT: image_size, 224; MaxViT: input_size; timm's: img_size), how to size it to the data."""
-    try:
-        params = inspect.signature(type(_unwrapped(net)).__init__).parameters
-    except (TypeError, ValueError):
-        return ""
+    params: set[str] = set()
+    for cls in type(_unwrapped(net)).__mro__:  # a subclass's (*args, **kwargs) passes them on: timm's LevitDistilled
+        if cls is nn.Module:
+            break
+        try:
+            params |= set(inspect.signature(vars(cls).get("__init__", object.__init__)).parameters)
+        except (TypeError, ValueError):
+            continue
     name = next((p for p in ("image_size", "img_size", "input_size") if p in params), None)
     if name is None or name in model.kwargs:
         return ""
     size = f"[{image_size[0]}, {image_size[1]}]" if name == "input_size" else str(image_size[0])  # MaxVit: (H, W)
     return f" (its model takes {name}: model.kwargs.{name}: {size} sizes it to the data)"
+
+
+# What a forward raises where the image shrinks to nothing inside it (a pool or convolution larger
+# than what is left): torch's own words.
+TOO_SMALL = ("output size is too small", "kernel size can't be greater", "input image is too small")
+LARGER = (48, 64, 96, 128, 160, 224, 299)
+
+
+def _larger_hint(e: Exception, net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> str:
+    """Where the images are too small for the model's downsampling, the smallest of a few common
+    sizes it runs on (torchvision's AlexNet: 63; Inception v3: 75), for dataset.image_size."""
+    if not any(w in str(e).lower() for w in TOO_SMALL):
+        return ""
+    fits = next((s for s in LARGER if s > max(image_size[:2]) and _runs(net, channels, (s, s), device)), None)
+    what = f"dataset.image_size: {fits} runs it" if fits else "raise dataset.image_size"
+    return f" (images of {image_size[0]}x{image_size[1]} shrink to nothing inside it: {what})"
 
 
 def _training_output(net: nn.Module, channels: int, image_size: tuple[int, ...], device: str) -> Any:

@@ -187,6 +187,23 @@ def patches(num_classes, in_channels, **kwargs):
     return Patches(num_classes, in_channels, **kwargs)
 
 
+class PatchesDistilled(Patches):
+    """A subclass passing its arguments on (timm's LevitDistilled): image_size is its parent's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+def patches_distilled(num_classes, in_channels, **kwargs):
+    return PatchesDistilled(num_classes, in_channels, **kwargs)
+
+
+def shrinks(num_classes, in_channels):
+    """Three strided convolutions and a pool: 16x16 images are 1x1 before the pool (48 leave 5x5)."""
+    convs = [nn.Conv2d(in_channels if i == 0 else 4, 4, 3, stride=2) for i in range(3)]
+    return nn.Sequential(*convs, nn.MaxPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, num_classes))
+
+
 def softmax_end(num_classes, in_channels):
     """Ends in a softmax, as a Keras model would: probabilities, not logits."""
     return nn.Sequential(*cnn(num_classes, in_channels), nn.Softmax(dim=1))
@@ -371,6 +388,16 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             {"model.name": "own_test_models:patches"},
             "model.name",
             "(its model takes image_size: model.kwargs.image_size: 16 sizes it to the data)",
+        ),
+        (
+            {"model.name": "own_test_models:patches_distilled"},
+            "model.name",
+            "(its model takes image_size: model.kwargs.image_size: 16 sizes it to the data)",
+        ),
+        (
+            {"model.name": "own_test_models:shrinks"},
+            "model.name",
+            "(images of 16x16 shrink to nothing inside it: dataset.image_size: 48 runs it)",
         ),
         (
             {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
