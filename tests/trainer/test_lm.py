@@ -363,3 +363,15 @@ def test_a_language_models_progress_line_shows_the_loss_it_is_timed_on(tmp_path,
     r = train(cfg, data_root=tmp_path / "data", progress=True, test=False)
     assert shown and all(set(s) == {"val_loss"} for s in shown)
     assert shown[-1]["val_loss"] == f"{r.history[-1].val_loss:.4f}"
+
+
+def test_a_config_family_with_no_causal_lm_is_refused_in_one_short_line(tmp_path):
+    """transformers' own error lists every config its Auto class knows (hundreds, over lines): the
+    refusal names the family and a few that have one instead."""
+    pytest.importorskip("transformers")
+    model = {"name": "hf:DistilBertConfig", "kwargs": {"dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 64}}
+    cfg = TrainConfig.from_dict(lm_config(corpus(tmp_path / "c.txt"), model=model))
+    with pytest.raises(ConfigError) as e:
+        train(cfg, data_root=tmp_path / "data", progress=False)
+    assert e.value.field == "model.name" and "no causal language model for DistilBertConfig" in e.value.message
+    assert "\n" not in e.value.message and len(e.value.message) < 200, e.value.message

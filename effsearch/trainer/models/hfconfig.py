@@ -60,7 +60,7 @@ def build(name: str, kwargs: dict, vocab_size: int, num_classes: int) -> nn.Modu
         raise
     except Exception as e:  # noqa: BLE001 - a config of no sequence classifier, or fields that do not fit
         raise ConfigError(
-            "model.name", f"transformers cannot build a sequence classifier from {name}: {type(e).__name__}: {e}"[:400]
+            "model.name", _cannot(name, "sequence classifier", e, "hf:BertConfig, hf:LlamaConfig")
         ) from None
 
 
@@ -97,9 +97,16 @@ def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
         return transformers.AutoModelForCausalLM.from_config(config)
     except Exception as e:  # noqa: BLE001 - a config of no causal LM, or fields that do not fit
         raise ConfigError(
-            "model.name",
-            f"transformers cannot build a causal language model from {name}: {type(e).__name__}: {e}"[:400],
+            "model.name", _cannot(name, "causal language model", e, "hf:GPT2Config, hf:LlamaConfig, hf:BertConfig")
         ) from None
+
+
+def _cannot(name: str, what: str, e: Exception, examples: str) -> str:
+    """Why ``transformers`` built no ``what`` from the config ``name``: a family with none (its
+    Auto class lists every config it knows, hundreds: not repeated here), or the error."""
+    if "Unrecognized configuration class" in str(e):
+        return f"transformers has no {what} for {name} (e.g. {examples})"
+    return f"transformers cannot build a {what} from {name}: {type(e).__name__}: {e}"[:400]
 
 
 def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
