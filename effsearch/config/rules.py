@@ -411,7 +411,7 @@ RULES: list[Rule] = [
         message=lambda c: (
             f"dataset.name {quote(dataset_name(c))} reads its data from dataset.path; set it (a folder "
             "of class folders for imagefolder, a .npz file, a folder written by datasets' "
-            "save_to_disk for hf, a .jsonl or .csv file for jsonl and csv, a text file or a folder of them "
+            "save_to_disk or parquet files for hf, a .jsonl or .csv file for jsonl and csv, a text file or a folder of them "
             "for text)"
         ),
         when="a dataset read from a path",

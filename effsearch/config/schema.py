@@ -80,7 +80,8 @@ class DatasetConfig:
     path: str | None = spec(
         None,
         help="imagefolder: a folder of class folders (or train/, val/, test/ of them); "
-        "npz: a .npz file; hf: a folder written by datasets' save_to_disk; jsonl: a file of one JSON "
+        "npz: a .npz file; hf: a folder written by datasets' save_to_disk, or parquet files (a .parquet "
+        "file, or a folder of them named by split: data/train-00000-of-00001.parquet); jsonl: a file of one JSON "
         "object a line (.gz read as gzip); csv: a file with a header row (.tsv: tab-separated; a header of semicolons, no comma: by semicolons); text: a text file (its "
         "paragraphs are the documents) or a folder of them (each file a document). A relative path "
         "is read from the current folder, not the config's (the configs under configs/ are run from "

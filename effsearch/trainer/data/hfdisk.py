@@ -1,6 +1,8 @@
-"""A dataset saved by ``datasets``' ``save_to_disk``, opened in one place for images and text alike:
-the optional extra's refusal, a folder it cannot read and a dataset without a train split each
-refused naming the field. Its splits are read as effsearch's train, val and test by their names
+"""A dataset saved by ``datasets``' ``save_to_disk``, or its parquet files (a ``.parquet`` file,
+or a folder of them as a Hugging Face hub dataset is downloaded: ``data/train-00000-of-00001.parquet``,
+``test/0000.parquet``), opened in one place for images and text alike: the optional extra's
+refusal, a folder it cannot read and a dataset without a train split each refused naming the
+field. A parquet file's split is its name before the first ``-``, else its folder's name. Its splits are read as effsearch's train, val and test by their names
 (``SPLIT_NAMES``; any other, as MNLI's ``validation_matched``, is left out with a warning). A
 split whose ``ClassLabel`` is -1 throughout (datasets' mark for no label: GLUE's test splits) is
 left out, so that one is carved from the training rows."""
@@ -8,6 +10,7 @@ left out, so that one is carved from the training rows."""
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,9 @@ def load_splits(root: Path, name: str, label: str | None = None) -> dict[str, An
         import datasets
     except ImportError:
         raise ConfigError("dataset.name", f"{name} {HF_EXTRA}") from None
+    files = parquet_files(root)
+    if files is not None:
+        return kept(_parquet_splits(root, files), str(root), label, "dataset.path")
     try:
         loaded = datasets.load_from_disk(str(root))
     except Exception as e:  # noqa: BLE001 - datasets raises several kinds for a folder it cannot read
@@ -77,3 +83,67 @@ def unlabelled(ds: Any, column: str) -> bool:
 
     feature = features.get(column)
     return isinstance(feature, datasets.ClassLabel) and len(ds) > 0 and max(ds[column]) < 0
+
+
+# What save_to_disk writes at a dataset's top: such a folder is read by load_from_disk, whatever else it holds.
+SAVED = ("dataset_dict.json", "dataset_info.json", "state.json")
+
+
+def parquet_files(root: Path) -> list[Path] | None:
+    """The parquet files ``root`` holds (itself, or a folder's, hidden ones left out), or None:
+    ``root`` is a folder save_to_disk wrote, or holds no parquet file."""
+    if root.is_file():
+        return [root] if root.suffix == ".parquet" else None
+    if any((root / name).exists() for name in SAVED):
+        return None
+    found = sorted(p for p in root.rglob("*.parquet") if not any(n.startswith(".") for n in p.relative_to(root).parts))
+    return found or None
+
+
+def _split_name(root: Path, file: Path) -> str:
+    """``train-00000-of-00001.parquet``: train; ``test/0000.parquet``: test; a lone file: train."""
+    if file == root:
+        return "train"
+    prefix = file.stem.split("-")[0]
+    if prefix in SPLIT_NAMES or len(file.relative_to(root).parts) == 1:
+        return prefix
+    return file.parent.name
+
+
+def _parquet_splits(root: Path, files: list[Path]) -> dict[str, Any]:
+    """Each split's files read into one in-memory ``datasets.Dataset`` (nothing cached on disk),
+    its features those the files' metadata records (``ClassLabel`` names, ``Image``); a column of
+    {bytes, path} structs written without that metadata is read as images all the same."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets.table import InMemoryTable
+
+    by_split: dict[str, list[Path]] = defaultdict(list)
+    for f in files:
+        by_split[_split_name(root, f)].append(f)
+    if "train" not in by_split:
+        raise ConfigError(
+            "dataset.path",
+            f"{root} has no training parquet file: a file's split is its name before the first '-' "
+            f"(train-00000-of-00001.parquet) or its folder (train/0000.parquet); it has {', '.join(sorted(by_split))}",
+        )
+    out = {}
+    for split, group in by_split.items():
+        tables = []
+        for f in group:
+            try:
+                tables.append(pq.read_table(f))
+            except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for a file it cannot read
+                raise ConfigError("dataset.path", f"{f} is not a parquet file pyarrow reads ({e})") from None
+        try:
+            table = pa.concat_tables(tables, promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise ConfigError("dataset.path", f"the {split} files of {root} differ in their columns ({e})") from None
+        features = datasets.Features.from_arrow_schema(table.schema)
+        ds = datasets.Dataset(InMemoryTable(table), info=datasets.DatasetInfo(features=features))
+        for column, feature in features.items():
+            if isinstance(feature, dict) and set(feature) == {"bytes", "path"}:
+                ds = ds.cast_column(column, datasets.Image())
+        out[split] = ds
+    return out

@@ -69,11 +69,11 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
 def _file(d: DatasetConfig) -> Path:
     path = existing_path(d)
     kind = dataset_kind(d.name)
-    if (kind == "hf") != path.is_dir():
+    if (kind == "hf") != path.is_dir() and not (kind == "hf" and path.suffix == ".parquet"):
         raise ConfigError(
             "dataset.path",
             f"{path} is {'a folder' if path.is_dir() else 'a file'}; {kind} reads a "
-            f"{'folder' if kind == 'hf' else 'file'}",
+            f"{'folder (or a .parquet file)' if kind == 'hf' else 'file'}",
         )
     return path
 

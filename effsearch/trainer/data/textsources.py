@@ -326,7 +326,20 @@ def from_arrays(arrays: Mapping[str, Any], source: str, cols: Columns) -> TextRo
 
 def hf_text_column(root: Path, column: str) -> bool:
     """Whether the saved dataset at ``root`` has a column ``column`` of strings (its train split's
-    features, read from the files ``save_to_disk`` writes beside the data: nothing imported)."""
+    features, read from the files ``save_to_disk`` writes beside the data: nothing imported; or
+    the schema of its first parquet file)."""
+    from effsearch.trainer.data.hfdisk import parquet_files
+
+    files = parquet_files(root) if root.exists() else None
+    if files:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            field = pq.read_schema(files[0]).field(column)
+        except (ImportError, KeyError, OSError, ValueError, pa.ArrowException):
+            return False  # the load says what is wrong
+        return pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
     for info in (root / "train" / "dataset_info.json", root / "dataset_info.json"):
         try:
             features = json.loads(info.read_text()).get("features") or {}

@@ -115,8 +115,8 @@ def load(d: Any, cache_root: Path) -> UserData:
     root = existing_path(d)
     if kind == "npz":
         return _from_arrays(_read_npz(root), "dataset.path", str(root), d)
-    if not root.is_dir():
-        raise ConfigError("dataset.path", f"{root} is a file; {kind} reads a folder")
+    if not root.is_dir() and not (kind == "hf" and root.suffix == ".parquet"):
+        raise ConfigError("dataset.path", f"{root} is a file; {kind} reads a folder (hf: or a .parquet file)")
     if kind == "imagefolder":
         parts, classes, files = _scan_folder(root)
         settings = {"image_size": d.image_size}
@@ -126,7 +126,7 @@ def load(d: Any, cache_root: Path) -> UserData:
     else:
         settings = {"image_size": d.image_size, "image_column": d.image_column, "label_column": d.label_column}
         skipped: list[str] = []
-        listed = _files(root, skipped, everything=True)
+        listed = _files(root, skipped, everything=True) if root.is_dir() else [(str(root), root.stat())]
         _warn_skipped(root, skipped)
         found, count = decoded(
             cache_root / "hf-cache", root, listed, settings, d.image_size, lambda: _hf_parts(d, root)
