@@ -105,6 +105,10 @@ def test_a_split_of_another_name_is_left_out_with_a_warning(tmp_path, caplog):
     [
         ({"mydata.parquet": "table"}, "has no training parquet file"),
         ({"train-0.parquet": "not parquet"}, "is not a parquet file"),
+        (
+            {"cola/train-0.parquet": "table", "sst2/train-0.parquet": "table"},
+            "holds train files in 2 folders (cola/, sst2/)",
+        ),
     ],
 )
 def test_parquet_files_it_cannot_read_are_refused_naming_dataset_path(tmp_path, files, words):
@@ -112,6 +116,7 @@ def test_parquet_files_it_cannot_read_are_refused_naming_dataset_path(tmp_path, 
     folder = tmp_path / "broken"
     folder.mkdir()
     for name, what in files.items():
+        (folder / name).parent.mkdir(exist_ok=True)
         if what == "table":
             pq.write_table(pa.table({"text": xs, "label": ys}), folder / name)
         else:

@@ -130,6 +130,13 @@ def _parquet_splits(root: Path, files: list[Path]) -> dict[str, Any]:
         )
     out = {}
     for split, group in by_split.items():
+        parents = sorted({str(f.parent.relative_to(root)) for f in group if f != root})
+        if len(parents) > 1:  # a hub repository of several configurations (GLUE's cola/, sst2/, ...)
+            raise ConfigError(
+                "dataset.path",
+                f"{root} holds {split} files in {len(parents)} folders ({', '.join(p + '/' for p in parents[:4])}): "
+                "the configurations of one repository, read one at a time: point dataset.path at one of them",
+            )
         tables = []
         for f in group:
             try:
