@@ -61,7 +61,8 @@ class TokenizerConfig:
         None,
         help="file: a Hugging Face tokenizers JSON file (the tokenizer.json save_pretrained writes for a "
         "fast tokenizer); its ids move up by 4 past effsearch's special tokens, its padding, truncation "
-        "and special tokens are not used (the model's weights are fresh: no ids need keep their numbers)",
+        "and special tokens are not used (the model's weights are fresh: no ids need keep their numbers); "
+        "a relative path is read from the current folder, as dataset.path",
     )
 
 
