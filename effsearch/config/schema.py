@@ -60,7 +60,7 @@ class TokenizerConfig:
     path: str | None = spec(
         None,
         help="file: a Hugging Face tokenizers JSON file (the tokenizer.json save_pretrained writes for a "
-        "fast tokenizer); its ids move up by 4 past effsearch's special tokens, its padding, truncation "
+        "fast tokenizer, or the folder holding it); its ids move up by 4 past effsearch's special tokens, its padding, truncation "
         "and special tokens are not used (the model's weights are fresh: no ids need keep their numbers); "
         "a relative path is read from the current folder, as dataset.path",
     )

@@ -82,6 +82,16 @@ def test_a_bert_tokenizer_file_gives_rows_of_its_ids_moved_past_the_special_toke
     assert result.status == "completed" and result.final.val_accuracy > 0.34
 
 
+def test_the_folder_save_pretrained_wrote_stands_for_its_tokenizer_json(tmp_path):
+    data = write_jsonl(tmp_path / "t.jsonl")
+    (tmp_path / "my-tokenizer").mkdir()
+    tok_file = bert_like(tmp_path / "my-tokenizer" / "tokenizer.json")
+    (tmp_path / "my-tokenizer" / "tokenizer_config.json").write_text("{}")
+    by_folder = text.tokenized(file_cfg(data, tmp_path / "my-tokenizer").dataset, tmp_path / "data")
+    by_file = text.tokenized(file_cfg(data, tok_file).dataset, tmp_path / "data")
+    assert np.array_equal(by_folder.arrays["train_x"], by_file.arrays["train_x"])
+
+
 def test_an_edited_tokenizer_file_makes_a_new_cache(tmp_path):
     data = write_jsonl(tmp_path / "t.jsonl")
     tok_file = bert_like(tmp_path / "tokenizer.json", vocab=200)

@@ -199,7 +199,7 @@ def _piece_bytes(token: str, byte_level: bool, alphabet: set[str]) -> int:
 def from_file(path: str) -> FileTokenizer:
     """The tokenizer saved at ``path`` (``dataset.tokenizer.path``); ConfigError naming that field
     when it is missing or not a ``tokenizers`` JSON file."""
-    file = Path(path).expanduser()
+    file = _file(path)
     if not file.is_file():
         where = "" if file.is_absolute() else f" (read from the current folder, {Path.cwd()})"
         raise ConfigError("dataset.tokenizer.path", f"{file.absolute()} is not a file{where}")
@@ -215,11 +215,17 @@ def from_file(path: str) -> FileTokenizer:
     return FileTokenizer(tok)
 
 
+def _file(path: str) -> Path:
+    """``path``, or the tokenizer.json inside it: the folder ``save_pretrained`` wrote."""
+    given = Path(path).expanduser()
+    return given / "tokenizer.json" if given.is_dir() else given
+
+
 def settings(t: Any) -> list:
     """What a token cache's key holds of ``dataset.tokenizer`` (``t``): a file tokenizer's content
     (wherever the file lies; an edited file makes a new cache), else the name and vocabulary."""
     if t.name == "file":
-        file = Path(t.path).expanduser()
+        file = _file(t.path)
         if not file.is_file():
             from_file(t.path)  # the refusal naming the field
         return ["file", hashlib.sha256(file.read_bytes()).hexdigest()]
