@@ -74,7 +74,8 @@ class DatasetConfig:
         help=f"a built-in ({', '.join(DATASETS)}); imagefolder, npz or hf (read from dataset.path); "
         "text: jsonl or csv (read from dataset.path), hf text, text (plain text files, a language model's "
         "corpus); or an import path "
-        "package.module:callable returning x_train, y_train, x_test, y_test (images, or lists of "
+        "package.module:callable returning x_train, y_train, x_test, y_test (a mapping may leave out the test "
+        "split: carved; images, or lists of "
         "strings: text), or PyTorch datasets of (x, label) items: (train, test), (train, val, test) "
         "or one to carve (runs that code)",
     )

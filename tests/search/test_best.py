@@ -216,3 +216,57 @@ def test_a_trials_summary_names_what_makes_text_and_lm_trials_differ():
     assert {"width 64", "depth 3", "mean pooling", "len 128"} <= set(report.summary(enc).split(", "))
     image = report.summary(TrainConfig.from_dict({"model": {"name": "tiny-cnn"}}).to_dict())
     assert "len" not in image and "width" not in image
+
+
+TEXT_MODULE = """
+import json
+import torch.nn as nn
+
+
+def load():
+    rows = [json.loads(line) for line in open(__file__.replace("ownbag.py", "t.jsonl"))]
+    return {"x_train": [r["text"] for r in rows], "y_train": [r["label"] for r in rows]}
+
+
+class Bag(nn.Module):
+    def __init__(self, vocab_size, num_classes):
+        super().__init__()
+        self.embed, self.head = nn.Embedding(vocab_size, 16), nn.Linear(16, num_classes)
+
+    def forward(self, ids, mask):
+        m = mask.unsqueeze(-1).float()
+        return self.head((self.embed(ids) * m).sum(1) / m.sum(1))
+
+
+def bag(vocab_size, num_classes):
+    return Bag(vocab_size, num_classes)
+"""
+
+
+def test_a_text_trial_of_import_paths_shows_its_length_in_a_process_that_never_probed_it(tmp_path, monkeypatch):
+    """Neither an import path's data nor its model says text by name: the trial records that it
+    trained on token rows, and a status read elsewhere (no probe in that process) shows its length."""
+    import effsearch
+    from effsearch.config import sources
+    from effsearch.search.store.attrs import TEXT_KEY
+    from tests.support.text import write_jsonl
+
+    write_jsonl(tmp_path / "t.jsonl")
+    (tmp_path / "ownbag.py").write_text(TEXT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    base = {
+        "dataset": {"name": "ownbag:load", "max_length": 24, "tokenizer": {"name": "bytes"}},
+        "model": {"name": "ownbag:bag"},
+        "epochs": 2,
+        "batch_size": 32,
+        "target_accuracy": 0.5,
+        "device": "cpu",
+    }
+    study = effsearch.run_study({"name": "bags", "base": base, "n_trials": 1}, quiet=True)
+    (trial,) = study.trials
+    assert trial.user_attrs[TEXT_KEY] is True
+    monkeypatch.setattr(sources, "_PROBED", {})  # another process: nothing probed
+    row = report.table_row(trial, ["time_to_accuracy", "final_accuracy"], None, None, None)
+    assert "len 24" in row[-1], row
+    assert "len" not in report.summary(yaml.safe_load(trial.user_attrs["config"]))  # the config alone: unknown

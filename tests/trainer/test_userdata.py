@@ -185,6 +185,13 @@ def test_a_callable_returns_the_arrays(tmp_path, monkeypatch):
         def as_tuple():
             d = as_mapping()
             return d["x_train"].numpy(), d["y_train"].numpy(), d["x_test"].numpy(), d["y_test"].numpy()
+
+        def training_only():
+            d = as_mapping()
+            return {"x_train": d["x_train"], "y_train": d["y_train"]}
+
+        def test_without_labels():
+            return {k: v for k, v in as_mapping().items() if k != "y_test"}
     """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -192,6 +199,12 @@ def test_a_callable_returns_the_arrays(tmp_path, monkeypatch):
     b = load({"name": "mydata:as_tuple", "val_fraction": 0.25})
     assert a.train_x.shape == (30, 3, 10, 10) and a.num_classes == 5 and len(a.test_y) == 10
     assert torch.equal(a.train_x, b.train_x) and torch.equal(a.val_y, b.val_y) and stratified(a.val_y, 5)
+    # A training split alone: test and validation carved from it, as from one training Dataset.
+    c = load({"name": "mydata:training_only", "val_fraction": 0.25, "test_fraction": 0.2})
+    assert len(c.train_y) + len(c.val_y) + len(c.test_y) == 40 and len(c.test_y) == 8 and stratified(c.test_y, 5)
+    with pytest.raises(ConfigError, match="x_test and y_test go together") as e:
+        load({"name": "mydata:test_without_labels"})
+    assert e.value.field == "dataset.name"
 
 
 def test_hf_dataset_saved_to_disk(tmp_path):

@@ -25,6 +25,7 @@ from effsearch.search.store.attrs import (
     RETRY_OF_KEY,
     SEED_TRIALS_KEY,
     STATUS_KEY,
+    TEXT_KEY,
     WARM_KEY,
 )
 from effsearch.search.store.record import Recorded
@@ -52,12 +53,13 @@ def target_words(target: Target) -> str:
     return f"{target.text()} ({'higher' if target.m.higher else 'lower'} is better)"
 
 
-def summary(cfg: dict) -> str:
-    """A config in a few words: what differs across trials."""
+def summary(cfg: dict, text: bool = False) -> str:
+    """A config in a few words: what differs across trials (``text``: a run on token rows, where
+    the config alone does not say so: an import path's model)."""
     o, s, sel, sp = cfg["optimizer"], cfg["schedule"], cfg["selection"], cfg["sparsity"]
     lr = o["lr"] * (cfg["batch_size"] / 128 if o.get("scale_lr_with_batch") else 1.0)
     parts = [f"{cfg['epochs']:.3g} ep", f"bs {cfg['batch_size']}", f"{o['name']} lr {lr:.3g}", s["name"]]
-    parts += _shape_words(cfg)
+    parts += _shape_words(cfg, text)
     if sel["strategy"] != "full":
         parts.append(f"{sel['strategy']} {sel['fraction']:.2f}")
     if sp["target"] > 0:
@@ -76,7 +78,7 @@ def summary(cfg: dict) -> str:
     return ", ".join(parts)
 
 
-def _shape_words(cfg: dict) -> list[str]:
+def _shape_words(cfg: dict, text: bool = False) -> list[str]:
     """The model's size and switches and a text run's length and ramps, where a trial sets them
     (0 and a switch at its default: the model's own, not shown)."""
     m, d = cfg.get("model") or {}, cfg.get("dataset") or {}
@@ -88,7 +90,7 @@ def _shape_words(cfg: dict) -> list[str]:
         v = kwargs.get(k, GPT[k])
         if v != GPT[k]:
             words.append(k if v is True else f"{k} off" if v is False else str(v))
-    if readers.text_run(cfg):
+    if text or readers.text_run(cfg):
         words.append(f"len {d.get('max_length')}")
     words += [
         f"{label} {cfg[k]:.2g}"
@@ -146,7 +148,7 @@ def trial_line(
     clock = f"[{elapsed:5.0f} s] " if elapsed is not None else ""
     return (
         f"{clock}trial {trial.number:>3}{tag} {state}: {what}"
-        + (f"  [{summary(cfg)}]" if cfg else "")
+        + (f"  [{summary(cfg, bool(trial.user_attrs.get(TEXT_KEY)))}]" if cfg else "")
         + f"\n  -> {total} done ({c['pruned']} pruned, {c['failed']} failed"
         + (f", {c['queued_again']} queued again" if c["queued_again"] else "")
         + "), "
@@ -240,11 +242,13 @@ def table_row(
     tta = queries.seconds_to_target(t)
     sp = speedup(base_tta, tta)
     over = [speedup(recipe_tta, tta)] if recipe else []
-    cfg = queries.config_of(t)
+    cfg, text = queries.config_of(t), bool(t.user_attrs.get(TEXT_KEY))
     tail = (
-        summary(cfg)
+        summary(cfg, text)
         if cfg and t.state == TrialState.COMPLETE
-        else (t.user_attrs.get(REASON_KEY) or t.system_attrs.get(FAIL_REASON_KEY) or (summary(cfg) if cfg else ""))
+        else (
+            t.user_attrs.get(REASON_KEY) or t.system_attrs.get(FAIL_REASON_KEY) or (summary(cfg, text) if cfg else "")
+        )
     )
     if t.state == TrialState.WAITING:  # a warm start past n_trials, or a lost worker's trial queued again
         what = t.user_attrs.get(WARM_KEY)

@@ -28,7 +28,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from effsearch import objectives as O
-from effsearch.config import TrainConfig
+from effsearch.config import TrainConfig, readers
 from effsearch.config.machine import device_record
 from effsearch.search.pruners import SlowStop, make_pruner
 from effsearch.search.results import report
@@ -461,11 +461,13 @@ class Objective:
     ) -> None:
         """The result's attributes, files and note on the trial."""
         sp = 1.0 if is_baseline and result.reached_target else self._speedup(trial, result)
-        record.set_attrs(trial, record.result_attrs(result, sp))
+        text = readers.text_run(cfg.to_dict())  # the model was probed in this process: known here
+        record.set_attrs(trial, record.result_attrs(result, sp, text))
         self._keep_files(trial, result, config_yaml)
         self._save_note(
             trial,
-            record.note_text(trial.number, result, report.summary(cfg.to_dict()), sp, is_baseline) + _remark(trial),
+            record.note_text(trial.number, result, report.summary(cfg.to_dict(), text), sp, is_baseline)
+            + _remark(trial),
         )
 
     def _keep_files(self, trial: optuna.Trial, result: RunResult, config_yaml: str) -> None:

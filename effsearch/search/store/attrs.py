@@ -74,6 +74,9 @@ VAL_BPB_KEY = "val_bpb"  # float: language models, the final bits per byte of he
 TEST_ACCURACY_KEY = "test_accuracy"  # float: the final test accuracy, recorded, never optimised
 TEST_LOSS_KEY = "test_loss"  # float: language models, the final test loss, recorded, never optimised
 TRAIN_SECONDS_KEY = "train_seconds"  # float: training time, evaluation excluded
+# bool: the run trained on token rows, as the probed model said in the process that trained it (a
+# report in another process knows an import path's model by this alone; it shows the trial's max_length)
+TEXT_KEY = "text"
 # Final's fields of the same names (trainer/result.py), each written when the run measured it.
 FINAL_KEYS = (
     VAL_ACCURACY_KEY,

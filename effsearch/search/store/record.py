@@ -36,6 +36,7 @@ from effsearch.search.store.attrs import (
     TARGET_METRIC_KEY,
     TEST_ACCURACY_KEY,
     TEST_LOSS_KEY,
+    TEXT_KEY,
     TIME_TO_TARGET_KEY,
     TRAIN_SECONDS_KEY,
     VAL_ACCURACY_KEY,
@@ -135,6 +136,7 @@ RESULT_KEYS = (
     DEVICE_KEY,
     VERSIONS_KEY,
     SPEEDUP_KEY,
+    TEXT_KEY,
     KFAC_KEY,
 ) + FINAL_KEYS
 
@@ -145,7 +147,8 @@ def copied_attrs(original: FrozenTrial) -> dict:
     return {k: original.user_attrs[k] for k in (*RESULT_KEYS, PLACEMENT_KEY) if k in original.user_attrs}
 
 
-def result_attrs(result: RunResult, speedup: float | None) -> dict:
+def result_attrs(result: RunResult, speedup: float | None, text: bool = False) -> dict:
+    """What a trial records of its run (``text``: it trained on token rows)."""
     f = result.final
     attrs = {
         STATUS_KEY: result.status,
@@ -162,6 +165,8 @@ def result_attrs(result: RunResult, speedup: float | None) -> dict:
     attrs.update({k: getattr(f, k) for k in FINAL_KEYS if getattr(f, k) is not None})
     if KFAC_KEY in f.extra:
         attrs[KFAC_KEY] = f.extra[KFAC_KEY]
+    if text:
+        attrs[TEXT_KEY] = True
     return attrs
 
 

@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+# What a callable's mapping must hold: its training split (a test split it lacks is carved, as
+# from one training Dataset or a lone .parquet file).
+NEEDED = ("x_train", "y_train")
 
 
 class Rows:
@@ -244,7 +247,7 @@ def from_callable(arrays: dict[str, Any], d: Any) -> UserData:
     return _from_arrays(arrays, "dataset.name", f"{d.name}()", d)
 
 
-def call(d: Any, needs: tuple[str, ...] = ARRAYS) -> dict[str, Any]:
+def call(d: Any, needs: tuple[str, ...] = NEEDED) -> dict[str, Any]:
     """What the callable ``d.name`` (an import path; ``d`` a DatasetConfig) returns, as a mapping
     of x_train, y_train, ... (``needs``: the keys it must have; a language model's corpus needs
     x_train only). Datasets it returns are read into those arrays (``torchsets``)."""
@@ -262,7 +265,7 @@ def returns_texts(d: Any) -> bool:
     datasets = torchsets.splits_of(out, source, d.label_column)
     if datasets is not None:
         return torchsets.first_is_text(datasets["train"], f"the train dataset of {source}", torchsets.Columns.of(d))
-    x = _by_name(out, source, ARRAYS)["x_train"]
+    x = _by_name(out, source, NEEDED)["x_train"]
     return holds_texts(x.to_numpy() if _column(x) else x)
 
 
@@ -284,8 +287,14 @@ def _by_name(out: Any, source: str, needs: tuple[str, ...]) -> dict[str, Any]:
         missing = [k for k in needs if k not in out]
         if missing:
             raise ConfigError(
-                "dataset.name", f"{source} returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)}"
+                "dataset.name",
+                f"{source} returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)} (and "
+                "x_test, y_test or x_val, y_val where it has them)",
             )
+        for split in ("test", "val"):
+            xn, yn = f"x_{split}", f"y_{split}"
+            if "y_train" in needs and (xn in out) != (yn in out):
+                raise ConfigError("dataset.name", f"{xn} and {yn} go together; {source} returned only one of them")
         return dict(out)
     if isinstance(out, tuple | list) and len(out) == 4:
         return dict(zip(ARRAYS, out, strict=True))
