@@ -1,8 +1,9 @@
 """A dataset saved by ``datasets``' ``save_to_disk``, or its parquet files (a ``.parquet`` file,
-or a folder of them as a Hugging Face hub dataset is downloaded: ``data/train-00000-of-00001.parquet``,
-``test/0000.parquet``), opened in one place for images and text alike: the optional extra's
-refusal, a folder it cannot read and a dataset without a train split each refused naming the
-field. A parquet file's split is its name before the first ``-``, else its folder's name. Its splits are read as effsearch's train, val and test by their names
+or a folder of them as a Hugging Face hub dataset is downloaded:
+``data/train-00000-of-00001.parquet``, ``test/0000.parquet``), opened in one place for images and
+text alike: the optional extra's refusal, a folder it cannot read and a dataset without a train
+split each refused naming the field. A parquet file's split is its name before the first ``-``,
+else its folder's name. Its splits are read as effsearch's train, val and test by their names
 (``SPLIT_NAMES``; any other, as MNLI's ``validation_matched``, is left out with a warning). A
 split whose ``ClassLabel`` is -1 throughout (datasets' mark for no label: GLUE's test splits) is
 left out, so that one is carved from the training rows."""
