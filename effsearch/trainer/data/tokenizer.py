@@ -206,7 +206,7 @@ def from_file(path: str) -> FileTokenizer:
     t = _tokenizers("file")
     try:
         tok = t.Tokenizer.from_file(str(file))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - tokenizers raises its own kinds for a file it cannot read
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(
             "dataset.tokenizer.path",
