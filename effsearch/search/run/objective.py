@@ -461,13 +461,12 @@ class Objective:
     ) -> None:
         """The result's attributes, files and note on the trial."""
         sp = 1.0 if is_baseline and result.reached_target else self._speedup(trial, result)
-        text = readers.text_run(cfg.to_dict())  # the model was probed in this process: known here
+        raw = cfg.to_dict()
+        text = readers.text_run(raw)  # the model was probed in this process: known here
         record.set_attrs(trial, record.result_attrs(result, sp, text))
         self._keep_files(trial, result, config_yaml)
         self._save_note(
-            trial,
-            record.note_text(trial.number, result, report.summary(cfg.to_dict(), text), sp, is_baseline)
-            + _remark(trial),
+            trial, record.note_text(trial.number, result, report.summary(raw, text), sp, is_baseline) + _remark(trial)
         )
 
     def _keep_files(self, trial: optuna.Trial, result: RunResult, config_yaml: str) -> None:

@@ -90,11 +90,16 @@ def unlabelled(ds: Any, column: str) -> bool:
 SAVED = ("dataset_dict.json", "dataset_info.json", "state.json")
 
 
+def is_parquet(path: Path) -> bool:
+    """``path`` is a parquet file: the one file (not a folder) ``hf`` reads."""
+    return path.is_file() and path.suffix == ".parquet"
+
+
 def parquet_files(root: Path) -> list[Path] | None:
     """The parquet files ``root`` holds (itself, or a folder's, hidden ones left out), or None:
     ``root`` is a folder save_to_disk wrote, or holds no parquet file."""
     if root.is_file():
-        return [root] if root.suffix == ".parquet" else None
+        return [root] if is_parquet(root) else None
     if any((root / name).exists() for name in SAVED):
         return None
     found = sorted(p for p in root.rglob("*.parquet") if not any(n.startswith(".") for n in p.relative_to(root).parts))

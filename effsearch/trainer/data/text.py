@@ -25,6 +25,7 @@ import numpy as np
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
+from effsearch.trainer.data.hfdisk import is_parquet
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.textsources import Columns, TextRows, files_of, from_arrays, read_csv, read_hf, read_jsonl
 from effsearch.trainer.data.userdata import UserData, existing_path
@@ -69,7 +70,7 @@ def tokenized(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | No
 def _file(d: DatasetConfig) -> Path:
     path = existing_path(d)
     kind = dataset_kind(d.name)
-    if (kind == "hf") != path.is_dir() and not (kind == "hf" and path.suffix == ".parquet"):
+    if (kind == "hf") != path.is_dir() and not (kind == "hf" and is_parquet(path)):
         raise ConfigError(
             "dataset.path",
             f"{path} is {'a folder' if path.is_dir() else 'a file'}; {kind} reads a "

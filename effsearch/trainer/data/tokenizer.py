@@ -200,9 +200,6 @@ def from_file(path: str) -> FileTokenizer:
     """The tokenizer saved at ``path`` (``dataset.tokenizer.path``); ConfigError naming that field
     when it is missing or not a ``tokenizers`` JSON file."""
     file = _file(path)
-    if not file.is_file():
-        where = "" if file.is_absolute() else f" (read from the current folder, {Path.cwd()})"
-        raise ConfigError("dataset.tokenizer.path", f"{file.absolute()} is not a file{where}")
     t = _tokenizers("file")
     try:
         tok = t.Tokenizer.from_file(str(file))
@@ -216,19 +213,21 @@ def from_file(path: str) -> FileTokenizer:
 
 
 def _file(path: str) -> Path:
-    """``path``, or the tokenizer.json inside it: the folder ``save_pretrained`` wrote."""
+    """``path``, or the tokenizer.json inside it (the folder ``save_pretrained`` wrote); a refusal
+    naming dataset.tokenizer.path where there is no such file."""
     given = Path(path).expanduser()
-    return given / "tokenizer.json" if given.is_dir() else given
+    file = given / "tokenizer.json" if given.is_dir() else given
+    if not file.is_file():
+        where = "" if file.is_absolute() else f" (read from the current folder, {Path.cwd()})"
+        raise ConfigError("dataset.tokenizer.path", f"{file.absolute()} is not a file{where}")
+    return file
 
 
 def settings(t: Any) -> list:
     """What a token cache's key holds of ``dataset.tokenizer`` (``t``): a file tokenizer's content
     (wherever the file lies; an edited file makes a new cache), else the name and vocabulary."""
     if t.name == "file":
-        file = _file(t.path)
-        if not file.is_file():
-            from_file(t.path)  # the refusal naming the field
-        return ["file", hashlib.sha256(file.read_bytes()).hexdigest()]
+        return ["file", hashlib.sha256(_file(t.path).read_bytes()).hexdigest()]
     return [t.name, t.vocab_size]
 
 

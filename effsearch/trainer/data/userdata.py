@@ -56,7 +56,7 @@ from effsearch.config.imports import load_object, raised
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, torchsets
 from effsearch.trainer.data.decode import GRAY_MODES, Part, as_uint8, header
-from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
+from effsearch.trainer.data.hfdisk import SPLIT_NAMES, is_parquet, load_splits
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
 from effsearch.trainer.data.textsources import holds_texts
@@ -118,7 +118,7 @@ def load(d: Any, cache_root: Path) -> UserData:
     root = existing_path(d)
     if kind == "npz":
         return _from_arrays(_read_npz(root), "dataset.path", str(root), d)
-    if not root.is_dir() and not (kind == "hf" and root.suffix == ".parquet"):
+    if not root.is_dir() and not (kind == "hf" and is_parquet(root)):
         raise ConfigError("dataset.path", f"{root} is a file; {kind} reads a folder (hf: or a .parquet file)")
     if kind == "imagefolder":
         parts, classes, files = _scan_folder(root)
@@ -291,10 +291,8 @@ def _by_name(out: Any, source: str, needs: tuple[str, ...]) -> dict[str, Any]:
                 f"{source} returned a mapping without {', '.join(missing)}; it needs {', '.join(needs)} (and "
                 "x_test, y_test or x_val, y_val where it has them)",
             )
-        for split in ("test", "val"):
-            xn, yn = f"x_{split}", f"y_{split}"
-            if "y_train" in needs and (xn in out) != (yn in out):
-                raise ConfigError("dataset.name", f"{xn} and {yn} go together; {source} returned only one of them")
+        if "y_train" in needs:  # labelled: each split's images or texts with their labels
+            _given_splits(out, "dataset.name", source)
         return dict(out)
     if isinstance(out, tuple | list) and len(out) == 4:
         return dict(zip(ARRAYS, out, strict=True))
@@ -389,12 +387,7 @@ def _npz_headers(path: Path, names: list[str]) -> dict[str, tuple[tuple[int, ...
 def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> UserData:
     """Checked arrays (``source``: where they came from, for messages) as the user's splits."""
     pairs = [("train", "x_train", "y_train")]
-    for split in ("test", "val"):  # a callable's lone training Dataset has no test: it is carved
-        xn, yn = f"x_{split}", f"y_{split}"
-        if (xn in arrays) != (yn in arrays):
-            raise ConfigError(field, f"{xn} and {yn} go together; {source} has only one of them")
-        if xn in arrays:
-            pairs.append((split, xn, yn))
+    pairs += [(split, f"x_{split}", f"y_{split}") for split in _given_splits(arrays, field, source)]
     parts = {}
     raw = {split: _numpy(arrays[yn], f"{yn} of {source}", field) for split, _, yn in pairs}
     named = _named_labels(raw, f"the y arrays of {source}", field)  # string labels: sorted, as hf's
@@ -413,6 +406,20 @@ def _from_arrays(arrays: dict[str, Any], field: str, source: str, d: Any) -> Use
                 "unless dataset.image_size resizes them)",
             )
     return _assemble(parts, _class_count({s: y for s, (_, y) in parts.items()}, field, source), d)
+
+
+def _given_splits(arrays: Mapping[str, Any], field: str, source: str) -> list[str]:
+    """The splits besides train that ``arrays`` holds (test, val), each as x and y together; one
+    without the other refused naming ``field``. A split left out is carved (a callable's lone
+    training Dataset, a mapping of x_train and y_train)."""
+    given = []
+    for split in ("test", "val"):
+        xn, yn = f"x_{split}", f"y_{split}"
+        if (xn in arrays) != (yn in arrays):
+            raise ConfigError(field, f"{xn} and {yn} go together; {source} has only one of them")
+        if xn in arrays:
+            given.append(split)
+    return given
 
 
 def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
