@@ -50,9 +50,9 @@ def _digits(_root: Path, _cfg: TrainConfig) -> Raw:
     x = (d.images * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
     y = d.target.astype(np.int64)
     # digits ships no test split: hold out a fixed, stratified 20%.
-    from sklearn.model_selection import train_test_split
+    from effsearch.trainer.data.stratify import stratified_split
 
-    tr, te = train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=1234)
+    tr, te = stratified_split(np.arange(len(y)), y, 1234, test_size=0.2)
     return x[tr], y[tr], x[te], y[te], 10
 
 

@@ -23,7 +23,7 @@ from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, userdata
 from effsearch.trainer.data.datasets import LOADERS, SHAPES, data_dir, no_folders_left
-from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal, stratified_split
 from effsearch.trainer.data.textsources import holds_texts
 from effsearch.trainer.data.tokenizer import TokenShape
 
@@ -137,9 +137,7 @@ def _stratified_part(idx: np.ndarray, share: float, y: np.ndarray, classes: int,
     keep = max(classes, int(round(share * len(idx))))
     if share >= 1.0 or keep >= len(idx):
         return idx
-    from sklearn.model_selection import train_test_split
-
-    return train_test_split(idx, train_size=keep, stratify=y[idx], random_state=seed)[0]
+    return stratified_split(idx, y[idx], seed, train_size=keep)[0]
 
 
 def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any) -> tuple:
@@ -148,12 +146,9 @@ def _split(d: DatasetConfig, xtr: Any, ytr: np.ndarray, classes: int, given: Any
     data_fraction and val_subset parts of each."""
     idx = np.arange(len(ytr))
     field, part = "dataset.val_fraction", ytr  # what is being split, for a refusal
-    try:  # a user's small classes can be too small to stratify: a ConfigError, not sklearn's traceback
+    try:  # a user's small classes can be too small to stratify: a ConfigError, not a traceback
         if given is None:
-            # Imported only when used: sklearn takes seconds to import, and a token cache a second to read.
-            from sklearn.model_selection import train_test_split
-
-            tr_idx, val_idx = train_test_split(idx, test_size=d.val_fraction, stratify=ytr, random_state=d.split_seed)
+            tr_idx, val_idx = stratified_split(idx, ytr, d.split_seed, test_size=d.val_fraction)
             xval, yval = xtr, ytr
         else:  # the dataset's own validation split, used as it is
             tr_idx, (xval, yval) = idx, given

@@ -26,7 +26,7 @@ from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
 from effsearch.trainer.data.hfdisk import is_parquet
-from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal, stratified_split
 from effsearch.trainer.data.textsources import Columns, TextRows, files_of, from_arrays, read_csv, read_hf, read_jsonl
 from effsearch.trainer.data.userdata import UserData, existing_path
 
@@ -213,10 +213,10 @@ def _held_out(
     group wholly on one side (the first fold of a stratified group k-fold, k = 1 / share)."""
     import warnings
 
-    from sklearn.model_selection import StratifiedGroupKFold, train_test_split
-
     if groups is None:
-        return train_test_split(train, test_size=share, stratify=y[train], random_state=seed)
+        return stratified_split(train, y[train], seed, test_size=share)
+    from sklearn.model_selection import StratifiedGroupKFold
+
     folds = StratifiedGroupKFold(max(2, round(1 / share)), shuffle=True, random_state=seed)
     with warnings.catch_warnings():  # a class with fewer groups than folds: held out where it can be
         warnings.simplefilter("ignore", UserWarning)

@@ -58,7 +58,7 @@ from effsearch.trainer.data import memory, torchsets
 from effsearch.trainer.data.decode import GRAY_MODES, Part, as_uint8, header
 from effsearch.trainer.data.hfdisk import SPLIT_NAMES, is_parquet, load_splits
 from effsearch.trainer.data.imagecache import decoded
-from effsearch.trainer.data.stratify import OWN_SPLIT, refusal
+from effsearch.trainer.data.stratify import OWN_SPLIT, refusal, stratified_split
 from effsearch.trainer.data.textsources import holds_texts
 from effsearch.trainer.data.tokenizer import TokenShape
 
@@ -448,13 +448,9 @@ def _assemble(parts: Mapping[str, tuple[np.ndarray, np.ndarray]], classes: int, 
     if "test" in parts:
         (xte, yte), keep = parts["test"], None
     else:
-        from sklearn.model_selection import train_test_split
-
         try:
-            keep, held = train_test_split(
-                np.arange(len(y)), test_size=d.test_fraction, stratify=y, random_state=d.split_seed + 3
-            )
-        except ValueError as e:  # sklearn: a class too small to stratify
+            keep, held = stratified_split(np.arange(len(y)), y, d.split_seed + 3, test_size=d.test_fraction)
+        except ValueError as e:  # a class too small to stratify
             own = OWN_SPLIT.get((dataset_kind(d.name), "test"))
             what = f"a test split of {d.test_fraction:g}"
             raise refusal("dataset.test_fraction", y, d.test_fraction, what, "images", own, e) from None
