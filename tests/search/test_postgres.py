@@ -128,8 +128,8 @@ def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
         "name": name,
         "n_trials": 3,
         "seed": 1,
-        # Trials of a few seconds, so the kill lands mid-trial.
-        "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 6}),
+        # Trials of a second or more, so the kill lands mid-trial.
+        "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 20}),
         "space": {
             "include": ["optimizer"],
             "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
@@ -147,7 +147,9 @@ def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
 
 
 def _worker(path, url, n_trials, log):
-    env = {**os.environ, "TQDM_DISABLE": "1"}
+    # One thread each: two workers of two threads on two cores made each trial 5-20x slower (threads
+    # spinning on cores the other process holds), and this file took 4 minutes of CI.
+    env = {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "effsearch.cli", "run", str(path), "--storage", url, "--n-trials", str(n_trials)],
         cwd=ROOT,
@@ -239,7 +241,11 @@ def test_two_workers_survive_a_server_restart_mid_trial(tmp_path, postgres_serve
             if "pg-restart" in optuna.get_all_study_names(storage):
                 trials = optuna.load_study(study_name="pg-restart", storage=storage).get_trials()
                 running = [t.number for t in trials if t.state == TrialState.RUNNING and "config" in t.user_attrs]
-                if running and any(t.state == TrialState.COMPLETE for t in trials):
+                # Both workers on the study (one still starting meets a server that is down and is
+                # refused, as a bad URL is), and one of them mid-trial.
+                pids = {(t.user_attrs.get("worker") or {}).get("pid") for t in trials}
+                both = {p.pid for p in workers} <= pids
+                if running and both and any(t.state == TrialState.COMPLETE for t in trials):
                     restarted_during = running
                     break
             time.sleep(0.2)
