@@ -308,8 +308,8 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
         tmp_path,
         "pg-nodes",
         n_trials=6,
-        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 48}),  # trials of seconds: the kill lands mid-trial
-        checkpoint_every=0.5,  # a checkpoint each step (0.05) made a 48-epoch trial 90 s under load
+        base=tiny(**{"dataset.synthetic_size": 640, "epochs": 24}),  # trials of seconds: the kill lands mid-trial
+        checkpoint_every=0.25,  # a checkpoint each step (0.05) made a 48-epoch trial 90 s under load
         space={  # K-FAC trials take no checkpoint (docs/guide.md): every trial here must take one
             "include": ["optimizer"],
             "ranges": {"optimizer.lr": {"low": 0.02, "high": 0.1}},
@@ -329,7 +329,7 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
     a = node("node-a", "a.log")
     b = None
     try:
-        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", needed_of=n)
+        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", n, before_epoch=16)
         b = node("node-b", "b.log")
         assert b.wait(timeout=500) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:
