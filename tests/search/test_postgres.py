@@ -329,7 +329,9 @@ def test_two_nodes_pin_their_own_gpus_and_one_takes_over_the_other_s_trial(tmp_p
     a = node("node-a", "a.log")
     b = None
     try:
-        lost = kill_at_checkpoint_on(a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", n, before_epoch=16)
+        lost = kill_at_checkpoint_on(
+            a, "node-a", "pg-nodes", postgres_url, tmp_path / "a.log", needed_of=n, before_epoch=16
+        )
         b = node("node-b", "b.log")
         assert b.wait(timeout=500) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:

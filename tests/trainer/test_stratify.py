@@ -1,5 +1,6 @@
-"""stratify.stratified_split is sklearn's stratified ``train_test_split``, draw for draw: the same rows, in the
-same order, and a ValueError in the same cases (every split a study ever carved stays as it was)."""
+"""stratify.stratified_split is sklearn's stratified ``train_test_split``, draw for draw: the same
+rows, in the same order, and a ValueError in the same cases (every split a study ever carved stays
+as it was)."""
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ def _cases():
             yield idx, y, seed, {"train_size": int(rng.integers(1, n))}
 
 
-def test_carve_returns_what_sklearn_returns_and_refuses_where_it_refuses():
+def test_stratified_split_returns_what_sklearn_returns_and_refuses_where_it_refuses():
     agreed = refused = 0
     for idx, y, seed, size in _cases():
         try:
