@@ -153,16 +153,17 @@ def test_text_trains_the_topic_baseline_and_brings_back_each_runs_figures(tmp_pa
 
 @pytest.mark.slow
 def test_the_gpu_machine_parts_run_and_leave_their_figures_in_out(tmp_path):
-    """compile-reset, share and resume (docs/guide.md, "Several GPUs and several machines") in smoke
-    mode, in one call as on the lent GPU: each prints its summary line and leaves its figures in $OUT
-    (share on one fake GPU; resume on the CPU, where the resumed curve must match exactly)."""
+    """compile-reset and resume (docs/guide.md, "Several GPUs and several machines") in smoke mode,
+    in one call as on the lent GPU: each prints its summary line and leaves its figures in $OUT
+    (resume on the CPU, where the resumed curve must match exactly). ``share`` is left out (30 s of
+    CI): its H200 figures are in docs/benchmarks.md, and test_devices.py checks what it drives."""
     import json
     import signal
 
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "GPU_CHECK_SMOKE": "1", "GPU_CHECK_DIR": str(tmp_path / "gpu"), "OUT": str(out)}
-    args = ["bash", str(SCRIPT), "compile-reset", "share", "resume"]
+    args = ["bash", str(SCRIPT), "compile-reset", "resume"]
     p = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True
     )
@@ -176,13 +177,10 @@ def test_the_gpu_machine_parts_run_and_leave_their_figures_in_out(tmp_path):
     for line in (
         "compile-reset after: first-step seconds by trial",
         "compile-reset before:",
-        "share: refused",
         "resume (cpu): resumed from epoch",
     ):
         assert line in stdout, stdout[-3000:]
     assert len((out / "compile_reset.jsonl").read_text().splitlines()) == 4  # 2 trials x 2 arms
-    share = json.loads((out / "share.json").read_text())
-    assert share["refused_exit"] == 2 and all(share["shared"]) and share["workers"] == 2
     resume = json.loads((out / "resume.json").read_text())
     assert resume["resumed_vs_whole"] == 0 and resume["whole_vs_whole"] == 0 and resume["segments"] == 2
 
