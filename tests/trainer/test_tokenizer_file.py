@@ -176,3 +176,21 @@ def test_data_prepare_takes_the_tokenizer_path(tmp_path, capsys):
     assert len(cached) == 1
     saved = json.loads((cached[0] / "tokenizer.json").read_text())
     assert saved["effsearch"] == "file"
+
+
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_a_sentencepiece_model_is_refused_with_how_to_write_its_tokenizer_json(given, tmp_path, capsys):
+    """Llama's and T5's tokenizer.model (SentencePiece protobuf): the refusal says how to get the
+    tokenizer.json effsearch reads, whether the file itself or its folder was given."""
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "tokenizer.model").write_bytes(b"\n\x0e\n\x05<unk>\x15\x00\x00\x00\x00\x18\x02\xff\xfe")
+    path = folder / "tokenizer.model" if given == "file" else folder
+    cfg = tmp_path / "c.yaml"
+    data = write_jsonl(tmp_path / "t.jsonl")
+    cfg.write_text(yaml.safe_dump(tiny_text(data, **{"dataset.tokenizer": {"name": "file", "path": str(path)}})))
+    assert main(["train", str(cfg), "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "dataset.tokenizer.path" in err and "Traceback" not in err, err
+    assert "tokenizer.model looks like a SentencePiece model" in err and "save_pretrained" in err, err
+    assert not (tmp_path / "out").exists()

@@ -207,9 +207,23 @@ def from_file(path: str) -> FileTokenizer:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(
             "dataset.tokenizer.path",
-            f"{file} is not a tokenizer JSON file (Hugging Face tokenizers' tokenizer.json: {first})",
+            f"{file} is not a tokenizer JSON file (Hugging Face tokenizers' tokenizer.json: {first})"
+            + _sentencepiece_hint([file]),
         ) from None
     return FileTokenizer(tok)
+
+
+def _sentencepiece_hint(files: list[Path]) -> str:
+    """How to get a tokenizer.json from a SentencePiece model (``*.model``, a protobuf file Llama,
+    T5 and many others ship), when ``files`` holds one; else nothing."""
+    models = [f for f in files if f.suffix == ".model" and f.is_file()]
+    if not models:
+        return ""
+    return (
+        f"; {models[0].name} looks like a SentencePiece model, which effsearch does not read: write its "
+        "tokenizer.json first, e.g. transformers.AutoTokenizer.from_pretrained(FOLDER).save_pretrained(OUT) "
+        "(converting needs the sentencepiece package), and give that"
+    )
 
 
 def _file(path: str) -> Path:
@@ -219,7 +233,10 @@ def _file(path: str) -> Path:
     file = given / "tokenizer.json" if given.is_dir() else given
     if not file.is_file():
         where = "" if file.is_absolute() else f" (read from the current folder, {Path.cwd()})"
-        raise ConfigError("dataset.tokenizer.path", f"{file.absolute()} is not a file{where}")
+        beside = sorted(given.glob("*.model")) if given.is_dir() else []
+        raise ConfigError(
+            "dataset.tokenizer.path", f"{file.absolute()} is not a file{where}" + _sentencepiece_hint(beside)
+        )
     return file
 
 
