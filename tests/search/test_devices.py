@@ -117,6 +117,21 @@ def test_a_shared_gpu_marks_every_trial_s_time_and_status_says_so(tmp_path, monk
     assert "2 trials were timed on a GPU other workers trained on meanwhile" in out, out
 
 
+def test_the_main_process_gives_back_its_warm_up_s_gpu_cache_before_its_workers_start(tmp_path, monkeypatch):
+    """The pre-flight's warm-up trains in the main process, on the GPU that worker 0 trains on: what
+    its allocator keeps cached there is given back before the workers start, not held all study long."""
+    import types
+
+    spec = load(tmp_path, workers=2)
+    events = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=lambda: events.append("emptied"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))  # a warmed-up CUDA process
+    monkeypatch.setattr(workers, "start_workers", lambda *args: events.append("started") or [])
+    monkeypatch.setattr(workers, "watch", lambda procs, study, progress: "done")
+    assert workers.run_workers(spec, None, None, None) == "done"
+    assert events == ["emptied", "started"]
+
+
 PROBE = """
 import os, pathlib
 devices = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -423,7 +424,7 @@ class Objective:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # out of memory, a CORDS error, ...: recorded, the study goes on
-            _free_memory()
+            free_memory()
             self._fail(trial, "failed", f"{type(e).__name__}: {e}")
 
     def _configs(self, trial: optuna.Trial, is_baseline: bool) -> tuple:
@@ -692,12 +693,15 @@ def _remark(trial: optuna.Trial) -> str:
     return f"\n- {text}" if text else ""
 
 
-def _free_memory() -> None:
+def free_memory() -> None:
+    """Hand back what this process's allocator holds cached on its GPU (after a failed trial, and in
+    the main process before its workers start: the pre-flight's warm-up trained there)."""
     gc.collect()
+    torch = sys.modules.get("torch")  # never imported: nothing to give back
+    if torch is None:
+        return
     try:
-        import torch
-
-        if torch.cuda.is_available():
+        if torch.cuda.is_initialized():
             torch.cuda.empty_cache()
-    except (ImportError, RuntimeError):  # a broken CUDA context: the cache stays held, as it was
+    except RuntimeError:  # a broken CUDA context: the cache stays held, as it was
         pass

@@ -31,7 +31,7 @@ from effsearch.config import ConfigError, TrainConfig
 from effsearch.config.machine import check_runnable, device_record, free_workers, worker_devices
 from effsearch.search.run import kinds
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, StopOnRepeatedFailure
-from effsearch.search.run.objective import Objective, TrainFn, TrialFailed, trainer
+from effsearch.search.run.objective import Objective, TrainFn, TrialFailed, free_memory, trainer
 from effsearch.search.run.progress import Progress
 from effsearch.search.store import queries
 from effsearch.search.store.attrs import (
@@ -445,6 +445,9 @@ def run_workers(
     level = logging.getLogger("effsearch").getEffectiveLevel()
     try:
         setup = WorkerSetup(logs, level, optuna.logging.get_verbosity(), train_fn)
+        # The pre-flight's warm-up trained here, on the first GPU, which worker 0 trains on: its
+        # cached blocks would shrink that worker's memory (and only that worker's) all study long.
+        free_memory()
         procs = start_workers(spec, data_root, t0 or time.time(), setup)
         return watch(procs, study, progress)
     finally:
