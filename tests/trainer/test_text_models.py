@@ -135,6 +135,43 @@ def test_a_factory_gets_the_vocabulary_classes_and_length_and_trains_with_gradma
     assert facts({"name": factory_module, "kwargs": {}}).tokens
 
 
+DECODERS = {
+    "hf:GPT2Config": {"n_layer": 1, "n_head": 2, "n_embd": 16},
+    "hf:LlamaConfig": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32},
+}
+
+
+@pytest.mark.parametrize("name", list(DECODERS))
+def test_a_decoder_classifier_s_embedding_is_its_last_token_s_input_to_the_head(name):
+    """transformers' decoder classifiers run their head on every position and keep each text's last
+    token's logits: CORDS's embedding is that position's input to the head, a row of the model's
+    width (every position flattened made gradmatch fail on the shapes). Texts of different lengths:
+    a fixed position would not give the model's logits back."""
+    pytest.importorskip("transformers")
+    from effsearch.trainer.data.selection import ModelView
+
+    torch.manual_seed(0)
+    net = build_network(ModelConfig(name=name, kwargs=DECODERS[name]), 0, 3, tokens=SHAPE).eval()
+    ids = torch.randint(4, 300, (5, 24))
+    for row, length in enumerate((24, 20, 9, 3, 15)):
+        ids[row, length:] = 0  # padding
+    view = ModelView(net, ids[:2])
+    out, emb = view(ids, last=True)
+    assert emb.shape == (5, 16) == (5, view.get_embedding_dim())
+    assert torch.allclose(view.linear(emb), out, atol=1e-6)
+
+
+def test_a_decoder_classifier_trains_with_gradmatch(tmp_path):
+    pytest.importorskip("transformers")
+    path = write_jsonl(tmp_path / "t.jsonl")
+    cfg = tiny_text(path, **{"epochs": 2, "selection.strategy": "gradmatch-pb"})
+    cfg["model"] = {"name": "hf:GPT2Config", "kwargs": DECODERS["hf:GPT2Config"]}
+    cfg["selection"].update(fraction=0.5, select_every=1)
+    result = train(TrainConfig.from_dict(cfg), data_root=tmp_path / "data", progress=False)
+    assert result.status == "completed", result.reason
+    assert result.history[-1].subset_size is not None
+
+
 def test_the_encoder_and_bert_train_on_a_jsonl_file(tmp_path):
     pytest.importorskip("transformers")
     path = write_jsonl(tmp_path / "t.jsonl")

@@ -177,12 +177,12 @@ class ModelView(torch.nn.Module):
                 out, emb = self.module(x, last=True, freeze=True)
             else:
                 seen = []
-                hook = self.linear.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
+                hook = self.linear.register_forward_hook(lambda _m, inputs, output: seen.append((inputs[0], output)))
                 try:
                     out = self.module(x)
                 finally:
                     hook.remove()
-                emb = seen[-1].flatten(1)
+                emb = per_example(*seen[-1], out)
         out = out.float().detach().requires_grad_(True)
         return (out, emb.float()) if last else out
 
@@ -191,6 +191,29 @@ class ModelView(torch.nn.Module):
 
     def load_state_dict(self, *_args: Any, **_kwargs: Any) -> None:
         return None
+
+
+def per_example(inputs: torch.Tensor, head: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The final ``nn.Linear``'s input, one row per example, as the model's output ``out`` used it.
+
+    A classifier whose head saw one row per example gives it as it is. A decoder classifier
+    (transformers' GPT-2, Llama, Qwen ... ForSequenceClassification) runs its head on every position
+    and keeps one per example, its last token's: that position is the one whose logits (``head``,
+    the layer's output) are the model's; CORDS's last-layer gradients need its input alone (all
+    positions flattened made a row of length x width, and gradmatch failed on the shapes). A head
+    whose positions the model averages gets the mean position (a Linear of the mean is the mean of
+    the Linear's)."""
+    n = len(out)
+    if inputs.dim() <= 2 or out.dim() != 2 or len(inputs) != n:
+        return inputs.flatten(1)
+    rows, logits = inputs.reshape(n, -1, inputs.shape[-1]), head.reshape(n, -1, head.shape[-1])
+    if logits.shape[-1] != out.shape[-1]:
+        return inputs.flatten(1)
+    same = (logits == out[:, None, :]).all(-1)  # (examples, positions)
+    if not bool(same.any(-1).all()):
+        return rows.mean(1)
+    last = same.shape[1] - 1 - same.flip(-1).to(torch.uint8).argmax(-1)  # the last position that matches
+    return rows[torch.arange(n, device=rows.device), last]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
