@@ -121,7 +121,7 @@ def each(kind: str, name: str, folder: Path) -> tuple[str, str]:
 
     path = folder / f"{name.replace(':', '-')}.yaml"
     base = config(kind, name, folder)
-    if kind == "text":  # 2 epochs: the space keeps CORDS's model-based strategies (under 2 it drops them)
+    if kind != "lm":  # 2 epochs: the space keeps CORDS's model-based strategies (under 2 it drops them)
         base["epochs"] = 2
     path.write_text(yaml.safe_dump({"name": path.stem, "base": base, "n_trials": 1}))
     lines = io.StringIO()
