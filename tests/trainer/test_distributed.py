@@ -140,9 +140,23 @@ def test_compression_hooks_between_two_gloo_processes(tmp_path):
 # -- through effsearch train -------------------------------------------------------------------
 
 
+# Imported by the second rank (EFFSEARCH_PLUGINS): its interpreter's teardown aborts, as native
+# threads torn down at exit sometimes did (exit -6 after a run that had finished).
+ABORT_AT_EXIT = """
+import atexit, multiprocessing, os
+if multiprocessing.parent_process() is not None:
+    atexit.register(os.abort)
+"""
+
+
 @pytest.mark.timeout(420)
-def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tmp_path):
+def test_train_starts_its_second_rank_shares_the_subset_and_writes_one_result(tmp_path, monkeypatch):
+    """Also: a rank that finished its training exits 0 whatever its interpreter's teardown does."""
     from effsearch.trainer.training import train
+
+    (tmp_path / "abort_at_exit.py").write_text(ABORT_AT_EXIT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("EFFSEARCH_PLUGINS", "abort_at_exit")
 
     cfg = TrainConfig.from_dict(
         tiny(

@@ -179,8 +179,11 @@ def _child(
     data_root: str | os.PathLike | None,
 ) -> None:
     """Ranks 1..N-1: join the group, train the same config, write nothing."""
+    import faulthandler
+    import sys
     import warnings
 
+    faulthandler.enable()  # a rank killed by a signal says where: rank 0 only sees its exit code
     warnings.filterwarnings("ignore")
     from effsearch.config import TrainConfig
     from effsearch.config.imports import import_plugins
@@ -197,6 +200,12 @@ def _child(
     finally:
         with contextlib.suppress(Exception):  # teardown, as in session: this rank's exit code tells rank 0
             torch.distributed.destroy_process_group()
+    # Done, and the exit code is what rank 0 reads: skip the interpreter's teardown. DDP still
+    # holds the gloo group there, and native threads torn down at exit can abort the process
+    # ("terminate called without an active exception", exit -6) after a run that succeeded.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def wrap(
