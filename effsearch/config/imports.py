@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -83,12 +84,30 @@ def resolve_paths(model_name: str, dataset_name: str) -> None:
     """Import the code ``model.name`` and ``dataset.name`` name by import path, without calling it:
     a path that does not resolve is refused before torch, the data or Composer is loaded (a typo
     answered in a second, not after half a minute of set-up). Other names pass untouched."""
-    from effsearch.config.sources import IMPORT_PATH, dataset_kind, model_kind
+    from effsearch.config.sources import IMPORT_PATH, dataset_kind, hf_folder, model_kind
 
     if model_kind(model_name) == "import" and IMPORT_PATH.match(model_name):
         load_object(model_name, "model.name")
+    folder = hf_folder(model_name)
+    if folder is not None:
+        check_hf_folder(folder)
     if dataset_kind(dataset_name) == "import" and IMPORT_PATH.match(dataset_name):
         load_object(dataset_name, "dataset.name")
+
+
+def check_hf_folder(folder: str) -> Path:
+    """The folder ``model.name: hf:FOLDER`` names, holding the config.json ``save_pretrained``
+    writes; a ConfigError naming model.name where it does not (a relative path is read from the
+    current folder)."""
+    path = Path(folder).expanduser()
+    if not (path / "config.json").is_file():
+        where = "" if path.is_absolute() else f" (read from the current folder, {Path.cwd()})"
+        raise ConfigError(
+            "model.name",
+            f"hf:{folder}: {path.absolute()} is no folder holding a model's config.json{where}; hf: takes a "
+            "transformers config class (hf:BertConfig: fresh weights) or a folder save_pretrained wrote",
+        )
+    return path
 
 
 def raised(e: BaseException) -> str:

@@ -156,6 +156,11 @@ def lacks(fact: str, cfg: dict) -> bool:
     return _facts(cfg) is not None and not getattr(_facts(cfg), fact)
 
 
+def known(fact: str, cfg: dict) -> bool:
+    """The model is known (built-in, or probed) to have ``fact``."""
+    return _facts(cfg) is not None and bool(getattr(_facts(cfg), fact))
+
+
 def se_idle(cfg: dict) -> bool:
     """Composer's SqueezeExcite would add no block: the (known) model of images has no Conv2d with
     min_channels channels on both sides (``ModelFacts.conv_channels``)."""

@@ -57,6 +57,7 @@ from effsearch.config.readers import (
     kfac,
     kfac_factor,
     kfac_too_big,
+    known,
     lacks,
     lm_data,
     lm_model,
@@ -831,6 +832,20 @@ RULES: list[Rule] = [
         for name, spec in ALGORITHMS.items()
         if spec.needs_structure
     ],
+    # Composer's GatedLinearUnits builds BERT's feed-forward blocks afresh: a pretrained model's own,
+    # the larger part of its weights, would be thrown away before fine-tuning begins.
+    Rule(
+        "algorithms.gated_linear_units",
+        "algorithms.gated_linear_units",
+        on=partial(has, "gated_linear_units"),
+        forbids=partial(known, "pretrained"),
+        message=lambda c: (
+            f"builds BERT's feed-forward blocks afresh; model.name {quote(model_name(c))} is pretrained "
+            "and would lose its own: leave it out"
+        ),
+        when="fresh weights (not a pretrained model)",
+        reads=("model.name", "model.kwargs"),
+    ),
     # An algorithm that feeds the model smaller images than the data's, on a model the probe saw take
     # one size only (ModelFacts.resizable): its first resized batch would fail in the model's forward.
     *[

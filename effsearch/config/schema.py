@@ -60,9 +60,10 @@ class TokenizerConfig:
     path: str | None = spec(
         None,
         help="file: a Hugging Face tokenizers JSON file (the tokenizer.json save_pretrained writes for a "
-        "fast tokenizer, or the folder holding it); its ids move up by 4 past effsearch's special tokens, its padding, truncation "
-        "and special tokens are not used (the model's weights are fresh: no ids need keep their numbers); "
-        "a relative path is read from the current folder, as dataset.path",
+        "fast tokenizer, or the folder holding it); its ids move up by 4 past effsearch's special tokens (a "
+        "pretrained model, hf:FOLDER, gets them back as its own), its padding and truncation are not used, "
+        "its template's first and last tokens are effsearch's CLS and SEP; a relative path is read from the "
+        "current folder, as dataset.path",
     )
 
 
@@ -164,8 +165,9 @@ class ModelConfig:
         "tiny-cnn",
         check=check_model_name,
         help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); hf:CONFIG_CLASS, "
-        "a transformers sequence classifier built from that config with model.kwargs, never pretrained "
-        "weights (extra text); or an import path package.module:callable, called as callable(num_classes=..., "
+        "a transformers sequence classifier built from that config with model.kwargs, fresh weights; "
+        "hf:FOLDER, the pretrained model save_pretrained wrote there, fine-tuned from its weights with "
+        "its own tokenizer (dataset.tokenizer file), never a download (extra text); or an import path package.module:callable, called as callable(num_classes=..., "
         "in_channels=..., **model.kwargs) for images, callable(vocab_size=..., num_classes=..., "
         "max_length=..., **model.kwargs) for text (in_channels and max_length left out where it refuses "
         "them), and returning an nn.Module (runs that code)",

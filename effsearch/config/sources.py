@@ -1,7 +1,8 @@
 """What ``model.name`` and ``dataset.name`` may say, and what is known of a model's structure.
 
 A name is a built-in (``choices.MODELS``, ``choices.DATASETS``), a library prefix
-(``torchvision:resnet18``, ``timm:resnet18``, ``hf:BertConfig``), a file format (``imagefolder``,
+(``torchvision:resnet18``, ``timm:resnet18``, ``hf:BertConfig``, or ``hf:FOLDER``, a pretrained
+transformers model saved there), a file format (``imagefolder``,
 ``npz``, ``hf``, ``jsonl``, ``csv``, which read ``dataset.path``) or an import path
 ``package.module:callable`` (the user's own factory). An import path is code: a config or study
 file that names one runs it, as a Python script would.
@@ -31,6 +32,14 @@ IMAGE_SOURCES = ("builtin", "imagefolder", "npz")  # always images
 # ``package.module:callable`` (dotted names on both sides of one colon).
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 LIBRARY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+CONFIG_CLASS = re.compile(r"^[A-Za-z_]\w*Config$")  # hf:BertConfig; any other hf:NAME is a saved model's folder
+
+
+def hf_folder(name: str) -> str | None:
+    """The folder ``hf:FOLDER`` names (a pretrained model ``save_pretrained`` wrote, fine-tuned
+    from its weights), or None: ``name`` is no ``hf:`` name, or names a config class (fresh weights)."""
+    prefix, _, rest = name.partition(":")
+    return rest if prefix == "hf" and rest and not CONFIG_CLASS.match(rest) else None
 
 
 def model_kind(name: str) -> str:
@@ -56,14 +65,14 @@ def check_model_name(name: str) -> str | None:
     if prefix in MODEL_LIBRARIES:
         return (
             None
-            if rest and LIBRARY_NAME.match(rest)
+            if rest and (LIBRARY_NAME.match(rest) or hf_folder(name))
             else f"{prefix}: needs a {'config class' if prefix == 'hf' else 'model'} name after the colon "
             f"(e.g. {prefix}:{'BertConfig' if prefix == 'hf' else 'resnet18'}); got {name!r}"
         )
     if IMPORT_PATH.match(name):
         return None
     return (
-        f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME, hf:CONFIG_CLASS or an "
+        f"must be a built-in model ({', '.join(MODELS)}), torchvision:NAME, timm:NAME, hf:CONFIG_CLASS, hf:FOLDER or an "
         "import path "
         f"package.module:callable; got {name!r}"
     )
@@ -121,6 +130,9 @@ class ModelFacts:
     # A ViT's patch embedding on 1-3 channels and no max-pool: BlurPool would change nothing.
     maxpools: bool = True
     strided_channels: int | None = None
+    # Weights loaded from a checkpoint (a transformers model's config names where they came from):
+    # an algorithm that builds layers afresh would throw them away.
+    pretrained: bool = False
 
     @property
     def images(self) -> bool:

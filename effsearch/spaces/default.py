@@ -556,6 +556,13 @@ def catalogue(base: TrainConfig, machine: Machine) -> list[Dim]:
     if lm:
         dims = language_model(dims, base)
     by_name = {d.name: d for d in dims}
+    model_facts = facts(base.to_dict()["model"])
+    if model_facts is not None and model_facts.pretrained:
+        # Fine-tuning moves trained weights a little: lrs a decade under training from scratch (BERT's
+        # authors fine-tuned at 2e-5 to 5e-5); the scratch ranges' upper half undoes the checkpoint.
+        for name, low, high in (("optimizer.lr@adamw", 1e-5, 1e-3), ("optimizer.lr", 5e-4, 0.1)):
+            by_name[name].low, by_name[name].high = low, high
+            by_name[name].help += ", fine-tuning a pretrained model"
     # A rule reads config fields; a dimension's parents are the dimensions that set them
     # (optimizer.name is set by optimizer.name and by the optimizer.kfac switch).
     setters: dict[str, list[str]] = {}

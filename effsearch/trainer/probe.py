@@ -63,6 +63,7 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         kfac_factor=max((_factor(m) for m in modules if isinstance(m, (nn.Linear, nn.Conv2d))), default=0),
         maxpools=any(isinstance(m, nn.MaxPool2d) for m in modules),
         strided_channels=max((c.in_channels for c in convs if max(c.stride) > 1), default=None),
+        pretrained=any(getattr(getattr(m, "config", None), "_name_or_path", "") for m in modules),
     )
 
 

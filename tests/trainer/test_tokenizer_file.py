@@ -1,7 +1,7 @@
 """A user's own tokenizer.json (dataset.tokenizer.name file): read, not trained; its ids moved past
-effsearch's special tokens; its padding, truncation and post-processor not used; its content in the
-token cache's key; refused naming dataset.tokenizer.path when missing, not a tokenizer, or (for a
-language model) a WordPiece."""
+effsearch's special tokens; its padding and truncation not used, its template's ends as CLS and
+SEP; its content in the token cache's key; refused naming dataset.tokenizer.path when missing, not
+a tokenizer, or (for a language model) a WordPiece."""
 
 import json
 
@@ -67,14 +67,15 @@ def test_a_bert_tokenizer_file_gives_rows_of_its_ids_moved_past_the_special_toke
     made = text.tokenized(cfg.dataset, tmp_path / "data")
     rows = made.arrays["train_x"]
     assert (rows[:, 0] == tokenizer.CLS).all()
-    # The file's truncation at 4 and its own [CLS]/[SEP] are not applied: a row is [CLS], the text's
-    # word pieces (each the file's id + 4, cut to max_length), then effsearch's padding.
+    # The file's truncation at 4 and padding are not applied, and its template's [CLS] and [SEP] are
+    # effsearch's: a row is CLS, the text's word pieces (each the file's id + 4, cut to max_length),
+    # SEP (the template closes a text with one), then effsearch's padding.
     theirs.no_truncation()
     theirs.no_padding()
     assert (rows != tokenizer.PAD).sum(1).max() > 5
     expected = set()
     for e in theirs.encode_batch(texts(240)[0], add_special_tokens=False):
-        ids = [tokenizer.CLS, *(np.asarray(e.ids[:23]) + 4)]
+        ids = [tokenizer.CLS, *(np.asarray(e.ids[:22]) + 4), tokenizer.SEP]
         expected.add(tuple(ids + [tokenizer.PAD] * (24 - len(ids))))
     assert all(tuple(int(i) for i in row) in expected for row in rows)
     # And it trains, from the Python API.

@@ -25,7 +25,7 @@ from effsearch.trainer.data import memory, userdata
 from effsearch.trainer.data.datasets import LOADERS, SHAPES, data_dir, no_folders_left
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal, stratified_split
 from effsearch.trainer.data.textsources import holds_texts
-from effsearch.trainer.data.tokenizer import TokenShape
+from effsearch.trainer.data.tokenizer import TokenShape, own_ids
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def load_splits(cfg: TrainConfig, root: str | os.PathLike | None = None) -> Spli
 def _streams(d: DatasetConfig, s: Streams) -> Splits:
     """A language model's splits: the training stream, validation and test windows (int64)."""
     t = [torch.from_numpy(a) for a in (s.train, s.val_x, s.val_y, s.test_x, s.test_y)]
-    shape = TokenShape(s.vocab_size, d.max_length, causal=True)
+    shape = TokenShape(s.vocab_size, d.max_length, causal=True, own=own_ids(d.tokenizer))
     none = torch.zeros(0, dtype=torch.long)
     return Splits(d.name, t[0], none, t[1], t[2], t[3], t[4], s.vocab_size, np.arange(0), shape, s.held_out)
 

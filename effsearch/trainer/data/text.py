@@ -8,7 +8,8 @@ is refused. Splits: the source's own (a file's ``split`` column, a saved dataset
 test split carved off, stratified, by ``dataset.test_fraction`` (seed ``split_seed + 3``, as for
 images) and a validation split by ``dataset.val_fraction`` (seed ``split_seed``). The tokenizer
 learns from the training split only: never a validation or test text. Each text becomes
-``[CLS]`` and its first ``max_length - 1`` tokens, padded with id 0 to ``max_length``; batches are
+``[CLS]`` and its first ``max_length - 1`` tokens (``- 2`` and ``[SEP]`` where a tokenizer file's
+template closes a text), padded with id 0 to ``max_length``; batches are
 cut to their longest text when served (``textbatches``).
 """
 
@@ -47,7 +48,7 @@ def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = 
         a["test_y"],
         len(made.facts["classes"]),
         (a["val_x"], a["val_y"]),
-        tokens=tokenizer.TokenShape(int(made.facts["vocab_size"]), d.max_length),
+        tokens=tokenizer.TokenShape(int(made.facts["vocab_size"]), d.max_length, own=tokenizer.own_ids(d.tokenizer)),
     )
 
 
@@ -115,7 +116,7 @@ def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     tok = tokenizer.made(t.name, t.vocab_size, [rows.texts[i] for i in part["train"]], t.path)
     arrays = {}
     for split in SPLITS:
-        arrays[f"{split}_x"] = tokenizer.rows(tok.encode([rows.texts[i] for i in part[split]]), d.max_length)
+        arrays[f"{split}_x"] = tokenizer.rows_of(tok, [rows.texts[i] for i in part[split]], d.max_length)
         arrays[f"{split}_y"] = y[part[split]]
     return textcache.Tokenized(arrays, tok.to_json(), {"classes": names, "vocab_size": tok.vocab_size})
 
@@ -254,4 +255,6 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
         text = returns_texts(d)
     if not text:
         return None
-    return tokenizer.TokenShape(tokenizer.vocab_of(d.tokenizer), d.max_length, causal=is_lm(d))
+    return tokenizer.TokenShape(
+        tokenizer.vocab_of(d.tokenizer), d.max_length, causal=is_lm(d), own=tokenizer.own_ids(d.tokenizer)
+    )

@@ -10,7 +10,8 @@
   outside its alphabet are ``[UNK]``);
 * ``file``: the user's own ``tokenizer.json`` (``dataset.tokenizer.path``, what Hugging Face's
   ``save_pretrained`` writes for a fast tokenizer), read, not trained. Its ids move up by 4 past
-  effsearch's special tokens: the model's weights are fresh, so ids need not keep their numbers.
+  effsearch's special tokens; a pretrained model reads them through :func:`own_ids`, the table
+  back to the file's numbers (its own ``[CLS]``, ``[SEP]`` and padding in place of effsearch's).
 
 Every tokenizer's ids 0-3 are the special tokens (``config.choices.SPECIAL_TOKENS``): ``PAD``
 (batches pad with it; models mask it), ``CLS`` (the first token of a text a classifier reads),
@@ -44,12 +45,15 @@ TEXT_HINT = (
 @dataclass(frozen=True)
 class TokenShape:
     """What a text model is built for: the tokenizer's vocabulary, the longest sequence, the padding
-    id, and whether it is a language model (``causal``: logits for every position of a window)."""
+    id, whether it is a language model (``causal``: logits for every position of a window), and,
+    for a tokenizer file, its own ids of PAD, CLS, SEP and UNK (``own``: None where it has none),
+    which a pretrained model reads in their place."""
 
     vocab_size: int
     max_length: int
     pad_id: int = PAD
     causal: bool = False
+    own: tuple[int | None, int | None, int | None, int | None] | None = None
 
 
 class Tokenizer:
@@ -148,9 +152,36 @@ class FileTokenizer(Tokenizer):
     name = "file"
 
     def __init__(self, tok: Any) -> None:
+        padding = tok.padding
+        self.pad_token = padding.get("pad_token") if padding else None
         tok.no_padding()
         tok.no_truncation()
         self.tok = tok
+
+    def template(self) -> tuple[list[int], list[int]]:
+        """The file's own ids its post-processor puts before and after a text (BERT's ``[CLS]`` and
+        ``[SEP]``, RoBERTa's ``<s>`` and ``</s>``; none for GPT-2's)."""
+        bare = self.tok.encode("a", add_special_tokens=False).ids
+        full = self.tok.encode("a", add_special_tokens=True).ids
+        for start in range(len(full) - len(bare) + 1):
+            if full[start : start + len(bare)] == bare:
+                return full[:start], full[start + len(bare) :]
+        return [], []
+
+    @property
+    def ends_with_sep(self) -> bool:
+        """A text of this file ends with SEP: its post-processor closes a text with a token."""
+        return bool(self.template()[1])
+
+    def own(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """The file's own ids of PAD, CLS, SEP and UNK (None where it has none): its padding token
+        or one named as padding usually is; the first and last tokens of its template; the unknown
+        token of its model."""
+        vocab = self.tok.get_vocab(with_added_tokens=True)
+        pad = next((vocab[t] for t in (self.pad_token, *PAD_NAMES) if t in vocab), None)
+        before, after = self.template()
+        unk = json.loads(self.tok.to_str())["model"].get("unk_token")
+        return pad, before[0] if before else None, after[-1] if after else None, vocab.get(unk)
 
     @property
     def vocab_size(self) -> int:
@@ -183,6 +214,14 @@ class FileTokenizer(Tokenizer):
         for token, i in self.tok.get_vocab(with_added_tokens=True).items():
             out[BYTE_OFFSET + i] = 0 if token in specials else _piece_bytes(token, byte_level, alphabet)
         return out
+
+
+PAD_NAMES = ("[PAD]", "<pad>", "<|pad|>", "<|padding|>")
+
+
+def own_ids(t: Any) -> tuple[int | None, int | None, int | None, int | None] | None:
+    """``dataset.tokenizer`` (``t``) names a file: its own ids of PAD, CLS, SEP and UNK; else None."""
+    return from_file(t.path).own() if t.name == "file" else None
 
 
 _BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
@@ -242,9 +281,10 @@ def _file(path: str) -> Path:
 
 def settings(t: Any) -> list:
     """What a token cache's key holds of ``dataset.tokenizer`` (``t``): a file tokenizer's content
-    (wherever the file lies; an edited file makes a new cache), else the name and vocabulary."""
+    (wherever the file lies; an edited file makes a new cache) and its rows' layout (a text ends
+    with SEP where the file's template closes one), else the name and vocabulary."""
     if t.name == "file":
-        return ["file", hashlib.sha256(_file(t.path).read_bytes()).hexdigest()]
+        return ["file", hashlib.sha256(_file(t.path).read_bytes()).hexdigest(), "sep-end"]
     return [t.name, t.vocab_size]
 
 
@@ -326,13 +366,23 @@ def load(text: str) -> Tokenizer:
     return FileTokenizer(tok) if name == "file" else TrainedTokenizer(name, tok)
 
 
-def rows(ids: Sequence[np.ndarray], max_length: int, first: int = CLS) -> np.ndarray:
+def rows(ids: Sequence[np.ndarray], max_length: int, first: int = CLS, last: int | None = None) -> np.ndarray:
     """Texts' ids as one int32 array (N, max_length): ``first`` ([CLS]) then the text, cut to fit,
-    then PAD. Every row has at least ``first``."""
+    then ``last`` if given (a file's template closes a text with [SEP]), then PAD. Every row has
+    at least ``first``."""
     out = np.full((len(ids), max_length), PAD, np.int32)
     out[:, 0] = first
-    keep = max_length - 1
+    keep = max_length - 1 - (last is not None and max_length > 1)
     for i, seq in enumerate(ids):
         seq = seq[:keep]
         out[i, 1 : 1 + len(seq)] = seq
+        if last is not None and max_length > 1:
+            out[i, 1 + len(seq)] = last
     return out
+
+
+def rows_of(tok: Tokenizer, texts: Sequence[str], max_length: int) -> np.ndarray:
+    """``texts`` laid out as a classifier reads them with ``tok``: :func:`rows`, closed with SEP
+    where ``tok`` is a file whose template closes a text."""
+    last = SEP if isinstance(tok, FileTokenizer) and tok.ends_with_sep else None
+    return rows(tok.encode(texts), max_length, last=last)

@@ -21,7 +21,7 @@ import torch.nn as nn
 from effsearch.config import MODEL_WIDTHS, ConfigError
 from effsearch.config.choices import TEXT_ENCODER
 from effsearch.config.imports import load_object
-from effsearch.config.sources import model_kind
+from effsearch.config.sources import hf_folder, model_kind
 from effsearch.trainer.models.gpt import GPT, gpt
 from effsearch.trainer.models.text import TextEncoder, TokenInput, encoder
 from effsearch.trainer.models.vision import Classifier, PixelValues, RepeatChannels, build_model, tiny_cnn
@@ -124,13 +124,17 @@ def _text_network(model: ModelConfig, num_classes: int, tokens: TokenShape) -> T
     if kind == "hf":
         from effsearch.trainer.models import hfconfig
 
+        folder = hf_folder(model.name)
+        if folder is not None:
+            net, own = hfconfig.pretrained(folder, model.kwargs, tokens, num_classes)
+            return TokenInput(net, "hf", own)
         net = hfconfig.build(model.name.split(":", 1)[1], model.kwargs, tokens.vocab_size, num_classes)
         return TokenInput(net, "hf")
     if kind != "import":
         raise ConfigError("model.name", IMAGE_MODEL.format(name=model.name))
     base = {"vocab_size": tokens.vocab_size, "num_classes": num_classes, "max_length": tokens.max_length}
     net = _from_factory(model, base)
-    return TokenInput(net, "hf" if _transformers(net) else "ids_mask")
+    return _factory_input(net, model, tokens, "ids_mask")
 
 
 def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
@@ -142,6 +146,10 @@ def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
     if kind == "hf":
         from effsearch.trainer.models import hfconfig
 
+        folder = hf_folder(model.name)
+        if folder is not None:
+            net, own = hfconfig.pretrained(folder, model.kwargs, tokens, 0)
+            return TokenInput(net, "hf", own, causal_logits=True)
         return TokenInput(hfconfig.build_causal(model.name.split(":", 1)[1], model.kwargs, tokens.vocab_size), "hf")
     if kind != "import":
         raise ConfigError(
@@ -152,7 +160,26 @@ def _language_model(model: ModelConfig, tokens: TokenShape) -> TokenInput:
         )
     base = {"vocab_size": tokens.vocab_size, "max_length": tokens.max_length}
     net = _from_factory(model, base)
-    return TokenInput(net, "hf" if _transformers(net) else "causal")
+    return _factory_input(net, model, tokens, "causal")
+
+
+def _factory_input(net: nn.Module, model: ModelConfig, tokens: TokenShape, style: str) -> TokenInput:
+    """A factory's text model as called: a transformers model as one, reading its own tokenizer's
+    ids where it was loaded with weights (``from_pretrained`` names where they came from)."""
+    if not _transformers(net):
+        return TokenInput(net, style)
+    loaded_from = getattr(getattr(net, "config", None), "_name_or_path", "")
+    if not loaded_from:
+        return TokenInput(net, "hf")
+    if tokens.own is None:
+        raise ConfigError(
+            "dataset.tokenizer.name",
+            f"{model.name!r} returned a pretrained model ({loaded_from}), which reads its own "
+            "tokenizer's ids: set dataset.tokenizer: {name: file, path: ...} to the tokenizer.json saved with it",
+        )
+    from effsearch.trainer.models import hfconfig
+
+    return TokenInput(net, "hf", hfconfig.own_table(net, tokens, model.name), causal_logits=tokens.causal)
 
 
 def _transformers(net: nn.Module) -> bool:

@@ -1,6 +1,8 @@
 """``model.name: hf:CONFIG_CLASS``: a transformers sequence classifier (or, on a language model's
 corpus, a causal language model: ``build_causal``) built from a config class and ``model.kwargs``
-(its fields), with fresh weights: never pretrained ones, never a download.
+(its fields), with fresh weights; or ``hf:FOLDER`` (``pretrained``): the model ``save_pretrained``
+wrote there, fine-tuned from its weights (a classifier's head fresh where its labels differ),
+read from that folder only, never a download.
 
 ``transformers.AutoModelForSequenceClassification.from_config`` picks the model of the config's
 family (``hf:BertConfig`` builds ``BertForSequenceClassification``); effsearch sets the
@@ -10,12 +12,19 @@ may not.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.nn as nn
 
 from effsearch.config import ConfigError
-from effsearch.trainer.data.tokenizer import CLS, SEP
+from effsearch.config.imports import check_hf_folder
+from effsearch.trainer.data.tokenizer import BYTE_OFFSET, CLS, SEP
+
+if TYPE_CHECKING:
+    from effsearch.trainer.data.tokenizer import TokenShape
 
 TEXT_HINT = "needs the optional extra text (`uv sync --extra text`, or `pip install 'effsearch[text]'`)"
 SET_HERE = ("vocab_size", "num_labels", "pad_token_id")
@@ -121,3 +130,94 @@ def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
     if hasattr(config, "is_decoder") and "is_decoder" not in kwargs:
         config.is_decoder = True
     return config
+
+
+def pretrained(folder: str, kwargs: dict, tokens: TokenShape, num_classes: int) -> tuple[nn.Module, torch.Tensor]:
+    """The model saved in ``folder`` (a sequence classifier, or a causal LM on a language model's
+    corpus) with ``kwargs`` overriding its config's fields, and the table from effsearch's ids to
+    its tokenizer's (:func:`own_table`). On the meta device (the probe: structure only) its
+    weights are not read."""
+    path = check_hf_folder(folder)
+    if tokens.own is None:
+        raise ConfigError(
+            "dataset.tokenizer.name",
+            f"hf:{folder} is pretrained: it reads its own tokenizer's ids; set dataset.tokenizer: "
+            f"{{name: file, path: {folder}}} (the tokenizer.json saved with it)",
+        )
+    taken = [k for k in SET_HERE if k in kwargs]
+    if taken:
+        raise ConfigError("model.kwargs", f"{', '.join(taken)}: set by the saved model and the data; leave out")
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("model.name", f"hf:{folder} {TEXT_HINT}") from None
+    auto = transformers.AutoModelForCausalLM if tokens.causal else transformers.AutoModelForSequenceClassification
+    labels = {} if tokens.causal else {"num_labels": num_classes}
+    try:
+        if torch.get_default_device().type == "meta":
+            config = transformers.AutoConfig.from_pretrained(path, local_files_only=True, **kwargs, **labels)
+            net = auto.from_config(config)
+        else:
+            with _quiet(transformers):  # "newly initialized: classifier.weight": the head is the data's
+                net = auto.from_pretrained(
+                    path,
+                    local_files_only=True,
+                    **kwargs,
+                    **labels,
+                    **({} if tokens.causal else {"ignore_mismatched_sizes": True}),
+                )
+    except Exception as e:  # noqa: BLE001 - a folder transformers cannot read, or fields it refuses
+        raise ConfigError(
+            "model.name",
+            _cannot(
+                f"hf:{folder}",
+                "causal language model" if tokens.causal else "sequence classifier",
+                e,
+                "BERT's, GPT-2's",
+            ),
+        ) from None
+    return net, own_table(net, tokens, folder)
+
+
+def own_table(net: nn.Module, tokens: TokenShape, where: str) -> torch.Tensor:
+    """Effsearch's ids to a pretrained model's (``tokens.own``: its tokenizer file's PAD, CLS, SEP and
+    UNK): a file id moves back down by 4, and effsearch's specials become the model's own (padding
+    its config's, else the file's, else the end of text; CLS the template's first token, else the
+    config's start of text; SEP the template's last, else the end of text; a language model's
+    document end is its end of text). A model without a padding id gets one: a decoder classifier
+    finds each text's last token by it."""
+    assert tokens.own is not None
+    own_pad, own_cls, own_sep, own_unk = tokens.own
+    config: Any = getattr(net, "config")  # noqa: B009 - a transformers model's, typed as a module attribute
+
+    def first(*ids: Any) -> int:
+        return next(int(i) for i in (*ids, 0) if isinstance(i, int))
+
+    eos, bos = getattr(config, "eos_token_id", None), getattr(config, "bos_token_id", None)
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    pad = first(getattr(config, "pad_token_id", None), own_pad, eos)
+    if getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = pad
+    cls = first(own_cls, bos, getattr(config, "cls_token_id", None), pad)
+    sep = first(eos, own_sep, pad) if tokens.causal else first(own_sep, getattr(config, "sep_token_id", None), eos, pad)
+    unk = first(own_unk, pad)
+    words = tokens.vocab_size - BYTE_OFFSET
+    embedded = getattr(net, "get_input_embeddings")().num_embeddings  # noqa: B009 - as config above
+    if words > embedded:
+        raise ConfigError(
+            "dataset.tokenizer.path",
+            f"its tokenizer has {words} tokens and hf:{where} embeds {embedded}: give the tokenizer.json saved "
+            "with that model",
+        )
+    return torch.tensor([pad, cls, sep, unk, *range(words)], dtype=torch.long)
+
+
+@contextlib.contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    logging = transformers.utils.logging
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)

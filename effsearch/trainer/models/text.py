@@ -115,12 +115,18 @@ class TokenInput(nn.Module):
     its output's ``logits``) or ``"causal"`` (a language model: ``net(ids)``, no mask: a window of
     the token stream has no padding, and the model masks the future itself). ``mixing`` (a 0-d tensor and a permutation of the batch, set by the
     trainer's MixUp just before a forward) mixes the input embeddings of that forward, and the mask
-    then covers the tokens of both texts.
+    then covers the tokens of both texts. ``own`` (a pretrained model's, ``hfconfig.own_table``)
+    maps effsearch's ids to the model's tokenizer's; a language model's logits map back
+    (``causal_logits``), one per effsearch id.
     """
 
-    def __init__(self, net: nn.Module, style: str) -> None:
+    def __init__(
+        self, net: nn.Module, style: str, own: torch.Tensor | None = None, causal_logits: bool = False
+    ) -> None:
         super().__init__()
-        self.net, self.style = net, style
+        self.net, self.style, self.causal_logits = net, style, causal_logits
+        self.own: torch.Tensor | None
+        self.register_buffer("own", own, persistent=False)  # follows the model to its device
         self.mixing: tuple[torch.Tensor, torch.Tensor] | None = None
         embedding = next((m for m in net.modules() if isinstance(m, EMBEDDINGS)), None)
         self.embedding_dim = embedding.embedding_dim if embedding is not None else None
@@ -141,7 +147,10 @@ class TokenInput(nn.Module):
             mask = mask | mask[self.mixing[1]]
         try:
             if self.style == "hf":
-                return self.net(input_ids=ids, attention_mask=mask.long()).logits
+                if self.own is None:
+                    return self.net(input_ids=ids, attention_mask=mask.long()).logits
+                logits = self.net(input_ids=self.own[ids], attention_mask=mask.long()).logits
+                return logits.index_select(-1, self.own) if self.causal_logits else logits
             return self.net(ids, mask)
         finally:
             self.mixing = None
