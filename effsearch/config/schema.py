@@ -167,7 +167,8 @@ class ModelConfig:
         help=f"a built-in ({', '.join(MODELS)}); torchvision:NAME; timm:NAME (extra timm); hf:CONFIG_CLASS, "
         "a transformers sequence classifier built from that config with model.kwargs, fresh weights; "
         "hf:FOLDER, the pretrained model save_pretrained wrote there, fine-tuned from its weights with "
-        "its own tokenizer (dataset.tokenizer file), never a download (extra text); or an import path package.module:callable, called as callable(num_classes=..., "
+        "its own tokenizer (dataset.tokenizer file), never a download (extra text); or an import path "
+        "package.module:callable, called as callable(num_classes=..., "
         "in_channels=..., **model.kwargs) for images, callable(vocab_size=..., num_classes=..., "
         "max_length=..., **model.kwargs) for text (in_channels and max_length left out where it refuses "
         "them), and returning an nn.Module (runs that code)",

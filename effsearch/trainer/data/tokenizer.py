@@ -372,12 +372,13 @@ def rows(ids: Sequence[np.ndarray], max_length: int, first: int = CLS, last: int
     at least ``first``."""
     out = np.full((len(ids), max_length), PAD, np.int32)
     out[:, 0] = first
-    keep = max_length - 1 - (last is not None and max_length > 1)
+    end = last if max_length > 1 else None  # a row of one token holds only ``first``
+    keep = max_length - 1 - (end is not None)
     for i, seq in enumerate(ids):
         seq = seq[:keep]
         out[i, 1 : 1 + len(seq)] = seq
-        if last is not None and max_length > 1:
-            out[i, 1 + len(seq)] = last
+        if end is not None:
+            out[i, 1 + len(seq)] = end
     return out
 
 
