@@ -154,11 +154,13 @@ def pretrained(folder: str, kwargs: dict, tokens: TokenShape, num_classes: int) 
     auto = transformers.AutoModelForCausalLM if tokens.causal else transformers.AutoModelForSequenceClassification
     labels = {} if tokens.causal else {"num_labels": num_classes}
     try:
-        if torch.get_default_device().type == "meta":
-            config = transformers.AutoConfig.from_pretrained(path, local_files_only=True, **kwargs, **labels)
-            net = auto.from_config(config)
-        else:
-            with _quiet(transformers):  # "newly initialized: classifier.weight": the head is the data's
+        # Quiet: "newly initialized: classifier.weight", "num_labels incompatible with id2label": the
+        # head is the data's, as the docs say.
+        with _quiet(transformers):
+            if torch.get_default_device().type == "meta":
+                config = transformers.AutoConfig.from_pretrained(path, local_files_only=True, **kwargs, **labels)
+                net = auto.from_config(config)
+            else:
                 net = auto.from_pretrained(
                     path,
                     local_files_only=True,
