@@ -85,34 +85,30 @@ def pretrain(texts: list[str], sections: list[str], folder: Path, minutes: float
         x = torch.nn.utils.rnn.pad_sequence([ids[i] for i in pick], batch_first=True)
         if how == "sections":
             loss = model(input_ids=x, attention_mask=(x != 0).long(), labels=y[pick]).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-            if step % 200 == 0:
-                print(f"step {step} section loss {loss.item():.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
-            continue
-        special = x < 5
-        chosen = (torch.rand(x.shape, generator=g) < 0.15) & ~special
-        labels = torch.where(chosen, x, torch.full_like(x, -100))
-        roll = torch.rand(x.shape, generator=g)
-        x = torch.where(chosen & (roll < 0.8), torch.full_like(x, 4), x)
-        x = torch.where(
-            chosen & (roll >= 0.8) & (roll < 0.9), torch.randint(5, config.vocab_size, x.shape, generator=g), x
-        )
-        # The vocabulary's logits at the masked positions only (BERT's own head computes them at
-        # every position: most of a small model's step).
-        hidden = model.bert(input_ids=x, attention_mask=(x != 0).long()).last_hidden_state
-        picked = labels != -100
-        loss = torch.nn.functional.cross_entropy(model.cls(hidden[picked]), labels[picked])
+        else:
+            loss = _masked_lm_loss(model, x, config.vocab_size, g)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         step += 1
         if step % 200 == 0:
-            print(f"step {step} mlm loss {loss.item():.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
+            print(f"step {step} {how} loss {loss.item():.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
     model.save_pretrained(folder)
     print(f"pretrained {step} steps in {time.perf_counter() - start:.0f} s: {folder}")
+
+
+def _masked_lm_loss(model, x: torch.Tensor, vocab: int, g: torch.Generator) -> torch.Tensor:  # noqa: ANN001
+    special = x < 5
+    chosen = (torch.rand(x.shape, generator=g) < 0.15) & ~special
+    labels = torch.where(chosen, x, torch.full_like(x, -100))
+    roll = torch.rand(x.shape, generator=g)
+    x = torch.where(chosen & (roll < 0.8), torch.full_like(x, 4), x)
+    x = torch.where(chosen & (roll >= 0.8) & (roll < 0.9), torch.randint(5, vocab, x.shape, generator=g), x)
+    # The vocabulary's logits at the masked positions only (BERT's own head computes them at every
+    # position: most of a small model's step).
+    hidden = model.bert(input_ids=x, attention_mask=(x != 0).long()).last_hidden_state
+    picked = labels != -100
+    return torch.nn.functional.cross_entropy(model.cls(hidden[picked]), labels[picked])
 
 
 def configs(out: Path, folder: Path) -> None:

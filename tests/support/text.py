@@ -104,3 +104,18 @@ def lm_config(path, **overrides) -> dict:
     for key, value in overrides.items():
         set_path(d, key, value)
     return d
+
+
+def byte_bpe_tokenizer(docs: list[str]):  # noqa: ANN201 - a tokenizers.Tokenizer (the text extra)
+    """GPT-2's scheme, trained on ``docs``: byte-level BPE of 300 tokens, one special token
+    (``<|endoftext|>``), no template, no padding."""
+    import tokenizers as t
+
+    tok = t.Tokenizer(t.models.BPE())
+    tok.pre_tokenizer = t.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = t.decoders.ByteLevel()
+    trainer = t.trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=t.pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(docs, trainer)
+    return tok

@@ -14,7 +14,7 @@ from effsearch.cli import main
 from effsearch.config import ConfigError, ModelConfig, TrainConfig
 from effsearch.trainer.data import text, tokenizer
 from effsearch.trainer.models import build_network
-from tests.support.text import texts, tiny_text, write_jsonl
+from tests.support.text import byte_bpe_tokenizer, texts, tiny_text, write_jsonl
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -56,14 +56,7 @@ def save_roberta(folder):
 
 def save_gpt2(folder):
     """GPT-2's: byte-level BPE, no template, no padding id; the classifier reads the last token."""
-    t = tokenizers
-    tok = t.Tokenizer(t.models.BPE())
-    tok.pre_tokenizer = t.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = t.decoders.ByteLevel()
-    trainer = t.trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=t.pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(texts(120)[0], trainer)
+    tok = byte_bpe_tokenizer(texts(120)[0])
     config = transformers.GPT2Config(
         vocab_size=tok.get_vocab_size(),
         n_positions=64,

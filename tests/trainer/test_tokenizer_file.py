@@ -14,7 +14,7 @@ from effsearch.cli import main
 from effsearch.config import ConfigError, TrainConfig
 from effsearch.trainer.data import lmdata, text, tokenizer
 from effsearch.trainer.data.splits import load_splits
-from tests.support.text import corpus, lm_config, texts, tiny_text, write_jsonl
+from tests.support.text import byte_bpe_tokenizer, corpus, lm_config, texts, tiny_text, write_jsonl
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -39,15 +39,7 @@ def bert_like(path, vocab=200):
 
 
 def byte_bpe(path, docs):
-    t = tokenizers
-    tok = t.Tokenizer(t.models.BPE())
-    tok.pre_tokenizer = t.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = t.decoders.ByteLevel()
-    trainer = t.trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=t.pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(docs, trainer)
-    tok.save(str(path))
+    byte_bpe_tokenizer(docs).save(str(path))
     return path
 
 
