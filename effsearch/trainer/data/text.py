@@ -255,6 +255,4 @@ def token_shape(d: DatasetConfig) -> tokenizer.TokenShape | None:
         text = returns_texts(d)
     if not text:
         return None
-    return tokenizer.TokenShape(
-        tokenizer.vocab_of(d.tokenizer), d.max_length, causal=is_lm(d), own=tokenizer.own_ids(d.tokenizer)
-    )
+    return tokenizer.shape_of(d.tokenizer, d.max_length, causal=is_lm(d))

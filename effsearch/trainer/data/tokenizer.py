@@ -288,13 +288,13 @@ def settings(t: Any) -> list:
     return [t.name, t.vocab_size]
 
 
-def vocab_of(t: Any) -> int:
-    """The vocabulary ``dataset.tokenizer`` (``t``) makes, before any text is tokenized."""
-    if t.name == "bytes":
-        return MIN_VOCAB
+def shape_of(t: Any, max_length: int, causal: bool = False) -> TokenShape:
+    """What a text model for ``dataset.tokenizer`` (``t``) is built for, before any text is
+    tokenized: the vocabulary it makes and, for a file (read once), its own special ids."""
     if t.name == "file":
-        return from_file(t.path).vocab_size
-    return int(t.vocab_size)
+        file = from_file(t.path)
+        return TokenShape(file.vocab_size, max_length, causal=causal, own=file.own())
+    return TokenShape(MIN_VOCAB if t.name == "bytes" else int(t.vocab_size), max_length, causal=causal)
 
 
 def _byte_alphabet() -> set[str]:

@@ -171,14 +171,9 @@ def _factory_input(net: nn.Module, model: ModelConfig, tokens: TokenShape, style
     loaded_from = getattr(getattr(net, "config", None), "_name_or_path", "")
     if not loaded_from:
         return TokenInput(net, "hf")
-    if tokens.own is None:
-        raise ConfigError(
-            "dataset.tokenizer.name",
-            f"{model.name!r} returned a pretrained model ({loaded_from}), which reads its own "
-            "tokenizer's ids: set dataset.tokenizer: {name: file, path: ...} to the tokenizer.json saved with it",
-        )
     from effsearch.trainer.models import hfconfig
 
+    hfconfig.require_own(tokens, f"{model.name!r} returned a pretrained model ({loaded_from})", loaded_from)
     return TokenInput(net, "hf", hfconfig.own_table(net, tokens, model.name), causal_logits=tokens.causal)
 
 

@@ -138,12 +138,7 @@ def pretrained(folder: str, kwargs: dict, tokens: TokenShape, num_classes: int) 
     its tokenizer's (:func:`own_table`). On the meta device (the probe: structure only) its
     weights are not read."""
     path = check_hf_folder(folder)
-    if tokens.own is None:
-        raise ConfigError(
-            "dataset.tokenizer.name",
-            f"hf:{folder} is pretrained: it reads its own tokenizer's ids; set dataset.tokenizer: "
-            f"{{name: file, path: {folder}}} (the tokenizer.json saved with it)",
-        )
+    require_own(tokens, f"hf:{folder} is a pretrained model", folder)
     taken = [k for k in SET_HERE if k in kwargs]
     if taken:
         raise ConfigError("model.kwargs", f"{', '.join(taken)}: set by the saved model and the data; leave out")
@@ -179,6 +174,17 @@ def pretrained(folder: str, kwargs: dict, tokens: TokenShape, num_classes: int) 
             ),
         ) from None
     return net, own_table(net, tokens, folder)
+
+
+def require_own(tokens: TokenShape, subject: str, saved: str) -> None:
+    """A pretrained model (``subject`` says which) reads its own tokenizer's ids: a ConfigError
+    naming dataset.tokenizer.name unless the tokenizer is a file (``tokens.own``)."""
+    if tokens.own is None:
+        raise ConfigError(
+            "dataset.tokenizer.name",
+            f"{subject}, which reads its own tokenizer's ids: set dataset.tokenizer: {{name: file, path: {saved}}} "
+            "(the tokenizer.json saved with it)",
+        )
 
 
 def own_table(net: nn.Module, tokens: TokenShape, where: str) -> torch.Tensor:
