@@ -364,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the N trials run on a data subset as study NAME-tune, then the baseline and "
         "the top_k are confirmed on all the data as study NAME. Exit code 0: done; 1: "
         "the study could not do its work (failure_limit trials failed with the same "
-        "error, no completed trial, a baseline that does not train); 2: bad input (the "
+        "error, no completed trial, none that reached the target, a baseline that does not "
+        "train); 2: bad input (the "
         "study file, --storage, missing data); 130: Ctrl-C.",
     )
     r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")

@@ -372,16 +372,21 @@ def test_ctrl_c_in_phase_2_s_baseline_ends_the_run_as_interrupted_and_the_rerun_
 
 
 def test_phase_1_s_baseline_missing_the_full_data_s_target_is_told_how_phase_1_gets_its_own(tmp_path, capsys, scripted):
-    # A subset trains fewer steps: the full data's target can be out of its reach.
+    # A subset trains fewer steps: the full data's target can be out of its reach (the scripted
+    # curves top out at 0.9025 on half the data, 0.95 on all of it, for these lrs).
     scripted(scripted_train)
-    base = tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.99})
-    path = write(
-        tmp_path, base=base, n_trials=2, tuning={"name": "subset", "data_fraction": 0.5, "top_k": 1, "seeds": 1}
-    )
+    base = tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.92, "optimizer.lr": 0.2})
+    space = {"include": ["optimizer.lr"], "ranges": {"optimizer.lr": {"low": 0.19, "high": 0.2}}}
+    tuning = {"name": "subset", "data_fraction": 0.5, "top_k": 1, "seeds": 1}
+    path = write(tmp_path, base=base, n_trials=2, space=space, tuning=tuning)
+    # Phase 1 has no front, yet it is not a failure: its pick reaches the target on the full data.
     assert main(["run", str(path)]) == 0
     err = capsys.readouterr().err
-    assert "phase 1's baseline (trial 0, on the data subset) missed the target 0.99" in err
+    assert "phase 1's baseline (trial 0, on the data subset) missed the target 0.92" in err
     assert "tuning.target_accuracy, or a target relative to the baseline" in err
+    assert "no front" not in err
+    study = optuna.load_study(study_name="ph", storage=open_url(str(path.with_suffix(".journal"))))
+    assert study.best_trials
 
 
 def test_batch_sizes_that_reach_the_training_set_are_named_before_the_first_trial(tmp_path, capsys, scripted):
@@ -389,14 +394,15 @@ def test_batch_sizes_that_reach_the_training_set_are_named_before_the_first_tria
     # batch an epoch each, the same run: the header says so, with what narrows them.
     scripted(scripted_train)
     space = {"include": ["batch_size"], "ranges": {"batch_size": {"choices": [16, 32, 512, 1024]}}}
-    path = write(tmp_path, n_trials=1, space=space)
+    base = tiny(**{"epochs": 4, "eval_every": 0.5, "target_accuracy": 0.5})  # lr 0.05's curve tops out at 0.55
+    path = write(tmp_path, n_trials=1, space=space, base=base)
     assert main(["run", str(path)]) == 0
     note = re.search(
         r"note +batch_size choices 512, 1024 reach the (\d+) training examples: .*", capsys.readouterr().err
     )
     assert note and 32 < int(note.group(1)) < 512 and "space.ranges.batch_size" in note.group(0)
     space["ranges"]["batch_size"]["choices"] = [16, 32, 512]  # one full-batch choice: one run, nothing to say
-    assert main(["run", str(write(tmp_path, n_trials=1, space=space, name="ph2"))]) == 0
+    assert main(["run", str(write(tmp_path, n_trials=1, space=space, base=base, name="ph2"))]) == 0
     assert "reach the" not in capsys.readouterr().err
 
 

@@ -22,12 +22,14 @@ from optuna.trial import TrialState
 
 from effsearch.config import ConfigError
 from effsearch.config.metrics import Target, target_of
+from effsearch.objectives import TIME_OBJECTIVES
 from effsearch.search.run import target, warmstart, workers
 from effsearch.search.run.budget import StopAtBudget, StopAtTotal, repeated_failure, spent, starved
 from effsearch.search.run.errors import StudyFailed
 from effsearch.search.run.objective import TrainFn
 from effsearch.search.run.progress import Callback, Progress, Report, budget_text
 from effsearch.search.run.workers import WARM_UP_BATCHES, run_workers, work
+from effsearch.search.store import queries
 from effsearch.search.store.attrs import (
     BASELINE_KEY,
     OBJECTIVES_KEY,
@@ -37,6 +39,7 @@ from effsearch.search.store.attrs import (
     TUNE_COMPUTE_KEY,
 )
 from effsearch.search.store.heartbeat import requeue_dead_local
+from effsearch.search.store.record import Recorded
 from effsearch.search.store.storage import (
     check_artifacts,
     check_storage,
@@ -316,6 +319,26 @@ def failure(spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], out
         )
     if outcome == "failed":  # a worker stopped the study on an error it logged (search/run/workers.py)
         return ""
-    if not any(t.state == TrialState.COMPLETE for t in trials):
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    if not done:
         return f"\neffsearch run: study {spec.name!r} has no completed trial"
-    return None
+    return no_front(spec, study, done)
+
+
+def no_front(spec: StudySpec, study: optuna.Study, done: list[FrozenTrial]) -> str | None:
+    """A study timed to a target whose completed trials all missed it has no front: nothing to
+    pick, export or train, so the run failed. Phase 1 is exempt: a full-data target can be out of
+    a subset's reach while its picks reach it on the full data (phase 2 is judged instead)."""
+    if spec.phase == "tune" or not any(n in TIME_OBJECTIVES for n in spec.objectives):
+        return None
+    if queries.front(study, done):
+        return None
+    goal = Recorded.of(done[-1]).target
+    said = f" ({goal.text()})" if goal is not None else ""
+    n = len(done)
+    return (
+        f"\neffsearch run: study {spec.name!r} has no front to pick from: "
+        + (f"none of its {n} completed trials reached" if n != 1 else "its one completed trial missed")
+        + f" the target{said}. Loosen the target (target_accuracy, or "
+        "target.value), give the base more epochs, or run more trials (--n-trials)"
+    )
