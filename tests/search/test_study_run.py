@@ -23,6 +23,7 @@ from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import open_url
 from effsearch.trainer import loop
 from tests.support.helpers import ran, tiny
+from tests.support.scripted import scripted_train
 from tests.support.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,6 +229,20 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
     assert main(["run", str(path)]) == 1
     err = capsys.readouterr().err
     assert len(load(path)[0].get_trials()) == 4 and "has no completed trial" in err
+
+
+def test_a_study_whose_trials_all_miss_the_target_fails_and_keeps_them(tmp_path, capsys, scripted):
+    # The scripted curves top out at 0.95: no trial reaches 0.99, so there is nothing to pick.
+    scripted(scripted_train)
+    path = write_study(tmp_path, n_trials=3, base=tiny(target_accuracy=0.99))
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "study 'tiny' has no front to pick from: none of its 3 completed trials reached the target" in err
+    assert "(val accuracy >= 0.99)" in err and "Loosen the target (target_accuracy" in err
+    assert queries.counts(load(path)[0].get_trials())["done"] == 3  # kept: more trials resume it
+    # The same study with a target its trials reach has a front, and succeeds.
+    (tmp_path / "b").mkdir()
+    assert main(["run", str(write_study(tmp_path / "b", n_trials=3, base=tiny(target_accuracy=0.5)))]) == 0
 
 
 def test_a_phase_with_no_completed_trial_does_not_start_the_next(tmp_path, capsys, monkeypatch, scripted):
@@ -534,6 +549,26 @@ def test_warm_start_flag_takes_an_exported_config_file(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("model: {name: tiny-cnn}\nepochs: -1\n")
     assert main(["run", str(path), "--n-trials", "4", "--warm-start", str(tmp_path / "bad.yaml")]) == 2
     assert "epochs" in capsys.readouterr().err
+    # A config measured otherwise (another validation split, another target) is refused as a study
+    # file's warm start is: its speed-up would be read against trials timed on other data.
+    for field, value in [("dataset.val_fraction", 0.3), ("target_accuracy", 0.2)]:
+        pick.replace(**{field: value}).dump(tmp_path / "elsewhere.yaml")
+        assert main(["run", str(path), "--n-trials", "4", "--warm-start", str(tmp_path / "elsewhere.yaml")]) == 2
+        err = capsys.readouterr().err
+        assert f"--warm-start: {tmp_path / 'elsewhere.yaml'}: {field} is {value}, and 'tiny' measures" in err, err
+    # So is an earlier study's front timed to another target.
+    (tmp_path / "other").mkdir()
+    other_study = write_study(
+        tmp_path / "other",
+        n_trials=1,
+        name="other",
+        base=tiny(**{"dataset.synthetic_size": 256, "epochs": 2, "target_accuracy": 0.3}),
+    )
+    assert main(["run", str(other_study)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(path), "--n-trials", "4", "--warm-start", str(other_study)]) == 2
+    assert "other trial 0: target_accuracy is 0.3" in capsys.readouterr().err
+    assert len(load(path)[0].get_trials()) == 3  # nothing queued
 
 
 def test_the_pruner_gets_an_evaluation_at_every_rung(tmp_path, monkeypatch, scripted):
@@ -702,7 +737,9 @@ def test_queued_trials_record_the_values_they_trained_with(tmp_path, capsys):
     path = write_study(
         tmp_path,
         n_trials=2,
-        base=tiny(**{"dataset.synthetic_size": 256, "optimizer.lr": 0.5}),
+        # target 0: reached, so the run succeeds (lr 0.5 misses any other, and a study whose
+        # trials all miss fails)
+        base=tiny(**{"dataset.synthetic_size": 256, "optimizer.lr": 0.5, "target_accuracy": 0.0}),
         space={
             "include": ["budget", "optimizer.lr", "optimizer.momentum"],
             "ranges": {"batch_size": [32, 64], "optimizer.momentum": {"low": 0.5, "high": 0.6}},

@@ -104,7 +104,7 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
 
     if config_file(earlier):
         cfg = TrainConfig.from_yaml(earlier)
-        return dataclasses.replace(spec, warm_start=list(spec.warm_start) + [(earlier, cfg)])
+        return dataclasses.replace(spec, warm_start=list(spec.warm_start) + [_measured_alike(spec, earlier, cfg)])
     if study_path(earlier) is None and names_a_file(earlier):
         raise ConfigError("--warm-start", f"no such file: {Path(earlier).expanduser().resolve()}")
     # A study file keeps its own storage, a storage file holds its study; a bare name is looked up in this study's.
@@ -114,7 +114,30 @@ def with_front_of(spec: StudySpec, earlier: str) -> StudySpec:
         raise ConfigError("--warm-start", f"{earlier}: {e.message}") from None
     except StudyNotFound as e:
         raise ConfigError("--warm-start", f"no study {earlier!r}: {e}") from None
-    return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front_configs(study))
+    front = [_measured_alike(spec, label, cfg, earlier) for label, cfg in front_configs(study)]
+    return dataclasses.replace(spec, warm_start=list(spec.warm_start) + front)
+
+
+def _measured_alike(
+    spec: StudySpec, label: str, cfg: TrainConfig, earlier: str | None = None
+) -> tuple[str, TrainConfig]:
+    """(label, cfg) when ``cfg`` is measured as the study's trials are (its target, validation and
+    test data); else a ConfigError naming --warm-start and the field, as a study file's warm start
+    gets: timed to another target or on another split, its speed-up would not compare."""
+    from effsearch.config.fields import get_path
+    from effsearch.search.study.studyfile import measured_change
+
+    path = measured_change(spec.base, cfg, relative=spec.relative_target is not None)
+    if path is None:
+        return label, cfg
+    said = f"{earlier}: {label}" if earlier is not None else label
+    ours, theirs = get_path(spec.base.to_dict(), path), get_path(cfg.to_dict(), path)
+    raise ConfigError(
+        "--warm-start",
+        f"{said}: {path} is {theirs!r}, and {spec.name!r} measures every trial with {ours!r} (its base): a "
+        "warm start changes how a run trains, not what it is measured on. To carry how another task's "
+        "study trained onto this base: warm_start: [study:NAME@STORAGE] in the study file",
+    )
 
 
 # What an earlier study's configuration carries over to another task: how it trains, not what it

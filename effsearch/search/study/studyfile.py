@@ -499,15 +499,27 @@ def _recipe(base: TrainConfig, overrides: Any, prefix: str) -> TrainConfig:
     for key, value in overrides.items():
         set_path(d, str(key), copy.deepcopy(value))
     cfg = _config(d, prefix)
-    before = base.to_dict()
-    for path in MEASURED:
-        if get_path(d, path) != get_path(before, path):
-            raise ConfigError(
-                f"{prefix}.{path}",
-                f"changes what a trial is measured on ({fmt(get_path(before, path))} in base): every trial "
-                "is timed to one target on one validation split, so its speed-ups compare; set it in base",
-            )
+    path = measured_change(base, cfg)
+    if path is not None:
+        raise ConfigError(
+            f"{prefix}.{path}",
+            f"changes what a trial is measured on ({fmt(get_path(base.to_dict(), path))} in base): every trial "
+            "is timed to one target on one validation split, so its speed-ups compare; set it in base",
+        )
     return cfg
+
+
+def measured_change(base: TrainConfig, cfg: TrainConfig, relative: bool = False) -> str | None:
+    """The first ``MEASURED`` field ``cfg`` sets otherwise than ``base`` (None: none). ``relative``:
+    the study's target is resolved from its baseline and applied to every trial, so the target's
+    value is not compared (its metric is)."""
+    before, after = base.to_dict(), cfg.to_dict()
+    for path in MEASURED:
+        if relative and path in ("target_accuracy", "target.value"):
+            continue
+        if get_path(after, path) != get_path(before, path):
+            return path
+    return None
 
 
 # The fields that say what a trial is measured on: its target and the data it is validated and tested
@@ -615,6 +627,8 @@ def _probe(cfg: TrainConfig, prefix: str) -> None:
 def _storage(flag: str | None, value: Any, path: Path) -> str:
     """An RDB URL, or the absolute path of a journal file."""
     if flag is not None:
+        if not flag.strip():
+            raise ConfigError("--storage", "is empty: give a journal file (NAME.journal) or a database URL")
         where, base_dir, text = "--storage", Path.cwd(), flag
     elif value is not None:
         if not isinstance(value, str) or not value.strip():
