@@ -451,7 +451,7 @@ def read_yaml(path: str | Path, minimal: str = MINIMAL_TRAIN) -> dict:
     """The mapping a user's YAML file holds; anything else is a ConfigError naming the file."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError("", f"no such file: {p}")
+        raise ConfigError("", f"{p} is a folder, not a file" if p.is_dir() else f"no such file: {p}")
     text = read_text(p)
     try:
         data = load_yaml(text)

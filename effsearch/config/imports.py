@@ -107,7 +107,18 @@ def check_hf_folder(folder: str) -> Path:
             f"hf:{folder}: {path.absolute()} is no folder holding a model's config.json{where}; hf: takes a "
             "transformers config class (hf:BertConfig: fresh weights) or a folder save_pretrained wrote",
         )
+    if not any((path / name).is_file() for name in WEIGHTS):
+        raise ConfigError(
+            "model.name",
+            f"hf:{folder}: {path.absolute()} holds a config.json and no weights ({', '.join(WEIGHTS)}): "
+            "hf:FOLDER fine-tunes a saved model; for fresh weights give its config class (hf:BertConfig) "
+            "and its fields as model.kwargs",
+        )
     return path
+
+
+# What save_pretrained writes a model's weights as (one file, or an index of shards).
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 def raised(e: BaseException) -> str:

@@ -28,6 +28,7 @@ from effsearch.config.choices import (
     LM_ALGORITHMS,
     MIN_VOCAB,
     MODEL_SELECTIONS,
+    MODELS,
     NO_FEEDBACK,
     POOLINGS,
     QUANTIZERS,
@@ -343,6 +344,18 @@ _LM_RULES = [
     ],
     *[_lm_technique(name, what) for name, what in LM_TECHNIQUES.items()],
     *[_lm_compiled(name) for name in LM_TECHNIQUES],
+    Rule(  # refused before the data is read (the builder refuses it too, for a config built in code)
+        "model.kwargs",
+        "model.kwargs",
+        on=lambda c: bool(value(c, "model.kwargs")),
+        forbids=lambda c: model_name(c) in MODELS and model_name(c) != "gpt",
+        message=lambda c: (
+            f"the built-in model {quote(model_name(c))} takes none (its size is model.width); "
+            f"got {value(c, 'model.kwargs')!r}"
+        ),
+        when="gpt, hf:, torchvision:, timm: and factories",
+        reads=("model.name",),
+    ),
     Rule(
         "model.kwargs",
         "model.kwargs",

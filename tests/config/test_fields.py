@@ -396,6 +396,7 @@ def test_read_text_and_read_yaml_name_the_file(tmp_path):
     assert (e.field, e.message, e.source) == ("", "cannot read it: Is a directory", str(tmp_path))
     e = err(F.read_yaml, tmp_path / "missing.yaml")
     assert (e.field, e.message) == ("", f"no such file: {tmp_path / 'missing.yaml'}")
+    assert err(F.read_yaml, tmp_path).message == f"{tmp_path} is a folder, not a file"
     for text, message in (
         ("# only a comment\n", f"the file is empty; {F.MINIMAL_TRAIN}"),
         ("- 1\n- 2\n", "expected a mapping at the top level, got list"),

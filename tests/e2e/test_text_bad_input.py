@@ -74,6 +74,12 @@ CONFIG_CASES = [
         "model.name",
         "builds an encoder-decoder",
     ),
+    (  # transformers keeps a misspelt field unused and builds its default: 12 layers
+        {"model": {**BERT, "kwargs": {**BERT["kwargs"], "num_hiden_layers": 1}}},
+        "model.kwargs.num_hiden_layers",
+        "BertConfig has no field 'num_hiden_layers' (did you mean 'num_hidden_layers'?)",
+    ),
+    ({"model": {"name": "text-encoder", "kwargs": {"foo": 1}}}, "model.kwargs", "takes none"),
 ]
 
 
@@ -153,3 +159,23 @@ def test_a_text_models_own_error_gets_no_hint_about_positions(tmp_path, monkeypa
             api.train(_config(path, {"model": {"name": name}}), data_dir=tmp_path / "data", progress=False)
         assert e.value.field == "model.name", e.value.message
         assert ("give it more positions" in e.value.message) == hinted, e.value.message
+
+
+@pytest.mark.parametrize(
+    "row, words",
+    [
+        ("great game, we won the match,sports", "has 3 fields, and its header 2: quote a text that holds ','"),
+        ("a text and no label", "has 1 field, and its header 2"),
+    ],
+)
+def test_a_csv_row_of_more_or_fewer_fields_than_its_header_is_refused_naming_its_line(tmp_path, row, words):
+    """An unquoted comma made the rest of a text its label (a label seen once, blamed on the split),
+    or was dropped with the fields past the header."""
+    xs, ys = texts(60)
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\n" + "".join(f"{x},{y}\n" for x, y in zip(xs, ys)) + row + "\n")
+    cfg = tiny_text(path, **{"dataset.name": "csv"})
+    with pytest.raises(ConfigError) as e:
+        api.train(cfg, data_dir=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
+    assert e.value.field == "dataset.path" and f"line 62 of {path} {words}" in e.value.message, e.value.message
+    assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()

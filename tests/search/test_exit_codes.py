@@ -36,3 +36,11 @@ def test_a_storage_not_made_yet_exits_2(tmp_path, served, capsys, name):
     err = capsys.readouterr().err
     assert "--storage: no study storage at" in err and "(no studies there)" in err, err
     assert not list(tmp_path.iterdir()) and not served  # opening it did not create the journal
+
+
+@pytest.mark.parametrize("name", ["export", "status", "best", "dashboard"])
+def test_an_empty_storage_flag_exits_2_naming_it(tmp_path, served, capsys, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)  # it had been read as the current folder, a journal file it cannot write
+    assert main(command(name, "fake", "", tmp_path)) == 2
+    assert "--storage: is empty: give a journal file" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir()) and not served

@@ -149,6 +149,35 @@ def test_a_pretrained_model_without_its_tokenizer_or_folder_is_refused_naming_th
     assert not (tmp_path / "out").exists() and not (tmp_path / "data" / "text-cache").exists()
 
 
+def test_a_pretrained_folder_without_weights_a_misspelt_field_or_an_unknown_family_is_refused(tmp_path, capsys):
+    """Each exits 2 in one line naming the field, before any text is read: transformers would keep
+    a misspelt field unused, and says an unknown model_type in two paragraphs."""
+    folder = tmp_path / "bert"
+    saved(folder, "bert")
+    capsys.readouterr()  # save_pretrained's progress bar
+    data = write_jsonl(tmp_path / "t.jsonl")
+    c = tmp_path / "c.yaml"
+
+    def refused(cfg, words):
+        c.write_text(yaml.safe_dump(cfg.to_dict()))
+        assert main(["train", str(c), "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists()
+
+    refused(
+        cfg_for(data, folder, **{"model.kwargs": {"hiden_dropout_prob": 0.2}}),
+        "model.kwargs.hiden_dropout_prob: hf:" + str(folder) + " (BertConfig) has no field 'hiden_dropout_prob' "
+        "(did you mean 'hidden_dropout_prob'?)",
+    )
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "bertx"}))
+    refused(cfg_for(data, folder), "model.name: hf:" + str(folder) + ": transformers cannot read its config.json: ")
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").unlink()
+    refused(cfg_for(data, folder), "holds a config.json and no weights")
+
+
 FACTORY = """
 import transformers
 

@@ -4,6 +4,7 @@ SEP; its content in the token cache's key; refused naming dataset.tokenizer.path
 a tokenizer, or (for a language model) a WordPiece."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,19 +146,31 @@ def test_a_file_tokenizer_without_its_path_or_a_path_without_it_is_refused(tok, 
     assert e.value.field == "dataset.tokenizer.path"
 
 
-@pytest.mark.parametrize("content", [None, "{}", "not json at all"])
-def test_a_missing_or_broken_tokenizer_file_exits_2_naming_the_field_and_writes_nothing(content, tmp_path, capsys):
+@pytest.mark.parametrize("content", [None, "{}", "not json at all", "unreadable"])
+def test_a_missing_or_broken_tokenizer_file_exits_2_naming_the_field_and_writes_nothing(
+    content, tmp_path, capsys, monkeypatch
+):
     data = write_jsonl(tmp_path / "t.jsonl")
     tok_file = tmp_path / "tokenizer.json"
     if content is not None:
         tok_file.write_text(content)
+    if content == "unreadable":  # as chmod 000 makes it for anyone but root, who reads everything
+        read = Path.read_bytes
+
+        def refuse(self):
+            if self == tok_file:
+                raise PermissionError(13, "Permission denied", str(self))
+            return read(self)
+
+        monkeypatch.setattr(Path, "read_bytes", refuse)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(tiny_text(data, **{"dataset.tokenizer": {"name": "file", "path": str(tok_file)}})))
     out, cache = tmp_path / "out", tmp_path / "data"
     assert main(["train", str(cfg), "--data-dir", str(cache), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "dataset.tokenizer.path" in err and "Traceback" not in err, err
-    assert ("is not a file" if content is None else "is not a tokenizer JSON file") in err, err
+    words = {None: "is not a file", "unreadable": f"cannot read {tok_file}: Permission denied"}
+    assert words.get(content, "is not a tokenizer JSON file") in err, err
     assert not out.exists() and not (cache / "text-cache").exists()
 
 

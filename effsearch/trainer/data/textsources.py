@@ -231,6 +231,7 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
     rows = _start(str(path), cols, dict.fromkeys(header))
     try:
         for record in reader:
+            _fields_as_header(record, header, reader.line_num, path, delimiter)
             _add(rows, record, reader.line_num, cols, rows.splits is not None)
     except csv.Error as e:
         raise ConfigError("dataset.path", f"line {reader.line_num} of {path} is not CSV ({e})") from None
@@ -238,6 +239,19 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
     if rows.labels and all(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in rows.labels):
         rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
     return rows
+
+
+def _fields_as_header(record: dict, header: Sequence[str], n: int, path: Path, delimiter: str) -> None:
+    """A row with more fields than the header (csv puts the rest under None: an unquoted comma in a
+    text) or fewer (None values) is refused naming its line: read as it is, its label would be a
+    piece of its text, or a field left out."""
+    extra = record.get(None)
+    short = None in record.values()
+    if not extra and not short:
+        return
+    count = len(header) + len(extra or []) - sum(v is None for v in record.values())
+    said = f"line {n} of {path} has {count} field{'s' if count != 1 else ''}, and its header {len(header)}"
+    raise ConfigError("dataset.path", said + (f': quote a text that holds {delimiter!r} ("a, b")' if extra else ""))
 
 
 def read_text(path: Path) -> TextRows:

@@ -238,10 +238,10 @@ def _piece_bytes(token: str, byte_level: bool, alphabet: set[str]) -> int:
 def from_file(path: str) -> FileTokenizer:
     """The tokenizer saved at ``path`` (``dataset.tokenizer.path``); ConfigError naming that field
     when it is missing or not a ``tokenizers`` JSON file."""
-    file = _file(path)
+    file, data = _read(path)
     t = _tokenizers("file")
     try:
-        tok = t.Tokenizer.from_file(str(file))
+        tok = t.Tokenizer.from_str(data.decode("utf-8"))
     except Exception as e:  # noqa: BLE001 - tokenizers raises its own kinds for a file it cannot read
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(
@@ -279,12 +279,22 @@ def _file(path: str) -> Path:
     return file
 
 
+def _read(path: str) -> tuple[Path, bytes]:
+    """The tokenizer file ``path`` names and its bytes; one that cannot be read (permissions, a
+    disk error) is a ConfigError naming dataset.tokenizer.path, never a traceback."""
+    file = _file(path)
+    try:
+        return file, file.read_bytes()
+    except OSError as e:
+        raise ConfigError("dataset.tokenizer.path", f"cannot read {file}: {e.strerror or e}") from None
+
+
 def settings(t: Any) -> list:
     """What a token cache's key holds of ``dataset.tokenizer`` (``t``): a file tokenizer's content
     (wherever the file lies; an edited file makes a new cache) and its rows' layout (a text ends
     with SEP where the file's template closes one), else the name and vocabulary."""
     if t.name == "file":
-        return ["file", hashlib.sha256(_file(t.path).read_bytes()).hexdigest(), "sep-end"]
+        return ["file", hashlib.sha256(_read(t.path)[1]).hexdigest(), "sep-end"]
     return [t.name, t.vocab_size]
 
 

@@ -85,11 +85,31 @@ def _ends(cls: type, kwargs: dict, bos: int, eos: int) -> dict:
 def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: int) -> Any:
     # A classifier's text starts with CLS (tokenizer.rows); SEP ends a document.
     try:
-        return cls(
+        config = cls(
             **kwargs, **_ends(cls, kwargs, CLS, SEP), vocab_size=vocab_size, num_labels=num_classes, pad_token_id=0
         )
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
+    _no_stray(name, cls(), [k for k in kwargs if not hasattr(cls(), k) and hasattr(config, k)])
+    return config
+
+
+def _no_stray(name: str, default: Any, stray: list[str]) -> None:
+    """A ConfigError naming the first of ``stray``, kwargs a config class kept as attributes of no
+    field of its own (a typo: transformers stores any keyword and builds the default instead, a
+    12-layer BERT for ``num_hiden_layers: 1``), with the field it may have meant."""
+    if not stray:
+        return
+    import difflib
+
+    fields = sorted({*default.to_dict(), *getattr(default, "attribute_map", {})})
+    near = difflib.get_close_matches(stray[0], fields, n=1)
+    raise ConfigError(
+        f"model.kwargs.{stray[0]}",
+        f"{name} has no field {stray[0]!r}"
+        + (f" (did you mean {near[0]!r}?)" if near else "")
+        + "; transformers would keep it unused and build its default",
+    )
 
 
 def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
@@ -110,6 +130,12 @@ def build_causal(name: str, kwargs: dict, vocab_size: int) -> nn.Module:
         ) from None
 
 
+def _first(e: Exception) -> str:
+    """An exception's first sentence: transformers' can run to paragraphs of advice."""
+    text = str(e).strip().split("\n")[0]
+    return f"{type(e).__name__}: {text.split('. ')[0]}"[:300]
+
+
 def _cannot(name: str, what: str, e: Exception, examples: str) -> str:
     """Why ``transformers`` built no ``what`` from the config ``name``: a family with none (its
     Auto class lists every config it knows, hundreds: not repeated here), or the error."""
@@ -124,6 +150,7 @@ def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
         config = cls(**kwargs, **_ends(cls, kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
+    _no_stray(name, cls(), [k for k in kwargs if not hasattr(cls(), k) and hasattr(config, k)])
     # An encoder's config (BertConfig, RobertaConfig) builds a model that attends both ways unless
     # is_decoder is set: each position would see the token it is to predict. A decoder-only one
     # (GPT2Config, LlamaConfig) has no such field and is causal as built.
@@ -148,6 +175,13 @@ def pretrained(folder: str, kwargs: dict, tokens: TokenShape, num_classes: int) 
         raise ConfigError("model.name", f"hf:{folder} {TEXT_HINT}") from None
     auto = transformers.AutoModelForCausalLM if tokens.causal else transformers.AutoModelForSequenceClassification
     labels = {} if tokens.causal else {"num_labels": num_classes}
+    try:
+        saved, stray = transformers.AutoConfig.from_pretrained(
+            path, local_files_only=True, return_unused_kwargs=True, **kwargs
+        )
+    except Exception as e:  # noqa: BLE001 - a config.json transformers cannot read
+        raise ConfigError("model.name", f"hf:{folder}: transformers cannot read its config.json: {_first(e)}") from None
+    _no_stray(f"hf:{folder} ({type(saved).__name__})", saved, list(stray))
     try:
         # Quiet: "newly initialized: classifier.weight", "num_labels incompatible with id2label": the
         # head is the data's, as the docs say.
