@@ -357,7 +357,9 @@ def _parse_range(d: Dim, rng: Any, where: str) -> Dim:
     if "choices" in rng:
         choices = rng["choices"]
         if not isinstance(choices, list) or not choices:
-            what = "empty range: give a non-empty list" if isinstance(choices, list) else f"must be a list ([{choices!r}])"
+            what = (
+                "empty range: give a non-empty list" if isinstance(choices, list) else f"must be a list ([{choices!r}])"
+            )
             raise ConfigError(f"{where}.choices", f"{what}; got {choices!r}")
         if len(rng) > 1:
             raise ConfigError(where, "give either choices or low/high, not both")

@@ -37,6 +37,8 @@ def bad_file(tmp_path: Path, case: str) -> Path:
         del rows[9]["label"]
     elif case == "empty text":
         rows[4]["text"] = "   "
+    elif case == "a label once":
+        rows[3]["label"] = "law"
     elif case == "one class":
         rows = [{**r, "label": "music"} for r in rows]
     elif case == "label only in test":
@@ -52,6 +54,7 @@ FILE_CASES = [
     ("no label column", "dataset.label_column", "line 10 of"),
     ("empty text", "dataset.text_column", "line 5 of"),
     ("one class", "dataset.label_column", "hold one label ('music')"),
+    ("a label once", "dataset.test_fraction", "class 'law' has one member"),
     ("label only in test", "dataset.label_column", "label 'law' (line 61 of"),
     ("not utf-8", "dataset.path", "line 61 of"),
 ]

@@ -165,7 +165,11 @@ def test_encode_reproduces_the_baseline():
         ({"include": ["optimiser"]}, "space.include[0]", "unknown group or dimension"),
         ({"ranges": {"optimizer.lr": {"low": 0.5, "high": 0.1}}}, "space.ranges.optimizer.lr", "empty range"),
         ({"ranges": {"batch_size": {"choices": []}}}, "space.ranges.batch_size.choices", "empty range"),
-        ({"ranges": {"batch_size": {"choices": 32}}}, "space.ranges.batch_size.choices", "must be a list ([32]); got 32"),
+        (
+            {"ranges": {"batch_size": {"choices": 32}}},
+            "space.ranges.batch_size.choices",
+            "must be a list ([32]); got 32",
+        ),
         ({"ranges": {"optimizer.lr": {"low": 0.1, "high": 20}}}, "space.ranges.optimizer.lr.high", "(0.0, 10.0]"),
         (
             {"ranges": {"schedule.name": ["cosine", "exponential"]}},

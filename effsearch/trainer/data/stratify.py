@@ -101,14 +101,22 @@ def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.Ran
 
 
 def refusal(
-    field: str, y: np.ndarray, share: float, what: str, unit: str, own: str | None, error: ValueError
+    field: str,
+    y: np.ndarray,
+    share: float,
+    what: str,
+    unit: str,
+    own: str | None,
+    error: ValueError,
+    names: list | None = None,
 ) -> ConfigError:
     """The refusal of a stratified carve of ``share`` from labels ``y``, sklearn's ``error`` the
     reason only where no simpler one is found (``what``, ``unit``: the sentence's words, "a test
-    split of 0.2", "training images"; ``own``: the source's own split that would avoid carving)."""
+    split of 0.2", "training images"; ``own``: the source's own split that would avoid carving;
+    ``names``: each class's label, shown for its index)."""
     labels, counts = np.unique(y, return_counts=True)
     n, k = len(y), len(labels)
-    single = labels[counts < 2].tolist()
+    single = [repr(names[c]) if names is not None else c for c in labels[counts < 2].tolist()]
     held = math.ceil(share * n)
     if single:
         shown = ", ".join(map(str, single[:10])) + (f" and {len(single) - 10} more" if len(single) > 10 else "")

@@ -111,7 +111,7 @@ def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     """Classes, splits, a tokenizer trained on the training split, and every text's padded row."""
     names, y = _classes(rows, d)
     groups = np.asarray(rows.groups) if rows.groups is not None else None
-    part = carve(given(rows, y), y, d, groups)
+    part = carve(given(rows, y), y, d, groups, names)
     t = d.tokenizer
     tok = tokenizer.made(t.name, t.vocab_size, [rows.texts[i] for i in part["train"]], t.path)
     arrays = {}
@@ -168,10 +168,14 @@ def given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def carve(
-    part: dict[str, np.ndarray], y: np.ndarray, d: DatasetConfig, groups: np.ndarray | None = None
+    part: dict[str, np.ndarray],
+    y: np.ndarray,
+    d: DatasetConfig,
+    groups: np.ndarray | None = None,
+    names: list | None = None,
 ) -> dict[str, np.ndarray]:
     """Test, then validation, carved (stratified; ``groups`` whole) from the training rows where the
-    source has none."""
+    source has none (``names``: the classes' labels, for a refusal to name them)."""
     rows = sum(len(v) for v in part.values())
     for split, share, seed, field in (
         ("test", d.test_fraction, d.split_seed + 3, "dataset.test_fraction"),
@@ -187,7 +191,7 @@ def carve(
                 raise _too_few_documents(field, rows, d, groups) from None
             own = OWN_SPLIT.get((dataset_kind(d.name), split))
             what = f"a {'validation' if split == 'val' else split} split of {share:g}"
-            raise refusal(field, y[train], share, what, "texts", own, e) from None
+            raise refusal(field, y[train], share, what, "texts", own, e, names) from None
         part["train"], part[split] = np.sort(keep), np.sort(held)
     return part
 
