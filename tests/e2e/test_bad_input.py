@@ -253,7 +253,10 @@ def test_a_deep_document_is_refused_as_it_is_scanned_before_it_is_composed(shape
 
 
 def test_a_few_aliases_are_fine(tmp_path):
-    write(tmp_path / "c.yaml", "dataset: &d {name: digits}\nmodel: {kwargs: {a: &l [1, 2, 3], b: *l}}\n")
+    write(
+        tmp_path / "c.yaml",
+        "dataset: &d {name: digits}\nmodel: {name: torchvision:resnet18, kwargs: {a: &l [1, 2, 3], b: *l}}\n",
+    )
     assert TrainConfig.from_yaml(tmp_path / "c.yaml").model.kwargs == {"a": [1, 2, 3], "b": [1, 2, 3]}
 
 
