@@ -40,7 +40,7 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
     missing one is StudyNotFound, one that is not a study storage or cannot be opened a
     ConfigError naming ``where``. Nothing is created or written."""
 
-    from effsearch.search.store.storage import open_url, why
+    from effsearch.search.store.storage import open_url, unreadable
     from effsearch.search.store.urls import redact, sqlite_path
 
     db = sqlite_path(url)
@@ -52,8 +52,8 @@ def open_existing(url: str, where: str = "--storage") -> BaseStorage:
         check_database(url, where)
     try:
         return open_url(url)
-    except Exception as e:  # a server that is down, a bad database file
-        raise ConfigError(where, f"cannot open {redact(url)}: {why(e)}") from None
+    except Exception as e:  # a server that is down, a bad database file, a journal line that is no record
+        raise ConfigError(where, f"cannot open {redact(url)}: {unreadable(url, e)}") from None
 
 
 def check_sqlite(db: Path, where: str) -> None:

@@ -76,7 +76,19 @@ def open_storage(spec: StudySpec, heartbeat: bool = True) -> BaseStorage:
     except ConfigError:
         raise
     except Exception as e:  # a server that is down, a folder that is missing or read-only
-        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {why(e)}") from None
+        raise ConfigError(_where(spec), f"cannot open {spec.storage_label()}: {unreadable(spec.storage, e)}") from None
+
+
+def unreadable(url: str, e: BaseException) -> str:
+    """Why a storage did not open: for a journal file with a line that is not a record, that line
+    (JSON's own "line 1 column 172" is inside the record), else the error."""
+    if "://" not in url and isinstance(e, ValueError):
+        from effsearch.search.store.journal import first_bad_line
+
+        found = first_bad_line(Path(url))
+        if found is not None:
+            return found
+    return why(e)
 
 
 def check_storage(spec: StudySpec) -> None:
@@ -148,9 +160,11 @@ def _connect(url: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
     """The one place a storage object is made: an RDB URL (with Optuna's heartbeats when
     ``heartbeat`` gives their settings) or a journal file."""
     if "://" not in url:
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        from optuna.storages.journal import JournalStorage
 
-        return JournalStorage(JournalFileBackend(url))
+        from effsearch.search.store.journal import MendedJournalFile
+
+        return JournalStorage(MendedJournalFile(url))
     kwargs: dict[str, Any] = {}
     if heartbeat is not None:
         with warnings.catch_warnings():

@@ -1,0 +1,59 @@
+"""A journal file a crash left mid-record: the next run cuts the torn record off and goes on (before,
+its first append ran on from the cut, and no later read of the file got past that line: every
+finished trial was out of reach); a line that is not a record is named by its number."""
+
+import optuna
+from optuna.trial import TrialState
+
+from effsearch.cli import main
+from effsearch.search.store.journal import cut_torn_tail
+from effsearch.search.store.storage import open_url
+from tests.search.test_resume import start
+from tests.support.tiny_study import study_file
+
+
+def test_cut_torn_tail_cuts_back_to_the_last_whole_line_and_keeps_the_bytes(tmp_path):
+    path = tmp_path / "s.journal"
+    for text, cut, left in (
+        (b'{"a":1}\n{"b":2}\n', 0, b'{"a":1}\n{"b":2}\n'),
+        (b'{"a":1}\n{"b":', 5, b'{"a":1}\n'),
+        (b'{"a":', 5, b""),
+        (b"", 0, b""),
+    ):
+        path.write_bytes(text)
+        (tmp_path / "s.journal.torn").unlink(missing_ok=True)
+        assert cut_torn_tail(path) == cut
+        assert path.read_bytes() == left
+        assert (tmp_path / "s.journal.torn").exists() == bool(cut)
+        if cut:
+            assert (tmp_path / "s.journal.torn").read_bytes() == text[len(left) :] + b"\n"
+
+
+def test_a_run_after_a_crash_mid_record_keeps_every_finished_trial_and_goes_on(tmp_path, capsys, scripted):
+    path = study_file(tmp_path, 3, max_slowdown=None)
+    proc = start(path, log=tmp_path / "first.log")  # its own process: the torn trial's worker is gone after it
+    assert proc.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()[-2000:]
+    journal = path.with_suffix(".journal")
+    journal.write_bytes(journal.read_bytes()[:-37])  # the last record (trial 2 finishing) cut short
+    assert main(["run", str(path), "--n-trials", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "ended in a record cut short" in err and "tiny.journal.torn" in err, err
+    trials = optuna.load_study(study_name="tiny", storage=open_url(str(journal))).get_trials()
+    assert [t.state for t in trials[:2]] == [TrialState.COMPLETE] * 2  # finished before the crash: kept
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 4  # trial 2 trained again, one more
+    # The study reads whole, now and after another run's appends.
+    assert main(["status", str(path)]) == 0
+
+
+def test_a_journal_line_that_is_no_record_is_named_by_its_number(tmp_path, capsys, scripted):
+    path = study_file(tmp_path, 2, max_slowdown=None)
+    assert main(["run", str(path)]) == 0
+    journal = path.with_suffix(".journal")
+    lines = journal.read_bytes().split(b"\n")
+    lines[4] = lines[4][:40] + lines[5]  # what an append after a torn record made, before the mend
+    del lines[5]
+    journal.write_bytes(b"\n".join(lines))
+    capsys.readouterr()
+    assert main(["status", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"line 5 of {journal} is not a journal record (JSONDecodeError); the 4 lines before it" in err, err
