@@ -139,3 +139,65 @@ def test_ctrl_c_while_a_trial_is_asked_for_leaves_it_named_and_queued_again():
     workers.requeue_interrupted(study)  # what a stopped worker does: its trials go back to the queue
     old, new = study.get_trials()
     assert old.state == TrialState.FAIL and new.state == TrialState.WAITING and new.user_attrs["retry_of"] == 0
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="the workers' parent-death signal is Linux's")
+def test_workers_stop_and_queue_their_trials_again_when_the_main_process_is_killed(tmp_path):
+    """SIGKILL (or the OOM killer) to the main process alone: its workers had run the rest of the
+    study, unseen, and timed a new run's trials against their own."""
+    n = 12
+    path = study_file(tmp_path, n, workers=2)
+    proc = start(path, env={TRAIN_FN_ENV: f"{__name__}:slow_train"}, log=tmp_path / "run.log")
+    journal = str(path.with_suffix(".journal"))
+    workers_seen: list[int] = []
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:  # both workers mid-trial, baseline done
+            try:
+                trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+            except Exception:  # noqa: BLE001 - the journal is not written yet
+                trials = []
+            if (
+                sum(t.state == TrialState.COMPLETE for t in trials) >= 1
+                and sum(t.state == TrialState.RUNNING for t in trials) == 2
+            ):
+                break
+            time.sleep(0.3)
+        workers_seen = [p for p in children(proc.pid) if "spawn_main" in open(f"/proc/{p}/cmdline").read()]
+        assert len(workers_seen) == 2, (tmp_path / "run.log").read_text()[-2000:]
+        proc.kill()  # the main process only
+        proc.wait(timeout=30)
+        end = time.time() + 30  # they stop in a second or two; before, they ran on to the study's end
+        while time.time() < end and any(alive(p) for p in workers_seen):
+            time.sleep(0.2)
+        assert not any(alive(p) for p in workers_seen), "the workers outlived the main process"
+    finally:
+        for p in workers_seen:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+    assert not any(t.state == TrialState.RUNNING for t in trials)  # each queued again by its worker
+    assert sum(t.state == TrialState.COMPLETE for t in trials) < n  # stopped, not run to the end

@@ -352,6 +352,7 @@ def _worker_main(
     setup: WorkerSetup,
     devices: str | None = None,
 ) -> None:
+    stopped_with_parent()
     if devices is not None:  # before anything asks CUDA: it reads the variable once, at its start
         os.environ["CUDA_VISIBLE_DEVICES"] = devices
     from effsearch.config.imports import import_plugins
@@ -370,6 +371,27 @@ def _worker_main(
         sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn, devices=devices)])
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def stopped_with_parent() -> None:
+    """On Linux, a worker gets SIGTERM when the main process dies without telling it (SIGKILL, the
+    OOM killer): stopped as that process's own SIGTERM would stop it, its trial queued again. Left
+    alone, the workers ran the rest of the study unseen, and timed a new run's trials against their own."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # a libc without prctl: the main process's own stop still reaches it
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def devices_of(spec: StudySpec) -> list[str | None]:
