@@ -209,24 +209,26 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def hold_ctrl_c() -> Iterator[None]:
-    """Ctrl-C waits while the block runs, then acts as it would have (KeyboardInterrupt, with the
-    default handler) once the block is done. KeyboardInterrupt reaches the main thread only, so
-    elsewhere this does nothing; nor where Python does not handle SIGINT itself."""
+    """Ctrl-C (and SIGTERM, where Python handles it: the trainer's ``Terminated``) waits while the
+    block runs, then acts as it would have (KeyboardInterrupt, with the default handler) once the
+    block is done. Signals reach the main thread only, so elsewhere this does nothing; nor for a
+    signal Python does not handle itself (ignored, or the system's default)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous):  # ignored, or the system's default: no KeyboardInterrupt to hold
-        yield
-        return
-    frames: list = []
-    signal.signal(signal.SIGINT, lambda signum, frame: frames.append(frame))
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    held = {s: h for s, h in previous.items() if callable(h)}
+    got: list = []
+    for s in held:
+        signal.signal(s, lambda signum, frame: got.append((signum, frame)))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if frames:  # the user's latest word: it wins over what the block raised
-            previous(signal.SIGINT, frames[-1])
+        for s, h in held.items():
+            signal.signal(s, h)
+        if got:  # the user's latest word: it wins over what the block raised
+            signum, frame = got[-1]
+            held[signum](signum, frame)
 
 
 def time_to_target(history: list, target: float | Target, final_value: float | None = None) -> float | None:

@@ -186,8 +186,9 @@ def _train(
     except ConfigError:  # bad input found in set-up (a model that does not fit the data): nothing is written
         out = None
         raise
-    except KeyboardInterrupt:
-        result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
+    except KeyboardInterrupt as e:
+        said = "stopped by SIGTERM" if isinstance(e, Terminated) else "interrupted by the user (Ctrl-C)"
+        result.status, result.reason = "interrupted", said
         raise
     finally:
         with hold_ctrl_c():  # a second Ctrl-C waits until the partial result is written
@@ -429,13 +430,27 @@ def _fit(
 
 
 def _restore_ctrl_c() -> None:
-    """Composer's import installs a SIGINT handler that calls sys.exit(130); put Python's back
-    so Ctrl-C raises KeyboardInterrupt and the run ends as ``interrupted`` with its result."""
+    """Composer's import installs SIGINT and SIGTERM handlers that call sys.exit(128 + signal); put
+    Python's back so Ctrl-C raises KeyboardInterrupt, and raise ``Terminated`` (one) on SIGTERM: the
+    run ends as ``interrupted`` with its result. Under sys.exit a SIGTERM (a scheduler, `kill`) left
+    a result "failed" with no reason, and `effsearch train` exited 143. A SIGTERM handler of anyone
+    else's (a study's watch) is kept."""
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        held = signal.getsignal(signal.SIGTERM)
+        if held in (signal.SIG_DFL, None) or getattr(held, "__module__", "") == "composer.core.engine":
+            signal.signal(signal.SIGTERM, _terminated)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is as Ctrl-C's KeyboardInterrupt is."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _train_loader(

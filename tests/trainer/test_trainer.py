@@ -523,3 +523,34 @@ def test_a_ctrl_c_while_the_result_is_being_finished_still_leaves_result_json(tm
         R.train(TrainConfig.from_dict(tiny(epochs=1)), out_dir=tmp_path, progress=False)
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["history"] and saved["config"]["epochs"] == 1
+
+
+def test_sigterm_mid_run_ends_it_interrupted_with_its_result(tmp_path):
+    """SIGTERM (a scheduler, `kill`) is a Ctrl-C with its own reason: under Composer's handler it
+    was sys.exit(143), and result.json said "failed" with no reason."""
+    import os
+    import signal
+
+    from effsearch.trainer import training as R
+
+    before = signal.getsignal(signal.SIGTERM)
+    evals = []
+
+    def term_at_the_second_evaluation(point):
+        evals.append(point)
+        if len(evals) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            R.train(
+                TrainConfig.from_dict(tiny(epochs=4, eval_every=1)),
+                out_dir=tmp_path,
+                progress=False,
+                on_eval=term_at_the_second_evaluation,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert (saved["status"], saved["reason"]) == ("interrupted", "stopped by SIGTERM")
+    assert len(saved["history"]) == 2
