@@ -201,3 +201,30 @@ def test_workers_stop_and_queue_their_trials_again_when_the_main_process_is_kill
     trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
     assert not any(t.state == TrialState.RUNNING for t in trials)  # each queued again by its worker
     assert sum(t.state == TrialState.COMPLETE for t in trials) < n  # stopped, not run to the end
+
+
+def test_a_trial_whose_line_a_ctrl_c_cut_short_is_shown_at_the_next_poll(tmp_path, monkeypatch):
+    """Its line reads the storage: a Ctrl-C there had marked the trial seen, and its line was never shown."""
+    import io
+
+    from effsearch.search.results import report
+    from effsearch.search.run.progress import Progress, Report
+    from effsearch.search.study import studyfile
+
+    spec = studyfile.load(study_file(tmp_path, 2))
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    progress = Progress(spec, study, Report(out := io.StringIO()))
+    study.add_trial(optuna.trial.create_trial(values=[1.0, 0.5]))
+    calls = []
+
+    def line(t, *args, **kwargs):
+        calls.append(t.number)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C while the line is made
+        return f"line of trial {t.number}"
+
+    monkeypatch.setattr(report, "trial_line", line)
+    with pytest.raises(KeyboardInterrupt):
+        progress.poll(study)
+    progress.poll(study)  # the summary's poll after the stop
+    assert out.getvalue().count("line of trial 0") == 1

@@ -123,17 +123,16 @@ class Progress:
         for t in sorted(
             (t for t in trials if t.state.is_finished() and t.number not in self.seen), key=lambda t: t.number
         ):
-            self.seen.add(t.number)
             reason = t.user_attrs.get(REASON_KEY) if t.state == TrialState.FAIL else None
             same = self.errors.get(reason) if reason else None
+            line = report.trial_line(
+                t, self.spec.objectives, trials, study, self.spec.n_trials, time.time() - self.t0, same_as=same
+            )
+            # Seen once shown: a Ctrl-C while its line was made (it reads the storage) had lost the line.
+            self.report.line(line, flush=True)
+            self.seen.add(t.number)
             if reason and same is None:
                 self.errors[reason] = t.number
-            self.report.line(
-                report.trial_line(
-                    t, self.spec.objectives, trials, study, self.spec.n_trials, time.time() - self.t0, same_as=same
-                ),
-                flush=True,
-            )
             for callback in self.callbacks:
                 callback(study, copy.deepcopy(t))  # theirs to keep: the cached trial is not
 
