@@ -2,6 +2,9 @@
 its first append ran on from the cut, and no later read of the file got past that line: every
 finished trial was out of reach); a line that is not a record is named by its number."""
 
+import os
+import sys
+
 import optuna
 from optuna.trial import TrialState
 
@@ -57,3 +60,46 @@ def test_a_journal_line_that_is_no_record_is_named_by_its_number(tmp_path, capsy
     assert main(["status", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"line 5 of {journal} is not a journal record (JSONDecodeError); the 4 lines before it" in err, err
+
+
+FILLS_UP = """
+import errno
+
+from effsearch.search.store.journal import MendedJournalFile
+
+append, calls = MendedJournalFile.append_logs, []
+
+
+def fills_up(self, logs):
+    calls.append(1)
+    if len(calls) < 100:  # about a trial's worth of writes each 40: fills up in trial 2
+        return append(self, logs)
+    with open(self._file_path, "ab") as f:  # the first bytes fit, the rest do not
+        f.write(b'{"op_code":6,"worker_id":"x","tri')
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+MendedJournalFile.append_logs = fills_up
+"""
+
+
+def test_a_disk_that_fills_mid_run_stops_it_in_one_line_and_a_rerun_resumes(tmp_path, capsys, scripted):
+    """A full disk mid-write: one line saying what to do, exit 1, the torn record cut at the rerun
+    (before: three chained tracebacks, and the next run lost the study to the torn line)."""
+    path = study_file(tmp_path, 4, max_slowdown=None)
+    (tmp_path / "fills_up.py").write_text(FILLS_UP)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    proc = start(
+        path, "--plugin", "fills_up", env=env, log=tmp_path / "first.log"
+    )  # its own process: gone when the rerun looks
+    assert proc.wait(timeout=300) == 1
+    err = (tmp_path / "first.log").read_text()
+    assert "stopped: the study's storage" in err and "cannot be written (No space left on device)" in err, err
+    assert "Traceback" not in err and "Should not reach" not in err, err
+    journal = str(path.with_suffix(".journal"))
+    kept = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+    assert sum(t.state == TrialState.COMPLETE for t in kept) >= 1
+    assert main(["run", str(path)]) == 0  # space freed
+    assert "ended in a record cut short" in capsys.readouterr().err
+    trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 4

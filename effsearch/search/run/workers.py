@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import logging
 import multiprocessing
 import os
@@ -176,6 +177,19 @@ def work(
         with signals_held():
             requeue_interrupted(study)
         return "interrupted"
+    except Exception as e:
+        full = unwritable(e)
+        if full is None:
+            raise
+        # Optuna's own handling of the failed write fails again ("Should not reach"): three
+        # chained tracebacks for one cause a user can act on.
+        log.error(
+            "effsearch run: stopped: the study's storage %s cannot be written (%s); its finished trials are "
+            "kept: free some space (or fix the storage) and run the same command again to resume",
+            spec.storage_label(),
+            full.strerror or full,
+        )
+        return "failed"
     finally:
         if beat is not None:
             beat.beat(None)
@@ -371,6 +385,22 @@ def _worker_main(
         sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn, devices=devices)])
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def unwritable(e: BaseException) -> OSError | None:
+    """The OSError of a storage that cannot take writes (a full disk or quota, a read-only or
+    failing file system) among ``e`` and the exceptions it was raised from or during; None: none."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in UNWRITABLE:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+UNWRITABLE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
 
 def stopped_with_parent() -> None:
