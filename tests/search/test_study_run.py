@@ -447,6 +447,14 @@ def test_a_compute_budget_stops_the_study_and_bad_budgets_exit_2(tmp_path, capsy
     assert "spent its budget of 12 compute seconds" in capsys.readouterr().err
     assert main(["run", str(path), "--budget", "22"]) == 0
     assert len(load(path)[0].get_trials()) == len(trials) + 2
+    # A budget the baseline spends alone: nothing searched, the study could not do its work.
+    (tmp_path / "small").mkdir()
+    small = write_study(tmp_path / "small", n_trials=20, budget=4)
+    assert main(["run", str(small)]) == 1
+    assert "budget: 4 compute seconds were spent by the baseline (5.0 s): nothing was searched" in (
+        capsys.readouterr().err
+    )
+    assert len(load(small)[0].get_trials()) == 1
 
     for bad, flag, field in (("-5", [], "budget"), ("soon", [], "budget"), (None, ["--budget", "0"], "--budget")):
         path = write_study(tmp_path, budget=bad) if bad else write_study(tmp_path)

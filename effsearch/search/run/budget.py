@@ -110,14 +110,22 @@ def tune_left(spec: StudySpec, trials: Sequence[FrozenTrial]) -> float:
 
 
 def starved(spec: StudySpec, study: optuna.Study) -> str | None:
-    """Why phase 1 could not search (its budget, less phase 2's expected cost, ran out with no
-    trial but the baseline finished), or None."""
+    """Why the study (or phase 1) could not search: its budget (phase 1's: less phase 2's expected
+    cost) ran out with no trial but the baseline finished; or None."""
     trials = study.get_trials(deepcopy=False)
     budget = seconds(spec, trials)
-    if budget is None or spec.phase != "tune":
+    if budget is None or spec.phase == "confirm":
         return None
     if any(t.state.is_finished() and not t.user_attrs.get(BASELINE_KEY) for t in trials):
         return None
+    if spec.phase != "tune":
+        used = spent(trials)
+        if used < budget or not used or spec.n_trials == 1:  # not run out, nothing run, or the baseline only asked for
+            return None
+        return (
+            f"budget: {budget:g} compute seconds were spent by the baseline ({used:.1f} s): nothing was "
+            f"searched; give --budget room for the search, e.g. {20 * used:.0f} (20 runs of the baseline)"
+        )
     if tune_left(spec, trials) > 0:
         return None
     need, used = reserve(spec, trials), spent(trials)  # for the message; 0: the baseline has not run
