@@ -229,11 +229,8 @@ def _cmd_export(args) -> int:
         if args.all
         else "trials on the Pareto front"
     )
-    empty = (
-        f" (none yet: the file holds its header; `effsearch status {args.study}` shows the study's trials)"
-        if not done.rows
-        else ""
-    )
+    holds = "the plot has no point" if done.format == "png" else "the file holds its header"
+    empty = f" (none yet: {holds}; `effsearch status {args.study}` shows the study's trials)" if not done.rows else ""
     print(
         f"effsearch export: {done.rows} {what} of study {done.study!r} -> {args.out} ({done.format}){empty}",
         file=sys.stderr,

@@ -73,6 +73,9 @@ def test_a_study_with_nothing_finished_exports_a_header_and_says_so(storage_path
     with open(out, newline="") as f:
         header = next(csv.reader(f))
     assert header[0] == "trial" and not read_csv(out)
+    if not extra:  # a picture says it has no point, not that it holds a header
+        assert main(["export", "early", "--storage", str(tmp_path / "s.journal"), "-o", str(tmp_path / "e.png")]) == 0
+        assert "(none yet: the plot has no point;" in capsys.readouterr().err
     if extra != ["--plot", "anytime"]:
         full = tmp_path / "full.csv"
         assert export_(storage_path, full, *extra) == 0  # the same columns as a study with rows
