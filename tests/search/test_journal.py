@@ -4,6 +4,7 @@ finished trial was out of reach); a line that is not a record is named by its nu
 
 import os
 import sys
+import time
 
 import optuna
 from optuna.trial import TrialState
@@ -103,3 +104,17 @@ def test_a_disk_that_fills_mid_run_stops_it_in_one_line_and_a_rerun_resumes(tmp_
     assert "ended in a record cut short" in capsys.readouterr().err
     trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 4
+
+
+def test_a_stale_journal_lock_is_said_once_before_the_wait(tmp_path, capsys, scripted):
+    """Optuna takes a lock a killed process left over after 30 s, in silence: the run looked hung."""
+    path = study_file(tmp_path, 1, max_slowdown=None)
+    assert main(["run", str(path)]) == 0
+    lock = tmp_path / "tiny.journal.lock"
+    lock.symlink_to(tmp_path / "tiny.journal")
+    old = time.time() - 60
+    os.utime(lock, (old, old), follow_symlinks=False)
+    capsys.readouterr()
+    assert main(["run", str(path)]) == 0  # nothing to write: the lock is not waited for
+    err = capsys.readouterr().err
+    assert err.count(f"the journal's lock {lock} is ") == 1 and "s old, left by a process that stopped" in err, err

@@ -148,7 +148,30 @@ def _open_storage(spec: StudySpec, heartbeat: bool) -> BaseStorage:
             f"the file system of the journal file {path} has {free // 1024} KB free; a journal grows by "
             f"20-40 KB a trial: free some space or give the storage another folder",
         )
+    _say_stale_lock(path)
     return _connect(spec.storage)
+
+
+def _say_stale_lock(path: Path) -> None:
+    """A journal's lock a killed process left (a write holds it for milliseconds): Optuna takes it
+    over after its 30 s grace, in silence (its warning is below the level a run shows)."""
+    lock = Path(f"{path}.lock")
+    try:
+        age = time.time() - lock.lstat().st_mtime
+    except OSError:
+        return
+    if age > STALE_LOCK_SECONDS and lock not in _SAID_STALE:
+        _SAID_STALE.add(lock)  # once: a run opens its storage several times
+        log.warning(
+            "the journal's lock %s is %.0f s old, left by a process that stopped while writing: the first write "
+            "waits up to 30 s and then takes it over",
+            lock,
+            age,
+        )
+
+
+STALE_LOCK_SECONDS = 5.0
+_SAID_STALE: set[Path] = set()
 
 
 # Free bytes a journal file's file system must have to start a run: 25-50 trials' worth (a trial
