@@ -39,6 +39,8 @@ def test_a_run_after_a_crash_mid_record_keeps_every_finished_trial_and_goes_on(t
     assert proc.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()[-2000:]
     journal = path.with_suffix(".journal")
     journal.write_bytes(journal.read_bytes()[:-37])  # the last record (trial 2 finishing) cut short
+    assert main(["status", str(path)]) == 0  # reads past the torn line; its trial still running
+    assert "is gone: the next `effsearch run` of the study queues it again" in capsys.readouterr().out
     assert main(["run", str(path), "--n-trials", "4"]) == 0
     err = capsys.readouterr().err
     assert "ended in a record cut short" in err and "tiny.journal.torn" in err, err

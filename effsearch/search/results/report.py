@@ -15,7 +15,7 @@ from effsearch.config import readers
 from effsearch.config.choices import GPT, GPT_SWITCHES
 from effsearch.config.metrics import ACCURACY, Target
 from effsearch.objectives import FINAL_METRIC, TIME_OBJECTIVES
-from effsearch.search.store import queries
+from effsearch.search.store import heartbeat, queries
 from effsearch.search.store.attrs import (
     BASELINE_KEY,
     DUPLICATE_KEY,
@@ -250,6 +250,9 @@ def table_row(
             t.user_attrs.get(REASON_KEY) or t.system_attrs.get(FAIL_REASON_KEY) or (summary(cfg, text) if cfg else "")
         )
     )
+    exited = heartbeat.gone(t) if t.state == TrialState.RUNNING else None
+    if exited:  # killed (SIGKILL, the OOM killer): still RUNNING in the storage until a run looks
+        tail = f"{exited}: the next `effsearch run` of the study queues it again"
     if t.state == TrialState.WAITING:  # a warm start past n_trials, or a lost worker's trial queued again
         what = t.user_attrs.get(WARM_KEY)
         tail = f"queued{f' ({what})' if what else ''}, not run yet: the next run with trials to spare trains it first"

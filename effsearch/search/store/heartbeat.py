@@ -89,6 +89,16 @@ class JournalHeartbeat:
             self._stamp()
 
 
+def gone(trial: FrozenTrial) -> str | None:
+    """Why a RUNNING trial's worker is gone, when it ran on this host as a process that has exited
+    (what ``requeue_dead_local`` re-queues first); None: alive, elsewhere, or unknown."""
+    w = trial.user_attrs.get(WORKER_KEY) or {}
+    host = host_name()
+    if w.get("host") == host and isinstance(w.get("pid"), int) and w["pid"] != os.getpid() and not _alive(w["pid"]):
+        return f"its worker ({host} pid {w['pid']}) is gone"
+    return None
+
+
 def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: float | None = None) -> list[int]:
     """Fail and re-queue RUNNING trials whose worker is gone: a process on this host that has
     exited, or (with ``grace_period``) a worker anywhere whose heartbeat stamp is that old,
@@ -110,8 +120,9 @@ def requeue_dead_local(study: optuna.Study, max_retry: int = 3, grace_period: fl
         local = w.get("host") == host and isinstance(w.get("pid"), int)
         if local and w["pid"] == os.getpid():
             continue
-        if local and not _alive(w["pid"]):
-            reason = f"its worker ({host} pid {w['pid']}) is gone"
+        exited = gone(t)
+        if exited:
+            reason = exited
         elif grace_period is not None and age is not None and age > grace_period:
             reason = (
                 (
