@@ -27,6 +27,20 @@ def slow_train(cfg, **kwargs):
     return scripted_train(cfg, **kwargs)
 
 
+def both_workers_mid_trial(proc, journal: str, deadline: float = 300.0) -> None:
+    """Wait until the baseline is done and both workers are mid-trial (or ``proc`` ended)."""
+    end = time.time() + deadline
+    while time.time() < end and proc.poll() is None:
+        try:
+            trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+        except Exception:  # noqa: BLE001 - the journal is not written yet
+            trials = []
+        done = sum(t.state == TrialState.COMPLETE for t in trials)
+        if done >= 1 and sum(t.state == TrialState.RUNNING for t in trials) == 2:
+            return
+        time.sleep(0.3)
+
+
 # SIGTERM to the main process takes the path of SIGINT to it alone, less the wait: its watch
 # terminates the workers at once (the in-process test below), so two whole runs cover the three.
 @pytest.mark.parametrize("sig,group", [(signal.SIGINT, False), (signal.SIGINT, True)], ids=["int", "ctrl-c"])
@@ -36,16 +50,7 @@ def test_a_signal_to_the_main_process_or_its_group_stops_the_workers_and_queues_
     proc = start(path, env={TRAIN_FN_ENV: f"{__name__}:slow_train"}, log=tmp_path / "run.log")
     journal = str(path.with_suffix(".journal"))
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:  # both workers mid-trial, baseline done
-            try:
-                trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
-            except Exception:  # noqa: BLE001 - the journal is not written yet
-                trials = []
-            done = sum(t.state == TrialState.COMPLETE for t in trials)
-            if done >= 1 and sum(t.state == TrialState.RUNNING for t in trials) == 2:
-                break
-            time.sleep(0.3)
+        both_workers_mid_trial(proc, journal)
         if group:
             os.killpg(proc.pid, sig)
         else:
@@ -172,18 +177,7 @@ def test_workers_stop_and_queue_their_trials_again_when_the_main_process_is_kill
     journal = str(path.with_suffix(".journal"))
     workers_seen: list[int] = []
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:  # both workers mid-trial, baseline done
-            try:
-                trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
-            except Exception:  # noqa: BLE001 - the journal is not written yet
-                trials = []
-            if (
-                sum(t.state == TrialState.COMPLETE for t in trials) >= 1
-                and sum(t.state == TrialState.RUNNING for t in trials) == 2
-            ):
-                break
-            time.sleep(0.3)
+        both_workers_mid_trial(proc, journal)
         workers_seen = [p for p in children(proc.pid) if "spawn_main" in open(f"/proc/{p}/cmdline").read()]
         assert len(workers_seen) == 2, (tmp_path / "run.log").read_text()[-2000:]
         proc.kill()  # the main process only
