@@ -1,6 +1,6 @@
-"""A journal file a crash left mid-record: the next run cuts the torn record off and goes on (before,
-its first append ran on from the cut, and no later read of the file got past that line: every
-finished trial was out of reach); a line that is not a record is named by its number."""
+"""A journal file a crash or a full disk left mid-record: the next run cuts the torn record off and
+goes on (before, its first append ran on from the cut, and no later read of the file got past that
+line: every finished trial was out of reach); a line that is not a record is named by its number."""
 
 import os
 import sys
@@ -31,24 +31,6 @@ def test_cut_torn_tail_cuts_back_to_the_last_whole_line_and_keeps_the_bytes(tmp_
         assert (tmp_path / "s.journal.torn").exists() == bool(cut)
         if cut:
             assert (tmp_path / "s.journal.torn").read_bytes() == text[len(left) :] + b"\n"
-
-
-def test_a_run_after_a_crash_mid_record_keeps_every_finished_trial_and_goes_on(tmp_path, capsys, scripted):
-    path = study_file(tmp_path, 3, max_slowdown=None)
-    proc = start(path, log=tmp_path / "first.log")  # its own process: the torn trial's worker is gone after it
-    assert proc.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()[-2000:]
-    journal = path.with_suffix(".journal")
-    journal.write_bytes(journal.read_bytes()[:-37])  # the last record (trial 2 finishing) cut short
-    assert main(["status", str(path)]) == 0  # reads past the torn line; its trial still running
-    assert "is gone: the next `effsearch run` of the study queues it again" in capsys.readouterr().out
-    assert main(["run", str(path), "--n-trials", "4"]) == 0
-    err = capsys.readouterr().err
-    assert "ended in a record cut short" in err and "tiny.journal.torn" in err, err
-    trials = optuna.load_study(study_name="tiny", storage=open_url(str(journal))).get_trials()
-    assert [t.state for t in trials[:2]] == [TrialState.COMPLETE] * 2  # finished before the crash: kept
-    assert sum(t.state == TrialState.COMPLETE for t in trials) == 4  # trial 2 trained again, one more
-    # The study reads whole, now and after another run's appends.
-    assert main(["status", str(path)]) == 0
 
 
 def test_a_journal_line_that_is_no_record_is_named_by_its_number(tmp_path, capsys, scripted):
@@ -100,9 +82,11 @@ def test_a_disk_that_fills_mid_run_stops_it_in_one_line_and_a_rerun_resumes(tmp_
     assert "stopped: the study's storage" in err and "cannot be written (No space left on device)" in err, err
     assert "Traceback" not in err and "Should not reach" not in err, err
     journal = str(path.with_suffix(".journal"))
-    kept = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
+    kept = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()  # past the torn line
     assert sum(t.state == TrialState.COMPLETE for t in kept) >= 1
-    assert main(["run", str(path)]) == 0  # space freed
+    assert main(["status", str(path)]) == 0  # the trial it was in: still running, its worker gone
+    assert "is gone: the next `effsearch run` of the study queues it again" in capsys.readouterr().out
+    assert main(["run", str(path)]) == 0  # space freed: the torn record is cut, the study goes on
     assert "ended in a record cut short" in capsys.readouterr().err
     trials = optuna.load_study(study_name="tiny", storage=open_url(journal)).get_trials()
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 4

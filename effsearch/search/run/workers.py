@@ -178,18 +178,7 @@ def work(
             requeue_interrupted(study)
         return "interrupted"
     except Exception as e:
-        full = unwritable(e)
-        if full is None:
-            raise
-        # Optuna's own handling of the failed write fails again ("Should not reach"): three
-        # chained tracebacks for one cause a user can act on.
-        log.error(
-            "effsearch run: stopped: the study's storage %s cannot be written (%s); its finished trials are "
-            "kept: free some space (or fix the storage) and run the same command again to resume",
-            spec.storage_label(),
-            full.strerror or full,
-        )
-        return "failed"
+        return stopped_unwritable(spec, e)
     finally:
         if beat is not None:
             beat.beat(None)
@@ -385,6 +374,22 @@ def _worker_main(
         sys.exit(WORKER_EXIT[work(spec, index, data_root, since=since, train_fn=setup.train_fn, devices=devices)])
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def stopped_unwritable(spec: StudySpec, e: Exception) -> str:
+    """ "failed", said in one line, when ``e`` is a storage that stopped taking writes (a full disk);
+    else ``e`` raised again. Optuna's own handling of the failed write fails again ("Should not
+    reach"): three chained tracebacks for one cause a user can act on."""
+    full = unwritable(e)
+    if full is None:
+        raise e
+    log.error(
+        "effsearch run: stopped: the study's storage %s cannot be written (%s); its finished trials are "
+        "kept: free some space (or fix the storage) and run the same command again to resume",
+        spec.storage_label(),
+        full.strerror or full,
+    )
+    return "failed"
 
 
 def unwritable(e: BaseException) -> OSError | None:
