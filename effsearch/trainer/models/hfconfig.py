@@ -90,8 +90,15 @@ def _config(cls: type, name: str, kwargs: dict, vocab_size: int, num_classes: in
         )
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
-    _no_stray(name, cls(), [k for k in kwargs if not hasattr(cls(), k) and hasattr(config, k)])
+    _own_fields(name, cls, config, kwargs)
     return config
+
+
+def _own_fields(name: str, cls: type, config: Any, kwargs: dict) -> None:
+    """``_no_stray`` on the kwargs the built ``config`` kept though the class's default instance
+    has no such field (a field the class consumes, as ``attn_implementation``, is kept by neither)."""
+    default = cls()
+    _no_stray(name, default, [k for k in kwargs if not hasattr(default, k) and hasattr(config, k)])
 
 
 def _no_stray(name: str, default: Any, stray: list[str]) -> None:
@@ -150,7 +157,7 @@ def _causal_config(cls: type, name: str, kwargs: dict, vocab_size: int) -> Any:
         config = cls(**kwargs, **_ends(cls, kwargs, SEP, SEP), vocab_size=vocab_size, pad_token_id=0)
     except Exception as e:  # noqa: BLE001 - a field the config class refuses
         raise ConfigError("model.kwargs", f"{name}({kwargs}) raised {type(e).__name__}: {e}"[:400]) from None
-    _no_stray(name, cls(), [k for k in kwargs if not hasattr(cls(), k) and hasattr(config, k)])
+    _own_fields(name, cls, config, kwargs)
     # An encoder's config (BertConfig, RobertaConfig) builds a model that attends both ways unless
     # is_decoder is set: each position would see the token it is to predict. A decoder-only one
     # (GPT2Config, LlamaConfig) has no such field and is causal as built.
