@@ -26,7 +26,8 @@ def test_cut_torn_tail_cuts_back_to_the_last_whole_line_and_keeps_the_bytes(tmp_
     ):
         path.write_bytes(text)
         (tmp_path / "s.journal.torn").unlink(missing_ok=True)
-        assert cut_torn_tail(path) == cut
+        with open(path, "ab+") as f:  # as the journal's append opens it
+            assert cut_torn_tail(f, path) == cut
         assert path.read_bytes() == left
         assert (tmp_path / "s.journal.torn").exists() == bool(cut)
         if cut:

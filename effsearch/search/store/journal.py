@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from optuna.storages.journal import JournalFileBackend
 
@@ -33,37 +33,32 @@ class MendedJournalFile(JournalFileBackend):
         # take it again).
         self._lock.acquire()
         try:
-            cut_torn_tail(Path(self._file_path))
             text = "\n".join(json.dumps(entry, separators=(",", ":")) for entry in logs) + "\n"
-            with open(self._file_path, "ab") as f:
+            with open(self._file_path, "ab+") as f:  # appends wherever it seeks; reads and cuts too
+                cut_torn_tail(f, Path(self._file_path))
                 f.write(text.encode("utf-8"))
                 f.flush()
-                os.fsync(f.fileno())
+                os.fsync(f.fileno())  # the cut with it
         finally:
             self._lock.release()
 
 
-def cut_torn_tail(path: Path) -> int:
-    """Cut ``path`` back to its last whole line when it ends inside one (a write cut short); the
-    cut bytes are appended to ``path.torn``. Returns how many bytes were cut (0: none)."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return 0
+def cut_torn_tail(f: BinaryIO, path: Path) -> int:
+    """Cut the journal ``f`` (``path``, open to read and write) back to its last whole line when it
+    ends inside one (a write cut short); the cut bytes are appended to ``path.torn``. Returns how
+    many bytes were cut (0: none)."""
+    size = f.seek(0, os.SEEK_END)
     if size == 0:
         return 0
-    with open(path, "rb+") as f:
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        end = _last_line_end(f, size)
-        f.seek(end)
-        torn = f.read()
-        with open(path.with_name(path.name + TORN_SUFFIX), "ab") as kept:
-            kept.write(torn + b"\n")
-        f.truncate(end)
-        f.flush()
-        os.fsync(f.fileno())
+    f.seek(size - 1)
+    if f.read(1) == b"\n":
+        return 0
+    end = _last_line_end(f, size)
+    f.seek(end)
+    torn = f.read()
+    with open(path.with_name(path.name + TORN_SUFFIX), "ab") as kept:
+        kept.write(torn + b"\n")
+    f.truncate(end)
     log.warning(
         "the journal %s ended in a record cut short (a process killed while writing it, or a full disk): "
         "its %d bytes were moved to %s%s, and the study goes on from the records before it",
