@@ -17,6 +17,7 @@ import importlib.util
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from effsearch.config.fields import ConfigError
@@ -225,6 +226,43 @@ def resolve_device(cfg: TrainFields) -> str:
     if cfg.precision == "amp_bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError("precision", "amp_bf16 is not supported by this GPU; use amp_fp16 or fp32")
     return device
+
+
+def memory_bytes(device: str) -> int | None:
+    """The most memory a run on ``device`` can use: the GPU's, or the CPU's (the machine's, or its
+    cgroup's limit where that is lower, as in a container). None: the GPU cannot be asked (a study
+    file read for a machine of other devices than this one)."""
+    if device == "cuda":
+        import torch
+
+        try:
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        except (RuntimeError, AssertionError):
+            return None
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def check_weights_fit(params: int, weight_bytes: int, field: str, cfg: TrainFields, device: str) -> None:
+    """A model whose weights alone (a bound below what training it needs: its gradients, the
+    optimizer's state and the activations come on top) exceed the device's memory is refused
+    before any data is read; on the CPU each data-parallel process holds a copy."""
+    copies = cfg.distributed.processes if device == "cpu" else 1
+    have = memory_bytes(device)
+    if have is None or weight_bytes * copies <= have:
+        return
+    where = "this GPU's" if device == "cuda" else "this machine's"
+    each = f" in each of {copies} processes" if copies > 1 else ""
+    raise ConfigError(
+        field,
+        f"the model ({cfg.model.name!r}) has {params:,} parameters: its weights alone take "
+        f"{weight_bytes / 2**30:,.1f} GiB{each}, more than {where} {have / 2**30:,.1f} GiB of memory "
+        "(training needs several times its weights); make it smaller",
+    )
 
 
 def require_ffcv() -> None:

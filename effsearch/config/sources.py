@@ -107,6 +107,7 @@ class ModelFacts:
     final_linear: bool  # ends in an nn.Linear, whose input is CORDS's embedding
     in_channels: int | None = None  # the first convolution's input channels (None: no convolution)
     params: int = 0
+    weight_bytes: int = 0  # its parameters' bytes as built (the dtype its builder gave them)
     modality: str = "images"  # what it takes: "images" (N,C,H,W floats) or "tokens" (N,L token ids)
     layernorm: bool = False  # nn.LayerNorm layers (LowPrecisionLayerNorm replaces them)
     attention: bool = False  # self-attention layers

@@ -50,8 +50,8 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules) or any(max(c.stride) > 1 for c in convs),
         final_linear=bool(linears),
         in_channels=convs[0].in_channels if convs else None,
-        # A lazy module's parameters have no size until its first forward.
-        params=sum(p.numel() for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)),
+        params=sum(p.numel() for p in sized(net)),
+        weight_bytes=sum(p.numel() * p.element_size() for p in sized(net)),
         modality="tokens" if tokens else "images",
         layernorm=any(map(plain_layernorm, modules)),
         attention=any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention") for m in modules),
@@ -65,6 +65,11 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         strided_channels=max((c.in_channels for c in convs if max(c.stride) > 1), default=None),
         pretrained=any(getattr(getattr(m, "config", None), "_name_or_path", "") for m in modules),
     )
+
+
+def sized(net: nn.Module) -> list[nn.Parameter]:
+    """Its parameters that have a size (a lazy module's have none until its first forward)."""
+    return [p for p in net.parameters() if not isinstance(p, nn.parameter.UninitializedParameter)]
 
 
 def _factor(m: nn.Linear | nn.Conv2d) -> int:
@@ -189,23 +194,52 @@ def check_config(cfg: TrainConfig, unknown_shape: bool = False) -> None:
     not (a callable's data: images or texts), nothing is checked here (the trainer checks the model
     on the loaded data), unless ``unknown_shape``: then its structure is probed as a study's space
     needs it, built for the data's kind as far as the dataset's name tells."""
-    if model_kind(cfg.model.name) == "builtin":
-        return
-    from effsearch.config import rules
     from effsearch.trainer.data.splits import shape_of
     from effsearch.trainer.data.text import text_source, token_shape
 
+    if model_kind(cfg.model.name) == "builtin":
+        _check_builtin_fits(cfg)
+        return
+    from effsearch.config import rules
+
     if text_source(cfg.dataset):
-        probe(cfg.model, tokens=token_shape(cfg.dataset))
+        _check_fits(cfg, probe(cfg.model, tokens=token_shape(cfg.dataset)))
     else:
         shape = shape_of(cfg.dataset)
         if shape is not None:
-            preflight(cfg.model, *shape)
+            found = preflight(cfg.model, *shape)
+            if found is not None:
+                _check_fits(cfg, found)
         elif unknown_shape:
-            probe(cfg.model, tokens=token_shape(cfg.dataset))
+            _check_fits(cfg, probe(cfg.model, tokens=token_shape(cfg.dataset)))
         else:
             return
     rules.check(cfg.to_dict())
+
+
+def _check_builtin_fits(cfg: TrainConfig) -> None:
+    """A built-in sized by model.kwargs (a gpt's n_embd has no bound) has weights that fit the
+    device's memory: built on the meta device (its first build imports torch._dynamo, 1.3 s: not
+    for a built-in sized by model.width and depth alone, whose bounds keep its weights under 13 GiB,
+    resnet56's at width 1024), for the text asked for, or for images (their channels and classes
+    hardly change its size). A text model on data whose kind is not known yet is left to the trainer."""
+    from effsearch.trainer.data.text import text_source, token_shape
+    from effsearch.trainer.models import build_network
+
+    tokens = token_shape(cfg.dataset) if text_source(cfg.dataset) else None
+    known = facts({"name": cfg.model.name})
+    if not cfg.model.kwargs or (tokens is None and known is not None and known.tokens):
+        return
+    with torch.device("meta"):
+        net = build_network(cfg.model, 3, 10, tokens)
+    _check_fits(cfg, facts_of(net))
+
+
+def _check_fits(cfg: TrainConfig, found: ModelFacts) -> None:
+    from effsearch.config.machine import check_weights_fit, resolve_device
+
+    field = "model.kwargs" if cfg.model.kwargs else "model.width" if cfg.model.width else "model.name"
+    check_weights_fit(found.params, found.weight_bytes, field, cfg, resolve_device(cfg))
 
 
 def check_network(
@@ -239,20 +273,23 @@ def check_network(
     return net, note
 
 
-_CHECKED: set[tuple] = set()  # (model, data shape) checked by preflight in this process
+# (model, data shape) checked by preflight in this process: the facts of its meta build (None: built
+# on the CPU, where its weights were allocated, so they fit)
+_CHECKED: dict[tuple, ModelFacts | None] = {}
 
 
-def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, int]) -> None:
+def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: tuple[int, int]) -> ModelFacts | None:
     """Check the model ``model`` names as :func:`check_network` does, before the data is loaded:
     built and run on the meta device (no memory, no weights initialised), or on the CPU where it
-    cannot run there (a builder or forward that reads values). Once per model and shape a process."""
+    cannot run there (a builder or forward that reads values). Once per model and shape a process.
+    Returns the meta build's facts (None: built on the CPU, or a built-in)."""
     if model_kind(model.name) == "builtin":
-        return
+        return None
     from effsearch.trainer.models import build_network
 
     checked = (key({"name": model.name, "kwargs": model.kwargs}), model.width, channels, num_classes, image_size)
     if checked in _CHECKED:
-        return
+        return _CHECKED[checked]
     on_meta = True
     try:
         with torch.device("meta"):
@@ -268,7 +305,8 @@ def preflight(model: ModelConfig, channels: int, num_classes: int, image_size: t
     else:  # on the CPU, outside the handler (the note above probe): the model's own error, if any
         net = build_network(model, channels, num_classes)
         check_network(net, model, channels, num_classes, image_size, "cpu")
-    _CHECKED.add(checked)
+    _CHECKED[checked] = facts_of(net) if on_meta else None
+    return _CHECKED[checked]
 
 
 def _adapt_channels(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,10 @@ import yaml
 
 from effsearch import api
 from effsearch.config import ConfigError
-from tests.support.text import texts, tiny_text, write_jsonl
+from tests.support.text import corpus, lm_config, texts, tiny_text, write_jsonl
 
 BERT = {"name": "hf:BertConfig", "kwargs": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}}
+HUGE_BERT = {"hidden_size": 65536, "num_hidden_layers": 64, "num_attention_heads": 16, "intermediate_size": 65536}
 
 
 def rows_file(path: Path, rows: list[dict]) -> Path:
@@ -83,6 +85,11 @@ CONFIG_CASES = [
         "BertConfig has no field 'num_hiden_layers' (did you mean 'num_hidden_layers'?)",
     ),
     ({"model": {"name": "text-encoder", "kwargs": {"foo": 1}}}, "model.kwargs", "takes none"),
+    (  # probed on the meta device: 13 TiB of weights, refused before any text is read
+        {"model": {**BERT, "kwargs": {**HUGE_BERT}}},
+        "model.kwargs",
+        "weights alone take",
+    ),
 ]
 
 
@@ -182,3 +189,30 @@ def test_a_csv_row_of_more_or_fewer_fields_than_its_header_is_refused_naming_its
         api.train(cfg, data_dir=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
     assert e.value.field == "dataset.path" and f"line 62 of {path} {words}" in e.value.message, e.value.message
     assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_gpt_too_large_for_memory_is_refused_before_its_text_is_read(tmp_path):
+    """Its weights alone (412 billion parameters, 1.5 TiB) exceed any machine's memory: refused naming
+    model.kwargs with the sizes, not torch's allocation error after the tokenizing."""
+    cfg = lm_config(corpus(tmp_path / "c.txt"), **{"model.kwargs.n_embd": 131072, "model.kwargs.n_layer": 2})
+    with pytest.raises(ConfigError) as e:
+        api.train(cfg, data_dir=tmp_path / "data", out_dir=tmp_path / "out", progress=False)
+    assert e.value.field == "model.kwargs" and re.search(r"has 412,3\d\d,\d{3},\d{3} parameters", e.value.message)
+    assert "weights alone take 1,536.1 GiB" in e.value.message, e.value.message
+    assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_study_of_a_gpt_too_large_for_memory_exits_2_writing_nothing(tmp_path):
+    base = lm_config(corpus(tmp_path / "c.txt"), **{"model.kwargs.n_embd": 131072})
+    study = {"name": "huge", "base": base, "n_trials": 2, "objectives": ["time_to_target", "final_val_loss"]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(study))
+    p = subprocess.run(
+        [sys.executable, "-m", "effsearch.cli", "run", "s.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert "base.model.kwargs: the model ('gpt')" in p.stderr, p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.txt", "s.yaml"]

@@ -404,6 +404,11 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             "algorithms.ghost_batchnorm",
             "needs a model with batch norm layers",
         ),
+        (  # 44,000 GiB of weights, counted on the meta device: not the allocator's error, or the OOM killer
+            {"model.name": "torchvision:resnet50", "model.kwargs": {"width_per_group": 65536}},
+            "model.kwargs",
+            "parameters: its weights alone take 44,243.8 GiB, more than this machine's",
+        ),
         (
             {"model.name": "torchvision:resnet18", "algorithms": {"stochastic_depth": {}}},
             "algorithms.stochastic_depth",
@@ -848,3 +853,15 @@ def test_a_factory_returning_a_transformers_image_classifier_is_called_as_one(tm
     net, _ = check_network(build_network(model, 3, 4), model, 3, 4, (8, 8), "cpu")
     with torch.no_grad():
         assert net.eval()(torch.rand(2, 3, 8, 8)).shape == (2, 4)
+
+
+def test_weights_that_fit_once_are_refused_when_each_cpu_process_holds_a_copy(monkeypatch):
+    from effsearch.config import machine
+
+    monkeypatch.setattr(machine, "memory_bytes", lambda device: 10 * 2**30)
+    one = TrainConfig.from_dict({"model": {"name": "tiny-cnn"}})
+    two = TrainConfig.from_dict({"model": {"name": "tiny-cnn"}, "distributed": {"processes": 2}})
+    machine.check_weights_fit(10, 6 * 2**30, "model.kwargs", one, "cpu")
+    machine.check_weights_fit(10, 6 * 2**30, "model.kwargs", two, "cuda")  # a GPU of its own each
+    with pytest.raises(ConfigError, match=r"^model.kwargs: .* 6.0 GiB in each of 2 processes, more than this"):
+        machine.check_weights_fit(10, 6 * 2**30, "model.kwargs", two, "cpu")

@@ -613,8 +613,9 @@ def _warm_starts(base: TrainConfig, entries: list) -> tuple[list, list[str]]:
 
 def _probe(cfg: TrainConfig, prefix: str) -> None:
     """The model ``cfg`` names checked as ``effsearch train`` checks it, and its facts learnt for the
-    space (whether it takes images of other sizes needs a forward on a batch shaped like the data)."""
-    if model_kind(cfg.model.name) == "builtin":
+    space (whether it takes images of other sizes needs a forward on a batch shaped like the data);
+    a built-in sized by model.kwargs, whether its weights fit the machine's memory."""
+    if model_kind(cfg.model.name) == "builtin" and not cfg.model.kwargs:
         return
     from effsearch.trainer.probe import check_config
 
