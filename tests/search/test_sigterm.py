@@ -21,6 +21,18 @@ from tests.support.scripted import scripted_train
 from tests.support.tiny_study import study_file
 
 
+@pytest.fixture(autouse=True)
+def pythons_own_handlers():
+    """Python's SIGINT and SIGTERM handlers, whatever ran before: a test module that imports Composer
+    when it is collected installs Composer's (sys.exit(128 + signal)), and Ctrl-C is then SystemExit."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+
+
 def slow_train(cfg, **kwargs):
     """A trial of a few seconds (worker processes import it by name): SIGTERM lands mid-trial."""
     time.sleep(3)
@@ -125,6 +137,24 @@ def test_watch_tells_its_workers_at_once_on_sigterm_and_after_their_grace_on_sig
     else:
         assert waited >= workers.TOLD_WITHIN
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is this watch's only
+
+
+def test_a_second_ctrl_c_while_the_workers_stop_tells_them_at_once_and_the_run_still_ends_interrupted():
+    """It cut the wait short with a KeyboardInterrupt: no word on resuming, and a third, during the
+    interpreter's own join of the workers, printed a traceback from multiprocessing's atexit."""
+    import threading
+
+    procs = [FakeWorker(), FakeWorker()]
+    progress = FakeProgress()
+    before = signal.getsignal(signal.SIGINT)
+    for delay in (0.3, 1.0, 1.2):
+        threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    assert workers.watch(procs, None, progress) == "interrupted"
+    assert all(p.exitcode == 130 for p in procs)
+    assert min(p.terminated_at for p in procs) - start < workers.TOLD_WITHIN  # told at the second
+    assert progress.lines[1].startswith("stopping now: telling the workers"), progress.lines
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 class SignalInAsk(optuna.samplers.RandomSampler):

@@ -132,7 +132,7 @@ def trial_line(
         sp = speedup(base_tta, queries.seconds_to_target(trial))
         what = vals + (f" ({sp:.2f}x)" if sp else "")
     elif same_as is not None:
-        what = f"the same error as trial {same_as}"
+        what = f"the same {'reason' if state == 'interrupted' else 'error'} as trial {same_as}"
     else:
         what = (trial.user_attrs.get(REASON_KEY) or trial.system_attrs.get(FAIL_REASON_KEY) or "")[:300]
     cfg = queries.config_of(trial)

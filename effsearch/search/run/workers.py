@@ -577,6 +577,48 @@ def sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def stop_workers(procs: list, told: bool) -> None:
+    """Wait for the workers to queue their trials and exit. Ctrl-C at a terminal reaches the whole
+    process group; SIGTERM, or SIGINT sent to this process alone (`kill -INT`, a notebook's
+    interrupt), reaches only it (``told``: False): a worker still training a moment later was never
+    told, and would run the whole study. Told then."""
+    if not told:
+        deadline = time.time() + TOLD_WITHIN
+        for p in procs:
+            p.join(timeout=max(0.0, deadline - time.time()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()  # SIGTERM: the worker queues its trial again and exits 130 (work)
+    for p in procs:
+        p.join(timeout=120)
+        if p.is_alive():
+            p.terminate()
+
+
+@contextlib.contextmanager
+def hurried_by_signals(procs: list, progress: Progress) -> Iterator[None]:
+    """Another Ctrl-C or SIGTERM while the workers stop tells them at once (SIGTERM: each queues its
+    trial again) instead of cutting the wait short: the main process would have left with no word
+    on resuming, and the interpreter's exit, which joins the workers too, with a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hurry(signum: int, frame: object) -> None:
+        alive = [p for p in procs if p.is_alive()]
+        if alive:
+            progress.report.line("stopping now: telling the workers to queue their trials and exit", flush=True)
+        for p in alive:
+            p.terminate()
+
+    before = {s: signal.signal(s, hurry) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 # Seconds a worker has to stop by itself after a Ctrl-C before the main process tells it (``watch``).
 TOLD_WITHIN = 5.0
 
@@ -590,20 +632,8 @@ def watch(procs: list, study: optuna.Study, progress: Progress) -> str:
                 progress.poll(study)
     except (KeyboardInterrupt, SystemExit) as e:
         progress.report.line("\nstopping: waiting for the workers to record their trials...", flush=True)
-        # Ctrl-C at a terminal reaches the whole process group; SIGTERM, or SIGINT sent to this
-        # process alone (`kill -INT`, a notebook's interrupt), reaches only it: a worker still
-        # training a moment later was never told, and would run the whole study. Told now.
-        if isinstance(e, KeyboardInterrupt):
-            deadline = time.time() + TOLD_WITHIN
-            for p in procs:
-                p.join(timeout=max(0.0, deadline - time.time()))
-        for p in procs:
-            if p.is_alive():
-                p.terminate()  # SIGTERM: the worker queues its trial again and exits 130 (work)
-        for p in procs:
-            p.join(timeout=120)
-            if p.is_alive():
-                p.terminate()
+        with hurried_by_signals(procs, progress):
+            stop_workers(procs, told=not isinstance(e, KeyboardInterrupt))
         progress.poll(study)
         return "interrupted"
     progress.poll(study)
