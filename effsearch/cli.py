@@ -106,34 +106,38 @@ def _cmd_train(args) -> int:
 
 
 def _show(args, result: RunResult) -> int:
-    """What a run measured, on stdout; the exit code its status gives."""
-    f = result.final
+    """What a run measured, on stdout (on stderr with --json: stdout holds the JSON line alone, for
+    a pipe); the exit code its status gives."""
+    f, out = result.final, sys.stderr if args.json else sys.stdout
     if f.extra.get("input_adapted"):
         print(f"note: {f.extra['input_adapted']}", file=sys.stderr)
     ttt = f"{result.time_to_target:.1f}s" if result.time_to_target is not None else "not reached"
-    print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
+    print(f"status: {result.status}{' (' + result.reason + ')' if result.reason else ''}", file=out)
     nan = float("nan")
     if result.target_metric == "val_accuracy":
-        print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}")
+        print(f"val accuracy {_or(f.val_accuracy, nan):.4f}  test accuracy {_or(f.test_accuracy, nan):.4f}", file=out)
     else:  # a language model: its loss (lower is better) and bits per byte of the held-out text
         bpb = f"  bits per byte {f.val_bpb:.4f}" if f.val_bpb is not None else ""
         test = f"  test loss {f.test_loss:.4f}" if f.test_loss is not None else ""
-        print(f"val loss {_or(f.val_loss, nan):.4f}{bpb}{test}  (lower is better)")
+        print(f"val loss {_or(f.val_loss, nan):.4f}{bpb}{test}  (lower is better)", file=out)
     print(
         f"train {_or(f.train_seconds, 0):.1f}s (eval {_or(f.eval_seconds, 0):.1f}s apart)  "
-        f"time to {_target_words(result)}: {ttt}"
+        f"time to {_target_words(result)}: {ttt}",
+        file=out,
     )
     if f.sparsity:
-        print(f"sparsity {f.sparsity:.3f}  nonzero params {f.nonzero_params:,}")
+        print(f"sparsity {f.sparsity:.3f}  nonzero params {f.nonzero_params:,}", file=out)
     if f.processes:
         print(
             f"{f.processes} processes: {f.comm_bytes_per_step:,.0f} bytes sent per step by each "
-            f"(uncompressed {f.comm_bytes_per_step_uncompressed:,})"
+            f"(uncompressed {f.comm_bytes_per_step_uncompressed:,})",
+            file=out,
         )
     if f.quantized_bytes is not None:
         print(
             f"int8: {f.quantized_bytes:,} bytes (fp32 {f.fp32_bytes:,}, gzip'd state dicts)  "
-            f"test accuracy {f.quantized_test_accuracy:.4f}"
+            f"test accuracy {f.quantized_test_accuracy:.4f}",
+            file=out,
         )
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -348,7 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="output folder (default: runs/NAME-HASH)")
     _data_dir_arg(t)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
-    t.add_argument("--json", action="store_true", help="also print the result as one JSON line")
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON line on stdout (the summary then goes to stderr)",
+    )
     _plugin_arg(t)
     t.set_defaults(func=_cmd_train)
 

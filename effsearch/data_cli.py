@@ -41,7 +41,7 @@ def add_data_parser(sub) -> None:
         "makes them) once, ahead of the runs. Images: FFCV .beton files (images, labels and each sample's "
         "index); runs with `loader: ffcv` reuse them, and write them first when they are missing or stale "
         "(other split seed or fraction, changed dataset files); needs the ffcv extra. Text (jsonl, csv, hf "
-        "text, an import path returning texts): the tokenizer trained on the training split and every text's "
+        "text, plain text files, an import path returning texts): the tokenizer trained on the training split and every text's "
         "tokens, in the token cache every run and study worker then reads (DATA/text-cache). --config takes "
         "the dataset of a config file, or of a study file's base.",
     )
@@ -49,8 +49,8 @@ def add_data_parser(sub) -> None:
         "dataset",
         metavar="DATASET",
         nargs="?",
-        help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz, hf, jsonl or csv (with --path), or an import "
-        "path package.module:callable; or leave it out and give --config",
+        help=f"a built-in ({', '.join(DATASETS)}), imagefolder, npz, hf, jsonl, csv or text (a language model's "
+        "corpus) with --path, or an import path package.module:callable; or leave it out and give --config",
     )
     p.add_argument("--config", help="a config file (or a study file: its base) whose dataset to prepare")
     p.add_argument("--path", help="dataset.path: the folder or file imagefolder, npz, hf, jsonl and csv read")
@@ -108,6 +108,7 @@ def _config(args) -> tuple[dict, str]:
 def cmd_prepare(args) -> int:
     from effsearch.config import DatasetConfig, TrainConfig
     from effsearch.config.fields import build
+    from effsearch.config.readers import lm_data
     from effsearch.trainer.data.text import token_shape
 
     data, source = _config(args)
@@ -115,8 +116,8 @@ def cmd_prepare(args) -> int:
         dataset = build(DatasetConfig, data["dataset"], "dataset.")
     except ConfigError as e:
         raise e.with_source(source) from None
-    if token_shape(dataset) is not None:  # text: checked with its model (the file's, else the built-in encoder)
-        model = data.get("model") or {"name": "text-encoder"}
+    if token_shape(dataset) is not None:  # text: checked with its model (the file's, else a built-in's)
+        model = data.get("model") or {"name": "gpt" if lm_data(data) else "text-encoder"}
         return _prepare_text(TrainConfig.from_dict({"dataset": data["dataset"], "model": model}, source=source), args)
     # Images: the .beton files that runs with loader ffcv read.
     cfg = TrainConfig.from_dict({"dataset": data["dataset"], "loader": "ffcv"}, source=source)
@@ -128,7 +129,8 @@ def cmd_prepare(args) -> int:
         cfg, splits, folder=args.out, data_root=args.data_dir, force=args.force, progress=sys.stderr.isatty()
     )
     if info.written:
-        print(f"effsearch data prepare: wrote {info.folder} ({info.reason}) in {info.seconds:.1f}s", file=sys.stderr)
+        why = "" if info.reason == betons.NOT_PREPARED else f" (rewritten: {info.reason})"
+        print(f"effsearch data prepare: wrote {info.folder}{why} in {info.seconds:.1f}s", file=sys.stderr)
     else:
         print(f"effsearch data prepare: {info.folder} is up to date", file=sys.stderr)
     counts = {"train": len(splits.train_y), "val": len(splits.val_y), "test": len(splits.test_y)}

@@ -63,3 +63,12 @@ def test_data_prepare_tokenizes_a_language_model_s_corpus_once(tmp_path, capsys)
     assert "tokenized into" in captured.err and "documents" in captured.out
     assert main(["data", "prepare", "--config", str(cfg), "--data-dir", str(data)]) == 0
     assert "read from" in capsys.readouterr().err
+
+
+def test_data_prepare_takes_a_corpus_from_flags_alone(tmp_path, capsys):
+    """No config, so no model: a corpus is checked with the built-in gpt (it was checked with the
+    text classifier, and refused as a classifier on a corpus)."""
+    text = corpus(tmp_path / "c.txt")
+    args = ["data", "prepare", "text", "--path", str(text), "--tokenizer", "bytes", "--max-length", "16"]
+    assert main([*args, "--data-dir", str(tmp_path / "data")]) == 0, capsys.readouterr().err
+    assert "documents" in capsys.readouterr().out

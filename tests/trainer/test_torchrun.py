@@ -111,7 +111,7 @@ def test_two_cpu_processes_under_torchrun_train_together_and_rank_0_writes_one_r
     assert ranks[0]["sums"][0] != pytest.approx(ranks[0]["sums"][-1], rel=1e-9)  # the parameters moved
 
     # Rank 0 speaks, once; the other rank is silent.
-    assert proc.stderr.count("effsearch train:") == 1 and proc.stdout.count("status: completed") == 1
+    assert proc.stderr.count("effsearch train:") == 1 and proc.stderr.count("status: completed") == 1
     printed = json.loads(proc.stdout.strip().splitlines()[-1])
     # One result.json, rank 0's: the run as two processes, their shards making one effective batch.
     assert sorted(p.name for p in out.iterdir()) == ["result.json"]

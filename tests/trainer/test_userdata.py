@@ -310,6 +310,19 @@ def run_cli(tmp_path, capsys, dataset: dict, **over) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def test_train_json_prints_the_result_alone_on_stdout_for_a_pipe(tmp_path, capsys):
+    from effsearch.cli import main
+
+    root = write_images(tmp_path / "pets")
+    raw = {**tiny(epochs=1, batch_size=8), "dataset": {"name": "imagefolder", "path": str(root), "crop_padding": 0}}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(raw))
+    _CACHE.clear()
+    assert main(["train", str(tmp_path / "cfg.yaml"), "--out", str(tmp_path / "run"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == json.loads((tmp_path / "run" / "result.json").read_text())  # one line, nothing else
+    assert "status: completed" in err
+
+
 def test_train_on_an_imagefolder_from_the_cli(tmp_path, capsys):
     root = write_images(tmp_path / "pets")
     code, err = run_cli(tmp_path, capsys, {"name": "imagefolder", "path": str(root)}, epochs=1, batch_size=8)

@@ -17,7 +17,7 @@ from effsearch.search.results import best, report
 from effsearch.search.run import target
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
-from effsearch.search.store.attrs import REASON_KEY, TUNE_TRIAL_KEY
+from effsearch.search.store.attrs import REASON_KEY, TUNE_COMPUTE_KEY, TUNE_TRIAL_KEY
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -70,14 +70,19 @@ class Report:
     def summary(self, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial], budget: StopAtBudget) -> None:
         """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
         left = budget.left(study)
+        # Phase 2 counts phase 1's trials too, as the budget and the cost line below do.
+        earlier = float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0) if spec.phase == "confirm" else 0.0
         self.line(
-            f"\ncompute: {spent(trials):.1f} s (the summed wall seconds of this study's trials)"
+            f"\ncompute: {spent(trials) + earlier:.1f} s (the summed wall seconds of "
+            + (
+                f"both phases' trials: phase 1 {earlier:.1f} s, phase 2 {spent(trials):.1f} s)"
+                if spec.phase == "confirm"
+                else "this study's trials)"
+            )
             + (f"; budget {budget_text(spec, '')}, {max(0.0, left):.1f} s left" if left is not None else "")
             + (
                 " to phase 1 (it keeps phase 2's expected cost, at least half the budget)"
                 if left is not None and spec.phase == "tune"
-                else f" (phase 1 spent {budget.earlier():.1f} s of it)"
-                if left is not None and spec.phase == "confirm"
                 else ""
             )
         )

@@ -144,13 +144,16 @@ def expected_meta(cfg: TrainConfig, splits: Splits) -> dict:
     }
 
 
+NOT_PREPARED = "not prepared yet"  # stale_reason's word for a folder of no files: written the first time
+
+
 def stale_reason(folder: str | os.PathLike, expected: dict) -> str | None:
     """Why the files in ``folder`` cannot serve ``expected`` (None: they can)."""
     folder = Path(folder)
     try:
         meta = json.loads((folder / "meta.json").read_text())
     except FileNotFoundError:
-        return "not prepared yet"
+        return NOT_PREPARED
     except (OSError, ValueError) as e:
         return f"meta.json unreadable ({e})"
     if meta.get("format") != expected["format"]:
