@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the study could not do its work (failure_limit trials failed with the same "
         "error, no completed trial, none that reached the target, a baseline that does not "
         "train); 2: bad input (the "
-        "study file, --storage, missing data); 130: Ctrl-C.",
+        "study file, --storage, missing data); 130: Ctrl-C or SIGTERM (the running trials are queued again).",
     )
     r.add_argument("study", help="study file, e.g. studies/quickstart.yaml")
     r.add_argument(

@@ -108,7 +108,7 @@ KEYS = (
 KEY_HELP = {
     "name": "the Optuna study's name (default: the file's stem)",
     "description": "a line on what the study is for, kept in storage",
-    "storage": "default: NAME.journal beside this file (no server); or sqlite:///x.db, "
+    "storage": "default: STEM.journal beside this file, its stem (no server); or sqlite:///x.db, "
     "postgresql://user@host/db, PATH.journal",
     "artifacts": "folder for plots and configs per trial (default: beside the journal file, or "
     "STEM.artifacts/ beside this file for an RDB storage)",
@@ -118,7 +118,7 @@ KEY_HELP = {
     "of base, or a named recipe (recipe:NAME; recipes: all that fit; `effsearch recipes`)",
     "objectives": "what each trial is scored on (default: time_to_accuracy, final_accuracy)",
     "space": "what the sampler may change (include, exclude, ranges; `effsearch space show`)",
-    "sampler": "tpe (default), nsga2, nsga3, gp or random, or a mapping {name: ..., option: value}",
+    "sampler": "tpe (default), local, nsga2, nsga3, gp or random, or a mapping {name: ..., option: value}",
     "pruner": "none (default) or moasha, or a mapping {name: moasha, option: value}",
     "tuning": "none (default) or subset: a cheap phase on a data subset before full runs",
     "heartbeat": "{interval, grace_period, max_retry}: a dead worker's trial is retried",
