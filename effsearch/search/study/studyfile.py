@@ -108,7 +108,7 @@ KEYS = (
 KEY_HELP = {
     "name": "the Optuna study's name (default: the file's stem)",
     "description": "a line on what the study is for, kept in storage",
-    "storage": "default: STEM.journal beside this file, its stem (no server); or sqlite:///x.db, "
+    "storage": "default: STEM.journal beside this file (STEM: its name less .yaml; no server); or sqlite:///x.db, "
     "postgresql://user@host/db, PATH.journal",
     "artifacts": "folder for plots and configs per trial (default: beside the journal file, or "
     "STEM.artifacts/ beside this file for an RDB storage)",
