@@ -41,6 +41,8 @@ def bad_file(tmp_path: Path, case: str) -> Path:
         rows[4]["text"] = "   "
     elif case == "a label once":
         rows[3]["label"] = "law"
+    elif case == "an int among strings":  # 1 and "1" are one class to a reader: was two, trained to chance
+        rows[5]["label"] = 1
     elif case == "one class":
         rows = [{**r, "label": "music"} for r in rows]
     elif case == "label only in test":
@@ -56,6 +58,7 @@ FILE_CASES = [
     ("no label column", "dataset.label_column", "line 10 of"),
     ("empty text", "dataset.text_column", "line 5 of"),
     ("one class", "dataset.label_column", "hold one label ('music')"),
+    ("an int among strings", "dataset.label_column", "and 1 (int, line 6 of"),
     ("a label once", "dataset.test_fraction", "class 'law' has one member"),
     ("label only in test", "dataset.label_column", "label 'law' (line 61 of"),
     ("not utf-8", "dataset.path", "line 61 of"),

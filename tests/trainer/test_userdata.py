@@ -450,6 +450,12 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
     "npz array missing": (lambda t, m: _npz(t, y_test=None), "dataset.path", "'y_test'"),
     "npz negative label": (lambda t, m: _npz(t, y_train=np.arange(20) % 3 - 1), "dataset.path", "label -1"),
     "npz label out of range": (lambda t, m: _npz(t, y_test=np.arange(10) % 5), "dataset.path", "go up to 4"),
+    # Below the top label: was scored as a class the model never saw, silently.
+    "npz test label not trained": (
+        lambda t, m: _npz(t, y_train=np.arange(20) % 3 * 2, y_test=np.arange(10) % 5),
+        "dataset.path",
+        "label 1 is in the test split",
+    ),
     "npz labels not integers": (lambda t, m: _npz(t, y_train=np.arange(20) / 2), "dataset.path", "integers"),
     "npz bad shape": (
         lambda t, m: _npz(t, x_train=np.zeros((20, 12, 12, 5), np.uint8)),
@@ -643,3 +649,12 @@ def test_fashion_mnist_says_why_the_download_failed(tmp_path, monkeypatch):
         r"train-images-idx3-ubyte.gz\)",
     ):
         load({"name": "fashion-mnist"}, tmp_path)
+
+
+def test_integer_labels_with_a_class_no_training_sample_has_are_trained_with_a_warning(tmp_path, caplog):
+    """Labels 1 and 2: a model of three outputs, one never learned; said, not refused (K is the top
+    label + 1, and labels 1..K are common)."""
+    with caplog.at_level("WARNING"):
+        s = load(_npz(tmp_path, y_train=np.arange(20) % 2 + 1, y_test=np.arange(10) % 2 + 1))
+    assert s.num_classes == 3
+    assert "no training sample has label 0 of 0..2: the model gets 1 output(s) it never learns" in caplog.text

@@ -126,9 +126,26 @@ def _order(labels: set) -> list:
     return sorted(labels, key=lambda v: (isinstance(v, str), v if isinstance(v, int) else 0, str(v)))
 
 
+def _one_kind(rows: TextRows) -> None:
+    """Labels all of one type: 1 and "1", or true and 1, are one class to a reader and two (or a
+    clash) to the mapping, which had built a model of twice the classes and trained it to chance."""
+    assert rows.labels is not None
+    first: dict[str, int] = {}
+    for i, v in enumerate(rows.labels):
+        first.setdefault(type(v).__name__, i)
+        if len(first) > 1:
+            (a, i0), (b, i1) = first.items()
+            raise ConfigError(
+                "dataset.label_column",
+                f"labels mix types: {rows.labels[i0]!r} ({a}, {rows.where(i0)}) and {rows.labels[i1]!r} ({b}, "
+                f"{rows.where(i1)}); write every label one way (all strings, or all integers)",
+            )
+
+
 def _classes(rows: TextRows, d: DatasetConfig) -> tuple[list, np.ndarray]:
     """The class names and each row's class (-1: a row of a label ``dataset.classes`` leaves out)."""
     assert rows.labels is not None  # read with the label column
+    _one_kind(rows)
     split = rows.splits or ["train"] * len(rows.texts)
     train = {v for v, s in zip(rows.labels, split) if s == "train"}
     if not train:

@@ -431,6 +431,7 @@ def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
         raise ConfigError(
             field, f"the training labels of {source} hold one class ({k - 1}); a classifier needs at least two"
         )
+    seen = set(np.unique(ys["train"]).tolist())
     for split, y in ys.items():
         if len(y) and int(y.max()) >= k:
             raise ConfigError(
@@ -438,6 +439,23 @@ def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
                 f"the {split} labels of {source} go up to {int(y.max())} but the training "
                 f"labels only to {k - 1}: labels must be 0..K-1, K set by the training split",
             )
+        unseen = sorted(set(np.unique(y).tolist()) - seen)
+        if unseen:  # below the top label: its score counted a class the model never saw as wrong, silently
+            raise ConfigError(
+                field,
+                f"label {unseen[0]} is in the {split} split of {source} but no training label is: a "
+                "classifier cannot learn a class it never sees",
+            )
+    if len(seen) < k:
+        gaps = sorted(set(range(k)) - seen)
+        log.warning(
+            "%s: no training sample has label %s of 0..%d: the model gets %d output(s) it never learns "
+            "(labels are class indices 0..K-1)",
+            source,
+            ", ".join(map(str, gaps[:5])) + (", ..." if len(gaps) > 5 else ""),
+            k - 1,
+            len(gaps),
+        )
     return k
 
 
