@@ -220,6 +220,7 @@ def test_the_same_error_stops_the_study_and_is_printed_once(tmp_path, capsys, mo
     assert running.count("libfoo.so") == 1 and running.count("the same error as trial 0") == 2
     assert verdict.count("libfoo.so") == 1
     assert "warning: the baseline (trial 0) failed: there is no yardstick" in err
+    assert "Its reason is on its line above" in err and "Loosen the target" not in err  # not a missed target
 
     # Different errors do not stop it; a study that ends with no completed trial still fails.
     n = iter(range(100))

@@ -404,6 +404,21 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             "algorithms.ghost_batchnorm",
             "needs a model with batch norm layers",
         ),
+        (  # an image config: was "takes token ids (text)"
+            {"model.name": "hf:ViTConfig"},
+            "model.name",
+            "build transformers text models and the dataset holds images: for a transformers image model",
+        ),
+        (  # set by effsearch too: was the builder's "multiple values for keyword" blamed on model.name
+            {"model.name": "torchvision:resnet18", "model.kwargs": {"num_classes": 10}},
+            "model.kwargs.num_classes",
+            "is set by effsearch (from the data's classes) for 'torchvision:resnet18'; leave it out",
+        ),
+        (
+            {"model.name": "timm:resnet18", "model.kwargs": {"pretrained": True}},
+            "model.kwargs.pretrained",
+            "is set by effsearch (False: fresh weights, no download)",
+        ),
         (  # 44,000 GiB of weights, counted on the meta device: not the allocator's error, or the OOM killer
             {"model.name": "torchvision:resnet50", "model.kwargs": {"width_per_group": 65536}},
             "model.kwargs",

@@ -358,11 +358,13 @@ def baseline_warning(trials: Sequence[FrozenTrial], tune: bool = False) -> str |
             f"phase 1's speed-ups show '-'. Give phase 1 a target of its own ({own}a target relative to the baseline, `relative_to_baseline`, which each "
             "phase resolves from its own baseline) or more of the epochs (tuning.epochs_fraction)"
         )
-    return (
-        f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. "
+    fix = (
         "Loosen the target (target_accuracy, or target.value) or give the baseline more epochs (the study "
         "file's base and baseline)"
+        if done
+        else "Its reason is on its line above; `effsearch train` of the study's base shows it whole"
     )
+    return f"the baseline (trial {t.number}) {why}: there is no yardstick, so every speed-up shows '-'. {fix}"
 
 
 def _short(name: str) -> str:

@@ -60,7 +60,14 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
     if tokens is not None:
         return _text_network(model, num_classes, tokens)
     kind = model_kind(model.name)
-    if model.name in ("text-encoder", "gpt") or kind == "hf":
+    if kind == "hf":  # a vision config (ViTConfig) too: hf: builds text models only
+        raise ConfigError(
+            "model.name",
+            "hf:CONFIG_CLASS and hf:FOLDER build transformers text models and the dataset holds images: for "
+            "a transformers image model, return it from a factory of your own (package.module:callable, "
+            "e.g. ViTForImageClassification(ViTConfig(...)))",
+        )
+    if model.name in ("text-encoder", "gpt"):
         raise ConfigError(
             "model.name",
             f"{model.name!r} takes token ids (text); the dataset holds images: use an image model "
@@ -70,6 +77,15 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
         _no_kwargs(model)
         return build_model(model.name, channels, num_classes, model.width)
     name = model.name.split(":", 1)[1]
+    if kind in ("torchvision", "timm"):
+        classes = {"num_classes": "from the data's classes"}
+        fresh = "fresh weights, no download"
+        _not_given(
+            model,
+            {**classes, "weights": f"None: {fresh}"}
+            if kind == "torchvision"
+            else {**classes, "pretrained": f"False: {fresh}", "in_chans": "from the data's channels"},
+        )
     if kind == "torchvision":
         import torchvision
 
@@ -239,6 +255,14 @@ def _takes(fn: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):
         return True
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _not_given(model: ModelConfig, set_here: dict[str, str]) -> None:
+    """A library's builder keyword that effsearch sets itself: given in model.kwargs too, it was the
+    builder's 'got multiple values for keyword argument' blamed on model.name."""
+    for key, by in set_here.items():
+        if key in model.kwargs:
+            raise ConfigError(f"model.kwargs.{key}", f"is set by effsearch ({by}) for {model.name!r}; leave it out")
 
 
 def _call(make: Callable[[], Any], what: str) -> nn.Module:
