@@ -90,7 +90,7 @@ def test_status_and_export_name_the_metric_and_its_direction(loss_study, tmp_pat
     out = tmp_path / "front.json"
     assert main(["export", "lm", "--storage", str(loss_study), "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["target_metric"] == "val_loss" and doc["target_accuracy"] == 2.5
+    assert doc["target_metric"] == "val_loss" and doc["target_value"] == 2.5 and "target_accuracy" not in doc
     assert {r["trial"]: r["test_loss"] for r in doc["rows"]}[0] == 2.125
     assert main(["best", "lm", "--storage", str(loss_study), "--pick", "fastest", "-o", str(tmp_path / "b.yaml")]) == 0
     assert "test loss 2.3250" in (tmp_path / "b.yaml").read_text()  # trial 2's, in the header

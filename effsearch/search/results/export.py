@@ -131,8 +131,7 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
         "storage": storage_label,
         "objectives": objectives_of(study),
         "directions": [d.name.lower() for d in study.directions],
-        "target_accuracy": study.user_attrs.get(TARGET_KEY),  # the target's value (the key older exports had)
-        "target_metric": study.user_attrs.get(TARGET_METRIC_KEY) or ACCURACY,
+        **_target(study),
         "baseline_trial": base.number if base else None,
         # Its full row too: the plots mark it even when it is not on the front.
         "baseline": row(base, objectives_of(study), base, base.number in front_numbers) if base else None,
@@ -144,6 +143,17 @@ def document(study: Study, storage_label: str, all_trials: bool, tune: Study | N
         # The best speed-up within a point found against the compute spent so far (search.anytime).
         "anytime": anytime.curve(study, tune),
         "rows": rows(study, all_trials),
+    }
+
+
+def _target(study: Study) -> dict:
+    """The target's metric and value; an accuracy's value also under the key older exports had
+    (``target_accuracy``), which a loss target's had too, misnamed."""
+    metric, value = study.user_attrs.get(TARGET_METRIC_KEY) or ACCURACY, study.user_attrs.get(TARGET_KEY)
+    return {
+        "target_metric": metric,
+        "target_value": value,
+        **({"target_accuracy": value} if metric == ACCURACY else {}),
     }
 
 

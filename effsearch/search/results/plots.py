@@ -38,7 +38,7 @@ def label(name: str, target: Target | None = None) -> str:
 
 
 def doc_target(doc: dict) -> Target | None:
-    value = doc.get("target_accuracy")
+    value = doc.get("target_value", doc.get("target_accuracy"))  # an export older than target_value
     return Target(doc.get("target_metric") or ACCURACY, float(value)) if value is not None else None
 
 
