@@ -163,12 +163,16 @@ def build(cls: type[D], data: Any, prefix: str = "") -> D:
 
     ``prefix`` is the dotted place of ``data`` in its file (``"pruner."``), so errors
     name the full field."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     if not isinstance(data, dict):
+        # `tokenizer: bytes` for `tokenizer: {name: bytes}`: the mapping it means, shown
+        named = isinstance(data, str) and "name" in fields
         raise ConfigError(
-            prefix.rstrip(".") or "<root>", f"expected a mapping, got {type(data).__name__} {quote(data)}"
+            prefix.rstrip(".") or "<root>",
+            f"expected a mapping, got {type(data).__name__} {quote(data)}"
+            + (f" (write {{name: {data}}})" if named else ""),
         )
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fields]
     if unknown:
         raise ConfigError(prefix + str(unknown[0]), f"unknown key; allowed keys here: {', '.join(fields)}")

@@ -257,7 +257,7 @@ def check_network(
             "model.name",
             f"{model.name!r} failed on a batch of 2 images {channels}x{image_size[0]}x"
             f"{image_size[1]}: {type(e).__name__}: {str(e)[:300]}{_size_hint(net, model, image_size)}"
-            f"{_larger_hint(e, net, channels, image_size, device)}",
+            f"{_larger_hint(e, net, channels, image_size, device)}{_dtype_hint(net)}",
         ) from None
     _check_built(net, out, model, num_classes, resizable(net, channels, num_classes, image_size, device))
     try:
@@ -371,6 +371,18 @@ def _unwrapped(net: nn.Module) -> nn.Module:
     from effsearch.trainer.models import RepeatChannels
 
     return net.module if isinstance(net, RepeatChannels) else net
+
+
+def _dtype_hint(net: nn.Module) -> str:
+    """A builder that returned weights in another dtype than float32 (``.double()``, ``.half()``):
+    batches come as float32, and `precision` (amp_bf16, amp_fp16) is how a run trains in less."""
+    kinds = {p.dtype for p in sized(net)} - {torch.float32}
+    if not kinds:
+        return ""
+    return (
+        f" (its weights are {', '.join(sorted(map(str, kinds)))}: return a float32 model; "
+        "precision: amp_bf16 or amp_fp16 trains in less)"
+    )
 
 
 def _size_hint(net: nn.Module, model: ModelConfig, image_size: tuple[int, ...]) -> str:

@@ -141,6 +141,7 @@ def test_build_checks_every_given_field_and_keeps_the_defaults():
         ("items", {"a": 1}, "must be a list, got {'a': 1}"),
         ("items", [1, float("-inf")], "must be a finite number, got -inf"),
         ("inner", 3, "expected a mapping, got int 3"),
+        ("inner", "b", "expected a mapping, got str 'b' (write {name: b})"),  # `tokenizer: bytes`
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_naming_the_field(field, value, message):

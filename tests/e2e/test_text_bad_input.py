@@ -194,6 +194,16 @@ def test_a_csv_row_of_more_or_fewer_fields_than_its_header_is_refused_naming_its
     assert not (tmp_path / "data").exists() and not (tmp_path / "out").exists()
 
 
+def test_a_csv_header_with_a_space_after_its_comma_is_named_with_the_fix(tmp_path):
+    xs, ys = texts(60)
+    path = tmp_path / "t.csv"
+    path.write_text("text, label\n" + "".join(f"{x},{y}\n" for x, y in zip(xs, ys)))
+    with pytest.raises(ConfigError) as e:
+        api.train(tiny_text(path, **{"dataset.name": "csv"}), data_dir=tmp_path / "data", progress=False)
+    assert e.value.field == "dataset.label_column", e.value
+    assert "' label' holds spaces: set dataset.label_column: ' label'" in e.value.message, e.value.message
+
+
 def test_a_gpt_too_large_for_memory_is_refused_before_its_text_is_read(tmp_path):
     """Its weights alone (412 billion parameters, 1.5 TiB) exceed any machine's memory: refused naming
     model.kwargs with the sizes, not torch's allocation error after the tokenizing."""

@@ -27,6 +27,10 @@ def cnn(num_classes, in_channels, width=8):
                          nn.Linear(4 * width, num_classes))
 
 
+def doubled(num_classes, in_channels):
+    return cnn(num_classes, in_channels).double()
+
+
 def no_bn(num_classes, in_channels):
     return nn.Sequential(nn.Conv2d(in_channels, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                          nn.Flatten(), nn.Linear(4, num_classes))
@@ -403,6 +407,11 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             {"model.name": "own_test_models:no_bn", "algorithms": {"ghost_batchnorm": {}}},
             "algorithms.ghost_batchnorm",
             "needs a model with batch norm layers",
+        ),
+        (  # was torch's dtype mismatch alone
+            {"model.name": "own_test_models:doubled"},
+            "model.name",
+            "(its weights are torch.float64: return a float32 model; precision: amp_bf16 or amp_fp16",
         ),
         (  # an image config: was "takes token ids (text)"
             {"model.name": "hf:ViTConfig"},

@@ -227,7 +227,16 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
         (cols.group, "dataset.group_column"),
     ):
         if name is not None and name not in header:
-            raise ConfigError(fld, f"{path} has no column {name!r} (its header: {', '.join(header) or 'none'})")
+            spaced = next((h for h in header if h.strip() == name), None)  # `text, label`: a space after the comma
+            raise ConfigError(
+                fld,
+                f"{path} has no column {name!r} (its header: {', '.join(map(repr, header)) or 'none'})"
+                + (
+                    f"; {spaced!r} holds spaces: set {fld}: {spaced!r}, or take them out of the header"
+                    if spaced
+                    else ""
+                ),
+            )
     rows = _start(str(path), cols, dict.fromkeys(header))
     try:
         for record in reader:
