@@ -468,6 +468,26 @@ BAD = {  # what is wrong: (make the input -> dataset mapping, the field named, a
         "dataset.path",
         "x_train of",
     ),
+    # Each told what its pixels are (all were told to undo a normalisation).
+    "npz floats of 0..255": (
+        lambda t, m: _npz(t, x_train=np.full((20, 12, 12, 3), 200.0, np.float32)),
+        "dataset.path",
+        "floats of 0..255: give x.astype(np.uint8), or x / 255",
+    ),
+    "npz boolean pixels": (
+        lambda t, m: _npz(t, x_train=np.ones((20, 12, 12, 3), bool)),
+        "dataset.path",
+        "booleans: give x.astype(np.uint8) * 255",
+    ),
+    "npz a NaN pixel": (
+        lambda t, m: _npz(
+            t,
+            x_train=np.where(np.arange(20)[:, None, None, None] == 3, np.nan, 0.5)
+            * np.ones((20, 12, 12, 3), np.float32),
+        ),
+        "dataset.path",
+        "holding NaN (first in image 3)",
+    ),
     "npz label name only in test": (
         lambda t, m: _npz(t, y_train=np.array(["ant", "bee"] * 10), y_test=np.array(["ant", "cat"] * 5)),
         "dataset.path",

@@ -79,11 +79,26 @@ def as_uint8(x: np.ndarray, name: str, field: str, fix: str = UNDO_NORMALISATION
             np.rint(x[i : i + 1024] * 255, out=out[i : i + 1024], casting="unsafe")
         return out
     values = f" with values {lo:g}..{hi:g}" if integer or floating else ""
+    if floating and np.isnan(x).any():
+        first = int(np.flatnonzero(np.isnan(x.reshape(len(x), -1)).any(axis=1))[0])
+        values, fix = f" holding NaN (first in image {first})", "replace the NaN pixels (np.nan_to_num)"
     raise ConfigError(
         field,
         f"{name} is {x.dtype}{values}; images must be uint8 0..255 (integers in that range, and floats in "
-        f"[0, 1], are converted): {fix}",
+        f"[0, 1], are converted): {_fix_for(x, integer, floating, lo, hi, fix)}",
     )
+
+
+def _fix_for(x: np.ndarray, integer: bool, floating: bool, lo: float, hi: float, fix: str) -> str:
+    """What to do with pixels as_uint8 refused: the given ``fix`` (undo a normalisation) where
+    values below 0 say one was applied; else what their range says they are."""
+    if x.dtype == np.bool_:
+        return "booleans: give x.astype(np.uint8) * 255"
+    if floating and 0 <= lo and hi <= 255:
+        return "floats of 0..255: give x.astype(np.uint8), or x / 255"
+    if integer and 0 <= lo:
+        return "more than 8 bits a pixel: scale them to 0..255, e.g. (x >> 8).astype(np.uint8) for 16 bits"
+    return fix
 
 
 def _pixels(source: str | bytes, name: str, mode: str, size: tuple[int, int]) -> np.ndarray:
