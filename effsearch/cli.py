@@ -277,7 +277,7 @@ def _cmd_space_show(args) -> int:
     spec = api.study_spec(args.study)
     space = spec.space
     print(
-        f"search space of {spec.source} on {space.machine.describe()}: {len(space.active)} dimensions "
+        f"search space of {spec.source} on {space.machine.describe(space.active)}: {len(space.active)} dimensions "
         f"searched, {len(space.fixed)} fixed; other fields come from `base`"
     )
     print("a dimension is sampled only when its `when` holds; conflicting algorithms are never both on")

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from effsearch.config.fields import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from effsearch.config.schema import TrainFields
 
 INSTALL_HINT = (
@@ -53,18 +55,24 @@ class Machine:
             return ("fp32",)
         return ("fp32", "amp_fp16", "amp_bf16") if self.bf16 else ("fp32", "amp_fp16")
 
-    def describe(self) -> str:
-        """The device and what it offers the space, in words (``cpu with CORDS subset selection``)."""
+    def describe(self, searched: Collection[str] | None = None) -> str:
+        """The device and what it offers the space, in words (``cpu with CORDS subset selection``);
+        with ``searched`` (the space's dimensions), only what one of them uses: a language model's
+        space has no selection dimension, and its header had named CORDS all the same."""
         extras = [
             label
             for name, label in DESCRIBED.items()
-            if getattr(self, name) and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))
+            if getattr(self, name)
+            and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))
+            and (searched is None or any(d.split(".")[0] == DIMENSION[name] for d in searched))
         ]
         return f"{self.device}" + (f" with {', '.join(extras)}" if extras else "")
 
 
-# What Machine.describe names for each optional capability it has.
+# What Machine.describe names for each optional capability it has, and the dimension (by its first
+# dotted part) that uses it.
 DESCRIBED = {"bf16": "bf16", "ffcv": "FFCV", "compile": "torch.compile", "selection": "CORDS subset selection"}
+DIMENSION = {"bf16": "precision", "ffcv": "loader", "compile": "compile", "selection": "selection"}
 
 
 def _importable(name: str) -> bool:

@@ -333,5 +333,8 @@ def test_a_machine_says_what_it_offers_in_words():
 
     assert Machine("cpu", selection=True).describe() == "cpu with CORDS subset selection"
     assert Machine("cpu", selection=False).describe() == "cpu"
+    # A space that uses none of it (a language model's: no selection dimension) is not told of it.
+    assert Machine("cpu", selection=True).describe(["optimizer.lr", "batch_size"]) == "cpu"
+    assert Machine("cpu", selection=True).describe(["selection.strategy"]) == "cpu with CORDS subset selection"
     gpu = Machine("cuda", bf16=True, ffcv=True, compile=True, selection=True, gpus=1)
     assert gpu.describe() == "cuda with bf16, FFCV, torch.compile, CORDS subset selection"

@@ -165,7 +165,7 @@ def header(spec: StudySpec, study: optuna.Study, budget: StopAtBudget | None = N
             f"  storage    {spec.storage_label()}",
             artifacts_line(spec),
             f"  objectives {objs}; target {target_text(spec)}",
-            f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe()} "
+            f"  space      {len(spec.space.active)} dimensions searched on {spec.space.machine.describe(spec.space.active)} "
             f"(effsearch space show {spec.source})",
             f"  sampler    {spec.sampler.name}, seed {spec.seed}; {spec.workers} worker(s); {count}{timeout}"
             if spec.phase != "confirm"
