@@ -400,7 +400,22 @@ def _size_hint(net: nn.Module, model: ModelConfig, image_size: tuple[int, ...]) 
     if name is None or name in model.kwargs:
         return ""
     size = f"[{image_size[0]}, {image_size[1]}]" if name == "input_size" else str(image_size[0])  # MaxVit: (H, W)
+    patch = _patch(_unwrapped(net))
+    if patch and name != "input_size" and image_size[0] % patch:  # a ViT's patches must tile the image
+        side = -(-image_size[0] // patch) * patch
+        return (
+            f" (its model takes {name} in whole patches of {patch}: dataset.image_size: {side} with "
+            f"model.kwargs.{name}: {side} sizes both to fit)"
+        )
     return f" (its model takes {name}: model.kwargs.{name}: {size} sizes it to the data)"
+
+
+def _patch(net: nn.Module) -> int | None:
+    """A vision transformer's patch side (torchvision's ``patch_size``, timm's ``patch_embed.patch_size``)."""
+    found = getattr(net, "patch_size", None) or getattr(getattr(net, "patch_embed", None), "patch_size", None)
+    if isinstance(found, (tuple, list)) and found:
+        found = found[0]
+    return found if isinstance(found, int) and found > 1 else None
 
 
 # What a forward raises where the image shrinks to nothing inside it (a pool or convolution larger

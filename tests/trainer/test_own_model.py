@@ -408,6 +408,12 @@ def test_model_kwargs_reach_the_factory(models, capsys):
             "algorithms.ghost_batchnorm",
             "needs a model with batch norm layers",
         ),
+        (  # image_size: 12, as the data, would not tile in patches of 16: the next refusal had no advice
+            {"model.name": "torchvision:vit_b_16", "dataset.image_size": 12},
+            "model.name",
+            "(its model takes image_size in whole patches of 16: dataset.image_size: 16 with "
+            "model.kwargs.image_size: 16 sizes both to fit)",
+        ),
         (  # was torch's dtype mismatch alone
             {"model.name": "own_test_models:doubled"},
             "model.name",
