@@ -24,6 +24,7 @@ from effsearch.config.sources import ModelFacts, data_modality, facts
 READ_FIELDS = (
     "dataset.name",
     "dataset.path",
+    "dataset.kwargs",
     "dataset.flip",
     "dataset.image_size",
     "dataset.max_length",

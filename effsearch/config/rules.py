@@ -442,6 +442,18 @@ RULES: list[Rule] = [
         when="dataset imagefolder, npz, hf, jsonl, csv or text",
         reads=("dataset.name",),
     ),
+    Rule(
+        "dataset.kwargs",
+        "dataset.kwargs",
+        on=lambda c: bool(value(c, "dataset.kwargs")),
+        forbids=lambda c: dataset_kind(dataset_name(c)) != "import",
+        message=lambda c: (
+            f"only applies to an import path's callable (dataset.name package.module:callable); dataset.name is "
+            f"{quote(dataset_name(c))}"
+        ),
+        when="dataset an import path",
+        reads=("dataset.name",),
+    ),
     # What the data holds and what the model takes must agree; the dataset's name says it for the
     # built-ins and the files (hf and an import path: the trainer checks once it has read them).
     Rule(

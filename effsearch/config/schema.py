@@ -90,6 +90,11 @@ class DatasetConfig:
         "is read from the current folder, not the config's (the configs under configs/ are run from "
         "the repository's root)",
     )
+    kwargs: dict = spec(
+        factory=dict,
+        help="an import path's callable: the keyword arguments it is called with (a path, a subset's "
+        "name), as model.kwargs are its builder's",
+    )
     test_fraction: float = spec(
         0.2,
         low=0.0,

@@ -678,3 +678,41 @@ def test_integer_labels_with_a_class_no_training_sample_has_are_trained_with_a_w
         s = load(_npz(tmp_path, y_train=np.arange(20) % 2 + 1, y_test=np.arange(10) % 2 + 1))
     assert s.num_classes == 3
     assert "no training sample has label 0 of 0..2: the model gets 1 output(s) it never learns" in caplog.text
+
+
+MAKER = """
+import numpy as np
+
+
+def make(n=30, classes=3):
+    x, y = np.zeros((n, 8, 8), np.uint8), np.arange(n) % classes
+    return x, y, x[:9], y[:9]
+"""
+
+
+def test_an_import_path_dataset_is_called_with_dataset_kwargs(tmp_path, monkeypatch):
+    d = _module(tmp_path, monkeypatch, MAKER)
+    small, large = load({**d, "kwargs": {"n": 30}}), load({**d, "kwargs": {"n": 60, "classes": 4}})
+    assert len(small.train_y) + len(small.val_y) == 30 and small.num_classes == 3
+    assert len(large.train_y) + len(large.val_y) == 60 and large.num_classes == 4
+    _CACHE.clear()
+    from effsearch.trainer.data.splits import load_splits
+
+    cfg = cfg_of({**d, "kwargs": {"n": 30}})
+    assert load_splits(cfg) is not load_splits(cfg_of({**d, "kwargs": {"n": 60}}))  # kwargs are in the cache key
+
+
+@pytest.mark.parametrize(
+    "dataset, field, words",
+    [
+        ({"kwargs": {"size": 3}}, "dataset.kwargs", "baddata:make() cannot take ['size']"),
+        ({"name": "npz", "path": "d.npz", "kwargs": {"n": 3}}, "dataset.kwargs", "only applies to an import path"),
+    ],
+)
+def test_dataset_kwargs_a_callable_cannot_take_or_on_other_data_are_refused(
+    tmp_path, monkeypatch, dataset, field, words
+):
+    d = {**_module(tmp_path, monkeypatch, MAKER), **dataset}
+    with pytest.raises(ConfigError) as e:
+        load(d)
+    assert e.value.field == field and words in e.value.message, e.value

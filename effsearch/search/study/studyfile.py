@@ -531,6 +531,7 @@ MEASURED = (
     "target.value",
     "dataset.name",
     "dataset.path",
+    "dataset.kwargs",
     "dataset.test_fraction",
     "dataset.val_fraction",
     "dataset.val_subset",

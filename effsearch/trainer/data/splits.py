@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -210,6 +211,7 @@ def _cache_key(cfg: TrainConfig, folder: Path) -> tuple:
         dataset_kind(d.name) != "builtin"
     ):  # a user's dataset: where it is and how it is read (streamed or not: the loader)
         key += (
+            json.dumps(d.kwargs, sort_keys=True, default=str),
             d.path and os.path.abspath(os.path.expanduser(d.path)),
             d.test_fraction,
             d.image_column,

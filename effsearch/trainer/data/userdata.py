@@ -39,6 +39,7 @@ Bad input is a ConfigError naming the dataset field at fault, raised before any 
 from __future__ import annotations
 
 import errno
+import inspect
 import logging
 import os
 import stat
@@ -272,8 +273,15 @@ def returns_texts(d: Any) -> bool:
 def _returned(d: Any) -> Any:
     """What the callable ``d.name`` returns; its own error a ConfigError naming dataset.name."""
     fn = load_object(d.name, "dataset.name")
+    kwargs = d.kwargs or {}
     try:
-        return fn()
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:  # a keyword it does not take: dataset.kwargs's, not its own code's
+        raise ConfigError("dataset.kwargs", f"{d.name}() cannot take {sorted(kwargs)}: {e}") from None
+    except ValueError:  # no signature to read (a builtin): its call says
+        pass
+    try:
+        return fn(**kwargs)
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code raised: its error, and where, without a traceback

@@ -77,15 +77,7 @@ def build_network(model: ModelConfig, channels: int, num_classes: int, tokens: T
         _no_kwargs(model)
         return build_model(model.name, channels, num_classes, model.width)
     name = model.name.split(":", 1)[1]
-    if kind in ("torchvision", "timm"):
-        classes = {"num_classes": "from the data's classes"}
-        fresh = "fresh weights, no download"
-        _not_given(
-            model,
-            {**classes, "weights": f"None: {fresh}"}
-            if kind == "torchvision"
-            else {**classes, "pretrained": f"False: {fresh}", "in_chans": "from the data's channels"},
-        )
+    _not_given(model, SET_HERE.get(kind, {}))
     if kind == "torchvision":
         import torchvision
 
@@ -255,6 +247,17 @@ def _takes(fn: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):
         return True
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+# The library builders' keywords effsearch sets itself, and to what.
+SET_HERE = {
+    "torchvision": {"num_classes": "from the data's classes", "weights": "None: fresh weights, no download"},
+    "timm": {
+        "num_classes": "from the data's classes",
+        "pretrained": "False: fresh weights, no download",
+        "in_chans": "from the data's channels",
+    },
+}
 
 
 def _not_given(model: ModelConfig, set_here: dict[str, str]) -> None:
