@@ -95,6 +95,7 @@ def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: S
     >>> effsearch.load_config({"model": {"name": "torchvision:resnet18"}}, ["epochs=2"]).epochs
     2.0
     """
+    _a_list(overrides, "overrides", "KEY=VALUE strings")
     if isinstance(spec, (str, Path)):
         try:
             return TrainConfig.from_yaml(spec, list(overrides))
@@ -110,6 +111,13 @@ def load_config(spec: TrainConfig | Mapping[str, Any] | str | Path, overrides: S
     for item in overrides:
         apply_override(data, item)
     return TrainConfig.from_dict(data)
+
+
+def _a_list(value: Any, field: str, of: str) -> None:
+    """One string where a list of them goes: its characters had been read one each (an override
+    `e`, a plugin module `m`)."""
+    if isinstance(value, (str, Path)):
+        raise ConfigError(field, f"must be a list of {of}; got the string {str(value)!r} (write [{str(value)!r}])")
 
 
 def _refuse_study_file(path: str | Path) -> None:
@@ -160,6 +168,7 @@ def train(
     >>> r.status, len(r.history), 0.0 <= r.final.val_accuracy <= 1.0
     ('completed', 1, True)
     """
+    _a_list(plugins, "plugins", "module names")
     import_plugins(list(plugins))
     cfg = load_config(spec, overrides)
     if out_dir is not None:
@@ -269,6 +278,8 @@ def run_study(
     True
     """
     t0 = time.time()
+    _a_list(plugins, "plugins", "module names")
+    _a_list(warm_start, "warm_start", "configs or studies (a config file, study:NAME@STORAGE)")
     import_plugins(list(plugins))
     spec = _as_spec(study, folder, storage=storage, n_trials=n_trials, timeout=timeout, workers=workers, budget=budget)
     if warm_start:

@@ -867,3 +867,18 @@ def test_a_study_file_given_to_train_is_said_to_be_one(tmp_path):
 
     with pytest.raises(ConfigError, match="is a study file"):
         load_config(tmp_path / "s.yaml")
+
+
+def test_one_string_where_the_api_takes_a_list_is_refused_with_the_list_to_write(tmp_path):
+    """Its characters had been read one by one: `--set: expected KEY=VALUE, got 'e'`, a plugin `j`."""
+    import effsearch
+
+    with pytest.raises(ConfigError) as e:
+        effsearch.load_config({"epochs": 1}, "epochs=2")
+    assert e.value.field == "overrides" and "(write ['epochs=2'])" in e.value.message, e.value
+    assert effsearch.load_config({"epochs": 1}, ["epochs=2"]).epochs == 2
+    with pytest.raises(ConfigError, match=r"^plugins: must be a list of module names; got the string 'json'"):
+        effsearch.train({"epochs": 1}, plugins="json")
+    with pytest.raises(ConfigError, match=r"^warm_start: must be a list"):
+        effsearch.run_study({"base": {"epochs": 1}}, warm_start="best.yaml", folder=tmp_path)
+    assert not list(tmp_path.iterdir())
