@@ -528,53 +528,44 @@ def signed_asks(study: optuna.Study) -> None:
 
 
 @contextlib.contextmanager
-def signals_put_off() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive in the block are delivered when it ends, to the handlers
-    they had before."""
+def handled_by(handler: Any, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """``handler`` for ``signals`` while the block runs, the handlers before it put back after.
+    Signals reach the main thread only: elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    pending: list[int] = []
-    before = {
-        s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
-    }
+    before = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        for s, previous in before.items():
+            signal.signal(s, previous)
+
+
+@contextlib.contextmanager
+def signals_put_off() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block are delivered when it ends, to the handlers
+    they had before."""
+    pending: list[int] = []
+    try:
+        with handled_by(lambda signum, frame: pending.append(signum)):
+            yield
+    finally:
         for signum in dict.fromkeys(pending):
             signal.raise_signal(signum)
 
 
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
+def signals_held() -> contextlib.AbstractContextManager[None]:
     """SIGINT and SIGTERM ignored while the block runs, in a process that is stopping already: a
     second signal (the main process tells a worker to stop when a Ctrl-C may have reached it
     already: ``watch``) must not cut short the queueing of its trials."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+    return handled_by(signal.SIG_IGN)
 
 
-@contextlib.contextmanager
-def sigterm_as_exit() -> Iterator[None]:
+def sigterm_as_exit() -> contextlib.AbstractContextManager[None]:
     """SIGTERM raises SystemExit here, as Composer's handler does once imported: without it the main
     process died at once and its workers, never told, ran the whole study on."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    return handled_by(lambda signum, frame: sys.exit(128 + signum), (signal.SIGTERM,))
 
 
 def stop_workers(procs: list, told: bool) -> None:
@@ -595,14 +586,10 @@ def stop_workers(procs: list, told: bool) -> None:
             p.terminate()
 
 
-@contextlib.contextmanager
-def hurried_by_signals(procs: list, progress: Progress) -> Iterator[None]:
+def hurried_by_signals(procs: list, progress: Progress) -> contextlib.AbstractContextManager[None]:
     """Another Ctrl-C or SIGTERM while the workers stop tells them at once (SIGTERM: each queues its
     trial again) instead of cutting the wait short: the main process would have left with no word
     on resuming, and the interpreter's exit, which joins the workers too, with a traceback."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def hurry(signum: int, frame: object) -> None:
         alive = [p for p in procs if p.is_alive()]
@@ -611,12 +598,7 @@ def hurried_by_signals(procs: list, progress: Progress) -> Iterator[None]:
         for p in alive:
             p.terminate()
 
-    before = {s: signal.signal(s, hurry) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+    return handled_by(hurry)
 
 
 # Seconds a worker has to stop by itself after a Ctrl-C before the main process tells it (``watch``).
