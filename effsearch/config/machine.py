@@ -61,18 +61,22 @@ class Machine:
         space has no selection dimension, and its header had named CORDS all the same."""
         extras = [
             label
-            for name, label in DESCRIBED.items()
+            for name, (label, dimension) in DESCRIBED.items()
             if getattr(self, name)
             and not (name == "ffcv" and self.ffcv is None and not _ffcv_checked.get("ok"))
-            and (searched is None or any(d.split(".")[0] == DIMENSION[name] for d in searched))
+            and (searched is None or any(d.split(".")[0] == dimension for d in searched))
         ]
         return f"{self.device}" + (f" with {', '.join(extras)}" if extras else "")
 
 
 # What Machine.describe names for each optional capability it has, and the dimension (by its first
 # dotted part) that uses it.
-DESCRIBED = {"bf16": "bf16", "ffcv": "FFCV", "compile": "torch.compile", "selection": "CORDS subset selection"}
-DIMENSION = {"bf16": "precision", "ffcv": "loader", "compile": "compile", "selection": "selection"}
+DESCRIBED = {
+    "bf16": ("bf16", "precision"),
+    "ffcv": ("FFCV", "loader"),
+    "compile": ("torch.compile", "compile"),
+    "selection": ("CORDS subset selection", "selection"),
+}
 
 
 def _importable(name: str) -> bool:

@@ -41,6 +41,7 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
     convs = [m for m in modules if isinstance(m, nn.Conv2d)]
     linears = [m for m in modules if isinstance(m, nn.Linear)]
     tokens = any(isinstance(m, EMBEDDINGS) for m in modules) and not convs
+    weights = sized(net)
     # Only a model built after torchvision's ResNet module was imported can hold its Bottleneck:
     # no import here (torchvision's takes seconds, and bad input is refused before it).
     resnet = sys.modules.get("torchvision.models.resnet")
@@ -50,8 +51,8 @@ def facts_of(net: nn.Module, causal: bool = False) -> ModelFacts:
         downsamples=any(isinstance(m, nn.MaxPool2d) for m in modules) or any(max(c.stride) > 1 for c in convs),
         final_linear=bool(linears),
         in_channels=convs[0].in_channels if convs else None,
-        params=sum(p.numel() for p in sized(net)),
-        weight_bytes=sum(p.numel() * p.element_size() for p in sized(net)),
+        params=sum(p.numel() for p in weights),
+        weight_bytes=sum(p.numel() * p.element_size() for p in weights),
         modality="tokens" if tokens else "images",
         layernorm=any(map(plain_layernorm, modules)),
         attention=any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention") for m in modules),
@@ -194,13 +195,12 @@ def check_config(cfg: TrainConfig, unknown_shape: bool = False) -> None:
     not (a callable's data: images or texts), nothing is checked here (the trainer checks the model
     on the loaded data), unless ``unknown_shape``: then its structure is probed as a study's space
     needs it, built for the data's kind as far as the dataset's name tells."""
-    from effsearch.trainer.data.splits import shape_of
-    from effsearch.trainer.data.text import text_source, token_shape
-
     if model_kind(cfg.model.name) == "builtin":
         _check_builtin_fits(cfg)
         return
     from effsearch.config import rules
+    from effsearch.trainer.data.splits import shape_of
+    from effsearch.trainer.data.text import text_source, token_shape
 
     if text_source(cfg.dataset):
         _check_fits(cfg, probe(cfg.model, tokens=token_shape(cfg.dataset)))
@@ -223,12 +223,14 @@ def _check_builtin_fits(cfg: TrainConfig) -> None:
     for a built-in sized by model.width and depth alone, whose bounds keep its weights under 13 GiB,
     resnet56's at width 1024), for the text asked for, or for images (their channels and classes
     hardly change its size). A text model on data whose kind is not known yet is left to the trainer."""
+    if not cfg.model.kwargs:  # every trial of a built-in passes here: nothing read for it
+        return
     from effsearch.trainer.data.text import text_source, token_shape
     from effsearch.trainer.models import build_network
 
     tokens = token_shape(cfg.dataset) if text_source(cfg.dataset) else None
     known = facts({"name": cfg.model.name})
-    if not cfg.model.kwargs or (tokens is None and known is not None and known.tokens):
+    if tokens is None and known is not None and known.tokens:
         return
     with torch.device("meta"):
         net = build_network(cfg.model, 3, 10, tokens)

@@ -89,11 +89,16 @@ class Cost:
         ]
 
 
+def earlier_compute(study: Study) -> float:
+    """The summed wall seconds of phase 1's trials, recorded on phase 2's study (0: no phase 1)."""
+    return float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0)
+
+
 def of(study: Study, trial: FrozenTrial | None = None, pick_text: str = DEFAULT_PICK) -> Cost:
     """The study's cost, and the saving of ``trial`` (a pick's, named ``pick_text``; None: no pick)
     against the baseline trial. ``effsearch.search.results.best.cost_of`` picks the trial first."""
     trials = study.get_trials(deepcopy=False)
-    compute = spent(trials) + float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0)
+    compute = spent(trials) + earlier_compute(study)
     objectives = queries.objectives_of(study)
     base = queries.baseline_trial(trials)
     return Cost(

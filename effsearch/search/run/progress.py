@@ -13,11 +13,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from effsearch.config.machine import free_workers, worker_devices
 from effsearch.config.metrics import target_of
-from effsearch.search.results import best, report
+from effsearch.search.results import best, cost, report
 from effsearch.search.run import target
 from effsearch.search.run.budget import spent
 from effsearch.search.store import queries
-from effsearch.search.store.attrs import REASON_KEY, TUNE_COMPUTE_KEY, TUNE_TRIAL_KEY
+from effsearch.search.store.attrs import REASON_KEY, TUNE_TRIAL_KEY
 from effsearch.search.study import phases
 
 if TYPE_CHECKING:
@@ -71,11 +71,12 @@ class Report:
         """What a phase says after its trials' table: the compute, the cost, what it left queued, the dashboard."""
         left = budget.left(study)
         # Phase 2 counts phase 1's trials too, as the budget and the cost line below do.
-        earlier = float(study.user_attrs.get(TUNE_COMPUTE_KEY) or 0.0) if spec.phase == "confirm" else 0.0
+        this = spent(trials)
+        earlier = cost.earlier_compute(study) if spec.phase == "confirm" else 0.0
         self.line(
-            f"\ncompute: {spent(trials) + earlier:.1f} s (the summed wall seconds of "
+            f"\ncompute: {this + earlier:.1f} s (the summed wall seconds of "
             + (
-                f"both phases' trials: phase 1 {earlier:.1f} s, phase 2 {spent(trials):.1f} s)"
+                f"both phases' trials: phase 1 {earlier:.1f} s, phase 2 {this:.1f} s)"
                 if spec.phase == "confirm"
                 else "this study's trials)"
             )

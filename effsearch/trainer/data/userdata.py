@@ -435,11 +435,11 @@ def _class_count(ys: dict[str, np.ndarray], field: str, source: str) -> int:
     if not len(ys["train"]):
         raise ConfigError(field, f"the training split of {source} is empty")
     k = int(ys["train"].max()) + 1
-    if len(np.unique(ys["train"])) < 2:
+    seen = set(np.unique(ys["train"]).tolist())
+    if len(seen) < 2:
         raise ConfigError(
             field, f"the training labels of {source} hold one class ({k - 1}); a classifier needs at least two"
         )
-    seen = set(np.unique(ys["train"]).tolist())
     for split, y in ys.items():
         if len(y) and int(y.max()) >= k:
             raise ConfigError(
