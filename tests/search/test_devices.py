@@ -22,6 +22,7 @@ from effsearch.search.store.attrs import BASELINE_FOR_KEY, PLACEMENT_KEY
 from effsearch.search.store.storage import open_url
 from effsearch.search.study import studyfile
 from tests.support.helpers import ran, tiny
+from tests.support.scripted import TRAIN_FN, TRAIN_FN_ENV
 from tests.support.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +148,8 @@ def test_worker_processes_run_pinned_to_their_own_devices(tmp_path):
     trial records the device of the worker that ran it."""
     (tmp_path / "envprobe.py").write_text(PROBE)
     path = study_file(tmp_path, 4, plugins=["envprobe"])
-    env = {**os.environ, "EFFSEARCH_FAKE_GPUS": "2", "TQDM_DISABLE": "1"}
+    # Scripted trials: only where each worker runs, and what its trials record, are under test.
+    env = {**os.environ, "EFFSEARCH_FAKE_GPUS": "2", "TQDM_DISABLE": "1", TRAIN_FN_ENV: TRAIN_FN}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     done = subprocess.run(
         [sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "auto"],
