@@ -28,6 +28,7 @@ from effsearch.search.store import queries
 from effsearch.search.store.attrs import NOT_RUN
 from effsearch.search.store.storage import open_url, retry_history
 from tests.support.helpers import free_port, missing_system_package, tiny
+from tests.support.scripted import SLOW_TRAIN_FN, TRAIN_FN_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +129,6 @@ def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
         "name": name,
         "n_trials": 3,
         "seed": 1,
-        # Trials of a second or more, so the kill lands mid-trial.
         "base": tiny(**{"dataset.synthetic_size": 512, "epochs": 20}),
         "space": {
             "include": ["optimizer"],
@@ -147,9 +147,11 @@ def _study_file(tmp_path, name: str = "pg", **changes) -> Path:
 
 
 def _worker(path, url, n_trials, log):
-    # One thread each: two workers of two threads on two cores made each trial 5-20x slower (threads
-    # spinning on cores the other process holds), and this file took 4 minutes of CI.
-    env = {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    # Scripted trials of three seconds, so a kill or a restart lands mid-trial: what is under test is
+    # the storage's bookkeeping, and a real trial's Composer import and training made each worker 6 s
+    # slower to start. One thread each: two workers of two threads on two cores made each trial 5-20x
+    # slower (threads spinning on cores the other process holds), and this file took 4 minutes of CI.
+    env = {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1", TRAIN_FN_ENV: SLOW_TRAIN_FN}
     return subprocess.Popen(
         [sys.executable, "-m", "effsearch.cli", "run", str(path), "--storage", url, "--n-trials", str(n_trials)],
         cwd=ROOT,

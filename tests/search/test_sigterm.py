@@ -17,7 +17,7 @@ from effsearch.search.run.objective import TRAIN_FN_ENV
 from effsearch.search.store.heartbeat import worker_id
 from effsearch.search.store.storage import open_url
 from tests.search.test_resume import start
-from tests.support.scripted import scripted_train
+from tests.support.scripted import SLOW_TRAIN_FN
 from tests.support.tiny_study import study_file
 
 
@@ -31,14 +31,6 @@ def pythons_own_handlers():
     yield
     for s, handler in before.items():
         signal.signal(s, handler)
-
-
-def slow_train(cfg, **kwargs):
-    """A trial of a few seconds (worker processes import it by name): SIGTERM lands mid-trial. The
-    warm-ups (the pre-flight's and each worker's, called without the pruner's ``eval_at``) play at once."""
-    if "eval_at" in kwargs:
-        time.sleep(3)
-    return scripted_train(cfg, **kwargs)
 
 
 def both_workers_mid_trial(proc, journal: str, deadline: float = 300.0) -> None:
@@ -61,7 +53,7 @@ def both_workers_mid_trial(proc, journal: str, deadline: float = 300.0) -> None:
 def test_a_signal_to_the_main_process_or_its_group_stops_the_workers_and_queues_their_trials(tmp_path, sig, group):
     n = 12
     path = study_file(tmp_path, n, workers=2)
-    proc = start(path, env={TRAIN_FN_ENV: f"{__name__}:slow_train"}, log=tmp_path / "run.log")
+    proc = start(path, env={TRAIN_FN_ENV: SLOW_TRAIN_FN}, log=tmp_path / "run.log")
     journal = str(path.with_suffix(".journal"))
     try:
         both_workers_mid_trial(proc, journal)
@@ -205,7 +197,7 @@ def test_workers_stop_and_queue_their_trials_again_when_the_main_process_is_kill
     study, unseen, and timed a new run's trials against their own."""
     n = 12
     path = study_file(tmp_path, n, workers=2)
-    proc = start(path, env={TRAIN_FN_ENV: f"{__name__}:slow_train"}, log=tmp_path / "run.log")
+    proc = start(path, env={TRAIN_FN_ENV: SLOW_TRAIN_FN}, log=tmp_path / "run.log")
     journal = str(path.with_suffix(".journal"))
     workers_seen: list[int] = []
     try:

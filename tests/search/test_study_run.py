@@ -23,7 +23,7 @@ from effsearch.search.store.heartbeat import requeue_dead_local
 from effsearch.search.store.storage import open_url
 from effsearch.trainer import loop
 from tests.support.helpers import ran, tiny
-from tests.support.scripted import scripted_train
+from tests.support.scripted import SLOW_TRAIN_FN, TRAIN_FN_ENV, scripted_train
 from tests.support.tiny_study import study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -321,9 +321,9 @@ def test_a_killed_worker_s_trial_is_retried_by_the_other_on_a_journal(tmp_path):
     import signal
     import time
 
-    base = tiny(**{"dataset.synthetic_size": 512, "epochs": 6})  # a few seconds a trial: the kill lands mid-trial
-    path = write_study(tmp_path, n_trials=5, base=base, heartbeat={"interval": 1, "grace_period": 3})
-    env = {**os.environ, "TQDM_DISABLE": "1"}
+    # Scripted trials of three seconds: the kill lands mid-trial, and only the bookkeeping is under test.
+    path = write_study(tmp_path, n_trials=5, heartbeat={"interval": 1, "grace_period": 3})
+    env = {**os.environ, "TQDM_DISABLE": "1", TRAIN_FN_ENV: SLOW_TRAIN_FN}
     proc = subprocess.Popen(
         [sys.executable, "-m", "effsearch.cli", "run", str(path), "--workers", "2"],
         cwd=ROOT,

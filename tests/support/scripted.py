@@ -21,12 +21,13 @@ never by patching its modules.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 from effsearch.search.run.objective import TRAIN_FN_ENV
 from effsearch.trainer.result import EvalPoint, Final, RunResult, time_to_target
 
-__all__ = ["TRAIN_FN", "TRAIN_FN_ENV", "Scripted", "scripted_train", "train"]
+__all__ = ["SLOW_TRAIN_FN", "TRAIN_FN", "TRAIN_FN_ENV", "Scripted", "scripted_train", "slow_train", "train"]
 
 
 def scripted_train(
@@ -71,3 +72,15 @@ def train(cfg, **kwargs):
 
 
 TRAIN_FN = f"{__name__}:train"
+
+
+def slow_train(cfg, **kwargs):
+    """``scripted_train`` three seconds a trial, so that a signal or a kill lands mid-trial (worker
+    processes import it by name: ``SLOW_TRAIN_FN``). The warm-ups (the pre-flight's and each
+    worker's, called without the pruner's ``eval_at``) play at once."""
+    if "eval_at" in kwargs:
+        time.sleep(3)
+    return scripted_train(cfg, **kwargs)
+
+
+SLOW_TRAIN_FN = f"{__name__}:slow_train"
