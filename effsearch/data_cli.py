@@ -43,7 +43,7 @@ def add_data_parser(sub) -> None:
         "(other split seed or fraction, changed dataset files); needs the ffcv extra. Text (jsonl, csv, hf "
         "text, plain text files, an import path returning texts): the tokenizer trained on the training split and every text's "
         "tokens, in the token cache every run and study worker then reads (DATA/text-cache). --config takes "
-        "the dataset of a config file, or of a study file's base.",
+        "the dataset of a config file, or of a study file's base; the dataset flags given beside it change it.",
     )
     p.add_argument(
         "dataset",
@@ -68,7 +68,9 @@ def add_data_parser(sub) -> None:
     p.add_argument("--synthetic-size", type=int, help="dataset.synthetic_size (synthetic only)")
     p.add_argument("--image-column", help="dataset.image_column (hf images; default image)")
     p.add_argument("--text-column", help="dataset.text_column (text; default text)")
-    p.add_argument("--label-column", help="dataset.label_column (default label)")
+    p.add_argument(
+        "--label-column", help="dataset.label_column (default label; null: a language model's corpus, no labels)"
+    )
     p.add_argument("--max-length", type=int, help="dataset.max_length (text; default 128)")
     p.add_argument("--tokenizer", help="dataset.tokenizer.name (text: bytes, bpe, wordpiece or file; default bpe)")
     p.add_argument("--vocab-size", type=int, help="dataset.tokenizer.vocab_size (bpe, wordpiece; default 8192)")
@@ -79,30 +81,44 @@ def add_data_parser(sub) -> None:
 
 def _config(args) -> tuple[dict, str]:
     """The config (a raw dict) whose dataset to prepare, and where it came from: --config's (a
-    study file's base), else the flags'."""
+    study file's base) with the dataset flags given on top of it, else the flags'."""
+    flags = _dataset_flags(args)
     if args.config:
         if args.dataset:
             raise ConfigError("DATASET", "give DATASET or --config, not both")
-        from effsearch.config import read_yaml
-
-        if "base" in read_yaml(args.config):  # a study file
-            from effsearch.search.study.studyfile import load
-
-            return load(args.config).base.to_dict(), args.config
-        from effsearch import api
-
-        return api.load_config(args.config).to_dict(), args.config
+        data = _config_file(args.config)
+        dataset = dict(data.get("dataset") or {})
+        tokenizer = {**(dataset.get("tokenizer") or {}), **flags.pop("tokenizer", {})}
+        data["dataset"] = {**dataset, **flags, **({"tokenizer": tokenizer} if tokenizer else {})}
+        return data, args.config
     if not args.dataset:
         raise ConfigError("DATASET", "missing: name a dataset (e.g. cifar10, jsonl --path FILE) or give --config")
-    dataset: dict = {"name": args.dataset}
-    for flag in DATASET_FLAGS:
-        if getattr(args, flag) is not None:
-            dataset[flag] = getattr(args, flag)
+    return {"dataset": {"name": args.dataset, **flags}}, "effsearch data prepare"
+
+
+def _config_file(path: str) -> dict:
+    """A config file's settings, or a study file's base's."""
+    from effsearch.config import read_yaml
+
+    if "base" in read_yaml(path):  # a study file
+        from effsearch.search.study.studyfile import load
+
+        return load(path).base.to_dict()
+    from effsearch import api
+
+    return api.load_config(path).to_dict()
+
+
+def _dataset_flags(args) -> dict:
+    """The dataset fields the flags give (their tokenizer's under ``tokenizer``)."""
+    dataset = {flag: getattr(args, flag) for flag in DATASET_FLAGS if getattr(args, flag) is not None}
+    if dataset.get("label_column") == "null":  # as --set reads it: a language model's corpus
+        dataset["label_column"] = None
     given = (("name", args.tokenizer), ("vocab_size", args.vocab_size), ("path", args.tokenizer_path))
     tokenizer = {k: v for k, v in given if v is not None}
     if tokenizer:
         dataset["tokenizer"] = tokenizer
-    return {"dataset": dataset}, "effsearch data prepare"
+    return dataset
 
 
 def cmd_prepare(args) -> int:

@@ -72,3 +72,48 @@ def test_data_prepare_takes_a_corpus_from_flags_alone(tmp_path, capsys):
     args = ["data", "prepare", "text", "--path", str(text), "--tokenizer", "bytes", "--max-length", "16"]
     assert main([*args, "--data-dir", str(tmp_path / "data")]) == 0, capsys.readouterr().err
     assert "documents" in capsys.readouterr().out
+
+
+def test_data_prepare_applies_the_dataset_flags_given_beside_a_config(tmp_path, capsys):
+    """`--config c.yaml --split-seed 7` prepares the split of seed 7 (the flags had been dropped
+    without a word, and the config's seed-0 cache read), and `--tokenizer bpe` a BPE's tokens."""
+    cfg = tmp_path / "c.yaml"
+    d = lm_config(corpus(tmp_path / "c.txt"))
+    cfg.write_text(yaml.safe_dump(d))
+    data = tmp_path / "data"
+    assert main(["data", "prepare", "--config", str(cfg), "--data-dir", str(data)]) == 0
+    capsys.readouterr()
+    assert main(["data", "prepare", "--config", str(cfg), "--split-seed", "7", "--data-dir", str(data)]) == 0
+    assert "tokenized into" in capsys.readouterr().err  # a split of its own, not the seed-0 one read again
+    d["dataset"]["split_seed"] = 7
+    cfg.write_text(yaml.safe_dump(d))
+    assert main(["data", "prepare", "--config", str(cfg), "--data-dir", str(data)]) == 0
+    assert "read from" in capsys.readouterr().err  # what the flag prepared is what the config reads
+    args = [
+        "data",
+        "prepare",
+        "--config",
+        str(cfg),
+        "--tokenizer",
+        "bpe",
+        "--vocab-size",
+        "300",
+        "--data-dir",
+        str(data),
+    ]
+    assert main(args) == 0, capsys.readouterr().err
+    assert "tokenized into" in capsys.readouterr().err
+
+
+def test_data_prepare_reads_label_column_null_as_a_language_model_s_corpus(tmp_path, capsys):
+    """`--label-column null` (as `--set dataset.label_column=null` reads it): the JSONL file's texts
+    as a corpus; it had been looked for as a column named 'null'."""
+    import json
+
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        "".join(json.dumps({"text": line}) + "\n" for line in corpus(tmp_path / "c.txt").read_text().split("\n\n"))
+    )
+    args = ["data", "prepare", "jsonl", "--path", str(path), "--label-column", "null", "--tokenizer", "bytes"]
+    assert main([*args, "--max-length", "16", "--data-dir", str(tmp_path / "data")]) == 0, capsys.readouterr().err
+    assert "documents" in capsys.readouterr().out
