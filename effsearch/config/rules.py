@@ -510,6 +510,18 @@ RULES: list[Rule] = [
         when="within the model's positions",
         reads=("model.name", "model.kwargs"),
     ),
+    Rule(
+        "dataset.max_length",
+        "dataset.max_length",
+        on=lambda c: data_modality(dataset_name(c)) == "tokens" and not lm_data(c),
+        forbids=lambda c: value(c, "dataset.max_length") < 2,
+        message=lambda c: (
+            f"is {value(c, 'dataset.max_length')}: a classifier's texts begin with its first token ([CLS]), "
+            "so no word of a text would reach the model; at least 2"
+        ),
+        when="at least 2 for a classifier",
+        reads=("dataset.name", "dataset.label_column"),
+    ),
     _encoder_only("model.depth", 0),
     _encoder_only("model.heads", 0),
     _encoder_only("model.pooling", POOLINGS[0]),

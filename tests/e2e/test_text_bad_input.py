@@ -66,6 +66,7 @@ FILE_CASES = [
 CONFIG_CASES = [
     ({"dataset.tokenizer.vocab_size": 100}, "dataset.tokenizer.vocab_size", "at least 260"),
     ({"dataset.max_length": 0}, "dataset.max_length", "must be in [1, 65536]"),
+    ({"dataset.max_length": 1}, "dataset.max_length", "no word of a text would reach the model"),
     (
         {"model": {**BERT, "kwargs": {**BERT["kwargs"], "max_position_embeddings": 16}}},
         "dataset.max_length",
