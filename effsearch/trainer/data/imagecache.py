@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from effsearch.config import ConfigError
 from effsearch.trainer.data.cachefolder import locked
 from effsearch.trainer.data.decode import Part, decode, plan
 from effsearch.trainer.data.memory import check_fits, human_bytes
+
+log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 2  # bump when the cache's files or the decoding change: older caches are not read
 CHANNEL_RULE = "L if all grayscale else RGB"  # in the cache key: the mode itself follows from the files
@@ -44,7 +46,7 @@ def decoded(
     try:
         lock = locked(cache, key)  # study workers started together decode once
     except OSError as e:
-        warnings.warn(f"cannot cache decoded images in {cache} ({e}): decoding them in memory", stacklevel=3)
+        log.warning("cannot cache decoded images in %s (%s): decoding them in memory", cache, e)
         return _in_memory(*build(), image_size)
     with lock:  # an image refused inside leaves no cache folder or lock behind
         hit = _read_cache(folder)
@@ -55,10 +57,7 @@ def decoded(
         shape = (1 if mode == "L" else 3, size[1], size[0])
         need = sum(len(p.labels) for p in parts.values()) * int(np.prod(shape))
         if shutil.disk_usage(cache).free < need + (256 << 20):  # a full disk under a memory map is a SIGBUS
-            warnings.warn(
-                f"{cache} has not {human_bytes(need)} free for the decoded images: decoding them in memory",
-                stacklevel=3,
-            )
+            log.warning("%s has not %s free for the decoded images: decoding them in memory", cache, human_bytes(need))
             return _in_memory(parts, classes, image_size, (mode, size))
         _write_cache(cache, key, source, settings, parts, classes, (mode, size, shape))
     hit = _read_cache(folder)
