@@ -30,7 +30,7 @@ import torch
 from effsearch.config import ConfigError
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import textcache, tokenizer
-from effsearch.trainer.data.text import SPLITS, carve, given, identity
+from effsearch.trainer.data.text import SPLITS, carve, given, group_ids, identity
 from effsearch.trainer.data.textsources import Columns, TextRows, from_arrays, read_csv, read_hf, read_jsonl, read_text
 from effsearch.trainer.data.userdata import existing_path
 from effsearch.trainer.techniques.ramps import Shapes, shapes
@@ -84,19 +84,23 @@ def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = 
     return Streams(train, *windows(val, length, count), test_x, test_y, int(made.facts["vocab_size"]), held)
 
 
+# val_fraction carves a file that names no splits; a file that names them holds out what it names.
+MORE_HELD_OUT = "(dataset.val_fraction; where the file names each row's split: more rows named validation)"
+
+
 def _scored(d: DatasetConfig, available: int) -> int:
     """The validation tokens each evaluation scores (``val_tokens``, shrunk by ``val_subset``)."""
     if d.max_length > available:
         raise ConfigError(
             "dataset.max_length",
             f"is {d.max_length} but the validation stream holds {available} tokens to predict: no window of "
-            "it fits; lower max_length or hold out more text (dataset.val_fraction)",
+            "it fits; lower max_length or hold out more text " + MORE_HELD_OUT,
         )
     if d.val_tokens is not None and d.val_tokens > available:
         raise ConfigError(
             "dataset.val_tokens",
             f"is {d.val_tokens} but the validation stream holds {available} tokens to predict; lower it "
-            "(null: all of them) or hold out more text (dataset.val_fraction)",
+            "(null: all of them) or hold out more text " + MORE_HELD_OUT,
         )
     return max(1, round((d.val_tokens or available) * d.val_subset))
 
@@ -154,8 +158,7 @@ def _read(d: DatasetConfig, cols: Columns) -> TextRows:
 def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     """Splits by document, a tokenizer trained on the training documents, each split packed."""
     y = np.zeros(len(rows.texts), np.int64)  # one "class": the carving is by document (and group) alone
-    groups = np.asarray(rows.groups) if rows.groups is not None else None
-    part = carve(given(rows, y), y, d, groups)
+    part = carve(given(rows, y), y, d, group_ids(rows))
     if d.tokenizer.name == "wordpiece":
         raise ConfigError(
             "dataset.tokenizer.name", "wordpiece cannot be a language model's tokenizer: use bpe or bytes"
@@ -193,8 +196,10 @@ class LMBatches:
     ) -> None:
         self.stream, self.batch_size, self.length = stream, batch_size, length
         self.rank, self.world = rank, world
-        # The fewest whole windows any offset leaves: every epoch has as many batches.
-        self.windows = (len(stream) - length) // length
+        # The fewest whole windows any offset leaves: every epoch has as many batches. A stream of
+        # under two windows still has one (at fewer offsets): none made a NaN loss, "diverged".
+        self.windows = max(1, (len(stream) - length) // length)
+        self.offsets = min(length, len(stream) - length * self.windows)
         self.gen = torch.Generator()
         self.gen.manual_seed(seed)
         self.span = torch.arange(length + 1, device=stream.device)
@@ -211,7 +216,7 @@ class LMBatches:
         return max(1, self.windows // self.world // self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        offset = int(torch.randint(0, self.length, (1,), generator=self.gen))
+        offset = int(torch.randint(0, self.offsets, (1,), generator=self.gen))
         starts = offset + self.length * torch.randperm(self.windows, generator=self.gen)
         starts = starts[self.rank :: self.world].to(self.stream.device)
         if self.shapes is not None:

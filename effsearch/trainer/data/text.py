@@ -16,6 +16,7 @@ cut to their longest text when served (``textbatches``).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from effsearch.config import DatasetConfig
 
 SPLITS = ("train", "val", "test")
+HASHED = ("jsonl", "csv", "text")  # sources keyed by their bytes (an hf folder: by its files' stats)
+log = logging.getLogger(__name__)
 
 
 def load(d: DatasetConfig, cache_root: Path, arrays: Mapping[str, Any] | None = None) -> UserData:
@@ -90,15 +93,26 @@ def _source(d: DatasetConfig, cols: Columns, arrays: Mapping[str, Any] | None) -
 
 
 def identity(d: DatasetConfig, source: TextRows | Path) -> Any:
-    """What names a source in its cache key: a hash of an import path's rows, or the path, size
-    and modification time of a file, or of a folder's files."""
+    """What names a source in its cache key: a hash of an import path's rows, of a text file's
+    bytes (or a folder's files'), or the path, size and modification time of an hf folder's files."""
     if isinstance(source, TextRows):
         digest = hashlib.sha256()
         for t, s in zip(source.texts, source.splits or []):
             digest.update(f"{s}\0{t}\0".encode())
         digest.update(repr(source.labels).encode())
         return {"callable": d.name, "sha256": digest.hexdigest()}
+    if dataset_kind(d.name) in HASHED:
+        # Size and mtime miss a file edited in place and given its old time back (cp -p, rsync -a).
+        return [[str(p), _content_hash(p)] for p in files_of(source)]
     return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files_of(source)]
+
+
+def _content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _read(d: DatasetConfig, cols: Columns) -> TextRows:
@@ -110,7 +124,7 @@ def _read(d: DatasetConfig, cols: Columns) -> TextRows:
 def build(d: DatasetConfig, rows: TextRows) -> textcache.Tokenized:
     """Classes, splits, a tokenizer trained on the training split, and every text's padded row."""
     names, y = _classes(rows, d)
-    groups = np.asarray(rows.groups) if rows.groups is not None else None
+    groups = group_ids(rows)
     part = carve(given(rows, y), y, d, groups, names)
     t = d.tokenizer
     tok = tokenizer.made(t.name, t.vocab_size, [rows.texts[i] for i in part["train"]], t.path)
@@ -176,6 +190,30 @@ def _classes(rows: TextRows, d: DatasetConfig) -> tuple[list, np.ndarray]:
                 "list the classes to keep in dataset.classes)",
             )
     return [c if isinstance(c, (int, str)) else str(c) for c in names], y
+
+
+def group_ids(rows: TextRows) -> np.ndarray | None:
+    """Each row's group (``dataset.group_column``) as a number, in the order of the values (the
+    order the carving ranks them in: a file whose rows all have one is carved as before); a row
+    without one (null, empty) is a group of its own. As one group, such rows were all held out."""
+    if rows.groups is None:
+        return None
+    missing = np.asarray([g is None or not str(g).strip() for g in rows.groups])
+    ids = np.empty(len(missing), np.int64)
+    if (~missing).any():
+        ids[~missing] = np.unique(
+            np.asarray([g for g in rows.groups if g is not None and str(g).strip()]), return_inverse=True
+        )[1]
+    start = int(ids[~missing].max()) + 1 if (~missing).any() else 0
+    ids[missing] = start + np.arange(int(missing.sum()))
+    if missing.any():
+        log.warning(
+            "%d of %d rows of %s have no group (dataset.group_column null or empty): each is carved alone",
+            int(missing.sum()),
+            len(ids),
+            rows.source,
+        )
+    return ids
 
 
 def given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:
