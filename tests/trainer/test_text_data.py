@@ -5,14 +5,13 @@ load, rebuilt (with one warning) when damaged, and never written by input it ref
 import json
 import sys
 import types
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from effsearch.config import ConfigError, TrainConfig
-from effsearch.trainer.data import text, textcache, tokenizer
+from effsearch.trainer.data import text, textcache, textsources, tokenizer
 from effsearch.trainer.data.splits import load_splits
 from effsearch.trainer.data.textbatches import TokenBatch, TokenBatches
 from tests.support.text import texts, tiny_text, write_jsonl
@@ -220,7 +219,7 @@ def test_other_settings_or_a_changed_file_make_another_cache(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "meta", "tokenizer"])
-def test_a_damaged_cache_is_rebuilt_with_one_warning(tmp_path, damage):
+def test_a_damaged_cache_is_rebuilt_with_one_warning(tmp_path, damage, caplog):
     path = write_jsonl(tmp_path / "t.jsonl")
     d = cfg_of(path).dataset
     folder = text.tokenized(d, tmp_path / "data").folder
@@ -230,10 +229,9 @@ def test_a_damaged_cache_is_rebuilt_with_one_warning(tmp_path, damage):
         (folder / "meta.json").write_text("{not json")
     else:
         (folder / "tokenizer.json").write_text('{"effsearch": "bytes"}')
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with caplog.at_level("WARNING", logger="effsearch"):
         again = text.tokenized(d, tmp_path / "data")
-    said = [str(w.message) for w in caught if "token cache" in str(w.message)]
+    said = [r.getMessage() for r in caplog.records if "token cache" in r.getMessage()]
     assert again.built and len(said) == 1 and "rebuilding it" in said[0]
     assert textcache.read(folder, json.loads((folder / "meta.json").read_text())["key"])[0] is not None
 
@@ -312,3 +310,138 @@ def test_a_group_column_missing_from_a_row_is_refused(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl")
     with pytest.raises(ConfigError, match="dataset.group_column: line 1 of .* has no 'source'"):
         load_splits(cfg_of(path, **{"dataset.group_column": "source"}), tmp_path / "data")
+
+
+# -- users' own files: what an audit found ---------------------------------------------------------
+
+COLS = textsources.Columns("text", "label", "split")
+
+
+def test_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path):
+    """U+2028, U+2029 and U+0085 are left raw inside strings by json.dumps(ensure_ascii=False) and
+    JSON.stringify: only "\\n" (or "\\r\\n") ends a line, and line numbers count those alone."""
+    path = tmp_path / "t.jsonl"
+    rows = [{"text": f"one{c}two", "label": "a"} for c in ("\u2028", "\u2029", "\u0085")]
+    path.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows).encode())
+    read = textsources.read_jsonl(path, COLS)
+    assert read.texts == [r["text"] for r in rows] and read.lines == [1, 2, 3]
+    with path.open("a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    with pytest.raises(ConfigError, match="line 4 of .* is not JSON"):
+        textsources.read_jsonl(path, COLS)
+    path.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\r" for r in rows).encode())  # an old Mac's
+    assert textsources.read_jsonl(path, COLS).texts == [r["text"] for r in rows]
+
+
+@pytest.mark.parametrize("name", ["bytes", "bpe"])
+def test_a_lone_surrogate_is_read_as_u_fffd_with_one_warning_and_trains(name, tmp_path, caplog, capsys):
+    """ "\\ud83d" (half an emoji, cut by a scraper) had crashed the tokenizer with UnicodeEncodeError."""
+    import yaml
+
+    from effsearch.cli import main
+
+    xs, ys = texts(120)
+    lines = [json.dumps({"text": x, "label": y}) for x, y in zip(xs, ys)]
+    for i in (3, 7):
+        lines[i] = json.dumps({"text": "cut \ud83d emoji " + xs[i], "label": ys[i]})
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    read = textsources.read_jsonl(path, COLS)
+    assert read.texts[3] == "cut \ufffd emoji " + xs[3]
+    said = [r.getMessage() for r in caplog.records if "surrogate" in r.getMessage()]
+    assert len(said) == 1 and "2 texts of" in said[0] and "line 4 of" in said[0] and str(path) in said[0]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_text(path, **{"dataset.tokenizer.name": name, "epochs": 1})))
+    assert main(["train", str(cfg), "--data-dir", str(tmp_path / "d"), "--out", str(tmp_path / "o")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_csv_labels_that_only_look_like_digits_stay_strings(tmp_path):
+    """'²' and '--1' pass str.isdigit() but int() refuses them: labels are integers only when each is
+    an ASCII integer."""
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\nfirst words,²\nsecond words,--1\nthird words,1\n")
+    assert textsources.read_csv(path, COLS).labels == ["²", "--1", "1"]
+    path.write_text("text,label\nfirst words, -3 \nsecond words,12\n")
+    assert textsources.read_csv(path, COLS).labels == [-3, 12]
+
+
+@pytest.mark.parametrize("column", ["text", "label", "split"])
+def test_a_csv_header_naming_a_column_twice_is_refused(column, tmp_path):
+    path = tmp_path / "t.csv"
+    header = ["text", "label", "split", column]
+    path.write_text(",".join(header) + "\nsome words,a,train,other\n")
+    with pytest.raises(ConfigError, match=f"dataset.path: the header of .*t.csv names the column '{column}' more"):
+        textsources.read_csv(path, COLS)
+
+
+def test_a_tsv_field_running_over_rows_is_refused_naming_where_it_starts(tmp_path):
+    """Written unquoted, a text opening with '"' ran on to the next quote: 444 rows of 600 read."""
+    xs, ys = texts(600)
+    xs[100] = '"Quoted" at the start, ' + xs[100]
+    xs[300] = "a quote in the middle " + xs[300] + '"'
+    path = tmp_path / "t.tsv"
+    path.write_text("text\tlabel\n" + "".join(f"{x}\t{y}\n" for x, y in zip(xs, ys)))
+    assert len(textsources.read_csv(path, COLS).texts) == 600  # a closed quote is read as it is
+    xs[100] = '"Unclosed at the start, ' + xs[101]
+    path.write_text("text\tlabel\n" + "".join(f"{x}\t{y}\n" for x, y in zip(xs, ys)))
+    with pytest.raises(ConfigError, match=r"line 102 of .*t.tsv has a field .*\(it runs on to line 302\).*quote"):
+        textsources.read_csv(path, COLS)
+    import csv
+
+    with path.open("w", newline="") as f:  # a CSV writer's file: a text with a line break, quoted
+        w = csv.writer(f, delimiter="\t")
+        w.writerows(
+            [
+                ("text", "label"),
+                *(((x + "\nsecond line") if i == 5 else x, y) for i, (x, y) in enumerate(zip(xs[200:], ys[200:]))),
+            ]
+        )
+    assert textsources.read_csv(path, COLS).texts[5] == xs[205] + "\nsecond line"
+
+
+@pytest.mark.parametrize("kind", ["gzip", "xz", "bzip2", "zstd"])
+def test_a_compressed_file_not_named_gz_is_said_to_be_compressed(kind, tmp_path):
+    import bz2
+    import gzip
+    import lzma
+
+    data = write_jsonl(tmp_path / "t.jsonl").read_bytes()
+    packed = {
+        "gzip": gzip.compress,
+        "xz": lzma.compress,
+        "bzip2": bz2.compress,
+        "zstd": lambda b: b"\x28\xb5\x2f\xfd" + bytes(range(128, 256)),
+    }[kind](data)
+    (tmp_path / "t.jsonl").write_bytes(packed)
+    said = "name it t.jsonl.gz" if kind == "gzip" else "only gzip .* is read: decompress it"
+    with pytest.raises(ConfigError, match=f"dataset.path: .*t.jsonl looks {kind}-compressed.*{said}"):
+        textsources.read_jsonl(tmp_path / "t.jsonl", COLS)
+    (tmp_path / "t.jsonl.gz").write_bytes(packed)  # named .gz, but not gzip
+    if kind != "gzip":
+        with pytest.raises(ConfigError, match=f"looks {kind}-compressed"):
+            textsources.read_jsonl(tmp_path / "t.jsonl.gz", COLS)
+
+
+def test_a_tab_separated_csv_is_said_to_be_tab_separated(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("text\tlabel\nsome words\ta\n")
+    with pytest.raises(ConfigError, match="has no column 'text'.*looks tab-separated, so name it t.tsv"):
+        textsources.read_csv(path, COLS)
+
+
+def test_split_names_are_read_whatever_their_case_and_spaces(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("text,label,split\nwords one,a,TEST\nwords two,b, Valid \nwords three,a,Train\n")
+    assert textsources.read_csv(path, COLS).splits == ["test", "val", "train"]
+
+
+def test_csv_integer_labels_spelt_two_ways_are_refused(tmp_path):
+    """ "1" and "01" had been merged into one class without a word."""
+    xs, _ = texts(40)
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\n" + "".join(f"{x},{['1', '2', '01'][i % 3]}\n" for i, x in enumerate(xs)))
+    with pytest.raises(ConfigError, match=r"dataset.label_column: labels '1' \(line 2 of .*\) and '01' \(line 4 of"):
+        textsources.read_csv(path, COLS)
+    path.write_text("text,label\n" + "".join(f"{x},{['01', '02'][i % 2]}\n" for i, x in enumerate(xs)))
+    assert sorted(set(textsources.read_csv(path, COLS).labels)) == [1, 2]  # one spelling each: integers

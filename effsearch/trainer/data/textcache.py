@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from effsearch.trainer.data.cachefolder import locked
+
+log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 2  # bump when the files or what builds them change: older caches are not read
 TOKENIZER = "tokenizer.json"
@@ -55,14 +57,14 @@ def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
     made = build()  # refuses bad input before anything is written
     made.built = True
     if why:
-        warnings.warn(f"the token cache {folder} is {why}: rebuilding it", stacklevel=3)
+        log.warning("the token cache %s is %s: rebuilding it", folder, why)
     try:
         with locked(cache, name):  # study workers started together: one writes, the others read
             if read(folder, full)[0] is None:
                 _write(cache, name, full, made)
         made.folder = folder
     except OSError as e:
-        warnings.warn(f"cannot cache the tokenized text in {cache} ({e}): keeping it in memory", stacklevel=3)
+        log.warning("cannot cache the tokenized text in %s (%s): keeping it in memory", cache, e)
     return made
 
 

@@ -9,11 +9,11 @@
   ``x_val``, ``y_val``), the x's lists of strings;
 * ``text``: plain text files, a language model's documents (``read_text``).
 
-A file's rows may name their split in ``dataset.split_column`` (train, validation or val, test);
-``text.py`` carves what a source does not give. Bad input is a ConfigError naming the field and the
-line: a missing column, an empty text, a line that is not UTF-8 or not JSON, a label that is
-neither a string nor an integer. Language models read the same rows with no label column, and
-leave out empty texts (wikitext's blank rows: a document of nothing) where a classifier refuses one.
+A file's rows may name their split in ``dataset.split_column`` (train, validation or val, test; in
+any case); ``text.py`` carves what a source does not give. Bad input is a ConfigError naming the
+field and the line: a missing or repeated column, an empty text, a line that is not UTF-8 or not
+JSON, a label that is neither a string nor an integer. A lone surrogate in a text is read as
+U+FFFD. Language models read the same rows with no label column, and leave out empty texts (wikitext's blank rows: a document of nothing) where a classifier refuses one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import gzip
 import io
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +91,28 @@ def _read(rows: TextRows, what: str) -> TextRows:
         raise ConfigError("dataset.path", f"{rows.source} holds no {what}")
     if rows.empty:
         log.info("left out %d empty texts of %s (a language model reads documents)", rows.empty, rows.source)
+    _mend_surrogates(rows)
     return rows
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _mend_surrogates(rows: TextRows) -> None:
+    """A lone surrogate (a JSON escape of half an emoji, ``"\\ud83d"``, common in scraped text) read
+    as U+FFFD, with one warning: no tokenizer encodes one to UTF-8 (json.loads joins whole pairs)."""
+    mended = [i for i, t in enumerate(rows.texts) if _SURROGATE.search(t)]
+    for i in mended:
+        rows.texts[i] = _SURROGATE.sub("\ufffd", rows.texts[i])
+    if mended:
+        log.warning(
+            "%d text%s of %s held a lone surrogate (half of an escaped UTF-16 pair, as \\ud83d of an emoji "
+            "cut in two), read as U+FFFD; the first: %s",
+            len(mended),
+            "s" if len(mended) != 1 else "",
+            rows.source,
+            rows.where(mended[0]),
+        )
 
 
 def _label(value: Any, cols: Columns, where: str) -> Any:
@@ -109,7 +131,8 @@ def _label(value: Any, cols: Columns, where: str) -> Any:
 
 
 def _split(value: Any, cols: Columns, where: str) -> str:
-    name = SPLIT_NAMES.get(value) if isinstance(value, str) else None
+    # "TEST", " Valid": a spreadsheet's or a hand's spelling of a split's name
+    name = SPLIT_NAMES.get(value.strip().lower()) if isinstance(value, str) else None
     if name is None:
         raise ConfigError(
             "dataset.split_column",
@@ -142,7 +165,8 @@ def _add(rows: TextRows, record: Mapping[str, Any], line: int, cols: Columns, ha
                 "dataset.group_column", f"{where} has no {cols.group!r} (it has {', '.join(map(str, record))})"
             )
         assert rows.groups is not None  # made with the group column
-        rows.groups.append(str(record[cols.group]))
+        group = record[cols.group]
+        rows.groups.append(None if group is None else str(group))  # None: a row carved alone
     if has_split:
         if cols.split not in record:
             raise ConfigError(
@@ -173,15 +197,49 @@ def _start(source: str, cols: Columns, first: Mapping[str, Any] | None) -> TextR
 # -- files -------------------------------------------------------------------------------------
 
 
+# A compressed file's first bytes, and how to undo what is not gzip (the one compression read).
+_COMPRESSED = {
+    b"\x1f\x8b": ("gzip", ""),
+    b"\xfd7zXZ\x00": ("xz", "xz -dk"),
+    b"BZh": ("bzip2", "bzip2 -dk"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"),
+}
+
+
+def _compressed(path: Path, data: bytes) -> ConfigError | None:
+    """The error for a file that is not UTF-8 because it is compressed (and not read as gzip)."""
+    name, undo = next((v for magic, v in _COMPRESSED.items() if data.startswith(magic)), ("", ""))
+    if not name or (name == "gzip" and path.suffix == ".gz"):
+        return None
+    if name == "gzip":
+        return ConfigError("dataset.path", f"{path} looks gzip-compressed: name it {path.name}.gz to have it read")
+    return ConfigError(
+        "dataset.path",
+        f"{path} looks {name}-compressed, and only gzip (.gz) is read: decompress it ({undo} {path.name}), "
+        "or compress it with gzip and name it .gz",
+    )
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)
+    except OSError:
+        return b""
+
+
 def _decoded(path: Path) -> str:
     """The file's text (gzip when it ends in .gz); a byte that is not UTF-8 is named by its line."""
     try:
         data = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
     except (OSError, EOFError) as e:
-        raise ConfigError("dataset.path", f"cannot read {path} ({type(e).__name__}: {e})") from None
+        said = ConfigError("dataset.path", f"cannot read {path} ({type(e).__name__}: {e})")
+        raise _compressed(path, _head(path)) or said from None  # an .xz named .gz: say so
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
+        if error := _compressed(path, data):
+            raise error from None
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise ConfigError(
@@ -193,7 +251,10 @@ def _decoded(path: Path) -> str:
 
 def read_jsonl(path: Path, cols: Columns) -> TextRows:
     rows: TextRows | None = None
-    for n, line in enumerate(_decoded(path).splitlines(), 1):
+    # Line ends are "\n", "\r\n" or "\r" (a JSON string holds neither raw): splitlines() also split
+    # at U+2028, U+2029 and U+0085, which JSON writers leave raw inside strings (ensure_ascii=False,
+    # JavaScript's JSON.stringify).
+    for n, line in enumerate(re.split("\r\n|\r|\n", _decoded(path)), 1):
         if not line.strip():
             continue
         try:
@@ -221,6 +282,48 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
     delimiter = "\t" if ".tsv" in path.suffixes[-2:] else ";" if semicolons else ","
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     header = reader.fieldnames or []
+    tabbed = delimiter == "," and "\t" in header_line and "," not in header_line
+    _check_header(path, header, cols, tabbed)
+    rows = _start(str(path), cols, dict.fromkeys(header))
+    try:
+        for record in reader:
+            if delimiter == "\t":
+                _one_line_fields(record, reader.line_num, path)
+            _fields_as_header(record, header, reader.line_num, path, delimiter)
+            _add(rows, record, reader.line_num, cols, rows.splits is not None)
+    except csv.Error as e:
+        raise ConfigError("dataset.path", f"line {reader.line_num} of {path} is not CSV ({e})") from None
+    _read(rows, "text")
+    # ASCII digits only: "²" and "--1" pass str.isdigit() but not int()
+    if rows.labels and all(isinstance(v, str) and re.fullmatch("-?[0-9]+", v.strip()) for v in rows.labels):
+        _one_spelling(rows)
+        rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
+    return rows
+
+
+def _one_spelling(rows: TextRows) -> None:
+    """Integer labels spelt two ways ("1" and "01") would be one class: refused, naming both."""
+    first: dict[int, int] = {}
+    for i, v in enumerate(rows.labels or []):
+        j = first.setdefault(int(v), i)
+        if rows.labels is not None and rows.labels[j].strip() != v.strip():
+            raise ConfigError(
+                "dataset.label_column",
+                f"labels {rows.labels[j]!r} ({rows.where(j)}) and {v!r} ({rows.where(i)}) are the same integer: "
+                "write each class one way",
+            )
+
+
+def _check_header(path: Path, header: Sequence[str], cols: Columns, tabbed: bool) -> None:
+    """Each column the config reads is in the header once (csv keeps a repeated one's last field)."""
+    for name in (cols.text, cols.label, cols.split, cols.group):
+        if name is not None and header.count(name) > 1:
+            at = ", ".join(str(i + 1) for i, h in enumerate(header) if h == name)
+            raise ConfigError(
+                "dataset.path",
+                f"the header of {path} names the column {name!r} more than once (columns {at}): "
+                "rename or drop all but one",
+            )
     for name, fld in (
         (cols.text, "dataset.text_column"),
         (cols.label, "dataset.label_column"),
@@ -228,26 +331,32 @@ def read_csv(path: Path, cols: Columns) -> TextRows:
     ):
         if name is not None and name not in header:
             spaced = next((h for h in header if h.strip() == name), None)  # `text, label`: a space after the comma
-            raise ConfigError(
-                fld,
-                f"{path} has no column {name!r} (its header: {', '.join(map(repr, header)) or 'none'})"
-                + (
-                    f"; {spaced!r} holds spaces: set {fld}: {spaced!r}, or take them out of the header"
-                    if spaced
-                    else ""
-                ),
-            )
-    rows = _start(str(path), cols, dict.fromkeys(header))
-    try:
-        for record in reader:
-            _fields_as_header(record, header, reader.line_num, path, delimiter)
-            _add(rows, record, reader.line_num, cols, rows.splits is not None)
-    except csv.Error as e:
-        raise ConfigError("dataset.path", f"line {reader.line_num} of {path} is not CSV ({e})") from None
-    _read(rows, "text")
-    if rows.labels and all(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in rows.labels):
-        rows.labels = [int(v) for v in rows.labels]  # CSV has no types: integer labels sort as numbers
-    return rows
+            said = f"{path} has no column {name!r} (its header: {', '.join(map(repr, header)) or 'none'})"
+            if spaced:
+                said += f"; {spaced!r} holds spaces: set {fld}: {spaced!r}, or take them out of the header"
+            elif tabbed:
+                tsv = path.name.replace(".csv", ".tsv") if ".csv" in path.name else f"{path.name}.tsv"
+                said += f"; its header holds tabs and no comma: it looks tab-separated, so name it {tsv}"
+            raise ConfigError(fld, said)
+
+
+def _one_line_fields(record: dict, n: int, path: Path) -> None:
+    """A tab-separated field holding a tab comes from a field opening with a double quote that ran
+    on to the next quote, over the rows after it (a file written with no quoting). A line break
+    alone is a quoted text's own (a CSV writer quotes a text that holds one)."""
+    values = [v for v in record.values() if isinstance(v, str)] + list(record.get(None) or [])
+    if not any("\t" in v for v in values):
+        return
+    first = n - sum(len(re.findall("\r\n|\r|\n", v)) for v in values)
+    raise ConfigError(
+        "dataset.path",
+        f"line {first} of {path} has a field holding a tab"
+        + (f" (it runs on to line {n})" if n > first else "")
+        + ': in a tab-separated file a field that opens with a double quote (") runs on to the next quote, '
+        "over tabs and lines. "
+        "Write the file with a CSV writer (Python's csv.writer(f, delimiter='\\t'), pandas' "
+        "to_csv(sep='\\t')), which quotes such a text, or take the tabs out of the texts",
+    )
 
 
 def _fields_as_header(record: dict, header: Sequence[str], n: int, path: Path, delimiter: str) -> None:
@@ -286,6 +395,7 @@ def read_text(path: Path) -> TextRows:
                 block = []
     if not rows.texts:
         raise ConfigError("dataset.path", f"{path} holds no text")
+    _mend_surrogates(rows)
     return rows
 
 
