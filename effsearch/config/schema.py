@@ -117,7 +117,8 @@ class DatasetConfig:
     group_column: str | None = spec(
         None,
         help="jsonl, csv: a column of groups (e.g. a source package) kept whole on one side when test and "
-        "validation are carved, so near-copies of a training text are not scored as unseen (null: rows carved alone)",
+        "validation are carved, so near-copies of a training text are not scored as unseen (a row without a "
+        "value is carved alone; null: every row is)",
     )
     classes: list | None = spec(
         None,
