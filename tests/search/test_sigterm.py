@@ -184,6 +184,15 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def where(pid: int) -> str:
+    """What a live process waits in (its state and kernel wait channel), and its threads' count."""
+    try:
+        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":" in line)
+        return f"{status['State'].strip()} in {open(f'/proc/{pid}/wchan').read()}, {status['Threads'].strip()} threads"
+    except OSError as e:
+        return str(e)
+
+
 def alive(pid: int) -> bool:
     try:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
@@ -209,7 +218,11 @@ def test_workers_stop_and_queue_their_trials_again_when_the_main_process_is_kill
         end = time.time() + 30  # they stop in a second or two; before, they ran on to the study's end
         while time.time() < end and any(alive(p) for p in workers_seen):
             time.sleep(0.2)
-        assert not any(alive(p) for p in workers_seen), "the workers outlived the main process"
+        assert not any(alive(p) for p in workers_seen), (
+            "the workers outlived the main process",
+            [(p, where(p)) for p in workers_seen if alive(p)],
+            (tmp_path / "run.log").read_text()[-2000:],
+        )
     finally:
         for p in workers_seen:
             if alive(p):

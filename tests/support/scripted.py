@@ -75,11 +75,9 @@ TRAIN_FN = f"{__name__}:train"
 
 
 def slow_train(cfg, **kwargs):
-    """``scripted_train`` three seconds a trial, so that a signal or a kill lands mid-trial (worker
-    processes import it by name: ``SLOW_TRAIN_FN``). The warm-ups (the pre-flight's and each
-    worker's, called without the pruner's ``eval_at``) play at once."""
-    if "eval_at" in kwargs:
-        time.sleep(3)
+    """``scripted_train`` three seconds a trial (the warm-ups too), so that a signal or a kill lands
+    mid-trial (worker processes import it by name: ``SLOW_TRAIN_FN``)."""
+    time.sleep(3)
     return scripted_train(cfg, **kwargs)
 
 
