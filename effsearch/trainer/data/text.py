@@ -103,16 +103,8 @@ def identity(d: DatasetConfig, source: TextRows | Path) -> Any:
         return {"callable": d.name, "sha256": digest.hexdigest()}
     if dataset_kind(d.name) in HASHED:
         # Size and mtime miss a file edited in place and given its old time back (cp -p, rsync -a).
-        return [[str(p), _content_hash(p)] for p in files_of(source)]
+        return [[str(p), textcache.sha256_of(p)] for p in files_of(source)]
     return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files_of(source)]
-
-
-def _content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read(d: DatasetConfig, cols: Columns) -> TextRows:
@@ -198,22 +190,19 @@ def group_ids(rows: TextRows) -> np.ndarray | None:
     without one (null, empty) is a group of its own. As one group, such rows were all held out."""
     if rows.groups is None:
         return None
-    missing = np.asarray([g is None or not str(g).strip() for g in rows.groups])
-    ids = np.empty(len(missing), np.int64)
-    if (~missing).any():
-        ids[~missing] = np.unique(
-            np.asarray([g for g in rows.groups if g is not None and str(g).strip()]), return_inverse=True
-        )[1]
-    start = int(ids[~missing].max()) + 1 if (~missing).any() else 0
-    ids[missing] = start + np.arange(int(missing.sum()))
+    missing = np.asarray([g is None or not str(g).strip() for g in rows.groups], bool)
+    values, ids = np.unique(np.asarray([g for g, m in zip(rows.groups, missing) if not m]), return_inverse=True)
+    alone = len(values) + np.arange(int(missing.sum()))  # after every named group
+    out = np.empty(len(missing), np.int64)
+    out[~missing], out[missing] = ids, alone
     if missing.any():
         log.warning(
             "%d of %d rows of %s have no group (dataset.group_column null or empty): each is carved alone",
-            int(missing.sum()),
-            len(ids),
+            len(alone),
+            len(out),
             rows.source,
         )
-    return ids
+    return out
 
 
 def given(rows: TextRows, y: np.ndarray) -> dict[str, np.ndarray]:

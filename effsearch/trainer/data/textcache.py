@@ -68,8 +68,10 @@ def cached(cache: Path, key: dict, build: Callable[[], Tokenized]) -> Tokenized:
     return made
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (a corpus need not fit in memory twice)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read(folder: Path, key: dict) -> tuple[Tokenized | None, str]:
@@ -82,7 +84,7 @@ def read(folder: Path, key: dict) -> tuple[Tokenized | None, str]:
         if meta.get("key") != json.loads(json.dumps(key, default=str)):
             return None, "stale (made for other data or settings)"
         for file, digest in meta["files"].items():
-            if _sha(folder / file) != digest:
+            if sha256_of(folder / file) != digest:
                 return None, f"damaged ({file} does not match its checksum)"
         arrays = {n: np.load(folder / f"{n}.npy", allow_pickle=False) for n in meta["arrays"]}
         return Tokenized(arrays, (folder / TOKENIZER).read_text(), meta["facts"]), ""
@@ -104,7 +106,7 @@ def _write(cache: Path, name: str, key: dict, made: Tokenized) -> None:
         meta = {
             "key": json.loads(json.dumps(key, default=str)),
             "arrays": list(made.arrays),
-            "files": {f: _sha(tmp / f) for f in files},
+            "files": {f: sha256_of(tmp / f) for f in files},
             "facts": made.facts,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")

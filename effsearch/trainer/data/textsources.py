@@ -13,7 +13,8 @@ A file's rows may name their split in ``dataset.split_column`` (train, validatio
 any case); ``text.py`` carves what a source does not give. Bad input is a ConfigError naming the
 field and the line: a missing or repeated column, an empty text, a line that is not UTF-8 or not
 JSON, a label that is neither a string nor an integer. A lone surrogate in a text is read as
-U+FFFD. Language models read the same rows with no label column, and leave out empty texts (wikitext's blank rows: a document of nothing) where a classifier refuses one.
+U+FFFD. Language models read the same rows with no label column, and leave out empty texts
+(wikitext's blank rows: a document of nothing) where a classifier refuses one.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def _read(rows: TextRows, what: str) -> TextRows:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+LINE_END = re.compile("\r\n|\r|\n")  # Unix's, Windows', old Macs'
 
 
 def _mend_surrogates(rows: TextRows) -> None:
@@ -254,7 +256,7 @@ def read_jsonl(path: Path, cols: Columns) -> TextRows:
     # Line ends are "\n", "\r\n" or "\r" (a JSON string holds neither raw): splitlines() also split
     # at U+2028, U+2029 and U+0085, which JSON writers leave raw inside strings (ensure_ascii=False,
     # JavaScript's JSON.stringify).
-    for n, line in enumerate(re.split("\r\n|\r|\n", _decoded(path)), 1):
+    for n, line in enumerate(LINE_END.split(_decoded(path)), 1):
         if not line.strip():
             continue
         try:
@@ -347,7 +349,7 @@ def _one_line_fields(record: dict, n: int, path: Path) -> None:
     values = [v for v in record.values() if isinstance(v, str)] + list(record.get(None) or [])
     if not any("\t" in v for v in values):
         return
-    first = n - sum(len(re.findall("\r\n|\r|\n", v)) for v in values)
+    first = n - sum(len(LINE_END.findall(v)) for v in values)
     raise ConfigError(
         "dataset.path",
         f"line {first} of {path} has a field holding a tab"
@@ -379,7 +381,7 @@ def read_text(path: Path) -> TextRows:
     Windows' and old Macs' line ends read as ``\\n`` (a file written on Windows had been one paragraph)."""
     rows = TextRows(str(path), "line")
     for file in files_of(path):
-        text = _decoded(file).replace("\r\n", "\n").replace("\r", "\n")
+        text = LINE_END.sub("\n", _decoded(file))
         if path.is_dir():
             if text.strip():
                 rows.texts.append(text)
@@ -395,7 +397,6 @@ def read_text(path: Path) -> TextRows:
                 block = []
     if not rows.texts:
         raise ConfigError("dataset.path", f"{path} holds no text")
-    _mend_surrogates(rows)
     return rows
 
 
