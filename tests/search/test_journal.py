@@ -3,14 +3,17 @@ goes on (before, its first append ran on from the cut, and no later read of the 
 line: every finished trial was out of reach); a line that is not a record is named by its number."""
 
 import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from effsearch.cli import main
-from effsearch.search.store.journal import cut_torn_tail
+from effsearch.search.store.journal import MendedJournalFile, cut_torn_tail
 from effsearch.search.store.storage import open_url
 from tests.search.test_resume import start
 from tests.support.tiny_study import study_file
@@ -105,3 +108,59 @@ def test_a_stale_journal_lock_is_said_once_before_the_wait(tmp_path, capsys, scr
     assert main(["run", str(path)]) == 0  # nothing to write: the lock is not waited for
     err = capsys.readouterr().err
     assert err.count(f"the journal's lock {lock} is ") == 1 and "s old, left by a process that stopped" in err, err
+
+
+def _ctrl_c_inside(monkeypatch, module, name, when):
+    """``module.name`` (an ``os`` or ``time`` function Optuna's journal lock calls) wrapped: each call
+    runs ``when(n, args)`` after the real one (n counts calls); a true result delivers a Ctrl-C there."""
+    real, calls = getattr(module, name), []
+
+    def wrapped(*args):
+        out = real(*args)
+        calls.append(args)
+        if when(len(calls), args):
+            signal.raise_signal(signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(module, name, wrapped)
+    return calls
+
+
+def test_a_ctrl_c_inside_the_journal_lock_lands_after_the_write_as_a_ctrl_c(tmp_path, monkeypatch):
+    """Raised just after the lock's release removed its file, the interrupt had become a
+    FileNotFoundError (Optuna's release cleans up again on any exception): a worker read it as a
+    failed trial ("invalid config") and went on to the next instead of stopping. Now the write ends,
+    then the Ctrl-C arrives as one."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    path = tmp_path / "s.journal"
+    backend = MendedJournalFile(str(path))
+    _ctrl_c_inside(monkeypatch, os, "unlink", lambda n, args: str(args[0]).endswith(".rename"))
+    with pytest.raises(KeyboardInterrupt):
+        backend.append_logs([{"a": 1}])
+    monkeypatch.undo()
+    assert path.read_bytes() == b'{"a":1}\n' and not os.path.exists(f"{path}.lock")
+
+
+def test_a_ctrl_c_while_the_journal_lock_is_awaited_leaves_the_holders_lock(tmp_path, monkeypatch):
+    """Raised while another process held the lock, the interrupt's clean-up released that
+    process's lock (its file removed under it). Now the wait goes on to the holder's release, then
+    the write, then the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    path = tmp_path / "s.journal"
+    backend = MendedJournalFile(str(path))
+    lock = Path(f"{path}.lock")
+    lock.touch()  # held by another process
+    held_on = []
+
+    def holder(n, args):  # the Ctrl-C at the first wait; the holder lets go at the second
+        if n == 2:
+            held_on.append(lock.exists())
+            lock.unlink()
+        return n == 1
+
+    _ctrl_c_inside(monkeypatch, time, "sleep", holder)
+    with pytest.raises(KeyboardInterrupt):
+        backend.append_logs([{"a": 1}])
+    monkeypatch.undo()
+    assert held_on == [True], "the holder's lock was taken from it"
+    assert path.read_bytes() == b'{"a":1}\n' and not lock.exists()

@@ -44,6 +44,7 @@ from effsearch.search.store.attrs import (
     WORKER_KEY,
 )
 from effsearch.search.store.heartbeat import JournalHeartbeat, requeue_dead_local, worker_id
+from effsearch.search.store.signals import handled_by, signals_put_off
 from effsearch.search.store.storage import (
     artifact_store,
     has_note,
@@ -58,7 +59,7 @@ from effsearch.search.study import phases
 from effsearch.search.study.samplers import make_sampler
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from optuna.trial import FrozenTrial
 
@@ -525,34 +526,6 @@ def signed_asks(study: optuna.Study) -> None:
         return trial
 
     study.ask = signed  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def handled_by(handler: Any, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """``handler`` for ``signals`` while the block runs, the handlers before it put back after.
-    Signals reach the main thread only: elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.signal(s, handler) for s in signals}
-    try:
-        yield
-    finally:
-        for s, previous in before.items():
-            signal.signal(s, previous)
-
-
-@contextlib.contextmanager
-def signals_put_off() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive in the block are delivered when it ends, to the handlers
-    they had before."""
-    pending: list[int] = []
-    try:
-        with handled_by(lambda signum, frame: pending.append(signum)):
-            yield
-    finally:
-        for signum in dict.fromkeys(pending):
-            signal.raise_signal(signum)
 
 
 def signals_held() -> contextlib.AbstractContextManager[None]:

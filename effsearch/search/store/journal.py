@@ -20,6 +20,8 @@ from typing import Any, BinaryIO
 
 from optuna.storages.journal import JournalFileBackend
 
+from effsearch.search.store.signals import signals_put_off
+
 log = logging.getLogger(__name__)
 
 TORN_SUFFIX = ".torn"
@@ -30,17 +32,20 @@ class MendedJournalFile(JournalFileBackend):
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         # Upstream's append, with the cut inside its lock (its lock is not re-entrant: super() would
-        # take it again).
-        self._lock.acquire()
-        try:
-            text = "\n".join(json.dumps(entry, separators=(",", ":")) for entry in logs) + "\n"
-            with open(self._file_path, "ab+") as f:  # appends wherever it seeks; reads and cuts too
-                cut_torn_tail(f, Path(self._file_path))
-                f.write(text.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())  # the cut with it
-        finally:
-            self._lock.release()
+        # take it again), and Ctrl-C or SIGTERM delivered once the lock is released: raised inside
+        # the lock's own code, either became another error or freed another process's lock
+        # (store/signals.py). A stale lock's wait (Optuna's 30 s grace) puts them off as long.
+        with signals_put_off():
+            self._lock.acquire()
+            try:
+                text = "\n".join(json.dumps(entry, separators=(",", ":")) for entry in logs) + "\n"
+                with open(self._file_path, "ab+") as f:  # appends wherever it seeks; reads and cuts too
+                    cut_torn_tail(f, Path(self._file_path))
+                    f.write(text.encode("utf-8"))
+                    f.flush()
+                    os.fsync(f.fileno())  # the cut with it
+            finally:
+                self._lock.release()
 
 
 def cut_torn_tail(f: BinaryIO, path: Path) -> int:
