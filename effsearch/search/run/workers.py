@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 import warnings
 from logging.handlers import QueueHandler, QueueListener
@@ -114,16 +113,20 @@ def requeue_interrupted(study: optuna.Study) -> None:
         requeue(study, t, "interrupted")
 
 
-def keyboard_interrupt_on_sigint() -> None:
-    """Importing Composer turns SIGINT into ``sys.exit(130)``, which Optuna does not treat as
-    an interruption (the trial would stay RUNNING): give Ctrl-C its KeyboardInterrupt back."""
-    import composer.core.engine  # noqa: F401  (installs its handler at import)
+def signals_stop_trials() -> contextlib.AbstractContextManager[None]:
+    """While a worker runs its trials, Ctrl-C raises KeyboardInterrupt and SIGTERM SystemExit (each
+    stops the trial where it is, and ``work`` queues it again), unless SIGINT is ignored (a command
+    started in the background). Composer's import installs the same SIGTERM handler and turns SIGINT
+    into ``sys.exit``, which training puts back; a worker no longer imports Composer for this (6 s),
+    and SIGTERM before training's import had killed it with its trial RUNNING."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
-        signal.SIG_IGN,
-        signal.default_int_handler,
-    ):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def handler(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT:
+            signal.default_int_handler(signum, frame)
+        sys.exit(128 + signum)
+
+    return handled_by(handler, (signal.SIGTERM,) if ignored else (signal.SIGINT, signal.SIGTERM))
 
 
 def work(
@@ -151,38 +154,40 @@ def work(
     stop, budget = StopAtTotal(spec.n_trials), StopAtBudget(spec, storage)
     if budget.reached(study) or (stop.reached(study) and not wait_for_others(spec, study, stop, started)):
         return "done"
-    keyboard_interrupt_on_sigint()
-    train_fn = trainer(train_fn)
-    if warm:
-        warm_up_or_warn(spec, index, data_root, train_fn)
-    failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
-    beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat.interval)
-    objective = Objective(spec, study, artifact_store(spec), data_root, beat, lambda: reap_dead(spec, study), train_fn)
-    devices = devices if devices is not None else devices_of(spec)[0]
-    objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
-    kinds.draw_baselines_first(study, objective.kind)
-    signed_asks(study)
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
-        objective.told,
-        stop,
-        budget,
-        failures,
-        lambda study, trial: mark_lost(spec, study),
-        lambda study, trial: study.stop() if objective.uncounted else None,
-    ]
-    if progress is not None:
-        callbacks.append(progress)
-    try:
-        return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started)
-    except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM arrives as Composer's sys.exit
-        with signals_held():
-            requeue_interrupted(study)
-        return "interrupted"
-    except Exception as e:
-        return stopped_unwritable(spec, e)
-    finally:
-        if beat is not None:
-            beat.beat(None)
+    with signals_stop_trials():
+        train_fn = trainer(train_fn)
+        if warm:
+            warm_up_or_warn(spec, index, data_root, train_fn)
+        failures = StopOnRepeatedFailure(spec.failure_limit, datetime.datetime.fromtimestamp(since or started))
+        beat = None if spec.is_rdb else JournalHeartbeat(storage, spec.heartbeat.interval)
+        objective = Objective(
+            spec, study, artifact_store(spec), data_root, beat, lambda: reap_dead(spec, study), train_fn
+        )
+        devices = devices if devices is not None else devices_of(spec)[0]
+        objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
+        kinds.draw_baselines_first(study, objective.kind)
+        signed_asks(study)
+        callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
+            objective.told,
+            stop,
+            budget,
+            failures,
+            lambda study, trial: mark_lost(spec, study),
+            lambda study, trial: study.stop() if objective.uncounted else None,
+        ]
+        if progress is not None:
+            callbacks.append(progress)
+        try:
+            return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM (signals_stop_trials)
+            with signals_held():
+                requeue_interrupted(study)
+            return "interrupted"
+        except Exception as e:
+            return stopped_unwritable(spec, e)
+        finally:
+            if beat is not None:
+                beat.beat(None)
 
 
 def quiet_and_share_cores(spec: StudySpec) -> None:
