@@ -1,5 +1,6 @@
 """`effsearch train` and `effsearch.train` on text a test writes: the built-in encoder, an
-hf:BertConfig model and a user's importable text module with a CORDS strategy, as a user runs them."""
+hf:BertConfig model and a user's importable text module with a CORDS strategy (the last in a
+process of its own, as a user runs it: it imports the module from its current folder)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 import effsearch
+from effsearch.cli import main
 from tests.support.text import texts, tiny_text, write_jsonl
 
 MODULE = """
@@ -43,36 +45,28 @@ def model(vocab_size, num_classes, max_length):
 BERT = {"name": "hf:BertConfig", "kwargs": {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}}
 
 
-def run_train(cwd, config: dict, name: str) -> dict:
+def run_train(cwd, config: dict, name: str, monkeypatch=None) -> dict:
+    """`effsearch train` in ``cwd``: a process of its own as a user starts it, or with
+    ``monkeypatch`` this one's (the same command, without Python's and Composer's start-up)."""
     (cwd / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "effsearch.cli",
-            "train",
-            f"{name}.yaml",
-            "--out",
-            name,
-            "--data-dir",
-            "data",
-            "--quiet",
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    args = ["train", f"{name}.yaml", "--out", name, "--data-dir", "data", "--quiet"]
+    if monkeypatch is not None:
+        monkeypatch.chdir(cwd)
+        assert main(args) == 0
+    else:
+        p = subprocess.run(
+            [sys.executable, "-m", "effsearch.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        )
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
     return json.loads((cwd / name / "result.json").read_text())
 
 
-def test_effsearch_train_trains_the_encoder_bert_and_a_text_module(tmp_path):
+def test_effsearch_train_trains_the_encoder_bert_and_a_text_module(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     path = write_jsonl(tmp_path / "t.jsonl")
-    encoder = run_train(tmp_path, tiny_text(path, epochs=4), "encoder")
+    encoder = run_train(tmp_path, tiny_text(path, epochs=4), "encoder", monkeypatch)
     assert encoder["status"] == "completed" and encoder["final"]["val_accuracy"] > 0.6
-    bert = run_train(tmp_path, {**tiny_text(path), "model": BERT}, "bert")
+    bert = run_train(tmp_path, {**tiny_text(path), "model": BERT}, "bert", monkeypatch)
     assert bert["status"] == "completed" and len(bert["history"]) == 2
     (tmp_path / "mytext.py").write_text(textwrap.dedent(MODULE))
     own = tiny_text(path, epochs=3, **{"selection.strategy": "gradmatch-pb", "selection.fraction": 0.5})
