@@ -128,6 +128,22 @@ def test_an_imagefolder_validation_folder_may_be_named_valid_or_validation(tmp_p
     assert load({"name": "imagefolder", "path": str(classes)}).num_classes == 2
 
 
+def test_split_folders_are_named_in_any_case(tmp_path):
+    """Train/, Validation/ and Test/ (as many downloaded datasets have them) had been two classes,
+    "Train" and "Test", trained on at exit 0; they are the splits, as train/, validation/ and test/.
+    Two folders of one split in two cases are refused."""
+    root = tmp_path / "kaggle"
+    write_images(root / "Train", count=8)
+    write_images(root / "Validation", count=2, seed=3)
+    write_images(root / "TEST", count=3, seed=4)
+    s = load({"name": "imagefolder", "path": str(root)})
+    assert s.num_classes == 3 and torch.bincount(s.train_y).tolist() == [8, 8, 8]
+    assert torch.bincount(s.val_y).tolist() == [2, 2, 2] and torch.bincount(s.test_y).tolist() == [3, 3, 3]
+    write_images(root / "train", count=1, seed=5)
+    with pytest.raises(ConfigError, match="has Train/ and train/: one training folder"):
+        load({"name": "imagefolder", "path": str(root)})
+
+
 def test_16_bit_and_float_images_are_scaled_to_8_bits_not_clipped(tmp_path):
     """torchvision's convention (to_dtype, scale=True): 16 bits keep their high byte, floats are 0..1.
     PIL's convert clips: a 16-bit microscope image decoded nearly all 255, a 0..1 float TIFF all 0;

@@ -545,23 +545,26 @@ def _warn_skipped(root: Path, skipped: list[str]) -> None:
 
 
 def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], list[str]]:
-    """The split folders of an imagefolder (``train`` always) and its class names."""
+    """The split folders of an imagefolder (``train`` always) and its class names. Split folders
+    are named in any case (Train/, Test/ as many downloads have them: they had been two classes)."""
     tops = _subfolders(root, skipped)
-    if "train" in tops:
-        stray = [t for t in tops if t not in SPLIT_NAMES]
+    named = {t: SPLIT_NAMES.get(t.lower()) for t in tops}
+    if "train" in named.values():
+        stray = [t for t in tops if named[t] is None]
         if stray:
             raise ConfigError(
                 "dataset.path",
                 f"{root} has train/ and also {', '.join(t + '/' for t in stray)}: "
                 "beside train/ only val/ (or valid/, validation/, dev/) and test/ (of the same class folders) may be",
             )
-        vals = [t for t in tops if SPLIT_NAMES[t] == "val"]
-        if len(vals) > 1:
-            raise ConfigError(
-                "dataset.path", f"{root} has {' and '.join(t + '/' for t in vals)}: one validation folder, not two"
-            )
-        splits = {SPLIT_NAMES[t]: root / t for t in tops}
-    elif "val" in tops or "test" in tops:  # valid/, validation/ without train/: classes, as "valid", "invalid"
+        for split, what in (("train", "training"), ("val", "validation"), ("test", "test")):
+            same = [t for t in tops if named[t] == split]
+            if len(same) > 1:
+                raise ConfigError(
+                    "dataset.path", f"{root} has {' and '.join(t + '/' for t in same)}: one {what} folder, not two"
+                )
+        splits = {str(named[t]): root / t for t in tops}
+    elif any(t.lower() in ("val", "test") for t in tops):  # valid/, validation/ without train/: classes
         raise ConfigError(
             "dataset.path", f"{root} has val/ or test/ but no train/: put the training images in {root}/train/CLASS/"
         )
