@@ -125,3 +125,14 @@ def test_parquet_files_it_cannot_read_are_refused_naming_dataset_path(tmp_path, 
         effsearch.train(tiny_text(folder, **{"dataset.name": "hf"}), data_dir=tmp_path / "data", progress=False)
     assert e.value.field == "dataset.path" and words in e.value.message, e.value.message
     assert not (tmp_path / "data" / "text-cache").exists() or not list((tmp_path / "data" / "text-cache").glob("[!.]*"))
+
+
+def test_split_names_are_read_in_any_case(tmp_path):
+    """Train-….parquet and a Test/ folder are the train and test splits (Test had been left out with
+    a warning, a split effsearch does not read, and Train's file read as a split named Train)."""
+    hub = tmp_path / "hub"
+    (hub / "Test").mkdir(parents=True)
+    images(60, 0).to_parquet(hub / "Train-00000-of-00001.parquet")
+    images(20, 2).to_parquet(hub / "Test" / "0000.parquet")
+    s = load_splits(TrainConfig.from_dict(image_config(hub)), tmp_path / "data")
+    assert len(s.test_y) == 20 and len(s.train_y) + len(s.val_y) == 60

@@ -51,7 +51,7 @@ def kept(found: dict[str, Any], where: str, label: str | None, field: str) -> di
     out: dict[str, Any] = {}
     named: dict[str, str] = {}
     for given, ds in found.items():
-        split = SPLIT_NAMES.get(given)
+        split = SPLIT_NAMES.get(given.lower())
         if split is None:
             log.warning(
                 "the %s split of %s is not read: effsearch reads train, validation (or valid, val, dev) and test",
@@ -107,11 +107,12 @@ def parquet_files(root: Path) -> list[Path] | None:
 
 
 def _split_name(root: Path, file: Path) -> str:
-    """``train-00000-of-00001.parquet``: train; ``test/0000.parquet``: test; a lone file: train."""
+    """``train-00000-of-00001.parquet``: train; ``test/0000.parquet``: test; a lone file: train.
+    Split names are read in any case (``Train-…``, ``Test/``: ``SPLIT_NAMES`` by the lower case)."""
     if file == root:
         return "train"
     prefix = file.stem.split("-")[0]
-    if prefix in SPLIT_NAMES or len(file.relative_to(root).parts) == 1:
+    if prefix.lower() in SPLIT_NAMES or len(file.relative_to(root).parts) == 1:
         return prefix
     return file.parent.name
 
@@ -128,7 +129,7 @@ def _parquet_splits(root: Path, files: list[Path]) -> dict[str, Any]:
     by_split: dict[str, list[Path]] = defaultdict(list)
     for f in files:
         by_split[_split_name(root, f)].append(f)
-    if "train" not in by_split:
+    if "train" not in {name.lower() for name in by_split}:
         raise ConfigError(
             "dataset.path",
             f"{root} has no training parquet file: a file's split is its name before the first '-' "
