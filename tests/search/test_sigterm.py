@@ -4,9 +4,12 @@ to the whole process group) each stop the study: the workers are told once, thei
 are queued again, and the command exits 130. With a signal to the main process only, the workers,
 never told, had run the whole study."""
 
+import gc
 import os
 import signal
+import sys
 import time
+import weakref
 
 import optuna
 import pytest
@@ -259,3 +262,27 @@ def test_a_trial_whose_line_a_ctrl_c_cut_short_is_shown_at_the_next_poll(tmp_pat
         progress.poll(study)
     progress.poll(study)  # the summary's poll after the stop
     assert out.getvalue().count("line of trial 0") == 1
+
+
+def test_a_signal_dropped_in_a_garbage_collector_callback_still_stops_the_worker_before_its_next_trial(monkeypatch):
+    """Python drops an exception raised in a weakref or ``__del__`` callback ("Exception ignored
+    in ..."): a worker whose SIGTERM landed there (a killed main process sends one, and no second)
+    had gone on to run the rest of the study. Its next ask raises it again."""
+    study = optuna.create_study()
+    signals = workers.StopSignals()
+    with signals.installed():
+        workers.signed_asks(study, signals.again)
+
+        class Resource:
+            pass
+
+        held = Resource()
+        weakref.finalize(held, signal.raise_signal, signal.SIGTERM)
+        dropped = []
+        monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+        del held  # the SystemExit the handler raises inside the finalizer is dropped there
+        gc.collect()
+        assert dropped == [SystemExit]
+        with pytest.raises(SystemExit) as stopped:
+            study.ask()
+    assert stopped.value.code == 128 + signal.SIGTERM and study.get_trials() == []

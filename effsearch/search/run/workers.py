@@ -113,20 +113,35 @@ def requeue_interrupted(study: optuna.Study) -> None:
         requeue(study, t, "interrupted")
 
 
-def signals_stop_trials() -> contextlib.AbstractContextManager[None]:
+class StopSignals:
     """While a worker runs its trials, Ctrl-C raises KeyboardInterrupt and SIGTERM SystemExit (each
     stops the trial where it is, and ``work`` queues it again), unless SIGINT is ignored (a command
     started in the background). Composer's import installs the same SIGTERM handler and turns SIGINT
     into ``sys.exit``, which training puts back; a worker no longer imports Composer for this (6 s),
-    and SIGTERM before training's import had killed it with its trial RUNNING."""
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    and SIGTERM before training's import had killed it with its trial RUNNING.
 
-    def handler(signum: int, frame: Any) -> None:
+    Each signal is also remembered: Python drops an exception raised in a garbage collector's
+    callback ("Exception ignored in ..."), and a worker whose one signal landed there (the
+    parent-death SIGTERM of a killed main process has no second) had run the rest of the study.
+    ``again`` raises it before the next trial is asked for."""
+
+    def __init__(self) -> None:
+        self.got: list[int] = []
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.got.append(signum)
         if signum == signal.SIGINT:
             signal.default_int_handler(signum, frame)
         sys.exit(128 + signum)
 
-    return handled_by(handler, (signal.SIGTERM,) if ignored else (signal.SIGINT, signal.SIGTERM))
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        return handled_by(self.handler, (signal.SIGTERM,) if ignored else (signal.SIGINT, signal.SIGTERM))
+
+    def again(self) -> None:
+        """Raise the first signal received, if any (its exception may have been dropped)."""
+        if self.got:
+            self.handler(self.got[0], None)
 
 
 def work(
@@ -154,7 +169,8 @@ def work(
     stop, budget = StopAtTotal(spec.n_trials), StopAtBudget(spec, storage)
     if budget.reached(study) or (stop.reached(study) and not wait_for_others(spec, study, stop, started)):
         return "done"
-    with signals_stop_trials():
+    signals = StopSignals()
+    with signals.installed():
         train_fn = trainer(train_fn)
         if warm:
             warm_up_or_warn(spec, index, data_root, train_fn)
@@ -166,7 +182,7 @@ def work(
         devices = devices if devices is not None else devices_of(spec)[0]
         objective.place(devices, shares_devices(spec), worker_kind(spec, devices))
         kinds.draw_baselines_first(study, objective.kind)
-        signed_asks(study)
+        signed_asks(study, signals.again)
         callbacks: list[Callable[[optuna.Study, FrozenTrial], Any]] = [
             objective.told,
             stop,
@@ -179,7 +195,7 @@ def work(
             callbacks.append(progress)
         try:
             return run_trials(spec, study, objective, callbacks, Stops(stop, budget, failures), started)
-        except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM (signals_stop_trials)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM (StopSignals)
             with signals_held():
                 requeue_interrupted(study)
             return "interrupted"
@@ -517,14 +533,16 @@ def run_workers(
         listener.stop()  # after the workers: their last records are handled first
 
 
-def signed_asks(study: optuna.Study) -> None:
+def signed_asks(study: optuna.Study, first: Callable[[], None] = lambda: None) -> None:
     """Make ``study`` (this worker's instance) write who runs a trial as it asks for it, with
     Ctrl-C and SIGTERM put off until that is written. A trial is RUNNING from the moment Optuna
     creates it; one a signal stopped before its worker was named is one ``requeue_interrupted``
-    cannot tell from another worker's, and it stayed RUNNING until a later run's reaper failed it."""
+    cannot tell from another worker's, and it stayed RUNNING until a later run's reaper failed it.
+    ``first`` runs before each ask (``StopSignals.again``)."""
     ask = study.ask
 
     def signed(*args: Any, **kwargs: Any) -> optuna.Trial:
+        first()
         with signals_put_off():
             trial = ask(*args, **kwargs)
             trial.set_user_attr(WORKER_KEY, worker_id())
