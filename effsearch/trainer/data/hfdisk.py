@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 
 # A split's name (an hf split, an image folder beside train/, a row's split column): effsearch's split.
 SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "val": "val", "dev": "val", "test": "test"}
+
+
+def split_of(name: str) -> str | None:
+    """effsearch's split for a split's name, read in any case (``Train/``, ``Test-….parquet``, as
+    downloads name them), or None: not a split effsearch reads."""
+    return SPLIT_NAMES.get(name.lower())
+
+
 HF_EXTRA = "needs the optional extra hf (`uv sync --extra hf`, or `pip install 'effsearch[hf]'`)"
 
 
@@ -51,7 +59,7 @@ def kept(found: dict[str, Any], where: str, label: str | None, field: str) -> di
     out: dict[str, Any] = {}
     named: dict[str, str] = {}
     for given, ds in found.items():
-        split = SPLIT_NAMES.get(given.lower())
+        split = split_of(given)
         if split is None:
             log.warning(
                 "the %s split of %s is not read: effsearch reads train, validation (or valid, val, dev) and test",
@@ -108,11 +116,11 @@ def parquet_files(root: Path) -> list[Path] | None:
 
 def _split_name(root: Path, file: Path) -> str:
     """``train-00000-of-00001.parquet``: train; ``test/0000.parquet``: test; a lone file: train.
-    Split names are read in any case (``Train-…``, ``Test/``: ``SPLIT_NAMES`` by the lower case)."""
+    Split names are read in any case (``split_of``)."""
     if file == root:
         return "train"
     prefix = file.stem.split("-")[0]
-    if prefix.lower() in SPLIT_NAMES or len(file.relative_to(root).parts) == 1:
+    if split_of(prefix) is not None or len(file.relative_to(root).parts) == 1:
         return prefix
     return file.parent.name
 
@@ -129,7 +137,7 @@ def _parquet_splits(root: Path, files: list[Path]) -> dict[str, Any]:
     by_split: dict[str, list[Path]] = defaultdict(list)
     for f in files:
         by_split[_split_name(root, f)].append(f)
-    if "train" not in {name.lower() for name in by_split}:
+    if "train" not in {split_of(name) for name in by_split}:
         raise ConfigError(
             "dataset.path",
             f"{root} has no training parquet file: a file's split is its name before the first '-' "

@@ -34,7 +34,7 @@ import numpy as np
 
 from effsearch.config import ConfigError
 from effsearch.config.fields import quote
-from effsearch.trainer.data.hfdisk import SPLIT_NAMES, load_splits
+from effsearch.trainer.data.hfdisk import load_splits, split_of
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _label(value: Any, cols: Columns, where: str) -> Any:
 
 def _split(value: Any, cols: Columns, where: str) -> str:
     # "TEST", " Valid": a spreadsheet's or a hand's spelling of a split's name
-    name = SPLIT_NAMES.get(value.strip().lower()) if isinstance(value, str) else None
+    name = split_of(value.strip()) if isinstance(value, str) else None
     if name is None:
         raise ConfigError(
             "dataset.split_column",

@@ -57,7 +57,7 @@ from effsearch.config.imports import load_object, raised
 from effsearch.config.sources import dataset_kind
 from effsearch.trainer.data import memory, torchsets
 from effsearch.trainer.data.decode import GRAY_MODES, Part, as_uint8, header
-from effsearch.trainer.data.hfdisk import SPLIT_NAMES, is_parquet, load_splits
+from effsearch.trainer.data.hfdisk import is_parquet, load_splits, split_of
 from effsearch.trainer.data.imagecache import decoded
 from effsearch.trainer.data.stratify import OWN_SPLIT, refusal, stratified_split
 from effsearch.trainer.data.textsources import holds_texts
@@ -548,7 +548,7 @@ def _class_folders(root: Path, skipped: list[str]) -> tuple[dict[str, Path], lis
     """The split folders of an imagefolder (``train`` always) and its class names. Split folders
     are named in any case (Train/, Test/ as many downloads have them: they had been two classes)."""
     tops = _subfolders(root, skipped)
-    named = {t: SPLIT_NAMES.get(t.lower()) for t in tops}
+    named = {t: split_of(t) for t in tops}
     if "train" in named.values():
         stray = [t for t in tops if named[t] is None]
         if stray:
